@@ -1,0 +1,1 @@
+"""The Pulumi program: a Ray cluster YAML in, pulumi-gcp resources out."""

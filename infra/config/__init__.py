@@ -1,0 +1,19 @@
+"""Cluster YAML -> validated model: defaults, normalisation and every config check live here.
+
+No pulumi imports: the model is shared by the program, the bootstrap renderer and the tasks.
+"""
+
+from infra.config.cluster import ClusterConfig, NodeType
+from infra.config.errors import ConfigError
+from infra.config.loader import load_cluster_config, parse_cluster_config
+from infra.config.node_config import ComputeNodeConfig, TpuNodeConfig
+
+__all__ = [
+    "ClusterConfig",
+    "ComputeNodeConfig",
+    "ConfigError",
+    "NodeType",
+    "TpuNodeConfig",
+    "load_cluster_config",
+    "parse_cluster_config",
+]

@@ -1,0 +1,366 @@
+"""The whole Ray cluster YAML as one validated model: the single source of truth for config.
+
+Defaults are merged the way Ray merges them (a top-level key given by the user replaces the
+default whole), short GCP names are normalised to URL forms, and cross-field rules are checked
+with errors that name the YAML path and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from infra.config.errors import PathError
+from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
+from infra.config.urls import (
+    accelerator_type_url,
+    disk_type_url,
+    machine_type_url,
+    service_account_email,
+)
+
+DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
+AUTOSCALER_ACCOUNT_ID = "ray-autoscaler-sa-v1"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+AUTOSCALER_ROLES = (
+    "roles/storage.objectAdmin",
+    "roles/compute.admin",
+    "roles/iam.serviceAccountUser",
+    "roles/iam.roleViewer",
+)
+TPU_ROLE = "roles/tpu.admin"
+
+# GCE names: lowercase letter first, then letters, digits, hyphens; 63 characters at most.
+# `ray-<cluster>-worker-<8 hex>-compute` must fit, which leaves 35 for the cluster name.
+_CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,33}[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{1,63}$")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class GcpCredentials(StrictModel):
+    """`provider.gcp_credentials`: a service-account JSON or an OAuth token, kept secret."""
+
+    type: Literal["service_account", "credentials_token"]
+    credentials: SecretStr
+
+    @field_validator("credentials", mode="before")
+    @classmethod
+    def _json_text(cls, value: Any) -> Any:
+        """YAML users may write the service-account JSON as a mapping: keep it as JSON text."""
+        return json.dumps(value) if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> GcpCredentials:
+        if self.type != "service_account":
+            if not self.credentials.get_secret_value().strip():
+                raise PathError([("credentials", "the OAuth token is empty: paste the token")])
+            return self
+        try:
+            info = json.loads(self.credentials.get_secret_value())
+        except json.JSONDecodeError:
+            info = None
+        missing = (
+            [k for k in ("client_email", "private_key") if not info.get(k)]
+            if isinstance(info, dict)
+            else None
+        )
+        if missing is None or missing:
+            what = f"it lacks {', '.join(missing)}" if missing else "it is not a JSON object"
+            raise PathError([(
+                "credentials",
+                f"gcp_credentials found in cluster yaml file but formatted improperly ({what}): "
+                "paste the whole service-account key JSON downloaded from IAM",
+            )])
+        return self
+
+    def service_account_info(self) -> dict[str, Any] | None:
+        if self.type != "service_account":
+            return None
+        return json.loads(self.credentials.get_secret_value())
+
+
+class Provider(StrictModel):
+    type: Literal["gcp"]
+    region: str
+    availability_zone: str
+    project_id: str | None = None
+    gcp_credentials: GcpCredentials | None = None
+    cache_stopped_nodes: bool = False
+    use_internal_ips: bool = False
+    ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+
+    @field_validator("ssh_source_ranges")
+    @classmethod
+    def _cidrs(cls, ranges: list[str]) -> list[str]:
+        for cidr in ranges:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not a CIDR range such as 203.0.113.0/24") from None
+        return ranges
+
+    @model_validator(mode="after")
+    def _project_and_zone(self) -> Provider:
+        problems = []
+        if not self.project_id:
+            problems.append(("project_id", "project_id must be set in the provider section: "
+                             "set it to your GCP project id"))
+        if not self.availability_zone.startswith(f"{self.region}-"):
+            problems.append(("availability_zone", f"zone {self.availability_zone!r} is not in "
+                             f"region {self.region!r}: pick a zone such as {self.region}-a"))
+        if problems:
+            raise PathError(problems)
+        return self
+
+    @property
+    def project(self) -> str:
+        return self.project_id or ""
+
+
+class Auth(StrictModel):
+    ssh_user: str = "ubuntu"
+    ssh_private_key: str | None = None
+    ssh_public_key: str | None = None
+
+    @field_validator("ssh_user")
+    @classmethod
+    def _posix_user(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
+            raise ValueError(f"{value!r} is not a Linux user name: use e.g. ubuntu")
+        return value
+
+
+class Docker(StrictModel):
+    image: str = ""
+    head_image: str | None = None
+    worker_image: str | None = None
+    container_name: str = "ray_container"
+    pull_before_run: bool = True
+    run_options: list[str] = Field(default_factory=list)
+    head_run_options: list[str] = Field(default_factory=list)
+    worker_run_options: list[str] = Field(default_factory=list)
+    disable_automatic_runtime_detection: bool = False
+    disable_shm_size_detection: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.image or self.head_image or self.worker_image)
+
+    def image_for(self, role: Literal["head", "worker"]) -> str:
+        specific = self.head_image if role == "head" else self.worker_image
+        return specific or self.image
+
+    def run_options_for(self, role: Literal["head", "worker"]) -> list[str]:
+        specific = self.head_run_options if role == "head" else self.worker_run_options
+        return [*self.run_options, *specific]
+
+
+class NodeTypeDocker(StrictModel):
+    """Per-node-type docker overrides Ray accepts under `available_node_types.<t>.docker`."""
+
+    worker_image: str | None = None
+    pull_before_run: bool | None = None
+    worker_run_options: list[str] | None = None
+
+
+class NodeType(StrictModel):
+    resources: dict[str, int | float] = Field(default_factory=dict)
+    min_workers: int = Field(default=0, ge=0)
+    max_workers: int | None = Field(default=None, ge=0)
+    node_config: NodeConfig
+    labels: dict[str, str] = Field(default_factory=dict)
+    worker_setup_commands: list[str] | None = None
+    docker: NodeTypeDocker | None = None
+
+    @property
+    def is_tpu(self) -> bool:
+        return isinstance(self.node_config, TpuNodeConfig)
+
+
+class ClusterConfig(StrictModel):
+    """A Ray cluster YAML for GCP, defaults filled in and short names normalised."""
+
+    cluster_name: str = "default"
+    max_workers: int = Field(default=2, ge=0)
+    upscaling_speed: float = Field(default=1.0, gt=0)
+    idle_timeout_minutes: float = Field(default=5, ge=0)
+    docker: Docker = Field(default_factory=Docker)
+    provider: Provider
+    auth: Auth = Field(default_factory=Auth)
+    available_node_types: dict[str, NodeType]
+    head_node_type: str
+    file_mounts: dict[str, str] = Field(default_factory=dict)
+    cluster_synced_files: list[str] = Field(default_factory=list)
+    file_mounts_sync_continuously: bool = False
+    rsync_exclude: list[str] = Field(default_factory=list)
+    rsync_filter: list[str] = Field(default_factory=list)
+    initialization_commands: list[str] = Field(default_factory=list)
+    setup_commands: list[str] = Field(default_factory=list)
+    head_setup_commands: list[str] = Field(default_factory=list)
+    worker_setup_commands: list[str] = Field(default_factory=list)
+    head_start_ray_commands: list[str] = Field(default_factory=list)
+    worker_start_ray_commands: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, data: Any) -> Any:
+        """Ray's merge: every top-level key the YAML leaves out comes from the GCP defaults."""
+        if not isinstance(data, dict):
+            raise ValueError("a cluster YAML must be a mapping of keys such as cluster_name")
+        merged = dict(gcp_defaults())
+        if "available_node_types" in data:
+            merged.pop("head_node_type")
+        merged.update(data)
+        if merged.get("docker") is None:
+            merged["docker"] = {}
+        return merged
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _gce_name(cls, value: str) -> str:
+        if not _CLUSTER_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} cannot prefix GCE names: use 1-35 lowercase letters, digits or "
+                "hyphens, starting with a letter (e.g. my-cluster)"
+            )
+        return value
+
+    @field_validator("available_node_types")
+    @classmethod
+    def _type_names(cls, types: dict[str, NodeType]) -> dict[str, NodeType]:
+        problems = [
+            (name, "node type names become GCE label values: use lowercase letters, "
+             "digits, '_' or '-' (63 at most)")
+            for name in types
+            if not _LABEL_VALUE.fullmatch(name)
+        ]
+        if not types:
+            raise ValueError("declare at least the head's node type")
+        if problems:
+            raise PathError(problems)
+        return types
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> ClusterConfig:
+        problems: list[tuple[str, str]] = []
+        if self.head_node_type not in self.available_node_types:
+            problems.append(("head_node_type", f"{self.head_node_type!r} is not a key of "
+                             f"available_node_types: use one of {sorted(self.available_node_types)}"))
+        for name, node_type in self.available_node_types.items():
+            if node_type.max_workers is None:
+                # Ray: the head's type adds no workers unless told; others share the cap.
+                node_type.max_workers = 0 if name == self.head_node_type else self.max_workers
+            path = f"available_node_types.{name}"
+            if node_type.min_workers > node_type.max_workers:
+                problems.append((f"{path}.min_workers", f"min_workers ({node_type.min_workers}) "
+                                 f"exceeds max_workers ({node_type.max_workers}): lower it or "
+                                 "raise max_workers"))
+            config = node_type.node_config
+            if isinstance(config, ComputeNodeConfig) and config.has_gpu and (
+                config.scheduling.on_host_maintenance != "TERMINATE"
+            ):
+                problems.append((f"{path}.node_config.scheduling", "GPU instances cannot live-"
+                                 "migrate: set scheduling.onHostMaintenance: TERMINATE"))
+        total_min = sum(t.min_workers for t in self.available_node_types.values())
+        if total_min > self.max_workers:
+            problems.append(("max_workers", f"the node types' min_workers add up to {total_min}, "
+                             f"more than max_workers ({self.max_workers}): raise max_workers or "
+                             "lower a min_workers"))
+        if problems:
+            raise PathError(problems)
+        self._normalise_urls()
+        return self
+
+    def _normalise_urls(self) -> None:
+        zone, project = self.provider.availability_zone, self.provider.project
+        for node_type in self.available_node_types.values():
+            config = node_type.node_config
+            if not isinstance(config, ComputeNodeConfig):
+                continue
+            config.machine_type = machine_type_url(zone, config.machine_type)
+            for accelerator in config.guest_accelerators:
+                accelerator.accelerator_type = accelerator_type_url(
+                    project, zone, accelerator.accelerator_type
+                )
+            for disk in config.disks:
+                params = disk.initialize_params
+                if params is not None and params.disk_type:
+                    params.disk_type = disk_type_url(zone, params.disk_type)
+
+    # -------------------------------------------------------------- derived views
+
+    @property
+    def head_type(self) -> NodeType:
+        return self.available_node_types[self.head_node_type]
+
+    @property
+    def worker_types(self) -> dict[str, NodeType]:
+        """Every type that may run workers: all but the head's, plus the head's if it allows."""
+        return {
+            name: t
+            for name, t in self.available_node_types.items()
+            if name != self.head_node_type or (t.max_workers or 0) > 0
+        }
+
+    @property
+    def has_tpu(self) -> bool:
+        return any(t.is_tpu for t in self.available_node_types.values())
+
+    @property
+    def autoscaler_service_account_email(self) -> str:
+        return service_account_email(AUTOSCALER_ACCOUNT_ID, self.provider.project)
+
+    @property
+    def autoscaler_roles(self) -> tuple[str, ...]:
+        return AUTOSCALER_ROLES + ((TPU_ROLE,) if self.has_tpu else ())
+
+    @property
+    def uses_explicit_network(self) -> bool:
+        """Ray uses the YAML's networkInterfaces only when every compute type gives them."""
+        computes = [
+            t.node_config
+            for t in self.available_node_types.values()
+            if isinstance(t.node_config, ComputeNodeConfig)
+        ]
+        return bool(computes) and all(c.network_interfaces for c in computes)
+
+    def setup_commands_for(self, role: Literal["head", "worker"], node_type: str) -> list[str]:
+        """`setup_commands` then the role's own, as Ray's `merge_setup_commands` orders them."""
+        if role == "head":
+            return [*self.setup_commands, *self.head_setup_commands]
+        own = self.available_node_types[node_type].worker_setup_commands
+        return [*self.setup_commands, *(own if own is not None else self.worker_setup_commands)]
+
+    def start_commands_for(self, role: Literal["head", "worker"]) -> list[str]:
+        return list(self.head_start_ray_commands if role == "head"
+                    else self.worker_start_ray_commands)
+
+    def ray_dict(self) -> dict[str, Any]:
+        """The config as Ray reads it: YAML key names, URLs normalised, secrets left out."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["provider"].pop("gcp_credentials", None)
+        data["provider"].pop("ssh_source_ranges", None)
+        for name, node_type in self.available_node_types.items():
+            data["available_node_types"][name]["node_config"] = node_type.node_config.body()
+        return data
+
+
+def gcp_defaults() -> dict[str, Any]:
+    with DEFAULTS_FILE.open() as handle:
+        return yaml.safe_load(handle)

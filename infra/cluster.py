@@ -1,0 +1,140 @@
+"""RayCluster: wires service account, SSH key, network, head and worker groups. Nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import yaml
+
+from bootstrap import autoscaler_config
+from infra.config import ClusterConfig
+from infra.head import HeadNode
+from infra.iam import ClusterServiceAccount
+from infra.labels import LAUNCH_CONFIG, launch_config_hash
+from infra.metadata import (
+    BOOTSTRAP_CONFIG_KEY,
+    BOOTSTRAP_KEY_KEY,
+    HEAD_ADDRESS_KEY,
+    merge_metadata,
+)
+from infra.network import ClusterNetwork
+from infra.nodes import node_body
+from infra.plan import ClusterPlan, NodeGroupPlan
+from infra.ssh_keys import ClusterSshKey
+from infra.workers import WorkerGroup, WorkerGroupArgs
+
+
+class RayCluster(pulumi.ComponentResource):
+    """A Ray cluster on GCP from a node plan; outputs what `invoke attach` and friends need."""
+
+    def __init__(
+        self,
+        name: str,
+        plan: ClusterPlan,
+        credentials: pulumi.Output[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ray-gcp:index:RayCluster", name, None, opts)
+        config = plan.config
+        child = pulumi.ResourceOptions(parent=self)
+        user = config.auth.ssh_user
+
+        # SPEC 2.1: fail early, at preview, when the project does not exist.
+        self.project_number = gcp.organizations.get_project_output(
+            project_id=plan.project, opts=pulumi.InvokeOptions(parent=self)
+        ).number
+        self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
+        self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
+        self.network = ClusterNetwork(f"{name}-network", plan, child)
+        head_name = plan.head.instance_name
+
+        # Every node type in the worker role: what Ray's autoscaler launches from the head's
+        # bootstrap config, and exactly what our worker groups create.
+        worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
+            node_type: _body(config, group, self.network, self.ssh_key,
+                             {HEAD_ADDRESS_KEY: head_name})
+            for node_type, group in plan.node_types.items()
+        }
+        auth = pulumi.Output.all(self.ssh_key.private_key).apply(
+            lambda key: {"ssh_user": user, "ssh_private_key": key[0]}
+        )
+        bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
+            lambda bodies: yaml.safe_dump(autoscaler_config(config, bodies), sort_keys=True)
+        )
+        head_body = _body(config, plan.head, self.network, self.ssh_key, {
+            BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
+            BOOTSTRAP_KEY_KEY: self.ssh_key.private_key,
+        })
+        self.head = HeadNode(
+            f"{name}-head",
+            plan,
+            interfaces=self.network.interfaces_for(plan.head),
+            metadata=head_body.apply(_metadata_map),
+            labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.service_account, self.network]
+            ),
+        )
+        self.worker_groups = {
+            group.node_type: WorkerGroup(
+                f"{name}-{group.node_type}",
+                WorkerGroupArgs(
+                    project=plan.project,
+                    zone=plan.zone,
+                    cluster_name=config.cluster_name,
+                    node_type=group.node_type,
+                    kind=group.kind,
+                    name_prefix=group.name_prefix,
+                    body=pulumi.Output.all(
+                        worker_bodies[group.node_type], _labels(group,
+                                                                worker_bodies[group.node_type],
+                                                                auth)
+                    ).apply(lambda pair: {**pair[0], "labels": pair[1]}),
+                    count=group.count,
+                    cache_stopped_nodes=config.provider.cache_stopped_nodes,
+                    credentials=credentials,
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.head]),
+            )
+            for group in plan.workers
+        }
+        self.register_outputs({"head_name": head_name})
+
+
+
+def _body(
+    config: ClusterConfig,
+    group: NodeGroupPlan,
+    network: ClusterNetwork,
+    ssh_key: ClusterSshKey,
+    extra: dict[str, pulumi.Input[str]],
+) -> pulumi.Output[dict[str, Any]]:
+    """The group's node body once the subnet and the public key are known."""
+    return pulumi.Output.all(
+        network.interfaces_for(group), ssh_key.public_key, pulumi.Output.all(**extra)
+    ).apply(
+        lambda values: node_body(
+            group, values[0], merge_metadata(config, group, values[1], values[2])
+        )
+    )
+
+
+def _labels(
+    group: NodeGroupPlan,
+    ray_node_config: pulumi.Output[dict[str, Any]],
+    auth: pulumi.Output[dict[str, str]],
+) -> pulumi.Output[dict[str, str]]:
+    """Ray's labels plus the launch hash the head's autoscaler will compute for this type.
+    The hash is a digest of the key, not the key: it is shown, not kept secret."""
+    return pulumi.Output.unsecret(pulumi.Output.all(ray_node_config, auth).apply(
+        lambda pair: {**group.labels, LAUNCH_CONFIG: launch_config_hash(pair[0], pair[1])}
+    ))
+
+
+def _metadata_map(body: dict[str, Any]) -> dict[str, str]:
+    metadata = body["metadata"]
+    if "items" in metadata:
+        return {item["key"]: item["value"] for item in metadata["items"]}
+    return dict(metadata)

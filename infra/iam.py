@@ -1,0 +1,40 @@
+"""Ray's autoscaler service account and its project roles (SPEC 2.2)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import ClusterConfig
+from infra.config.cluster import AUTOSCALER_ACCOUNT_ID
+
+
+class ClusterServiceAccount(pulumi.ComponentResource):
+    """`ray-autoscaler-sa-v1` with the roles the head's autoscaler needs to manage nodes."""
+
+    email: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("ray-gcp:index:ClusterServiceAccount", name, None, opts)
+        project = config.provider.project
+        account = gcp.serviceaccount.Account(
+            AUTOSCALER_ACCOUNT_ID,
+            account_id=AUTOSCALER_ACCOUNT_ID,
+            display_name="Ray Autoscaler Service Account (v1)",
+            project=project,
+            # Ray's launcher shares this account between clusters of a project.
+            create_ignore_already_exists=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.email = account.email
+        self.bindings = [
+            gcp.projects.IAMMember(
+                f"{AUTOSCALER_ACCOUNT_ID}-{role.removeprefix('roles/').replace('.', '-')}",
+                project=project,
+                role=role,
+                member=account.email.apply(lambda email: f"serviceAccount:{email}"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for role in config.autoscaler_roles
+        ]
+        self.register_outputs({"email": self.email})

@@ -1,0 +1,37 @@
+"""Instance metadata: the YAML's own entries, then bootstrap's, then keys and addresses.
+
+Merged, not overwritten: a user's `install-nvidia-driver` survives next to the startup script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bootstrap import node_metadata as bootstrap_metadata
+from infra.config import ClusterConfig
+from infra.plan import NodeGroupPlan
+from infra.ssh_keys import ssh_keys_entry
+
+HEAD_ADDRESS_KEY = "ray-head-address"
+BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
+BOOTSTRAP_KEY_KEY = "ray-bootstrap-ssh-key"
+
+
+def merge_metadata(
+    config: ClusterConfig,
+    group: NodeGroupPlan,
+    public_key: str,
+    extra: Mapping[str, str],
+) -> dict[str, str]:
+    """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
+
+    A user's own `ssh-keys` line is kept next to the cluster's key, not replaced by it."""
+    own = dict(group.node_config.metadata)
+    ssh_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
+    ssh_lines.append(ssh_keys_entry(config.auth.ssh_user, public_key))
+    return {
+        **own,
+        **bootstrap_metadata(config, group.role, group.node_type),
+        "ssh-keys": "\n".join(ssh_lines),
+        **extra,
+    }

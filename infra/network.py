@@ -1,0 +1,109 @@
+"""Where nodes attach and which traffic reaches them (SPEC 2.4).
+
+Explicit `networkInterfaces` on every compute type are used as given; otherwise the region's
+subnet is looked up and used, with an external NAT so SSH reaches the head. Firewall rules
+open Ray's ports between the cluster's nodes only, and SSH to the head from chosen ranges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import ClusterConfig, ComputeNodeConfig
+from infra.config.node_config import NetworkInterface
+from infra.plan import ClusterPlan, NodeGroupPlan
+
+EXTERNAL_NAT = {"name": "External NAT", "type": "ONE_TO_ONE_NAT"}
+
+
+def pick_subnetwork(subnetworks: list[Any]) -> dict[str, str]:
+    """Ray takes the first subnet of the region; prefer `default`, then the first by name,
+    so the choice is stable between runs."""
+    if not subnetworks:
+        raise ValueError("the region has no subnetwork: create one (or a network in auto "
+                         "mode) or give networkInterfaces in every node_config")
+    entries = sorted(subnetworks, key=lambda s: (_get(s, "name") != "default", _get(s, "name")))
+    chosen = entries[0]
+    return {"subnetwork": _get(chosen, "self_link"), "network": _get(chosen, "network")}
+
+
+def _get(entry: Any, key: str) -> str:
+    return entry[key] if isinstance(entry, dict) else getattr(entry, key)
+
+
+class ClusterNetwork(pulumi.ComponentResource):
+    """The subnet every node uses and the cluster's firewall rules."""
+
+    network: pulumi.Output[str]
+    subnetwork: pulumi.Output[str | None]
+
+    def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("ray-gcp:index:ClusterNetwork", name, None, opts)
+        config = plan.config
+        child = pulumi.ResourceOptions(parent=self)
+        if config.uses_explicit_network:
+            first = _first_interface(config)
+            network = first.network or gcp.compute.get_subnetwork_output(
+                self_link=first.subnetwork, opts=pulumi.InvokeOptions(parent=self)
+            ).network
+            self.network = pulumi.Output.from_input(network)
+            self.subnetwork = pulumi.Output.from_input(first.subnetwork)
+        else:
+            found = gcp.compute.get_subnetworks_output(
+                project=plan.project, region=plan.region, opts=pulumi.InvokeOptions(parent=self)
+            ).subnetworks.apply(pick_subnetwork)
+            self.network = found.apply(lambda s: s["network"])
+            self.subnetwork = found.apply(lambda s: s["subnetwork"])
+        firewall = plan.firewall
+        self.internal = gcp.compute.Firewall(
+            f"{firewall.cluster_tag}-internal",
+            project=plan.project,
+            network=self.network,
+            description=f"Ray cluster {config.cluster_name}: every port between its nodes",
+            direction="INGRESS",
+            source_tags=[firewall.cluster_tag],
+            target_tags=[firewall.cluster_tag],
+            allows=[
+                gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["0-65535"]),
+                gcp.compute.FirewallAllowArgs(protocol="udp", ports=["0-65535"]),
+                gcp.compute.FirewallAllowArgs(protocol="icmp"),
+            ],
+            opts=child,
+        )
+        self.ssh = gcp.compute.Firewall(
+            f"{firewall.cluster_tag}-ssh",
+            project=plan.project,
+            network=self.network,
+            description=f"Ray cluster {config.cluster_name}: SSH to the head",
+            direction="INGRESS",
+            source_ranges=list(firewall.ssh_source_ranges),
+            target_tags=[firewall.head_tag],
+            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+            opts=child,
+        )
+        self.register_outputs({"network": self.network, "subnetwork": self.subnetwork})
+
+    def interfaces_for(self, group: NodeGroupPlan) -> pulumi.Output[list[dict[str, Any]]]:
+        """The group's `networkInterfaces` in Compute API JSON."""
+        node_config = group.node_config
+        if isinstance(node_config, ComputeNodeConfig) and node_config.network_interfaces:
+            return pulumi.Output.from_input(
+                [interface.body() for interface in node_config.network_interfaces]
+            )
+        access = [dict(EXTERNAL_NAT)] if group.external_ip else []
+        return pulumi.Output.all(self.network, self.subnetwork).apply(
+            lambda pair: [{"network": pair[0], "subnetwork": pair[1], "accessConfigs": access}]
+        )
+
+
+def _first_interface(config: ClusterConfig) -> NetworkInterface:
+    """The interface whose network the firewall rules guard: the head's, when it has one."""
+    head = config.head_type.node_config
+    computes = [head] if isinstance(head, ComputeNodeConfig) else [
+        t.node_config for t in config.available_node_types.values()
+        if isinstance(t.node_config, ComputeNodeConfig)
+    ]
+    return computes[0].network_interfaces[0]

@@ -1,0 +1,178 @@
+"""The node plan: what each node group of the cluster is, as plain data.
+
+ClusterConfig -> ClusterPlan is pure (no pulumi): tests, `invoke plan` and the resource code
+all read the same plan. Values only known at deploy time (the discovered subnet, the SSH key,
+the launch hash) are filled in by the resource code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from infra.config import ClusterConfig, ComputeNodeConfig, ConfigError, TpuNodeConfig
+from infra.config.cluster import CLOUD_PLATFORM_SCOPE
+from infra.labels import ray_labels, short_hash
+
+Role = Literal["head", "worker"]
+WORKER_COUNTS_KEY = "ray-gcp:workerCounts"
+
+
+
+@dataclass(frozen=True)
+class NodeGroupPlan:
+    """One node type in one role: the head (count 1) or a group of workers."""
+
+    node_type: str
+    role: Role
+    count: int
+    min_workers: int
+    max_workers: int
+    labels: dict[str, str]
+    node_config: ComputeNodeConfig | TpuNodeConfig
+    resources: dict[str, int | float]
+    external_ip: bool
+    network_tags: tuple[str, ...]
+    service_account_email: str | None
+    service_account_scopes: tuple[str, ...]
+
+    @property
+    def kind(self) -> Literal["compute", "tpu"]:
+        return "tpu" if isinstance(self.node_config, TpuNodeConfig) else "compute"
+
+    @property
+    def name_prefix(self) -> str:
+        return self.labels["ray-node-name"]
+
+    @property
+    def instance_name(self) -> str:
+        """`<ray-node-name>-<8 hex>-compute|tpu`, the hex derived from the node's config."""
+        digest = short_hash([self.labels, self.node_config.body()])
+        return f"{self.name_prefix}-{digest}-{self.kind}"
+
+
+@dataclass(frozen=True)
+class FirewallPlan:
+    """Ray's ports (GCS 6379, object manager 8076, dashboard 8265 and the wide worker range)
+    open only between nodes with the cluster's tag; SSH to the head from the given ranges."""
+
+    cluster_tag: str
+    head_tag: str
+    ssh_source_ranges: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """The head, the worker groups Pulumi keeps at a count, and every node type in the
+    worker role (what the head's autoscaler may launch, written to its bootstrap config)."""
+
+    config: ClusterConfig
+    head: NodeGroupPlan
+    workers: list[NodeGroupPlan]
+    node_types: dict[str, NodeGroupPlan]
+    firewall: FirewallPlan
+
+    @property
+    def project(self) -> str:
+        return self.config.provider.project
+
+    @property
+    def zone(self) -> str:
+        return self.config.provider.availability_zone
+
+    @property
+    def region(self) -> str:
+        return self.config.provider.region
+
+    @property
+    def groups(self) -> list[NodeGroupPlan]:
+        return [self.head, *self.workers]
+
+
+def resolve_worker_counts(
+    config: ClusterConfig, overrides: Mapping[str, object] | None
+) -> dict[str, int]:
+    """Each worker type's desired count: `min_workers`, or the stack's `workerCounts` entry,
+    which must name a worker type and lie within its [min_workers, max_workers]."""
+    counts = {name: t.min_workers for name, t in config.worker_types.items()}
+    problems: list[tuple[str, str]] = []
+    for name, raw in (overrides or {}).items():
+        path = f"{WORKER_COUNTS_KEY}.{name}"
+        if name not in counts:
+            problems.append((path, f"{name!r} is not a worker node type: use one of "
+                             f"{sorted(counts)}"))
+            continue
+        node_type = config.available_node_types[name]
+        value = int(raw) if isinstance(raw, int | float) and float(raw).is_integer() else None
+        low, high = node_type.min_workers, node_type.max_workers or 0
+        if value is None or not low <= value <= high:
+            problems.append((path, f"{raw!r} is outside {name}'s range: set a whole number "
+                             f"from min_workers {low} to max_workers {high}"))
+            continue
+        counts[name] = value
+    if sum(counts.values()) > config.max_workers:
+        problems.append((WORKER_COUNTS_KEY, f"{sum(counts.values())} workers exceed the "
+                         f"cluster's max_workers ({config.max_workers}): lower a count"))
+    if problems:
+        raise ConfigError(problems)
+    return counts
+
+
+def plan_cluster(
+    config: ClusterConfig, worker_counts: Mapping[str, object] | None = None
+) -> ClusterPlan:
+    counts = resolve_worker_counts(config, worker_counts)
+    cluster_tag = f"ray-{config.cluster_name}"
+    firewall = FirewallPlan(
+        cluster_tag=cluster_tag,
+        head_tag=f"{cluster_tag}-head",
+        ssh_source_ranges=tuple(config.provider.ssh_source_ranges),
+    )
+    head = _group(config, "head", config.head_node_type, 1, firewall)
+    node_types = {
+        name: _group(config, "worker", name, counts.get(name, 0), firewall)
+        for name in sorted(config.available_node_types)
+    }
+    workers = [node_types[name] for name in sorted(config.worker_types)]
+    return ClusterPlan(
+        config=config, head=head, workers=workers, node_types=node_types, firewall=firewall
+    )
+
+
+def _group(
+    config: ClusterConfig, role: Role, node_type: str, count: int, firewall: FirewallPlan
+) -> NodeGroupPlan:
+    spec = config.available_node_types[node_type]
+    node_config = spec.node_config
+    labels = {**node_config.labels, **ray_labels(config.cluster_name, role, node_type)}
+    tags = (firewall.cluster_tag, *([firewall.head_tag] if role == "head" else ()))
+    email, scopes = _service_account(config, role, node_config)
+    return NodeGroupPlan(
+        node_type=node_type,
+        role=role,
+        count=count,
+        min_workers=spec.min_workers,
+        max_workers=spec.max_workers or 0,
+        labels=labels,
+        node_config=node_config,
+        resources=dict(spec.resources),
+        external_ip=not config.provider.use_internal_ips,
+        network_tags=tuple(dict.fromkeys([*node_config.tags, *tags])),
+        service_account_email=email,
+        service_account_scopes=scopes,
+    )
+
+
+def _service_account(
+    config: ClusterConfig, role: Role, node_config: ComputeNodeConfig | TpuNodeConfig
+) -> tuple[str | None, tuple[str, ...]]:
+    """The head runs as Ray's autoscaler account; workers only as their node_config says."""
+    if isinstance(node_config, ComputeNodeConfig) and node_config.service_accounts:
+        account = node_config.service_accounts[0]
+        return account.email, tuple(account.scopes)
+    if isinstance(node_config, TpuNodeConfig) and node_config.service_account:
+        return node_config.service_account.email, tuple(node_config.service_account.scope)
+    if role == "head":
+        return config.autoscaler_service_account_email, (CLOUD_PLATFORM_SCOPE,)
+    return None, ()

@@ -1,0 +1,116 @@
+"""The cluster's SSH key pair: generated once and kept in Pulumi state, or the user's own.
+
+A key generated in the program itself would change on every run; a dynamic resource creates
+it once and state keeps it (the private half encrypted as a secret). No provider plugin needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+
+from infra.config import ClusterConfig, ConfigError
+
+KEY_BITS = 3072
+
+
+def generate_key_pair() -> tuple[str, str]:
+    """(private key in OpenSSH PEM, public key `ssh-rsa AAAA...`)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ).decode()
+    return private, public
+
+
+def public_key_of(private_key_text: str) -> str:
+    """The `ssh-...` public line of a private key (PEM or OpenSSH format)."""
+    data = private_key_text.encode()
+    loader = (
+        serialization.load_ssh_private_key
+        if b"OPENSSH PRIVATE KEY" in data
+        else serialization.load_pem_private_key
+    )
+    key = loader(data, password=None)
+    return key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ).decode()
+
+
+class _KeyPairProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        private, public = generate_key_pair()
+        return CreateResult(
+            id_=public.split()[1][-16:],
+            outs={"comment": props["comment"], "public_key": public, "private_key": private},
+        )
+
+
+class GeneratedKeyPair(Resource):
+    """An RSA key pair created once; `private_key` is a secret output."""
+
+    public_key: pulumi.Output[str]
+    private_key: pulumi.Output[str]
+
+    def __init__(self, name: str, comment: str, opts: pulumi.ResourceOptions | None = None):
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["private_key"])
+        )
+        super().__init__(
+            _KeyPairProvider(),
+            name,
+            {"comment": comment, "public_key": None, "private_key": None},
+            opts,
+        )
+
+
+class ClusterSshKey(pulumi.ComponentResource):
+    """`auth.ssh_private_key` when given (read now, kept secret), else a generated pair."""
+
+    public_key: pulumi.Output[str]
+    private_key: pulumi.Output[str]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("ray-gcp:index:ClusterSshKey", name, None, opts)
+        if config.auth.ssh_private_key:
+            private = _read_key(config.auth.ssh_private_key, "auth.ssh_private_key")
+            public = (
+                _read_key(config.auth.ssh_public_key, "auth.ssh_public_key").strip()
+                if config.auth.ssh_public_key
+                else public_key_of(private)
+            )
+            self.private_key = pulumi.Output.secret(private)
+            self.public_key = pulumi.Output.from_input(public)
+        else:
+            pair = GeneratedKeyPair(
+                f"{name}-pair",
+                comment=config.auth.ssh_user,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.private_key = pulumi.Output.secret(pair.private_key)
+            self.public_key = pair.public_key
+        self.register_outputs({"public_key": self.public_key})
+
+
+def _read_key(path: str, yaml_path: str) -> str:
+    try:
+        return Path(path).expanduser().read_text()
+    except OSError as exc:
+        raise ConfigError([(yaml_path, f"cannot read {path} ({exc.strerror}): point it at an "
+                            "existing key file or remove it to generate a key")]) from None
+
+
+def ssh_keys_entry(user: str, public_key: str) -> str:
+    """GCE's `ssh-keys` metadata line: `user:ssh-rsa AAAA... user`."""
+    kind, body = public_key.split()[:2]
+    return f"{user}:{kind} {body} {user}"

@@ -10,7 +10,6 @@ import yaml
 
 from bootstrap import autoscaler_config
 from infra.config import ClusterConfig
-from infra.head import HeadNode
 from infra.iam import ClusterServiceAccount
 from infra.labels import LAUNCH_CONFIG, launch_config_hash
 from infra.metadata import (
@@ -20,6 +19,7 @@ from infra.metadata import (
     merge_metadata,
 )
 from infra.network import ClusterNetwork
+from infra.node_resources import HeadNode, TpuWorkers, metadata_map
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
@@ -53,8 +53,9 @@ class RayCluster(pulumi.ComponentResource):
         # Every node type in the worker role: what Ray's autoscaler launches from the head's
         # bootstrap config, and exactly what our worker groups create.
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
-            node_type: _body(config, group, self.network, self.ssh_key,
-                             {HEAD_ADDRESS_KEY: head_name})
+            node_type: _body(
+                config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name}
+            )
             for node_type, group in plan.node_types.items()
         }
         auth = pulumi.Output.all(self.ssh_key.private_key).apply(
@@ -63,45 +64,37 @@ class RayCluster(pulumi.ComponentResource):
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
             lambda bodies: yaml.safe_dump(autoscaler_config(config, bodies), sort_keys=True)
         )
-        head_body = _body(config, plan.head, self.network, self.ssh_key, {
-            BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
-            BOOTSTRAP_KEY_KEY: self.ssh_key.private_key,
-        })
+        head_body = _body(config, plan.head, self.network, self.ssh_key, {})
+        head_metadata = pulumi.Output.all(head_body, bootstrap_yaml, self.ssh_key.private_key)
         self.head = HeadNode(
             f"{name}-head",
             plan,
-            interfaces=self.network.interfaces_for(plan.head),
-            metadata=head_body.apply(_metadata_map),
+            body=head_body,
+            metadata=head_metadata.apply(
+                lambda values: {
+                    **metadata_map(values[0]),
+                    BOOTSTRAP_CONFIG_KEY: values[1],
+                    BOOTSTRAP_KEY_KEY: values[2],
+                }
+            ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[self.service_account, self.network]
             ),
         )
         self.worker_groups = {
-            group.node_type: WorkerGroup(
+            group.node_type: _worker_group(
                 f"{name}-{group.node_type}",
-                WorkerGroupArgs(
-                    project=plan.project,
-                    zone=plan.zone,
-                    cluster_name=config.cluster_name,
-                    node_type=group.node_type,
-                    kind=group.kind,
-                    name_prefix=group.name_prefix,
-                    body=pulumi.Output.all(
-                        worker_bodies[group.node_type], _labels(group,
-                                                                worker_bodies[group.node_type],
-                                                                auth)
-                    ).apply(lambda pair: {**pair[0], "labels": pair[1]}),
-                    count=group.count,
-                    cache_stopped_nodes=config.provider.cache_stopped_nodes,
-                    credentials=credentials,
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.head]),
+                plan,
+                group,
+                worker_bodies[group.node_type],
+                _labels(group, worker_bodies[group.node_type], auth),
+                credentials,
+                pulumi.ResourceOptions(parent=self, depends_on=[self.head]),
             )
             for group in plan.workers
         }
         self.register_outputs({"head_name": head_name})
-
 
 
 def _body(
@@ -113,11 +106,44 @@ def _body(
 ) -> pulumi.Output[dict[str, Any]]:
     """The group's node body once the subnet and the public key are known."""
     return pulumi.Output.all(
-        network.interfaces_for(group), ssh_key.public_key, pulumi.Output.all(**extra)
+        network.interfaces_for(group),
+        ssh_key.public_key,
+        pulumi.Output.all(**extra) if extra else pulumi.Output.from_input({}),
     ).apply(
         lambda values: node_body(
             group, values[0], merge_metadata(config, group, values[1], values[2])
         )
+    )
+
+
+def _worker_group(
+    name: str,
+    plan: ClusterPlan,
+    group: NodeGroupPlan,
+    body: pulumi.Output[dict[str, Any]],
+    labels: pulumi.Output[dict[str, str]],
+    credentials: pulumi.Output[str] | None,
+    opts: pulumi.ResourceOptions,
+) -> WorkerGroup | TpuWorkers:
+    """Compute workers: one WorkerGroup owning N instances (one number scales it, and it
+    counts the autoscaler's own nodes). TPU slices: one `tpu.V2Vm` each."""
+    if group.kind == "tpu":
+        return TpuWorkers(name, plan, group, body=body, labels=labels, opts=opts)
+    return WorkerGroup(
+        name,
+        WorkerGroupArgs(
+            project=plan.project,
+            zone=plan.zone,
+            cluster_name=plan.config.cluster_name,
+            node_type=group.node_type,
+            kind=group.kind,
+            name_prefix=group.name_prefix,
+            body=pulumi.Output.all(body, labels).apply(lambda pair: {**pair[0], "labels": pair[1]}),
+            count=group.count,
+            cache_stopped_nodes=plan.config.provider.cache_stopped_nodes,
+            credentials=credentials,
+        ),
+        opts=opts,
     )
 
 
@@ -128,13 +154,8 @@ def _labels(
 ) -> pulumi.Output[dict[str, str]]:
     """Ray's labels plus the launch hash the head's autoscaler will compute for this type.
     The hash is a digest of the key, not the key: it is shown, not kept secret."""
-    return pulumi.Output.unsecret(pulumi.Output.all(ray_node_config, auth).apply(
-        lambda pair: {**group.labels, LAUNCH_CONFIG: launch_config_hash(pair[0], pair[1])}
-    ))
-
-
-def _metadata_map(body: dict[str, Any]) -> dict[str, str]:
-    metadata = body["metadata"]
-    if "items" in metadata:
-        return {item["key"]: item["value"] for item in metadata["items"]}
-    return dict(metadata)
+    return pulumi.Output.unsecret(
+        pulumi.Output.all(ray_node_config, auth).apply(
+            lambda pair: {**group.labels, LAUNCH_CONFIG: launch_config_hash(pair[0], pair[1])}
+        )
+    )

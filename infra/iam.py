@@ -14,7 +14,9 @@ class ClusterServiceAccount(pulumi.ComponentResource):
 
     email: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__("ray-gcp:index:ClusterServiceAccount", name, None, opts)
         project = config.provider.project
         account = gcp.serviceaccount.Account(

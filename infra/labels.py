@@ -20,7 +20,9 @@ def node_name_prefix(cluster_name: str, role: Literal["head", "worker"]) -> str:
     return f"ray-{cluster_name}-{role}"
 
 
-def ray_labels(cluster_name: str, role: Literal["head", "worker"], node_type: str) -> dict[str, str]:
+def ray_labels(
+    cluster_name: str, role: Literal["head", "worker"], node_type: str
+) -> dict[str, str]:
     """The labels every node carries; the launch hash is added once the key is known."""
     return {
         CLUSTER_NAME: cluster_name,

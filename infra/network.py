@@ -23,8 +23,10 @@ def pick_subnetwork(subnetworks: list[Any]) -> dict[str, str]:
     """Ray takes the first subnet of the region; prefer `default`, then the first by name,
     so the choice is stable between runs."""
     if not subnetworks:
-        raise ValueError("the region has no subnetwork: create one (or a network in auto "
-                         "mode) or give networkInterfaces in every node_config")
+        raise ValueError(
+            "the region has no subnetwork: create one (or a network in auto "
+            "mode) or give networkInterfaces in every node_config"
+        )
     entries = sorted(subnetworks, key=lambda s: (_get(s, "name") != "default", _get(s, "name")))
     chosen = entries[0]
     return {"subnetwork": _get(chosen, "self_link"), "network": _get(chosen, "network")}
@@ -46,9 +48,12 @@ class ClusterNetwork(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         if config.uses_explicit_network:
             first = _first_interface(config)
-            network = first.network or gcp.compute.get_subnetwork_output(
-                self_link=first.subnetwork, opts=pulumi.InvokeOptions(parent=self)
-            ).network
+            network = (
+                first.network
+                or gcp.compute.get_subnetwork_output(
+                    self_link=first.subnetwork, opts=pulumi.InvokeOptions(parent=self)
+                ).network
+            )
             self.network = pulumi.Output.from_input(network)
             self.subnetwork = pulumi.Output.from_input(first.subnetwork)
         else:
@@ -102,8 +107,13 @@ class ClusterNetwork(pulumi.ComponentResource):
 def _first_interface(config: ClusterConfig) -> NetworkInterface:
     """The interface whose network the firewall rules guard: the head's, when it has one."""
     head = config.head_type.node_config
-    computes = [head] if isinstance(head, ComputeNodeConfig) else [
-        t.node_config for t in config.available_node_types.values()
-        if isinstance(t.node_config, ComputeNodeConfig)
-    ]
+    computes = (
+        [head]
+        if isinstance(head, ComputeNodeConfig)
+        else [
+            t.node_config
+            for t in config.available_node_types.values()
+            if isinstance(t.node_config, ComputeNodeConfig)
+        ]
+    )
     return computes[0].network_interfaces[0]

@@ -28,8 +28,7 @@ def node_body(
         body["tags"] = {"items": list(group.network_tags)}
         if group.service_account_email:
             body["serviceAccounts"] = [
-                {"email": group.service_account_email,
-                 "scopes": list(group.service_account_scopes)}
+                {"email": group.service_account_email, "scopes": list(group.service_account_scopes)}
             ]
         return body
     body["networkConfig"] = tpu_network_config(config, interfaces)
@@ -37,7 +36,8 @@ def node_body(
     body["tags"] = list(group.network_tags)
     if group.service_account_email:
         body["serviceAccount"] = {
-            "email": group.service_account_email, "scope": list(group.service_account_scopes)
+            "email": group.service_account_email,
+            "scope": list(group.service_account_scopes),
         }
     return body
 
@@ -55,16 +55,19 @@ def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:
             {"source": d.source, "device_name": d.device_name, "mode": d.mode}
             for d in config.disks
             if not d.boot and d.type == "PERSISTENT" and d.source
-        ] or None,
+        ]
+        or None,
         "scratch_disks": [
             {"interface": d.interface or "NVME", "size": d.disk_size_gb or 375}
             for d in config.disks
             if d.type == "SCRATCH"
-        ] or None,
+        ]
+        or None,
         "guest_accelerators": [
             {"type": a.accelerator_type, "count": a.accelerator_count}
             for a in config.guest_accelerators
-        ] or None,
+        ]
+        or None,
         "scheduling": _scheduling(config),
         "min_cpu_platform": config.min_cpu_platform,
         "can_ip_forward": config.can_ip_forward,
@@ -72,7 +75,7 @@ def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:
         "description": config.description,
         "resource_policies": config.resource_policies[0] if config.resource_policies else None,
         "shielded_instance_config": (
-            _snake(config.shielded_instance_config.body())
+            snake_keys(config.shielded_instance_config.body())
             if config.shielded_instance_config
             else None
         ),
@@ -85,7 +88,8 @@ def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:
 def new_data_disks(config: ComputeNodeConfig) -> list[AttachedDisk]:
     """Non-boot persistent disks the instance creates: pulumi-gcp needs a Disk for each."""
     return [
-        d for d in config.disks
+        d
+        for d in config.disks
         if not d.boot and d.type == "PERSISTENT" and not d.source and d.initialize_params
     ]
 
@@ -137,16 +141,25 @@ def network_interface_args(interface: dict[str, Any]) -> dict[str, Any]:
         "nic_type": interface.get("nicType"),
         # pulumi-gcp has no access-config name/type: an entry means an external NAT IP.
         "access_configs": [
-            {k: v for k, v in {"nat_ip": a.get("natIP"),
-                               "network_tier": a.get("networkTier")}.items() if v}
+            {
+                k: v
+                for k, v in {"nat_ip": a.get("natIP"), "network_tier": a.get("networkTier")}.items()
+                if v
+            }
             for a in interface.get("accessConfigs") or []
         ],
         "alias_ip_ranges": [
-            {k: v for k, v in {"ip_cidr_range": r.get("ipCidrRange"),
-                               "subnetwork_range_name": r.get("subnetworkRangeName")}.items()
-             if v}
+            {
+                k: v
+                for k, v in {
+                    "ip_cidr_range": r.get("ipCidrRange"),
+                    "subnetwork_range_name": r.get("subnetworkRangeName"),
+                }.items()
+                if v
+            }
             for r in interface.get("aliasIpRanges") or []
-        ] or None,
+        ]
+        or None,
     }
     return {k: v for k, v in args.items() if v is not None}
 
@@ -160,24 +173,26 @@ def tpu_args(config: TpuNodeConfig) -> dict[str, Any]:
         "runtime_version": config.runtime_version,
         "accelerator_type": config.accelerator_type,
         "accelerator_config": (
-            {"type": config.accelerator_config.type.upper(),
-             "topology": config.accelerator_config.topology}
+            {
+                "type": config.accelerator_config.type.upper(),
+                "topology": config.accelerator_config.topology,
+            }
             if config.accelerator_config
             else None
         ),
         "scheduling_config": (
-            _snake(config.scheduling_config.body()) if config.scheduling_config else None
+            snake_keys(config.scheduling_config.body()) if config.scheduling_config else None
         ),
         "description": config.description,
         "cidr_block": config.cidr_block,
         "data_disks": (
-            [_snake(d.body()) for d in config.data_disks] if config.data_disks else None
+            [snake_keys(d.body()) for d in config.data_disks] if config.data_disks else None
         ),
     }
     return {k: v for k, v in args.items() if v is not None}
 
 
-def tpu_network_config(config: TpuNodeConfig, interfaces: list[dict[str, Any]]) -> dict:
+def tpu_network_config(config: TpuNodeConfig, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     """The YAML's networkConfig, else the cluster's subnet with external IPs as planned."""
     if config.network_config is not None:
         return config.network_config.body()
@@ -190,11 +205,8 @@ def tpu_network_config(config: TpuNodeConfig, interfaces: list[dict[str, Any]]) 
     return {k: v for k, v in network.items() if v is not None}
 
 
-def tpu_network_config_args(config: TpuNodeConfig, interfaces: list[dict[str, Any]]) -> dict:
-    return _snake(tpu_network_config(config, interfaces))
-
-
-def _snake(data: dict[str, Any]) -> dict[str, Any]:
+def snake_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """API JSON keys (`enableExternalIps`) -> pulumi-gcp argument names (`enable_external_ips`)."""
     out = {}
     for key, value in data.items():
         snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)

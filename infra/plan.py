@@ -19,7 +19,6 @@ Role = Literal["head", "worker"]
 WORKER_COUNTS_KEY = "ray-gcp:workerCounts"
 
 
-
 @dataclass(frozen=True)
 class NodeGroupPlan:
     """One node type in one role: the head (count 1) or a group of workers."""
@@ -49,6 +48,12 @@ class NodeGroupPlan:
     def instance_name(self) -> str:
         """`<ray-node-name>-<8 hex>-compute|tpu`, the hex derived from the node's config."""
         digest = short_hash([self.labels, self.node_config.body()])
+        return f"{self.name_prefix}-{digest}-{self.kind}"
+
+    def member_name(self, index: int) -> str:
+        """The name of the group's `index`-th Pulumi-managed node (TPU slices): stable while
+        the count changes, new when the config changes."""
+        digest = short_hash([self.labels, self.node_config.body(), index])
         return f"{self.name_prefix}-{digest}-{self.kind}"
 
 
@@ -100,20 +105,31 @@ def resolve_worker_counts(
     for name, raw in (overrides or {}).items():
         path = f"{WORKER_COUNTS_KEY}.{name}"
         if name not in counts:
-            problems.append((path, f"{name!r} is not a worker node type: use one of "
-                             f"{sorted(counts)}"))
+            problems.append(
+                (path, f"{name!r} is not a worker node type: use one of {sorted(counts)}")
+            )
             continue
         node_type = config.available_node_types[name]
         value = int(raw) if isinstance(raw, int | float) and float(raw).is_integer() else None
         low, high = node_type.min_workers, node_type.max_workers or 0
         if value is None or not low <= value <= high:
-            problems.append((path, f"{raw!r} is outside {name}'s range: set a whole number "
-                             f"from min_workers {low} to max_workers {high}"))
+            problems.append(
+                (
+                    path,
+                    f"{raw!r} is outside {name}'s range: set a whole number "
+                    f"from min_workers {low} to max_workers {high}",
+                )
+            )
             continue
         counts[name] = value
     if sum(counts.values()) > config.max_workers:
-        problems.append((WORKER_COUNTS_KEY, f"{sum(counts.values())} workers exceed the "
-                         f"cluster's max_workers ({config.max_workers}): lower a count"))
+        problems.append(
+            (
+                WORKER_COUNTS_KEY,
+                f"{sum(counts.values())} workers exceed the "
+                f"cluster's max_workers ({config.max_workers}): lower a count",
+            )
+        )
     if problems:
         raise ConfigError(problems)
     return counts

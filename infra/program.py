@@ -22,11 +22,21 @@ def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
         return parse_cluster_config(inline, "ray-gcp:clusterConfig"), ""
     path = settings.get("cluster")
     if not path:
-        raise ConfigError([("ray-gcp:cluster", "the stack names no cluster: run `pulumi config "
-                            "set ray-gcp:cluster stacks/clusters/<name>.yaml`")])
+        raise ConfigError(
+            [
+                (
+                    "ray-gcp:cluster",
+                    "the stack names no cluster: run `pulumi config "
+                    "set ray-gcp:cluster stacks/clusters/<name>.yaml`",
+                )
+            ]
+        )
     resolved = resolve_cluster_path(path)
-    shown = str(resolved.relative_to(PROJECT_ROOT)) if resolved.is_relative_to(PROJECT_ROOT) \
+    shown = (
+        str(resolved.relative_to(PROJECT_ROOT))
+        if resolved.is_relative_to(PROJECT_ROOT)
         else str(resolved)
+    )
     return load_cluster_config(resolved), shown
 
 
@@ -38,7 +48,9 @@ def gcp_provider(config: ClusterConfig) -> gcp.Provider | None:
     secret = pulumi.Output.secret(credentials.credentials.get_secret_value())
     key = "credentials" if credentials.type == "service_account" else "access_token"
     return gcp.Provider(
-        "gcp", project=config.provider.project, zone=config.provider.availability_zone,
+        "gcp",
+        project=config.provider.project,
+        zone=config.provider.availability_zone,
         **{key: secret},
     )
 
@@ -77,17 +89,25 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     pulumi.export("ssh_port", 22)
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)
     pulumi.export("service_account_email", cluster.service_account.email)
-    pulumi.export("docker_container_name",
-                  config.docker.container_name if config.docker.enabled else "")
+    pulumi.export(
+        "docker_container_name", config.docker.container_name if config.docker.enabled else ""
+    )
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
-    pulumi.export("node_names", pulumi.Output.all(
-        **{node_type: group.instance_names for node_type, group in groups.items()}
-    ).apply(lambda names: _node_names(config, head.name, names)))
-    pulumi.export("nodes", pulumi.Output.all(
-        head.internal_ip, head.external_ip,
-        *[group.instances for group in groups.values()],
-    ).apply(lambda values: _nodes(config, head.name, list(groups), values)))
+    pulumi.export(
+        "node_names",
+        pulumi.Output.all(
+            **{node_type: group.instance_names for node_type, group in groups.items()}
+        ).apply(lambda names: _node_names(config, head.name, names)),
+    )
+    pulumi.export(
+        "nodes",
+        pulumi.Output.all(
+            head.internal_ip,
+            head.external_ip,
+            *[group.instances for group in groups.values()],
+        ).apply(lambda values: _nodes(config, head.name, list(groups), values)),
+    )
 
 
 def _node_names(config: ClusterConfig, head_name: str, workers: dict[str, list[str]]):
@@ -100,10 +120,26 @@ def _nodes(
     config: ClusterConfig, head_name: str, worker_types: list[str], values: list[Any]
 ) -> list[dict[str, Any]]:
     internal, external, *groups = values
-    nodes = [{"name": head_name, "node_type": config.head_node_type, "kind": "head",
-              "internal_ip": internal, "external_ip": external, "status": "RUNNING"}]
+    nodes = [
+        {
+            "name": head_name,
+            "node_type": config.head_node_type,
+            "kind": "head",
+            "internal_ip": internal,
+            "external_ip": external,
+            "status": "RUNNING",
+        }
+    ]
     for node_type, instances in zip(worker_types, groups, strict=True):
-        nodes += [{"name": i["name"], "node_type": node_type, "kind": "worker",
-                   "internal_ip": i.get("internal_ip"), "external_ip": i.get("external_ip"),
-                   "status": i.get("status")} for i in instances or []]
+        nodes += [
+            {
+                "name": i["name"],
+                "node_type": node_type,
+                "kind": "worker",
+                "internal_ip": i.get("internal_ip"),
+                "external_ip": i.get("external_ip"),
+                "status": i.get("status"),
+            }
+            for i in instances or []
+        ]
     return nodes

@@ -27,9 +27,11 @@ def generate_key_pair() -> tuple[str, str]:
         serialization.PrivateFormat.OpenSSH,
         serialization.NoEncryption(),
     ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     return private, public
 
 
@@ -42,9 +44,11 @@ def public_key_of(private_key_text: str) -> str:
         else serialization.load_pem_private_key
     )
     key = loader(data, password=None)
-    return key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    ).decode()
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
 
 
 class _KeyPairProvider(ResourceProvider):
@@ -80,7 +84,9 @@ class ClusterSshKey(pulumi.ComponentResource):
     public_key: pulumi.Output[str]
     private_key: pulumi.Output[str]
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__("ray-gcp:index:ClusterSshKey", name, None, opts)
         if config.auth.ssh_private_key:
             private = _read_key(config.auth.ssh_private_key, "auth.ssh_private_key")
@@ -106,8 +112,15 @@ def _read_key(path: str, yaml_path: str) -> str:
     try:
         return Path(path).expanduser().read_text()
     except OSError as exc:
-        raise ConfigError([(yaml_path, f"cannot read {path} ({exc.strerror}): point it at an "
-                            "existing key file or remove it to generate a key")]) from None
+        raise ConfigError(
+            [
+                (
+                    yaml_path,
+                    f"cannot read {path} ({exc.strerror}): point it at an "
+                    "existing key file or remove it to generate a key",
+                )
+            ]
+        ) from None
 
 
 def ssh_keys_entry(user: str, public_key: str) -> str:

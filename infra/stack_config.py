@@ -24,7 +24,7 @@ def stack_file(stack: str) -> Path:
 
 
 def stack_names() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 
 
 def cluster_path_for_stack(stack: str, stacks_dir: Path | None = None) -> Path:
@@ -36,6 +36,13 @@ def cluster_path_for_stack(stack: str, stacks_dir: Path | None = None) -> Path:
     settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
     value = settings.get(CONFIG_KEY)
     if not isinstance(value, str):
-        raise ConfigError([(CONFIG_KEY, f"{path} does not set {CONFIG_KEY}: set it to the "
-                            "path of the stack's Ray cluster YAML")])
+        raise ConfigError(
+            [
+                (
+                    CONFIG_KEY,
+                    f"{path} does not set {CONFIG_KEY}: set it to the "
+                    "path of the stack's Ray cluster YAML",
+                )
+            ]
+        )
     return resolve_cluster_path(value)

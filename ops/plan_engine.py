@@ -84,22 +84,31 @@ class RecordingMocks(pulumi.runtime.Mocks):
         elif args.typ == "gcp:compute/instance:Instance":
             state["currentStatus"] = "RUNNING"
             state["networkInterfaces"] = [
-                {**nic, "networkIp": _fake_ip(args.name, "10.128"),
-                 "accessConfigs": [{**a, "natIp": _fake_ip(args.name, "203.0")}
-                                   for a in nic.get("accessConfigs", [])]}
+                {
+                    **nic,
+                    "networkIp": _fake_ip(args.name, "10.128"),
+                    "accessConfigs": [
+                        {**a, "natIp": _fake_ip(args.name, "203.0")}
+                        for a in nic.get("accessConfigs", [])
+                    ],
+                }
                 for nic in inputs.get("networkInterfaces", [])
             ]
         elif args.typ == "gcp:tpu/v2Vm:V2Vm":
             external = (inputs.get("networkConfig") or {}).get("enableExternalIps")
             state["state"] = "READY"
-            state["networkEndpoints"] = [{
-                "ipAddress": _fake_ip(args.name, "10.130"),
-                "accessConfigs": [{"externalIp": _fake_ip(args.name, "198.51")}] if external
-                else [],
-            }]
+            state["networkEndpoints"] = [
+                {
+                    "ipAddress": _fake_ip(args.name, "10.130"),
+                    "accessConfigs": [{"externalIp": _fake_ip(args.name, "198.51")}]
+                    if external
+                    else [],
+                }
+            ]
         elif args.typ == "gcp:compute/disk:Disk":
-            state["selfLink"] = f"projects/{inputs['project']}/zones/{inputs['zone']}/disks/" \
-                f"{inputs['name']}"
+            state["selfLink"] = (
+                f"projects/{inputs['project']}/zones/{inputs['zone']}/disks/{inputs['name']}"
+            )
         elif args.typ == DYNAMIC_TYPE:
             state = self._dynamic(args.name, inputs)
         return f"{args.name}-id", state
@@ -107,14 +116,26 @@ class RecordingMocks(pulumi.runtime.Mocks):
     @staticmethod
     def _dynamic(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         if "comment" in inputs:  # the generated SSH key pair
-            return {**inputs, "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
-                    "private_key": "planned-private-key"}
+            return {
+                **inputs,
+                "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
+                "private_key": "planned-private-key",
+            }
         prefix, kind = inputs.get("name_prefix", name), inputs.get("kind", "compute")
         count = int(inputs.get("count") or 0)
-        names = [f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-{kind}"
-                 for i in range(count)]
-        instances = [{"name": n, "internal_ip": _fake_ip(n, "10.128"),
-                      "external_ip": None, "status": "RUNNING"} for n in names]
+        names = [
+            f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-{kind}"
+            for i in range(count)
+        ]
+        instances = [
+            {
+                "name": n,
+                "internal_ip": _fake_ip(n, "10.128"),
+                "external_ip": None,
+                "status": "RUNNING",
+            }
+            for n in names
+        ]
         return {**inputs, "instance_names": names, "instances": instances}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list] | dict:
@@ -123,21 +144,28 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {"projectId": a.get("projectId"), "number": "123456789012", "name": "p"}
         if token == "gcp:compute/getSubnetworks:getSubnetworks":
             base = f"https://www.googleapis.com/compute/v1/projects/{a.get('project')}"
-            return {"subnetworks": [{
-                "name": "default",
-                "selfLink": f"{base}/regions/{a.get('region')}/subnetworks/default",
-                "network": f"{base}/global/networks/default",
-                "networkSelfLink": f"{base}/global/networks/default",
-                "networkName": "default",
-                "ipCidrRange": "10.138.0.0/20",
-                "description": "",
-                "privateIpGoogleAccess": False,
-            }]}
+            return {
+                "subnetworks": [
+                    {
+                        "name": "default",
+                        "selfLink": f"{base}/regions/{a.get('region')}/subnetworks/default",
+                        "network": f"{base}/global/networks/default",
+                        "networkSelfLink": f"{base}/global/networks/default",
+                        "networkName": "default",
+                        "ipCidrRange": "10.138.0.0/20",
+                        "description": "",
+                        "privateIpGoogleAccess": False,
+                    }
+                ]
+            }
         if token == "gcp:compute/getSubnetwork:getSubnetwork":
             link = a.get("selfLink", "")
             project = link.split("projects/")[-1].split("/")[0] if "projects/" in link else "p"
-            return {"network": f"https://www.googleapis.com/compute/v1/projects/{project}"
-                               "/global/networks/default", "selfLink": link}
+            return {
+                "network": f"https://www.googleapis.com/compute/v1/projects/{project}"
+                "/global/networks/default",
+                "selfLink": link,
+            }
         return {}
 
 
@@ -155,19 +183,19 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             inputs = rpc.deserialize_properties(request.object)
             inputs.pop("__provider", None)
-            self.run.resources.append(RecordedResource(
-                type=request.type,
-                name=request.name,
-                parent=self.urn_names.get(request.parent),
-                inputs=_mask_secrets(inputs),
-                custom=bool(request.custom),
-            ))
+            self.run.resources.append(
+                RecordedResource(
+                    type=request.type,
+                    name=request.name,
+                    parent=self.urn_names.get(request.parent),
+                    inputs=_mask_secrets(inputs),
+                    custom=bool(request.custom),
+                )
+            )
         return response
 
 
-def run_program(
-    config: dict[str, Any], stack: str = "plan", preview: bool = True
-) -> ProgramRun:
+def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = True) -> ProgramRun:
     """Run `infra` under the recording engine with the given stack config (`ray-gcp:...`
     keys, values as pulumi gives them: strings, objects as JSON text)."""
     from infra.program import define_cluster
@@ -175,8 +203,9 @@ def run_program(
     run = ProgramRun()
     mocks = RecordingMocks(run)
     set_root_resource(None)  # a fresh root stack, so exports of an earlier run do not leak in
-    pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack=stack, preview=preview,
-                             monitor=_RecordingMonitor(mocks))
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=_RecordingMonitor(mocks)
+    )
     pulumi.runtime.set_all_config(config, [])
 
     async def program() -> None:

@@ -82,11 +82,15 @@ class GcpCredentials(StrictModel):
         )
         if missing is None or missing:
             what = f"it lacks {', '.join(missing)}" if missing else "it is not a JSON object"
-            raise PathError([(
-                "credentials",
-                f"gcp_credentials found in cluster yaml file but formatted improperly ({what}): "
-                "paste the whole service-account key JSON downloaded from IAM",
-            )])
+            raise PathError(
+                [
+                    (
+                        "credentials",
+                        "gcp_credentials found in cluster yaml file but formatted improperly "
+                        f"({what}): paste the whole service-account key JSON downloaded from IAM",
+                    )
+                ]
+            )
         return self
 
     def service_account_info(self) -> dict[str, Any] | None:
@@ -119,11 +123,20 @@ class Provider(StrictModel):
     def _project_and_zone(self) -> Provider:
         problems = []
         if not self.project_id:
-            problems.append(("project_id", "project_id must be set in the provider section: "
-                             "set it to your GCP project id"))
+            problems.append(
+                (
+                    "project_id",
+                    "project_id must be set in the provider section: set it to your GCP project id",
+                )
+            )
         if not self.availability_zone.startswith(f"{self.region}-"):
-            problems.append(("availability_zone", f"zone {self.availability_zone!r} is not in "
-                             f"region {self.region!r}: pick a zone such as {self.region}-a"))
+            problems.append(
+                (
+                    "availability_zone",
+                    f"zone {self.availability_zone!r} is not in "
+                    f"region {self.region!r}: pick a zone such as {self.region}-a",
+                )
+            )
         if problems:
             raise PathError(problems)
         return self
@@ -245,8 +258,11 @@ class ClusterConfig(StrictModel):
     @classmethod
     def _type_names(cls, types: dict[str, NodeType]) -> dict[str, NodeType]:
         problems = [
-            (name, "node type names become GCE label values: use lowercase letters, "
-             "digits, '_' or '-' (63 at most)")
+            (
+                name,
+                "node type names become GCE label values: use lowercase letters, "
+                "digits, '_' or '-' (63 at most)",
+            )
             for name in types
             if not _LABEL_VALUE.fullmatch(name)
         ]
@@ -260,28 +276,50 @@ class ClusterConfig(StrictModel):
     def _cross_field_rules(self) -> ClusterConfig:
         problems: list[tuple[str, str]] = []
         if self.head_node_type not in self.available_node_types:
-            problems.append(("head_node_type", f"{self.head_node_type!r} is not a key of "
-                             f"available_node_types: use one of {sorted(self.available_node_types)}"))
+            problems.append(
+                (
+                    "head_node_type",
+                    f"{self.head_node_type!r} is not a key of "
+                    f"available_node_types: use one of {sorted(self.available_node_types)}",
+                )
+            )
         for name, node_type in self.available_node_types.items():
             if node_type.max_workers is None:
                 # Ray: the head's type adds no workers unless told; others share the cap.
                 node_type.max_workers = 0 if name == self.head_node_type else self.max_workers
             path = f"available_node_types.{name}"
             if node_type.min_workers > node_type.max_workers:
-                problems.append((f"{path}.min_workers", f"min_workers ({node_type.min_workers}) "
-                                 f"exceeds max_workers ({node_type.max_workers}): lower it or "
-                                 "raise max_workers"))
+                problems.append(
+                    (
+                        f"{path}.min_workers",
+                        f"min_workers ({node_type.min_workers}) "
+                        f"exceeds max_workers ({node_type.max_workers}): lower it or "
+                        "raise max_workers",
+                    )
+                )
             config = node_type.node_config
-            if isinstance(config, ComputeNodeConfig) and config.has_gpu and (
-                config.scheduling.on_host_maintenance != "TERMINATE"
+            if (
+                isinstance(config, ComputeNodeConfig)
+                and config.has_gpu
+                and (config.scheduling.on_host_maintenance != "TERMINATE")
             ):
-                problems.append((f"{path}.node_config.scheduling", "GPU instances cannot live-"
-                                 "migrate: set scheduling.onHostMaintenance: TERMINATE"))
+                problems.append(
+                    (
+                        f"{path}.node_config.scheduling",
+                        "GPU instances cannot live-"
+                        "migrate: set scheduling.onHostMaintenance: TERMINATE",
+                    )
+                )
         total_min = sum(t.min_workers for t in self.available_node_types.values())
         if total_min > self.max_workers:
-            problems.append(("max_workers", f"the node types' min_workers add up to {total_min}, "
-                             f"more than max_workers ({self.max_workers}): raise max_workers or "
-                             "lower a min_workers"))
+            problems.append(
+                (
+                    "max_workers",
+                    f"the node types' min_workers add up to {total_min}, "
+                    f"more than max_workers ({self.max_workers}): raise max_workers or "
+                    "lower a min_workers",
+                )
+            )
         if problems:
             raise PathError(problems)
         self._normalise_urls()
@@ -348,8 +386,9 @@ class ClusterConfig(StrictModel):
         return [*self.setup_commands, *(own if own is not None else self.worker_setup_commands)]
 
     def start_commands_for(self, role: Literal["head", "worker"]) -> list[str]:
-        return list(self.head_start_ray_commands if role == "head"
-                    else self.worker_start_ray_commands)
+        return list(
+            self.head_start_ray_commands if role == "head" else self.worker_start_ray_commands
+        )
 
     def ray_dict(self) -> dict[str, Any]:
         """The config as Ray reads it: YAML key names, URLs normalised, secrets left out."""

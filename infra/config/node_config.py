@@ -272,13 +272,19 @@ class TpuNodeConfig(ApiModel):
         problems = []
         if self.machine_type is not None:
             problems.append(
-                ("machineType", "a TPU node type has no machineType: remove it "
-                 "(the TPU's acceleratorType or acceleratorConfig sets the hardware)")
+                (
+                    "machineType",
+                    "a TPU node type has no machineType: remove it "
+                    "(the TPU's acceleratorType or acceleratorConfig sets the hardware)",
+                )
             )
         if (self.accelerator_type is None) == (self.accelerator_config is None):
             problems.append(
-                ("acceleratorType", "set exactly one of acceleratorType (e.g. v4-16) and "
-                 "acceleratorConfig (e.g. {type: V4, topology: 2x2x1})")
+                (
+                    "acceleratorType",
+                    "set exactly one of acceleratorType (e.g. v4-16) and "
+                    "acceleratorConfig (e.g. {type: V4, topology: 2x2x1})",
+                )
             )
         if problems:
             raise PathError(problems)
@@ -313,8 +319,14 @@ _CHIPS_PER_HOST = 4
 
 def _node_config_kind(value: Any) -> str:
     if isinstance(value, dict):
-        tpu_keys = {"acceleratorType", "acceleratorConfig", "accelerator_type",
-                    "accelerator_config", "runtimeVersion", "runtime_version"}
+        tpu_keys = {
+            "acceleratorType",
+            "acceleratorConfig",
+            "accelerator_type",
+            "accelerator_config",
+            "runtimeVersion",
+            "runtime_version",
+        }
         return "tpu" if tpu_keys & set(value) else "compute"
     return getattr(value, "kind", "compute")
 

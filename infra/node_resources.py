@@ -1,0 +1,179 @@
+"""Pulumi-managed nodes: the head (`compute.Instance` or `tpu.V2Vm`) and TPU worker slices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import TpuNodeConfig
+from infra.config.urls import short_name
+from infra.nodes import (
+    instance_args,
+    network_interface_args,
+    new_data_disks,
+    snake_keys,
+    tpu_args,
+)
+from infra.plan import ClusterPlan, NodeGroupPlan
+
+
+class HeadNode(pulumi.ComponentResource):
+    """One head, its labels carrying Ray's launch hash."""
+
+    internal_ip: pulumi.Output[str]
+    external_ip: pulumi.Output[str | None]
+
+    def __init__(
+        self,
+        name: str,
+        plan: ClusterPlan,
+        body: pulumi.Output[dict[str, Any]],
+        metadata: pulumi.Output[dict[str, str]],
+        labels: pulumi.Output[dict[str, str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ray-gcp:index:HeadNode", name, None, opts)
+        self.name = plan.head.instance_name
+        node = create_node(self.name, plan, plan.head, body, metadata, labels, self)
+        self.resource, self.internal_ip, self.external_ip, self.status = node
+        self.register_outputs({"internal_ip": self.internal_ip, "external_ip": self.external_ip})
+
+
+class TpuWorkers(pulumi.ComponentResource):
+    """A TPU worker type's slices as `tpu.V2Vm`s: preview names each slice that comes or goes.
+
+    Slice i keeps its name while the count changes, so scaling adds or removes only the tail.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        plan: ClusterPlan,
+        group: NodeGroupPlan,
+        body: pulumi.Output[dict[str, Any]],
+        labels: pulumi.Output[dict[str, str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ray-gcp:index:TpuWorkers", name, None, opts)
+        metadata = body.apply(metadata_map)
+        self.slices = [
+            create_node(group.member_name(index), plan, group, body, metadata, labels, self)
+            for index in range(group.count)
+        ]
+        self.instance_names = [resource.name for resource, *_ in self.slices]
+        self.instances = pulumi.Output.all(
+            *[
+                pulumi.Output.all(resource.name, internal, external, status)
+                for resource, internal, external, status in self.slices
+            ]
+        ).apply(
+            lambda rows: [
+                {"name": n, "internal_ip": i, "external_ip": e, "status": s} for n, i, e, s in rows
+            ]
+        )
+        self.register_outputs({"instance_names": self.instance_names})
+
+
+Node = tuple[pulumi.CustomResource, pulumi.Output, pulumi.Output, pulumi.Output]
+
+
+def create_node(
+    name: str,
+    plan: ClusterPlan,
+    group: NodeGroupPlan,
+    body: pulumi.Output[dict[str, Any]],
+    metadata: pulumi.Output[dict[str, str]],
+    labels: pulumi.Output[dict[str, str]],
+    parent: pulumi.Resource,
+) -> Node:
+    """One node as `compute.Instance` or `tpu.V2Vm` from its API body: (resource, internal IP,
+    external IP, status). Metadata comes apart from the body: the head's holds secrets."""
+    child = pulumi.ResourceOptions(parent=parent)
+    config = group.node_config
+    account = _service_account(group.service_account_email, group.service_account_scopes)
+    if isinstance(config, TpuNodeConfig):
+        tpu = gcp.tpu.V2Vm(
+            name,
+            name=name,
+            project=plan.project,
+            zone=plan.zone,
+            labels=labels,
+            tags=list(group.network_tags),
+            metadata=metadata,
+            network_config=body.apply(lambda b: snake_keys(b["networkConfig"])),
+            service_account=account,
+            **tpu_args(config),
+            opts=child,
+        )
+        return (
+            tpu,
+            tpu.network_endpoints.apply(lambda ends: ends[0].ip_address if ends else None),
+            tpu.network_endpoints.apply(_tpu_external_ip),
+            tpu.state,
+        )
+    static = instance_args(config)
+    disks = [
+        gcp.compute.Disk(
+            f"{name}-disk-{index}",
+            name=f"{name}-disk-{index}",
+            project=plan.project,
+            zone=plan.zone,
+            image=disk.initialize_params.source_image,
+            size=disk.initialize_params.disk_size_gb,
+            type=short_name(disk.initialize_params.disk_type or "") or None,
+            labels=disk.initialize_params.labels,
+            opts=child,
+        )
+        for index, disk in enumerate(new_data_disks(config), start=1)
+        if disk.initialize_params is not None
+    ]
+    if disks:
+        static["attached_disks"] = [
+            *static.get("attached_disks", []),
+            *({"source": d.self_link} for d in disks),
+        ]
+    instance = gcp.compute.Instance(
+        name,
+        name=name,
+        project=plan.project,
+        zone=plan.zone,
+        labels=labels,
+        tags=list(group.network_tags),
+        metadata=metadata,
+        network_interfaces=body.apply(
+            lambda b: [network_interface_args(nic) for nic in b["networkInterfaces"]]
+        ),
+        service_account=account,
+        **static,
+        opts=child,
+    )
+    return (
+        instance,
+        instance.network_interfaces[0].network_ip,
+        instance.network_interfaces[0].apply(
+            lambda nic: nic.access_configs[0].nat_ip if nic.access_configs else None
+        ),
+        instance.current_status,
+    )
+
+
+def metadata_map(body: dict[str, Any]) -> dict[str, str]:
+    """A body's metadata as a mapping (GCE writes `{items: [{key, value}]}`)."""
+    metadata = body["metadata"]
+    if "items" in metadata:
+        return {item["key"]: item["value"] for item in metadata["items"]}
+    return dict(metadata)
+
+
+def _service_account(email: str | None, scopes: tuple[str, ...]) -> dict | None:
+    return {"email": email, "scopes": list(scopes)} if email else None
+
+
+def _tpu_external_ip(endpoints: list[Any] | None) -> str | None:
+    for endpoint in endpoints or []:
+        for access in endpoint.access_configs or []:
+            if access.external_ip:
+                return access.external_ip
+    return None

@@ -1,0 +1,183 @@
+"""Compute Engine workers: one `bulkInsert` for many instances, operations waited on together.
+
+`bulkInsert` takes InstanceProperties, which lack a few Instance fields (e.g. `hostname`); a
+body using those falls back to one `insert` per instance, issued in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from google.api_core import exceptions as api_exceptions
+from google.cloud import compute_v1
+
+from infra.workers.clients import ApiClients
+from infra.workers.nodes import Node, Phase, WorkerGroupError
+from infra.workers.parallel import run_all
+from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
+
+_BULK_FIELDS = frozenset(f.json_name for f in compute_v1.InstanceProperties.pb().DESCRIPTOR.fields)
+_LIVE = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING"}
+_STOPPED = {"STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED"}
+_DONE = compute_v1.Operation.Status.DONE
+# zoneOperations.wait returns after at most ~2 minutes even if the operation still runs.
+_WAIT_CALL_S = 130.0
+
+
+def label_filter(labels: dict[str, str]) -> str:
+    return " AND ".join(f'(labels.{key} = "{value}")' for key, value in sorted(labels.items()))
+
+
+def _phase(status: str) -> Phase:
+    if status in _LIVE:
+        return "live"
+    return "stopped" if status in _STOPPED else "dead"
+
+
+def _node(instance: compute_v1.Instance) -> Node:
+    interface = instance.network_interfaces[0] if instance.network_interfaces else None
+    access = interface.access_configs[0] if interface and interface.access_configs else None
+    return Node(name=instance.name, status=instance.status, phase=_phase(instance.status),
+                created=instance.creation_timestamp, labels=dict(instance.labels),
+                internal_ip=(interface.network_i_p or None) if interface else None,
+                external_ip=(access.nat_i_p or None) if access else None)
+
+
+def _operation_error(operation: compute_v1.Operation) -> str | None:
+    if not operation.error or not operation.error.errors:
+        return None
+    return "; ".join(f"{e.code}: {e.message}" for e in operation.error.errors)
+
+
+class ComputeNodes:
+    """Workers of one zone as GCE instances."""
+
+    def __init__(self, project: str, zone: str, clients: ApiClients, retry: RetryPolicy,
+                 operation_deadline_s: float) -> None:
+        self.project, self.zone = project, zone
+        self._clients, self._retry = clients, retry
+        self._deadline_s = operation_deadline_s
+
+    def list_nodes(self, labels: dict[str, str]) -> list[Node]:
+        request = compute_v1.ListInstancesRequest(project=self.project, zone=self.zone,
+                                                  filter=label_filter(labels))
+        instances = call_with_retry(
+            lambda: list(self._clients.instances.list(request=request, retry=None)), self._retry)
+        nodes = [_node(i) for i in instances]
+        return sorted(nodes, key=lambda n: (n.created, n.name))
+
+    # ------------------------------------------------------------------ create
+
+    def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
+        if not names:
+            return
+        if set(body) <= _BULK_FIELDS:
+            operations, failures = [self._bulk_insert(names, body)], {}
+        else:
+            started, failures = run_all(list(names), lambda n: self._insert(n, body))
+            operations = list(started.values())
+        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
+        errors += self._wait_all(operations)
+        if errors:
+            existing = {n.name for n in self._get_existing(names)}
+            created = [n for n in names if n in existing]
+            raise WorkerGroupError(f"created {len(created)} of {len(names)} instances in "
+                                   f"{self.zone}: {'; '.join(errors)}", created)
+
+    def _bulk_insert(self, names: Sequence[str], body: dict[str, Any]) -> str:
+        properties = dict(body)
+        # InstanceProperties take the bare machine type name, not the zonal URL.
+        properties["machineType"] = str(body.get("machineType", "")).rsplit("/", 1)[-1]
+        resource = compute_v1.BulkInsertInstanceResource(
+            count=len(names), min_count=1,
+            per_instance_properties={name: {} for name in names},
+            instance_properties=compute_v1.InstanceProperties.from_json(json.dumps(properties)),
+        )
+        request = compute_v1.BulkInsertInstanceRequest(
+            project=self.project, zone=self.zone, request_id=str(uuid.uuid4()),
+            bulk_insert_instance_resource_resource=resource)
+        operation = call_with_retry(
+            lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None),
+            self._retry)
+        return operation.name
+
+    def _insert(self, name: str, body: dict[str, Any]) -> str:
+        instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
+        request = compute_v1.InsertInstanceRequest(project=self.project, zone=self.zone,
+                                                   request_id=str(uuid.uuid4()),
+                                                   instance_resource=instance)
+        operation = call_with_retry(
+            lambda: self._clients.instances.insert_unary(request=request, retry=None),
+            self._retry)
+        return operation.name
+
+    def _get_existing(self, names: Sequence[str]) -> list[Node]:
+        found, _ = run_all(list(names), self._get)
+        return [node for node in found.values() if node is not None]
+
+    def _get(self, name: str) -> Node | None:
+        try:
+            instance = call_with_retry(lambda: self._clients.instances.get(
+                project=self.project, zone=self.zone, instance=name, retry=None), self._retry)
+        except api_exceptions.NotFound:
+            return None
+        return _node(instance)
+
+    # ------------------------------------------------------------ delete/stop/start
+
+    def delete(self, names: Sequence[str]) -> None:
+        self._each("delete", names, self._clients_call("delete_unary"))
+
+    def stop(self, names: Sequence[str]) -> None:
+        self._each("stop", names, self._clients_call("stop_unary"))
+
+    def start(self, names: Sequence[str]) -> None:
+        self._each("start", names, self._clients_call("start_unary"))
+
+    def _clients_call(self, method: str):  # noqa: ANN202 - a small closure factory
+        def call(name: str) -> str | None:
+            try:
+                operation = call_with_retry(lambda: getattr(self._clients.instances, method)(
+                    project=self.project, zone=self.zone, instance=name, retry=None),
+                    self._retry)
+            except api_exceptions.NotFound:
+                return None  # already gone: deleting twice is not an error
+            return operation.name
+        return call
+
+    def _each(self, verb: str, names: Sequence[str], call) -> None:  # noqa: ANN001
+        started, failures = run_all(list(names), call)
+        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
+        errors += self._wait_all([op for op in started.values() if op])
+        if errors:
+            raise WorkerGroupError(f"could not {verb} {len(errors)} of {len(names)} instances "
+                                   f"in {self.zone}: {'; '.join(errors)}")
+
+    # ------------------------------------------------------------------ operations
+
+    def _wait_all(self, operations: Sequence[str]) -> list[str]:
+        """Wait for every operation at once; the errors of those that failed."""
+        results, failures = run_all(list(operations), self._wait)
+        errors = [f"{op}: {_short(exc)}" for op, exc in failures.items()]
+        return errors + [error for error in results.values() if error]
+
+    def _wait(self, operation_name: str) -> str | None:
+        give_up_at = time.monotonic() + self._deadline_s
+        while True:
+            remaining = give_up_at - time.monotonic()
+            if remaining <= 0:
+                raise OperationTimeout(f"operation {operation_name} did not finish within "
+                                       f"{self._deadline_s:.0f} s")
+            operation = call_with_retry(lambda: self._clients.zone_operations.wait(
+                project=self.project, zone=self.zone, operation=operation_name, retry=None,
+                timeout=min(remaining, _WAIT_CALL_S) + 5), self._retry)
+            if operation.status == _DONE:
+                return _operation_error(operation)
+
+
+def _short(exc: Exception) -> str:
+    return getattr(exc, "message", None) or str(exc)

@@ -1,0 +1,58 @@
+"""The seam between the provider and a cloud API: Ray's create / terminate / list-by-labels.
+
+`ComputeNodes` and `TpuNodes` implement it; the provider only sees `Node`s and this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Phase = Literal["live", "stopped", "dead"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One instance or TPU VM as listed by the API."""
+
+    name: str
+    status: str
+    phase: Phase
+    created: str
+    labels: dict[str, str] = field(default_factory=dict)
+    internal_ip: str | None = None
+    external_ip: str | None = None
+
+    def output(self) -> dict[str, Any]:
+        return {"name": self.name, "internal_ip": self.internal_ip,
+                "external_ip": self.external_ip, "status": self.status}
+
+
+class WorkerGroupError(RuntimeError):
+    """A call that did not fully happen; `created` names the nodes that exist because of it."""
+
+    def __init__(self, message: str, created: Sequence[str] = ()) -> None:
+        self.created = list(created)
+        if self.created:
+            message += (f"; created and kept: {', '.join(self.created)} (labelled with the group, "
+                        "so the next `pulumi up` adopts them and `pulumi destroy` removes them)")
+        super().__init__(message)
+
+
+class NodeApi(Protocol):
+    """What a worker group needs from a cloud API. Every call waits for its operations."""
+
+    def list_nodes(self, labels: dict[str, str]) -> list[Node]:
+        """Nodes carrying all of these labels, oldest first."""
+        ...
+
+    def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
+        """Create nodes with these names from one body; raise WorkerGroupError if some fail."""
+        ...
+
+    def delete(self, names: Sequence[str]) -> None: ...
+
+    def stop(self, names: Sequence[str]) -> None: ...
+
+    def start(self, names: Sequence[str]) -> None: ...

@@ -1,0 +1,150 @@
+"""The WorkerGroup dynamic provider: "N workers of node type T" reconciled against the cloud.
+
+create and update are the same reconcile: list the group's nodes by label, plan, act, list
+again. Because our nodes carry the group label, a half-failed call leaves nothing Pulumi cannot
+find again. The provider object holds no state or secrets (it is pickled into the stack);
+credentials come with each call's properties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi.dynamic import (
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from infra.workers.clients import ApiClients, build_credentials
+from infra.workers.compute_api import ComputeNodes
+from infra.workers.naming import (
+    GROUP_LABEL,
+    IDENTITY_KEYS,
+    group_id,
+    new_node_name,
+    ray_worker_labels,
+    resource_id,
+)
+from infra.workers.nodes import Node, NodeApi
+from infra.workers.plan import plan_scale
+from infra.workers.retry import RetryPolicy
+from infra.workers.tpu_api import TpuNodes
+
+# Inputs that change in place; the IDENTITY_KEYS replace the group instead.
+IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint")
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long one long-running operation may take (Ray: 60 s compute, 480 s TPU)."""
+
+    compute_s: float = 600.0
+    tpu_s: float = 1800.0
+    tpu_poll_s: float = 5.0
+
+
+def changed_keys(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(keys that replace the group, keys that update it in place), in input order."""
+    replaces = [k for k in IDENTITY_KEYS if olds.get(k) != news.get(k)]
+    updates = [k for k in IN_PLACE_KEYS if olds.get(k) != news.get(k)]
+    return replaces, updates
+
+
+class WorkerGroupProvider(ResourceProvider):
+    """CRUD of a worker group. Tests construct it with short deadlines and fast retries."""
+
+    def __init__(self, retry: RetryPolicy | None = None,
+                 deadlines: Deadlines | None = None) -> None:
+        self.retry = retry or RetryPolicy()
+        self.deadlines = deadlines or Deadlines()
+
+    # ------------------------------------------------------------------ CRUD
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(resource_id(props), self._reconcile(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """A count change updates in place; an identity change replaces, new nodes first."""
+        replaces, updates = changed_keys(olds, news)
+        return DiffResult(changes=bool(replaces or updates), replaces=replaces,
+                          stables=[], delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(self._reconcile(news))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Refresh: what is really there; lost nodes lower `count`, so the next up replaces them."""
+        api = self._api(props)
+        return ReadResult(id_, self._outputs(props, api.list_nodes(self._labels(props))))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        """Every node of the group, whatever Pulumi recorded; the autoscaler's stay."""
+        api = self._api(props)
+        ours = self._ours(props, api.list_nodes(self._labels(props)))
+        api.delete([n.name for n in reversed(ours)])
+
+    # ------------------------------------------------------------------ internals
+
+    def _reconcile(self, props: dict[str, Any]) -> dict[str, Any]:
+        api = self._api(props)
+        labels = self._labels(props)
+        plan = plan_scale(self._ours(props, api.list_nodes(labels)), int(props["count"]),
+                          bool(props.get("cache_stopped_nodes")))
+        if plan.start:
+            api.start(plan.start)
+        if plan.create:
+            names = [new_node_name(props["name_prefix"], props["kind"])
+                     for _ in range(plan.create)]
+            body = dict(props["body"])
+            body["labels"] = {**(body.get("labels") or {}), **labels}
+            api.create(names, body)
+        if plan.stop:
+            api.stop(plan.stop)
+        if plan.delete:
+            api.delete(plan.delete)
+        return self._outputs(props, api.list_nodes(labels))
+
+    def _api(self, props: Mapping[str, Any]) -> NodeApi:
+        endpoint = props.get("api_endpoint") or None
+        clients = ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)
+        if props["kind"] == "tpu":
+            return TpuNodes(props["project"], props["zone"], clients, self.retry,
+                            self.deadlines.tpu_s, self.deadlines.tpu_poll_s)
+        return ComputeNodes(props["project"], props["zone"], clients, self.retry,
+                            self.deadlines.compute_s)
+
+    @staticmethod
+    def _labels(props: Mapping[str, Any]) -> dict[str, str]:
+        """Ray's worker labels plus our group label: selects exactly this group's nodes."""
+        gid = props.get("group_id") or group_id(props)
+        return {**ray_worker_labels(props["cluster_name"], props["node_type"]), GROUP_LABEL: gid}
+
+    @staticmethod
+    def _ours(props: Mapping[str, Any], nodes: list[Node]) -> list[Node]:
+        gid = props.get("group_id") or group_id(props)
+        return [n for n in nodes if n.labels.get(GROUP_LABEL) == gid]
+
+    def _outputs(self, props: Mapping[str, Any], ours: list[Node]) -> dict[str, Any]:
+        ours = self._ours(props, ours)
+        live = [n for n in ours if n.phase == "live"]
+        foreign = self._autoscaler_nodes(props)
+        return {
+            **{k: props.get(k) for k in (*IDENTITY_KEYS, *IN_PLACE_KEYS)},
+            "count": len(live),
+            "group_id": props.get("group_id") or group_id(props),
+            "instance_names": [n.name for n in live],
+            "stopped_instance_names": [n.name for n in ours if n.phase == "stopped"],
+            "instances": [n.output() for n in ours],
+            "autoscaler_instance_names": [n.name for n in foreign],
+        }
+
+    def _autoscaler_nodes(self, props: Mapping[str, Any]) -> list[Node]:
+        """Ray's autoscaler's workers of this type: Ray's labels, no group label."""
+        api = self._api(props)
+        workers = api.list_nodes(ray_worker_labels(props["cluster_name"], props["node_type"]))
+        return [n for n in workers if GROUP_LABEL not in n.labels and n.phase != "dead"]

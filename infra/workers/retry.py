@@ -1,0 +1,74 @@
+"""Transient API faults (429, 5xx, dropped connections): capped exponential backoff with jitter.
+
+Every retry loop is bounded by both an attempt count and a wall-clock deadline, so a storm of
+429s slows a deploy down but cannot hang it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import requests
+from google.api_core import exceptions as api_exceptions
+
+T = TypeVar("T")
+
+RETRYABLE: tuple[type[BaseException], ...] = (
+    api_exceptions.TooManyRequests,
+    api_exceptions.InternalServerError,
+    api_exceptions.BadGateway,
+    api_exceptions.ServiceUnavailable,
+    api_exceptions.GatewayTimeout,
+    requests.ConnectionError,
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Full-jitter backoff: sleep uniform(0, min(cap, initial * 2**attempt))."""
+
+    initial_s: float = 0.5
+    cap_s: float = 20.0
+    max_attempts: int = 10
+    deadline_s: float = 300.0
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        ceiling = min(self.cap_s, self.initial_s * (2 ** attempt))
+        return (rng or random).uniform(0, ceiling)
+
+
+def call_with_retry(call: Callable[[], T], policy: RetryPolicy,
+                    sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run `call`, retrying transient faults; the last fault is raised when the budget ends."""
+    give_up_at = time.monotonic() + policy.deadline_s
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except RETRYABLE:
+            attempt += 1
+            pause = policy.delay(attempt - 1)
+            if attempt >= policy.max_attempts or time.monotonic() + pause > give_up_at:
+                raise
+            sleep(pause)
+
+
+class OperationTimeout(TimeoutError):
+    """A long-running operation was still running at its deadline."""
+
+
+def poll_until(check: Callable[[], bool], deadline_s: float, what: str,
+               interval_s: float = 1.0, cap_s: float = 10.0) -> None:
+    """Call `check` until it returns True, backing off up to `cap_s`, for at most deadline_s."""
+    give_up_at = time.monotonic() + deadline_s
+    pause = interval_s
+    while not check():
+        remaining = give_up_at - time.monotonic()
+        if remaining <= 0:
+            raise OperationTimeout(f"{what} did not finish within {deadline_s:.0f} s")
+        time.sleep(min(remaining, random.uniform(pause / 2, pause)))
+        pause = min(cap_s, pause * 2)

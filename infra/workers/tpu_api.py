@@ -1,0 +1,126 @@
+"""TPU VM workers through the TPU v2 API: one `create_node` per node, issued in parallel.
+
+The TPU API has no bulk create for plain nodes, so "the same way" means: all creates go out
+at once and their long-running operations are polled together, with the TPU deadline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from google.api_core import exceptions as api_exceptions
+from google.cloud import tpu_v2
+
+from infra.workers.clients import ApiClients
+from infra.workers.nodes import Node, Phase, WorkerGroupError
+from infra.workers.parallel import run_all
+from infra.workers.retry import RetryPolicy, call_with_retry, poll_until
+
+_LIVE = {"CREATING", "READY", "RESTARTING", "REIMAGING", "REPAIRING", "STARTING"}
+_STOPPED = {"STOPPING", "STOPPED"}
+_GONE = {"DELETING"}
+
+
+def _phase(state: str) -> Phase:
+    if state in _LIVE:
+        return "live"
+    return "stopped" if state in _STOPPED else "dead"
+
+
+def _node(node: tpu_v2.Node) -> Node:
+    state = tpu_v2.Node.State(node.state).name
+    endpoint = node.network_endpoints[0] if node.network_endpoints else None
+    return Node(name=node.name.rsplit("/", 1)[-1], status=state, phase=_phase(state),
+                created=node.create_time.isoformat() if node.create_time else "",
+                labels=dict(node.labels),
+                internal_ip=(endpoint.ip_address or None) if endpoint else None,
+                external_ip=(endpoint.access_config.external_ip or None) if endpoint else None)
+
+
+class TpuNodes:
+    """Workers of one zone as TPU VMs (a pod slice is one node of many hosts)."""
+
+    def __init__(self, project: str, zone: str, clients: ApiClients, retry: RetryPolicy,
+                 operation_deadline_s: float, poll_interval_s: float = 2.0) -> None:
+        self.parent = f"projects/{project}/locations/{zone}"
+        self.zone = zone
+        self._clients, self._retry = clients, retry
+        self._deadline_s, self._interval_s = operation_deadline_s, poll_interval_s
+
+    def list_nodes(self, labels: dict[str, str]) -> list[Node]:
+        # ListNodes has no filter: select by labels here.
+        listed = call_with_retry(
+            lambda: list(self._clients.tpu.list_nodes(parent=self.parent, retry=None)),
+            self._retry)
+        nodes = [_node(n) for n in listed
+                 if all(n.labels.get(k) == v for k, v in labels.items())
+                 and tpu_v2.Node.State(n.state).name not in _GONE]
+        return sorted(nodes, key=lambda n: (n.created, n.name))
+
+    def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
+        node = tpu_v2.Node.from_json(json.dumps(body))
+        started, failures = run_all(list(names), lambda name: self._create_one(name, node))
+        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
+        errors += self._wait_all(list(started.values()))
+        if errors:
+            existing = {n.name for n in self.list_nodes({})}
+            created = [n for n in names if n in existing]
+            raise WorkerGroupError(f"created {len(created)} of {len(names)} TPU nodes in "
+                                   f"{self.zone}: {'; '.join(errors)}", created)
+
+    def _create_one(self, name: str, node: tpu_v2.Node) -> str:
+        request = tpu_v2.CreateNodeRequest(parent=self.parent, node_id=name, node=node)
+        future = call_with_retry(
+            lambda: self._clients.tpu.create_node(request=request, retry=None), self._retry)
+        return future.operation.name
+
+    def delete(self, names: Sequence[str]) -> None:
+        self._each("delete", names, "delete_node")
+
+    def stop(self, names: Sequence[str]) -> None:
+        self._each("stop", names, "stop_node")
+
+    def start(self, names: Sequence[str]) -> None:
+        self._each("start", names, "start_node")
+
+    def _each(self, verb: str, names: Sequence[str], method: str) -> None:
+        def call(name: str) -> str | None:
+            request = {"name": f"{self.parent}/nodes/{name}"}
+            try:
+                future = call_with_retry(lambda: getattr(self._clients.tpu, method)(
+                    request=request, retry=None), self._retry)
+            except api_exceptions.NotFound:
+                return None
+            return future.operation.name
+
+        started, failures = run_all(list(names), call)
+        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
+        errors += self._wait_all([op for op in started.values() if op])
+        if errors:
+            raise WorkerGroupError(f"could not {verb} {len(errors)} of {len(names)} TPU nodes "
+                                   f"in {self.zone}: {'; '.join(errors)}")
+
+    def _wait_all(self, operations: Sequence[str]) -> list[str]:
+        results, failures = run_all(list(operations), self._wait)
+        return [f"{op}: {_short(exc)}" for op, exc in failures.items()] + [
+            error for error in results.values() if error]
+
+    def _wait(self, operation_name: str) -> str | None:
+        latest: dict[str, Any] = {}
+
+        def done() -> bool:
+            operation = call_with_retry(lambda: self._clients.tpu.get_operation(
+                request={"name": operation_name}, retry=None), self._retry)
+            latest["op"] = operation
+            return operation.done
+
+        poll_until(done, self._deadline_s, f"TPU operation {operation_name}",
+                   interval_s=self._interval_s)
+        operation = latest["op"]
+        return operation.error.message if operation.HasField("error") else None
+
+
+def _short(exc: Exception) -> str:
+    return getattr(exc, "message", None) or str(exc)

@@ -19,7 +19,7 @@ from infra.metadata import (
     merge_metadata,
 )
 from infra.network import ClusterNetwork
-from infra.node_resources import HeadNode, TpuWorkers, metadata_map
+from infra.node_resources import HeadNode, TpuWorkers
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
@@ -64,18 +64,18 @@ class RayCluster(pulumi.ComponentResource):
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
             lambda bodies: yaml.safe_dump(autoscaler_config(config, bodies), sort_keys=True)
         )
-        head_body = _body(config, plan.head, self.network, self.ssh_key, {})
-        head_metadata = pulumi.Output.all(head_body, bootstrap_yaml, self.ssh_key.private_key)
         self.head = HeadNode(
             f"{name}-head",
             plan,
-            body=head_body,
-            metadata=head_metadata.apply(
-                lambda values: {
-                    **metadata_map(values[0]),
-                    BOOTSTRAP_CONFIG_KEY: values[1],
-                    BOOTSTRAP_KEY_KEY: values[2],
-                }
+            body=_body(config, plan.head, self.network, self.ssh_key, {}),
+            metadata=merge_metadata(
+                config,
+                plan.head,
+                self.ssh_key.public_key,
+                {
+                    BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
+                    BOOTSTRAP_KEY_KEY: self.ssh_key.private_key,
+                },
             ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(
@@ -104,15 +104,10 @@ def _body(
     ssh_key: ClusterSshKey,
     extra: dict[str, pulumi.Input[str]],
 ) -> pulumi.Output[dict[str, Any]]:
-    """The group's node body once the subnet and the public key are known."""
-    return pulumi.Output.all(
-        network.interfaces_for(group),
-        ssh_key.public_key,
-        pulumi.Output.all(**extra) if extra else pulumi.Output.from_input({}),
-    ).apply(
-        lambda values: node_body(
-            group, values[0], merge_metadata(config, group, values[1], values[2])
-        )
+    """The group's node body in API JSON once the subnet and the public key are known."""
+    metadata = merge_metadata(config, group, ssh_key.public_key, extra)
+    return pulumi.Output.all(network.interfaces_for(group), pulumi.Output.all(**metadata)).apply(
+        lambda values: node_body(group, values[0], values[1])
     )
 
 

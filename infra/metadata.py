@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pulumi
+
 from bootstrap import node_metadata as bootstrap_metadata
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
@@ -20,18 +22,22 @@ BOOTSTRAP_KEY_KEY = "ray-bootstrap-ssh-key"
 def merge_metadata(
     config: ClusterConfig,
     group: NodeGroupPlan,
-    public_key: str,
-    extra: Mapping[str, str],
-) -> dict[str, str]:
+    public_key: pulumi.Input[str],
+    extra: Mapping[str, pulumi.Input[str]],
+) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
 
-    A user's own `ssh-keys` line is kept next to the cluster's key, not replaced by it."""
+    Keys are known now and values may be outputs, so a secret value (the head's key) stays
+    secret alone and the rest shows in previews. A user's own `ssh-keys` line is kept next to
+    the cluster's key, not replaced by it."""
     own = dict(group.node_config.metadata)
-    ssh_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
-    ssh_lines.append(ssh_keys_entry(config.auth.ssh_user, public_key))
+    user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
+    cluster_line = pulumi.Output.from_input(public_key).apply(
+        lambda key: ssh_keys_entry(config.auth.ssh_user, key)
+    )
     return {
         **own,
         **bootstrap_metadata(config, group.role, group.node_type),
-        "ssh-keys": "\n".join(ssh_lines),
+        "ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line])),
         **extra,
     }

@@ -30,7 +30,7 @@ class HeadNode(pulumi.ComponentResource):
         name: str,
         plan: ClusterPlan,
         body: pulumi.Output[dict[str, Any]],
-        metadata: pulumi.Output[dict[str, str]],
+        metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
         labels: pulumi.Output[dict[str, str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -84,7 +84,7 @@ def create_node(
     plan: ClusterPlan,
     group: NodeGroupPlan,
     body: pulumi.Output[dict[str, Any]],
-    metadata: pulumi.Output[dict[str, str]],
+    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
     labels: pulumi.Output[dict[str, str]],
     parent: pulumi.Resource,
 ) -> Node:

@@ -35,7 +35,8 @@ def build_credentials(secret: str | None, api_endpoint: str | None) -> Credentia
             from google.oauth2 import service_account
 
             return service_account.Credentials.from_service_account_info(
-                info, scopes=[CLOUD_PLATFORM])
+                info, scopes=[CLOUD_PLATFORM]
+            )
         from google.oauth2.credentials import Credentials as TokenCredentials
 
         return TokenCredentials(token=secret.strip())
@@ -52,8 +53,7 @@ class ApiClients:
 
     def _transport_args(self, default_host: str) -> dict[str, Any]:
         if self._endpoint:
-            return {"host": self._endpoint, "url_scheme": "http",
-                    "credentials": self._credentials}
+            return {"host": self._endpoint, "url_scheme": "http", "credentials": self._credentials}
         return {"host": default_host, "credentials": self._credentials}
 
     def _cached(self, key: str, build: Callable[[], C]) -> C:
@@ -65,16 +65,29 @@ class ApiClients:
 
     @property
     def instances(self) -> compute_v1.InstancesClient:
-        return self._cached("instances", lambda: compute_v1.InstancesClient(
-            transport=InstancesRestTransport(**self._transport_args("compute.googleapis.com"))))
+        return self._cached(
+            "instances",
+            lambda: compute_v1.InstancesClient(
+                transport=InstancesRestTransport(**self._transport_args("compute.googleapis.com"))
+            ),
+        )
 
     @property
     def zone_operations(self) -> compute_v1.ZoneOperationsClient:
-        return self._cached("zone_operations", lambda: compute_v1.ZoneOperationsClient(
-            transport=ZoneOperationsRestTransport(
-                **self._transport_args("compute.googleapis.com"))))
+        return self._cached(
+            "zone_operations",
+            lambda: compute_v1.ZoneOperationsClient(
+                transport=ZoneOperationsRestTransport(
+                    **self._transport_args("compute.googleapis.com")
+                )
+            ),
+        )
 
     @property
     def tpu(self) -> tpu_v2.TpuClient:
-        return self._cached("tpu", lambda: tpu_v2.TpuClient(
-            transport=TpuRestTransport(**self._transport_args("tpu.googleapis.com"))))
+        return self._cached(
+            "tpu",
+            lambda: tpu_v2.TpuClient(
+                transport=TpuRestTransport(**self._transport_args("tpu.googleapis.com"))
+            ),
+        )

@@ -41,10 +41,15 @@ def _phase(status: str) -> Phase:
 def _node(instance: compute_v1.Instance) -> Node:
     interface = instance.network_interfaces[0] if instance.network_interfaces else None
     access = interface.access_configs[0] if interface and interface.access_configs else None
-    return Node(name=instance.name, status=instance.status, phase=_phase(instance.status),
-                created=instance.creation_timestamp, labels=dict(instance.labels),
-                internal_ip=(interface.network_i_p or None) if interface else None,
-                external_ip=(access.nat_i_p or None) if access else None)
+    return Node(
+        name=instance.name,
+        status=instance.status,
+        phase=_phase(instance.status),
+        created=instance.creation_timestamp,
+        labels=dict(instance.labels),
+        internal_ip=(interface.network_i_p or None) if interface else None,
+        external_ip=(access.nat_i_p or None) if access else None,
+    )
 
 
 def _operation_error(operation: compute_v1.Operation) -> str | None:
@@ -56,17 +61,25 @@ def _operation_error(operation: compute_v1.Operation) -> str | None:
 class ComputeNodes:
     """Workers of one zone as GCE instances."""
 
-    def __init__(self, project: str, zone: str, clients: ApiClients, retry: RetryPolicy,
-                 operation_deadline_s: float) -> None:
+    def __init__(
+        self,
+        project: str,
+        zone: str,
+        clients: ApiClients,
+        retry: RetryPolicy,
+        operation_deadline_s: float,
+    ) -> None:
         self.project, self.zone = project, zone
         self._clients, self._retry = clients, retry
         self._deadline_s = operation_deadline_s
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
-        request = compute_v1.ListInstancesRequest(project=self.project, zone=self.zone,
-                                                  filter=label_filter(labels))
+        request = compute_v1.ListInstancesRequest(
+            project=self.project, zone=self.zone, filter=label_filter(labels)
+        )
         instances = call_with_retry(
-            lambda: list(self._clients.instances.list(request=request, retry=None)), self._retry)
+            lambda: list(self._clients.instances.list(request=request, retry=None)), self._retry
+        )
         nodes = [_node(i) for i in instances]
         return sorted(nodes, key=lambda n: (n.created, n.name))
 
@@ -85,34 +98,45 @@ class ComputeNodes:
         if errors:
             existing = {n.name for n in self._get_existing(names)}
             created = [n for n in names if n in existing]
-            raise WorkerGroupError(f"created {len(created)} of {len(names)} instances in "
-                                   f"{self.zone}: {'; '.join(errors)}", created)
+            raise WorkerGroupError(
+                f"created {len(created)} of {len(names)} instances in "
+                f"{self.zone}: {'; '.join(errors)}",
+                created,
+            )
 
     def _bulk_insert(self, names: Sequence[str], body: dict[str, Any]) -> str:
         properties = dict(body)
         # InstanceProperties take the bare machine type name, not the zonal URL.
         properties["machineType"] = str(body.get("machineType", "")).rsplit("/", 1)[-1]
         resource = compute_v1.BulkInsertInstanceResource(
-            count=len(names), min_count=1,
+            count=len(names),
+            min_count=1,
             per_instance_properties={name: {} for name in names},
             instance_properties=compute_v1.InstanceProperties.from_json(json.dumps(properties)),
         )
         request = compute_v1.BulkInsertInstanceRequest(
-            project=self.project, zone=self.zone, request_id=str(uuid.uuid4()),
-            bulk_insert_instance_resource_resource=resource)
+            project=self.project,
+            zone=self.zone,
+            request_id=str(uuid.uuid4()),
+            bulk_insert_instance_resource_resource=resource,
+        )
         operation = call_with_retry(
             lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None),
-            self._retry)
+            self._retry,
+        )
         return operation.name
 
     def _insert(self, name: str, body: dict[str, Any]) -> str:
         instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
-        request = compute_v1.InsertInstanceRequest(project=self.project, zone=self.zone,
-                                                   request_id=str(uuid.uuid4()),
-                                                   instance_resource=instance)
+        request = compute_v1.InsertInstanceRequest(
+            project=self.project,
+            zone=self.zone,
+            request_id=str(uuid.uuid4()),
+            instance_resource=instance,
+        )
         operation = call_with_retry(
-            lambda: self._clients.instances.insert_unary(request=request, retry=None),
-            self._retry)
+            lambda: self._clients.instances.insert_unary(request=request, retry=None), self._retry
+        )
         return operation.name
 
     def _get_existing(self, names: Sequence[str]) -> list[Node]:
@@ -121,8 +145,12 @@ class ComputeNodes:
 
     def _get(self, name: str) -> Node | None:
         try:
-            instance = call_with_retry(lambda: self._clients.instances.get(
-                project=self.project, zone=self.zone, instance=name, retry=None), self._retry)
+            instance = call_with_retry(
+                lambda: self._clients.instances.get(
+                    project=self.project, zone=self.zone, instance=name, retry=None
+                ),
+                self._retry,
+            )
         except api_exceptions.NotFound:
             return None
         return _node(instance)
@@ -141,12 +169,16 @@ class ComputeNodes:
     def _clients_call(self, method: str):  # noqa: ANN202 - a small closure factory
         def call(name: str) -> str | None:
             try:
-                operation = call_with_retry(lambda: getattr(self._clients.instances, method)(
-                    project=self.project, zone=self.zone, instance=name, retry=None),
-                    self._retry)
+                operation = call_with_retry(
+                    lambda: getattr(self._clients.instances, method)(
+                        project=self.project, zone=self.zone, instance=name, retry=None
+                    ),
+                    self._retry,
+                )
             except api_exceptions.NotFound:
                 return None  # already gone: deleting twice is not an error
             return operation.name
+
         return call
 
     def _each(self, verb: str, names: Sequence[str], call) -> None:  # noqa: ANN001
@@ -154,8 +186,10 @@ class ComputeNodes:
         errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
         errors += self._wait_all([op for op in started.values() if op])
         if errors:
-            raise WorkerGroupError(f"could not {verb} {len(errors)} of {len(names)} instances "
-                                   f"in {self.zone}: {'; '.join(errors)}")
+            raise WorkerGroupError(
+                f"could not {verb} {len(errors)} of {len(names)} instances "
+                f"in {self.zone}: {'; '.join(errors)}"
+            )
 
     # ------------------------------------------------------------------ operations
 
@@ -170,11 +204,20 @@ class ComputeNodes:
         while True:
             remaining = give_up_at - time.monotonic()
             if remaining <= 0:
-                raise OperationTimeout(f"operation {operation_name} did not finish within "
-                                       f"{self._deadline_s:.0f} s")
-            operation = call_with_retry(lambda: self._clients.zone_operations.wait(
-                project=self.project, zone=self.zone, operation=operation_name, retry=None,
-                timeout=min(remaining, _WAIT_CALL_S) + 5), self._retry)
+                raise OperationTimeout(
+                    f"operation {operation_name} did not finish within {self._deadline_s:.0f} s"
+                )
+            call_timeout = min(remaining, _WAIT_CALL_S) + 5
+            operation = call_with_retry(
+                lambda t=call_timeout: self._clients.zone_operations.wait(
+                    project=self.project,
+                    zone=self.zone,
+                    operation=operation_name,
+                    retry=None,
+                    timeout=t,
+                ),
+                self._retry,
+            )
             if operation.status == _DONE:
                 return _operation_error(operation)
 

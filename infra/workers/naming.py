@@ -34,8 +34,11 @@ def resource_id(props: Mapping[str, Any]) -> str:
 
 def ray_worker_labels(cluster_name: str, node_type: str) -> dict[str, str]:
     """The labels every worker of this type carries, ours or the autoscaler's."""
-    return {"ray-cluster-name": cluster_name, "ray-node-type": "worker",
-            "ray-user-node-type": node_type}
+    return {
+        "ray-cluster-name": cluster_name,
+        "ray-node-type": "worker",
+        "ray-user-node-type": node_type,
+    }
 
 
 def new_node_name(name_prefix: str, kind: str) -> str:
@@ -43,6 +46,8 @@ def new_node_name(name_prefix: str, kind: str) -> str:
     suffix = "tpu" if kind == "tpu" else "compute"
     name = f"{name_prefix}-{secrets.token_hex(4)}-{suffix}"
     if len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"node name {name!r} is longer than {MAX_NAME_LENGTH} characters: "
-                         "shorten the cluster name")
+        raise ValueError(
+            f"node name {name!r} is longer than {MAX_NAME_LENGTH} characters: "
+            "shorten the cluster name"
+        )
     return name

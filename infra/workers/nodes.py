@@ -25,8 +25,12 @@ class Node:
     external_ip: str | None = None
 
     def output(self) -> dict[str, Any]:
-        return {"name": self.name, "internal_ip": self.internal_ip,
-                "external_ip": self.external_ip, "status": self.status}
+        return {
+            "name": self.name,
+            "internal_ip": self.internal_ip,
+            "external_ip": self.external_ip,
+            "status": self.status,
+        }
 
 
 class WorkerGroupError(RuntimeError):
@@ -35,8 +39,10 @@ class WorkerGroupError(RuntimeError):
     def __init__(self, message: str, created: Sequence[str] = ()) -> None:
         self.created = list(created)
         if self.created:
-            message += (f"; created and kept: {', '.join(self.created)} (labelled with the group, "
-                        "so the next `pulumi up` adopts them and `pulumi destroy` removes them)")
+            message += (
+                f"; created and kept: {', '.join(self.created)} (labelled with the group, "
+                "so the next `pulumi up` adopts them and `pulumi destroy` removes them)"
+            )
         super().__init__(message)
 
 

@@ -58,8 +58,9 @@ def changed_keys(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[list
 class WorkerGroupProvider(ResourceProvider):
     """CRUD of a worker group. Tests construct it with short deadlines and fast retries."""
 
-    def __init__(self, retry: RetryPolicy | None = None,
-                 deadlines: Deadlines | None = None) -> None:
+    def __init__(
+        self, retry: RetryPolicy | None = None, deadlines: Deadlines | None = None
+    ) -> None:
         self.retry = retry or RetryPolicy()
         self.deadlines = deadlines or Deadlines()
 
@@ -71,80 +72,93 @@ class WorkerGroupProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """A count change updates in place; an identity change replaces, new nodes first."""
         replaces, updates = changed_keys(olds, news)
-        return DiffResult(changes=bool(replaces or updates), replaces=replaces,
-                          stables=[], delete_before_replace=False)
+        return DiffResult(
+            changes=bool(replaces or updates),
+            replaces=replaces,
+            stables=[],
+            delete_before_replace=False,
+        )
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(self._reconcile(news))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what is really there; lost nodes lower `count`, so the next up replaces them."""
-        api = self._api(props)
-        return ReadResult(id_, self._outputs(props, api.list_nodes(self._labels(props))))
+        return ReadResult(id_, self._outputs(props, *self._observe(self._api(props), props)))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Every node of the group, whatever Pulumi recorded; the autoscaler's stay."""
         api = self._api(props)
-        ours = self._ours(props, api.list_nodes(self._labels(props)))
+        ours, _ = self._observe(api, props)
         api.delete([n.name for n in reversed(ours)])
 
     # ------------------------------------------------------------------ internals
 
     def _reconcile(self, props: dict[str, Any]) -> dict[str, Any]:
         api = self._api(props)
-        labels = self._labels(props)
-        plan = plan_scale(self._ours(props, api.list_nodes(labels)), int(props["count"]),
-                          bool(props.get("cache_stopped_nodes")))
+        ours, _ = self._observe(api, props)
+        plan = plan_scale(ours, int(props["count"]), bool(props.get("cache_stopped_nodes")))
         if plan.start:
             api.start(plan.start)
         if plan.create:
-            names = [new_node_name(props["name_prefix"], props["kind"])
-                     for _ in range(plan.create)]
+            names = [new_node_name(props["name_prefix"], props["kind"]) for _ in range(plan.create)]
             body = dict(props["body"])
-            body["labels"] = {**(body.get("labels") or {}), **labels}
+            body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
             api.create(names, body)
         if plan.stop:
             api.stop(plan.stop)
         if plan.delete:
             api.delete(plan.delete)
-        return self._outputs(props, api.list_nodes(labels))
+        return self._outputs(props, *self._observe(api, props))
+
+    def _observe(self, api: NodeApi, props: Mapping[str, Any]) -> tuple[list[Node], list[Node]]:
+        """(our nodes, the autoscaler's nodes) of this type, from one list call, oldest first.
+
+        Nodes with another group's label (the old group during a replacement) are neither.
+        """
+        gid = self._group(props)
+        workers = api.list_nodes(ray_worker_labels(props["cluster_name"], props["node_type"]))
+        ours = [n for n in workers if n.labels.get(GROUP_LABEL) == gid]
+        foreign = [n for n in workers if GROUP_LABEL not in n.labels and n.phase != "dead"]
+        return ours, foreign
 
     def _api(self, props: Mapping[str, Any]) -> NodeApi:
         endpoint = props.get("api_endpoint") or None
         clients = ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)
         if props["kind"] == "tpu":
-            return TpuNodes(props["project"], props["zone"], clients, self.retry,
-                            self.deadlines.tpu_s, self.deadlines.tpu_poll_s)
-        return ComputeNodes(props["project"], props["zone"], clients, self.retry,
-                            self.deadlines.compute_s)
+            return TpuNodes(
+                props["project"],
+                props["zone"],
+                clients,
+                self.retry,
+                self.deadlines.tpu_s,
+                self.deadlines.tpu_poll_s,
+            )
+        return ComputeNodes(
+            props["project"], props["zone"], clients, self.retry, self.deadlines.compute_s
+        )
 
     @staticmethod
-    def _labels(props: Mapping[str, Any]) -> dict[str, str]:
-        """Ray's worker labels plus our group label: selects exactly this group's nodes."""
-        gid = props.get("group_id") or group_id(props)
-        return {**ray_worker_labels(props["cluster_name"], props["node_type"]), GROUP_LABEL: gid}
+    def _group(props: Mapping[str, Any]) -> str:
+        return props.get("group_id") or group_id(props)
 
-    @staticmethod
-    def _ours(props: Mapping[str, Any], nodes: list[Node]) -> list[Node]:
-        gid = props.get("group_id") or group_id(props)
-        return [n for n in nodes if n.labels.get(GROUP_LABEL) == gid]
+    def _labels(self, props: Mapping[str, Any]) -> dict[str, str]:
+        """Ray's worker labels plus our group label, put on every node we create."""
+        return {
+            **ray_worker_labels(props["cluster_name"], props["node_type"]),
+            GROUP_LABEL: self._group(props),
+        }
 
-    def _outputs(self, props: Mapping[str, Any], ours: list[Node]) -> dict[str, Any]:
-        ours = self._ours(props, ours)
+    def _outputs(
+        self, props: Mapping[str, Any], ours: list[Node], foreign: list[Node]
+    ) -> dict[str, Any]:
         live = [n for n in ours if n.phase == "live"]
-        foreign = self._autoscaler_nodes(props)
         return {
             **{k: props.get(k) for k in (*IDENTITY_KEYS, *IN_PLACE_KEYS)},
             "count": len(live),
-            "group_id": props.get("group_id") or group_id(props),
+            "group_id": self._group(props),
             "instance_names": [n.name for n in live],
             "stopped_instance_names": [n.name for n in ours if n.phase == "stopped"],
             "instances": [n.output() for n in ours],
             "autoscaler_instance_names": [n.name for n in foreign],
         }
-
-    def _autoscaler_nodes(self, props: Mapping[str, Any]) -> list[Node]:
-        """Ray's autoscaler's workers of this type: Ray's labels, no group label."""
-        api = self._api(props)
-        workers = api.list_nodes(ray_worker_labels(props["cluster_name"], props["node_type"]))
-        return [n for n in workers if GROUP_LABEL not in n.labels and n.phase != "dead"]

@@ -37,12 +37,13 @@ class RetryPolicy:
     deadline_s: float = 300.0
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        ceiling = min(self.cap_s, self.initial_s * (2 ** attempt))
+        ceiling = min(self.cap_s, self.initial_s * (2**attempt))
         return (rng or random).uniform(0, ceiling)
 
 
-def call_with_retry(call: Callable[[], T], policy: RetryPolicy,
-                    sleep: Callable[[float], None] = time.sleep) -> T:
+def call_with_retry(
+    call: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
+) -> T:
     """Run `call`, retrying transient faults; the last fault is raised when the budget ends."""
     give_up_at = time.monotonic() + policy.deadline_s
     attempt = 0
@@ -61,8 +62,13 @@ class OperationTimeout(TimeoutError):
     """A long-running operation was still running at its deadline."""
 
 
-def poll_until(check: Callable[[], bool], deadline_s: float, what: str,
-               interval_s: float = 1.0, cap_s: float = 10.0) -> None:
+def poll_until(
+    check: Callable[[], bool],
+    deadline_s: float,
+    what: str,
+    interval_s: float = 1.0,
+    cap_s: float = 10.0,
+) -> None:
     """Call `check` until it returns True, backing off up to `cap_s`, for at most deadline_s."""
     give_up_at = time.monotonic() + deadline_s
     pause = interval_s

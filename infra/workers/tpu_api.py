@@ -32,18 +32,29 @@ def _phase(state: str) -> Phase:
 def _node(node: tpu_v2.Node) -> Node:
     state = tpu_v2.Node.State(node.state).name
     endpoint = node.network_endpoints[0] if node.network_endpoints else None
-    return Node(name=node.name.rsplit("/", 1)[-1], status=state, phase=_phase(state),
-                created=node.create_time.isoformat() if node.create_time else "",
-                labels=dict(node.labels),
-                internal_ip=(endpoint.ip_address or None) if endpoint else None,
-                external_ip=(endpoint.access_config.external_ip or None) if endpoint else None)
+    return Node(
+        name=node.name.rsplit("/", 1)[-1],
+        status=state,
+        phase=_phase(state),
+        created=node.create_time.isoformat() if node.create_time else "",
+        labels=dict(node.labels),
+        internal_ip=(endpoint.ip_address or None) if endpoint else None,
+        external_ip=(endpoint.access_config.external_ip or None) if endpoint else None,
+    )
 
 
 class TpuNodes:
     """Workers of one zone as TPU VMs (a pod slice is one node of many hosts)."""
 
-    def __init__(self, project: str, zone: str, clients: ApiClients, retry: RetryPolicy,
-                 operation_deadline_s: float, poll_interval_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        project: str,
+        zone: str,
+        clients: ApiClients,
+        retry: RetryPolicy,
+        operation_deadline_s: float,
+        poll_interval_s: float = 2.0,
+    ) -> None:
         self.parent = f"projects/{project}/locations/{zone}"
         self.zone = zone
         self._clients, self._retry = clients, retry
@@ -52,11 +63,14 @@ class TpuNodes:
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
         # ListNodes has no filter: select by labels here.
         listed = call_with_retry(
-            lambda: list(self._clients.tpu.list_nodes(parent=self.parent, retry=None)),
-            self._retry)
-        nodes = [_node(n) for n in listed
-                 if all(n.labels.get(k) == v for k, v in labels.items())
-                 and tpu_v2.Node.State(n.state).name not in _GONE]
+            lambda: list(self._clients.tpu.list_nodes(parent=self.parent, retry=None)), self._retry
+        )
+        nodes = [
+            _node(n)
+            for n in listed
+            if all(n.labels.get(k) == v for k, v in labels.items())
+            and tpu_v2.Node.State(n.state).name not in _GONE
+        ]
         return sorted(nodes, key=lambda n: (n.created, n.name))
 
     def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
@@ -67,13 +81,17 @@ class TpuNodes:
         if errors:
             existing = {n.name for n in self.list_nodes({})}
             created = [n for n in names if n in existing]
-            raise WorkerGroupError(f"created {len(created)} of {len(names)} TPU nodes in "
-                                   f"{self.zone}: {'; '.join(errors)}", created)
+            raise WorkerGroupError(
+                f"created {len(created)} of {len(names)} TPU nodes in "
+                f"{self.zone}: {'; '.join(errors)}",
+                created,
+            )
 
     def _create_one(self, name: str, node: tpu_v2.Node) -> str:
         request = tpu_v2.CreateNodeRequest(parent=self.parent, node_id=name, node=node)
         future = call_with_retry(
-            lambda: self._clients.tpu.create_node(request=request, retry=None), self._retry)
+            lambda: self._clients.tpu.create_node(request=request, retry=None), self._retry
+        )
         return future.operation.name
 
     def delete(self, names: Sequence[str]) -> None:
@@ -89,8 +107,10 @@ class TpuNodes:
         def call(name: str) -> str | None:
             request = {"name": f"{self.parent}/nodes/{name}"}
             try:
-                future = call_with_retry(lambda: getattr(self._clients.tpu, method)(
-                    request=request, retry=None), self._retry)
+                future = call_with_retry(
+                    lambda: getattr(self._clients.tpu, method)(request=request, retry=None),
+                    self._retry,
+                )
             except api_exceptions.NotFound:
                 return None
             return future.operation.name
@@ -99,25 +119,33 @@ class TpuNodes:
         errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
         errors += self._wait_all([op for op in started.values() if op])
         if errors:
-            raise WorkerGroupError(f"could not {verb} {len(errors)} of {len(names)} TPU nodes "
-                                   f"in {self.zone}: {'; '.join(errors)}")
+            raise WorkerGroupError(
+                f"could not {verb} {len(errors)} of {len(names)} TPU nodes "
+                f"in {self.zone}: {'; '.join(errors)}"
+            )
 
     def _wait_all(self, operations: Sequence[str]) -> list[str]:
         results, failures = run_all(list(operations), self._wait)
         return [f"{op}: {_short(exc)}" for op, exc in failures.items()] + [
-            error for error in results.values() if error]
+            error for error in results.values() if error
+        ]
 
     def _wait(self, operation_name: str) -> str | None:
         latest: dict[str, Any] = {}
 
         def done() -> bool:
-            operation = call_with_retry(lambda: self._clients.tpu.get_operation(
-                request={"name": operation_name}, retry=None), self._retry)
+            operation = call_with_retry(
+                lambda: self._clients.tpu.get_operation(
+                    request={"name": operation_name}, retry=None
+                ),
+                self._retry,
+            )
             latest["op"] = operation
             return operation.done
 
-        poll_until(done, self._deadline_s, f"TPU operation {operation_name}",
-                   interval_s=self._interval_s)
+        poll_until(
+            done, self._deadline_s, f"TPU operation {operation_name}", interval_s=self._interval_s
+        )
         operation = latest["op"]
         return operation.error.message if operation.HasField("error") else None
 

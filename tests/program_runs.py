@@ -1,0 +1,25 @@
+"""Run the real program offline for a shipped stack; shared by the program tests."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ops.plan_engine import ProgramRun, run_program
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+STACKS = ["full", "minimal", "gpu-docker", "tpu", "tpu-pod", "tpu-pod-topology"]
+
+
+def stack_yaml(stack: str) -> dict[str, Any]:
+    """The stack's cluster YAML exactly as the user wrote it."""
+    settings = yaml.safe_load((PROJECT_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    return yaml.safe_load((PROJECT_ROOT / settings["config"]["ray-gcp:cluster"]).read_text())
+
+
+@functools.cache
+def run_stack(stack: str) -> ProgramRun:
+    return run_program({"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}, stack=stack)

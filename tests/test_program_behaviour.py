@@ -1,0 +1,140 @@
+"""Program behaviour beyond the shipped stacks: scaling input, Ray's launch hash, explicit
+networks, user keys, credentials, and clean errors for bad stacks."""
+
+from __future__ import annotations
+
+import json
+import runpy
+
+import pulumi
+import pytest
+import yaml
+from ray.autoscaler._private.util import hash_launch_conf
+
+from infra.config import ConfigError
+from ops.plan_engine import run_program
+from tests.program_runs import PROJECT_ROOT, stack_yaml
+
+
+def run_inline(cluster: dict, **extra: object) -> object:
+    config = {"ray-gcp:clusterConfig": json.dumps(cluster)}
+    config.update({f"ray-gcp:{k}": json.dumps(v) for k, v in extra.items()})
+    return run_program(config, stack="test")
+
+
+def ints_back(value: object) -> object:
+    """The mock engine turns every number into a float; the real engine keeps 50 as 50."""
+    if isinstance(value, dict):
+        return {k: ints_back(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [ints_back(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def test_worker_count_in_stack_config_scales_the_group():
+    run = run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": 2})
+    assert run.named("full-ray_worker_small").inputs["count"] == 2
+
+
+def test_worker_count_outside_the_type_range_names_the_key_and_the_range():
+    with pytest.raises(ConfigError) as caught:
+        run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": 9})
+    assert "ray-gcp:workerCounts.ray_worker_small" in str(caught.value)
+    assert "max_workers 2" in str(caught.value)
+
+
+def test_tpu_slice_count_follows_the_same_number_and_keeps_names():
+    run = run_inline(stack_yaml("tpu"), workerCounts={"ray_tpu": 7})
+    names = [r.inputs["name"] for r in run.of_type("gcp:tpu/v2Vm:V2Vm")]
+    assert len(set(names)) == 7
+    raw = stack_yaml("tpu")
+    raw["available_node_types"]["ray_tpu"]["min_workers"] = 2
+    fewer = run_inline(raw, workerCounts={"ray_tpu": 3})
+    kept = {r.inputs["name"] for r in fewer.of_type("gcp:tpu/v2Vm:V2Vm")}
+    assert len(kept) == 3 and kept < set(names), "scaling down keeps the other slices' names"
+
+
+def test_worker_launch_hash_matches_what_rays_autoscaler_computes(tmp_path):
+    """The head's autoscaler terminates workers whose `ray-launch-config` differs from its own
+    hash of the bootstrap config: compute it with Ray's function and compare."""
+    from infra.config import parse_cluster_config
+    from infra.plan import plan_cluster
+
+    raw = stack_yaml("full")
+    run = run_inline(raw)
+    group = run.named("full-ray_worker_small").inputs
+    # Rebuild the bootstrap config the head receives from the recorded worker body.
+    body = {k: v for k, v in group["body"].items() if k != "labels"}
+    body["labels"] = {k: v for k, v in group["body"]["labels"].items() if not k.startswith("ray-")}
+    key_file = tmp_path / "ray_bootstrap_key.pem"
+    key_file.write_text("planned-private-key")  # what the offline engine's key pair returns
+    expected = hash_launch_conf(ints_back(body),
+                                {"ssh_user": "ubuntu", "ssh_private_key": str(key_file)})
+    assert group["body"]["labels"]["ray-launch-config"] == expected
+    plan = plan_cluster(parse_cluster_config(raw))
+    assert group["body"]["labels"]["ray-user-node-type"] == plan.workers[0].node_type
+
+
+def test_explicit_network_interfaces_are_used_as_given():
+    raw = stack_yaml("full")
+    nic = {"network": "projects/p/global/networks/ray", "subnetwork":
+           "projects/p/regions/us-west1/subnetworks/ray-sub", "accessConfigs": []}
+    for node_type in raw["available_node_types"].values():
+        node_type["node_config"]["networkInterfaces"] = [nic]
+    run = run_inline(raw)
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    assert head.inputs["networkInterfaces"] == [{"network": nic["network"],
+                                                 "subnetwork": nic["subnetwork"],
+                                                 "accessConfigs": []}]
+    body = run.named("full-ray_worker_small").inputs["body"]
+    assert body["networkInterfaces"] == [nic]
+    firewall = run.named("ray-full-internal").inputs
+    assert firewall["network"] == nic["network"]
+
+
+def test_users_own_key_is_used_and_never_recorded(tmp_path):
+    from infra.ssh_keys import generate_key_pair
+
+    private, public = generate_key_pair()
+    key = tmp_path / "id_rsa"
+    key.write_text(private)
+    raw = stack_yaml("full")
+    raw["auth"]["ssh_private_key"] = str(key)
+    run = run_inline(raw)
+    assert not [r for r in run.resources if r.name.endswith("ssh-key-pair")]
+    items = {i["key"]: i["value"]
+             for i in run.named("full-ray_worker_small").inputs["body"]["metadata"]["items"]}
+    assert items["ssh-keys"] == f"ubuntu:{' '.join(public.split()[:2])} ubuntu"
+    recorded = json.dumps([r.inputs for r in run.resources]) + json.dumps(run.outputs)
+    assert private.splitlines()[1] not in recorded
+
+
+def test_gcp_credentials_never_reach_recorded_inputs_or_outputs():
+    secret_key = "-----BEGIN PRIVATE KEY-----\\nsupersecretmaterial\\n"
+    raw = stack_yaml("full")
+    raw["provider"]["gcp_credentials"] = {"type": "service_account", "credentials": json.dumps(
+        {"client_email": "ci@p.iam.gserviceaccount.com", "private_key": secret_key})}
+    run = run_inline(raw)
+    recorded = json.dumps([r.inputs for r in run.resources]) + json.dumps(run.outputs)
+    assert "supersecretmaterial" not in recorded
+    assert run.named("full-ray_worker_small").inputs["credentials"] == "[secret]"
+
+
+def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
+    """`pulumi up` runs infra/__main__.py; a RunError is printed by pulumi as its message."""
+    bad = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
+    bad["provider"]["project_id"] = None
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    from ops.plan_engine import RecordingMocks, ProgramRun
+    from pulumi.runtime.settings import set_root_resource
+
+    set_root_resource(None)
+    pulumi.runtime.set_mocks(RecordingMocks(ProgramRun()), project="ray-gcp", stack="bad")
+    pulumi.runtime.set_all_config({"ray-gcp:cluster": str(path)}, [])
+    with pytest.raises(pulumi.RunError) as caught:
+        runpy.run_path(str(PROJECT_ROOT / "infra" / "__main__.py"))
+    assert "provider.project_id" in str(caught.value)
+    assert "set it to your GCP project id" in str(caught.value)

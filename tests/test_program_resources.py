@@ -1,0 +1,151 @@
+"""The program under Pulumi's mocks: every shipped stack registers the resources SPEC asks for,
+with the exact pulumi-gcp inputs derived from its unchanged Ray cluster YAML."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.program_runs import STACKS, run_stack, stack_yaml
+
+SPEC_ROLES = {
+    "roles/storage.objectAdmin",
+    "roles/compute.admin",
+    "roles/iam.serviceAccountUser",
+    "roles/iam.roleViewer",
+}
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+INSTANCE = "gcp:compute/instance:Instance"
+TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+DYNAMIC = "pulumi-python:dynamic:Resource"
+
+
+def is_tpu(node_config: dict) -> bool:
+    return "acceleratorType" in node_config or "acceleratorConfig" in node_config
+
+
+def worker_types(raw: dict) -> dict[str, dict]:
+    head = raw.get("head_node_type", "ray_head_default")
+    # A minimal YAML gets Ray's GCP default worker: preemptible n1-standard-2, none at first.
+    default_worker = {"min_workers": 0, "node_config": {
+        "machineType": "n1-standard-2", "scheduling": [{"preemptible": True}]}}
+    types = raw.get("available_node_types") or {"ray_worker_small": default_worker}
+    return {name: t for name, t in types.items() if name != head}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_service_account_and_roles_follow_the_spec(stack: str):
+    run, raw = run_stack(stack), stack_yaml(stack)
+    project = raw["provider"]["project_id"]
+    (account,) = run.of_type("gcp:serviceaccount/account:Account")
+    assert account.inputs["accountId"] == "ray-autoscaler-sa-v1"
+    roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
+    has_tpu = any(is_tpu(t["node_config"]) for t in worker_types(raw).values())
+    assert roles == SPEC_ROLES | ({"roles/tpu.admin"} if has_tpu else set())
+    for member in run.of_type("gcp:projects/iAMMember:IAMMember"):
+        assert member.inputs["member"] == (
+            f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_head_instance_inputs_come_from_the_yaml(stack: str):
+    run, raw = run_stack(stack), stack_yaml(stack)
+    zone, project = raw["provider"]["availability_zone"], raw["provider"]["project_id"]
+    (head,) = run.of_type(INSTANCE)
+    head_type = raw.get("head_node_type", "ray_head_default")
+    node_config = (raw.get("available_node_types") or {}).get(head_type, {}).get(
+        "node_config", {"machineType": "n1-standard-2"})
+    assert head.inputs["machineType"] == f"zones/{zone}/machineTypes/{node_config['machineType']}"
+    assert head.inputs["zone"] == zone and head.inputs["project"] == project
+    cluster = raw["cluster_name"]
+    assert head.inputs["name"].startswith(f"ray-{cluster}-head-")
+    assert head.inputs["name"].endswith("-compute") and len(head.inputs["name"]) <= 63
+    assert head.inputs["labels"]["ray-cluster-name"] == cluster
+    assert head.inputs["labels"]["ray-node-type"] == "head"
+    assert head.inputs["labels"]["ray-node-name"] == f"ray-{cluster}-head"
+    assert head.inputs["labels"]["ray-user-node-type"] == head_type
+    assert head.inputs["labels"]["ray-launch-config"]
+    assert head.inputs["serviceAccount"] == {
+        "email": f"ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com",
+        "scopes": [CLOUD_PLATFORM]}
+    assert head.inputs["networkInterfaces"][0]["accessConfigs"] == [{}], "head needs an external IP"
+    assert f"ray-{cluster}-head" in head.inputs["tags"]
+    # The head's metadata carries its private key, so Pulumi keeps all of it secret.
+    assert head.inputs["metadata"] == "[secret]"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_worker_type_gets_min_workers_nodes(stack: str):
+    run, raw = run_stack(stack), stack_yaml(stack)
+    cluster, zone = raw["cluster_name"], raw["provider"]["availability_zone"]
+    for name, spec in worker_types(raw).items():
+        count = spec.get("min_workers", 0)
+        node_config = spec["node_config"]
+        if is_tpu(node_config):
+            slices = [r for r in run.of_type(TPU_VM) if r.parent == f"{cluster}-{name}"]
+            assert len(slices) == count
+            for tpu in slices:
+                assert tpu.inputs["runtimeVersion"] == node_config["runtimeVersion"]
+                if "acceleratorType" in node_config:
+                    assert tpu.inputs["acceleratorType"] == node_config["acceleratorType"]
+                else:
+                    assert tpu.inputs["acceleratorConfig"] == {
+                        "type": node_config["acceleratorConfig"]["type"],
+                        "topology": node_config["acceleratorConfig"]["topology"]}
+                assert tpu.inputs["labels"]["ray-node-type"] == "worker"
+                assert tpu.inputs["labels"]["ray-user-node-type"] == name
+                assert tpu.inputs["name"].endswith("-tpu")
+                assert tpu.inputs["networkConfig"]["enableExternalIps"] is True
+                assert tpu.inputs["metadata"]["ray-head-address"].startswith(f"ray-{cluster}-head")
+        else:
+            group = run.named(f"{cluster}-{name}")
+            assert group.type == DYNAMIC
+            assert group.inputs["count"] == count
+            body = group.inputs["body"]
+            assert body["machineType"] == f"zones/{zone}/machineTypes/{node_config['machineType']}"
+            assert body["labels"]["ray-node-type"] == "worker"
+            assert body["labels"]["ray-node-name"] == f"ray-{cluster}-worker"
+            preemptible = any(s.get("preemptible") for s in node_config.get("scheduling", []))
+            assert body["scheduling"].get("preemptible", False) is preemptible
+            items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+            assert items["ray-head-address"].startswith(f"ray-{cluster}-head-")
+            assert "startup-script" in items
+            assert "ray-bootstrap-ssh-key" not in items
+
+
+def test_gpu_types_map_accelerators_scheduling_and_keep_user_metadata():
+    run, raw = run_stack("gpu-docker"), stack_yaml("gpu-docker")
+    zone, project = raw["provider"]["availability_zone"], raw["provider"]["project_id"]
+    (head,) = run.of_type(INSTANCE)
+    accelerator = raw["available_node_types"]["ray_head_gpu"]["node_config"]["guestAccelerators"][0]
+    assert head.inputs["guestAccelerators"] == [{
+        "type": f"projects/{project}/zones/{zone}/acceleratorTypes/{accelerator['acceleratorType']}",
+        "count": accelerator["acceleratorCount"]}]
+    assert head.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    worker = run.named("gpu-docker-ray_worker_gpu").inputs["body"]
+    assert worker["scheduling"] == {"preemptible": True, "onHostMaintenance": "TERMINATE"}
+    items = {i["key"]: i["value"] for i in worker["metadata"]["items"]}
+    assert items["install-nvidia-driver"] == "True"
+    assert items["ssh-keys"].startswith("ubuntu:ssh-rsa ") and items["ssh-keys"].endswith(" ubuntu")
+
+
+def test_firewall_opens_ray_ports_inside_the_cluster_and_ssh_to_the_head():
+    run = run_stack("full")
+    rules = {r.name: r.inputs for r in run.of_type("gcp:compute/firewall:Firewall")}
+    internal, ssh = rules["ray-full-internal"], rules["ray-full-ssh"]
+    assert internal["sourceTags"] == internal["targetTags"] == ["ray-full"]
+    assert "sourceRanges" not in internal
+    assert {"protocol": "tcp", "ports": ["0-65535"]} in internal["allows"]
+    assert ssh["targetTags"] == ["ray-full-head"]
+    assert ssh["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+
+
+def test_stack_outputs_give_what_attach_needs_and_hide_the_key():
+    outputs = run_stack("full").outputs
+    assert outputs["ssh_private_key"] == "[secret]"
+    assert outputs["ssh_user"] == "ubuntu"
+    assert outputs["head_name"].startswith("ray-full-head-")
+    assert outputs["head_internal_ip"] and outputs["head_external_ip"]
+    assert outputs["service_account_email"].startswith("ray-autoscaler-sa-v1@")
+    assert set(outputs["node_names"]) == {"ray_head_default", "ray_worker_small"}
+    assert outputs["node_names"]["ray_head_default"] == [outputs["head_name"]]
+    assert [n["kind"] for n in outputs["nodes"]].count("head") == 1

@@ -128,8 +128,9 @@ def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
     bad["provider"]["project_id"] = None
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
-    from ops.plan_engine import RecordingMocks, ProgramRun
     from pulumi.runtime.settings import set_root_resource
+
+    from ops.plan_engine import ProgramRun, RecordingMocks
 
     set_root_resource(None)
     pulumi.runtime.set_mocks(RecordingMocks(ProgramRun()), project="ray-gcp", stack="bad")

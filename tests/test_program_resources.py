@@ -117,8 +117,9 @@ def test_gpu_types_map_accelerators_scheduling_and_keep_user_metadata():
     zone, project = raw["provider"]["availability_zone"], raw["provider"]["project_id"]
     (head,) = run.of_type(INSTANCE)
     accelerator = raw["available_node_types"]["ray_head_gpu"]["node_config"]["guestAccelerators"][0]
+    short = accelerator["acceleratorType"]
     assert head.inputs["guestAccelerators"] == [{
-        "type": f"projects/{project}/zones/{zone}/acceleratorTypes/{accelerator['acceleratorType']}",
+        "type": f"projects/{project}/zones/{zone}/acceleratorTypes/{short}",
         "count": accelerator["acceleratorCount"]}]
     assert head.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
     worker = run.named("gpu-docker-ray_worker_gpu").inputs["body"]

@@ -14,12 +14,12 @@ from infra.iam import ClusterServiceAccount
 from infra.labels import LAUNCH_CONFIG, launch_config_hash
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
-    BOOTSTRAP_KEY_KEY,
+    BOOTSTRAP_SSH_KEY_KEY,
     HEAD_ADDRESS_KEY,
     merge_metadata,
 )
 from infra.network import ClusterNetwork
-from infra.node_resources import HeadNode, TpuWorkers
+from infra.node_resources import HeadNode
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
@@ -74,7 +74,7 @@ class RayCluster(pulumi.ComponentResource):
                 self.ssh_key.public_key,
                 {
                     BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
-                    BOOTSTRAP_KEY_KEY: self.ssh_key.private_key,
+                    BOOTSTRAP_SSH_KEY_KEY: self.ssh_key.private_key,
                 },
             ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
@@ -119,11 +119,9 @@ def _worker_group(
     labels: pulumi.Output[dict[str, str]],
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
-) -> WorkerGroup | TpuWorkers:
-    """Compute workers: one WorkerGroup owning N instances (one number scales it, and it
-    counts the autoscaler's own nodes). TPU slices: one `tpu.V2Vm` each."""
-    if group.kind == "tpu":
-        return TpuWorkers(name, plan, group, body=body, labels=labels, opts=opts)
+) -> WorkerGroup:
+    """One WorkerGroup owns N workers of the type (instances, or TPU VMs through the TPU API):
+    one number scales it, and it counts the autoscaler's own nodes without touching them."""
     return WorkerGroup(
         name,
         WorkerGroupArgs(

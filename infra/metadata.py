@@ -10,13 +10,12 @@ from collections.abc import Mapping
 import pulumi
 
 from bootstrap import node_metadata as bootstrap_metadata
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, BOOTSTRAP_SSH_KEY_KEY, HEAD_ADDRESS_KEY
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
 from infra.ssh_keys import ssh_keys_entry
 
-HEAD_ADDRESS_KEY = "ray-head-address"
-BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
-BOOTSTRAP_KEY_KEY = "ray-bootstrap-ssh-key"
+__all__ = ["BOOTSTRAP_CONFIG_KEY", "BOOTSTRAP_SSH_KEY_KEY", "HEAD_ADDRESS_KEY", "merge_metadata"]
 
 
 def merge_metadata(

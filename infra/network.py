@@ -23,7 +23,7 @@ def pick_subnetwork(subnetworks: list[Any]) -> dict[str, str]:
     """Ray takes the first subnet of the region; prefer `default`, then the first by name,
     so the choice is stable between runs."""
     if not subnetworks:
-        raise ValueError(
+        raise pulumi.RunError(
             "the region has no subnetwork: create one (or a network in auto "
             "mode) or give networkInterfaces in every node_config"
         )

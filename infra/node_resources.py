@@ -1,4 +1,4 @@
-"""Pulumi-managed nodes: the head (`compute.Instance` or `tpu.V2Vm`) and TPU worker slices."""
+"""The head node: a `compute.Instance`, or a `tpu.V2Vm` when the head's type is a TPU."""
 
 from __future__ import annotations
 
@@ -39,41 +39,6 @@ class HeadNode(pulumi.ComponentResource):
         node = create_node(self.name, plan, plan.head, body, metadata, labels, self)
         self.resource, self.internal_ip, self.external_ip, self.status = node
         self.register_outputs({"internal_ip": self.internal_ip, "external_ip": self.external_ip})
-
-
-class TpuWorkers(pulumi.ComponentResource):
-    """A TPU worker type's slices as `tpu.V2Vm`s: preview names each slice that comes or goes.
-
-    Slice i keeps its name while the count changes, so scaling adds or removes only the tail.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        plan: ClusterPlan,
-        group: NodeGroupPlan,
-        body: pulumi.Output[dict[str, Any]],
-        labels: pulumi.Output[dict[str, str]],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("ray-gcp:index:TpuWorkers", name, None, opts)
-        metadata = body.apply(metadata_map)
-        self.slices = [
-            create_node(group.member_name(index), plan, group, body, metadata, labels, self)
-            for index in range(group.count)
-        ]
-        self.instance_names = [resource.name for resource, *_ in self.slices]
-        self.instances = pulumi.Output.all(
-            *[
-                pulumi.Output.all(resource.name, internal, external, status)
-                for resource, internal, external, status in self.slices
-            ]
-        ).apply(
-            lambda rows: [
-                {"name": n, "internal_ip": i, "external_ip": e, "status": s} for n, i, e, s in rows
-            ]
-        )
-        self.register_outputs({"instance_names": self.instance_names})
 
 
 Node = tuple[pulumi.CustomResource, pulumi.Output, pulumi.Output, pulumi.Output]
@@ -157,14 +122,6 @@ def create_node(
         ),
         instance.current_status,
     )
-
-
-def metadata_map(body: dict[str, Any]) -> dict[str, str]:
-    """A body's metadata as a mapping (GCE writes `{items: [{key, value}]}`)."""
-    metadata = body["metadata"]
-    if "items" in metadata:
-        return {item["key"]: item["value"] for item in metadata["items"]}
-    return dict(metadata)
 
 
 def _service_account(email: str | None, scopes: tuple[str, ...]) -> dict | None:

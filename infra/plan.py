@@ -50,12 +50,6 @@ class NodeGroupPlan:
         digest = short_hash([self.labels, self.node_config.body()])
         return f"{self.name_prefix}-{digest}-{self.kind}"
 
-    def member_name(self, index: int) -> str:
-        """The name of the group's `index`-th Pulumi-managed node (TPU slices): stable while
-        the count changes, new when the config changes."""
-        digest = short_hash([self.labels, self.node_config.body(), index])
-        return f"{self.name_prefix}-{digest}-{self.kind}"
-
 
 @dataclass(frozen=True)
 class FirewallPlan:

@@ -45,15 +45,22 @@ def test_worker_count_outside_the_type_range_names_the_key_and_the_range():
     assert "max_workers 2" in str(caught.value)
 
 
-def test_tpu_slice_count_follows_the_same_number_and_keeps_names():
-    run = run_inline(stack_yaml("tpu"), workerCounts={"ray_tpu": 7})
-    names = [r.inputs["name"] for r in run.of_type("gcp:tpu/v2Vm:V2Vm")]
-    assert len(set(names)) == 7
-    raw = stack_yaml("tpu")
-    raw["available_node_types"]["ray_tpu"]["min_workers"] = 2
-    fewer = run_inline(raw, workerCounts={"ray_tpu": 3})
-    kept = {r.inputs["name"] for r in fewer.of_type("gcp:tpu/v2Vm:V2Vm")}
-    assert len(kept) == 3 and kept < set(names), "scaling down keeps the other slices' names"
+def test_tpu_head_is_a_tpu_vm_with_its_accelerator_and_external_ip():
+    raw = stack_yaml("tpu-pod-topology")
+    head = raw["head_node_type"]
+    raw["available_node_types"][head] = {
+        "resources": {"TPU": 4},
+        "node_config": raw["available_node_types"]["ray_tpu"]["node_config"]}
+    run = run_inline(raw)
+    assert not run.of_type("gcp:compute/instance:Instance")
+    (tpu,) = run.of_type("gcp:tpu/v2Vm:V2Vm")
+    node_config = raw["available_node_types"][head]["node_config"]
+    assert tpu.inputs["acceleratorConfig"] == node_config["acceleratorConfig"]
+    assert tpu.inputs["runtimeVersion"] == node_config["runtimeVersion"]
+    assert tpu.inputs["networkConfig"]["enableExternalIps"] is True
+    assert tpu.inputs["labels"]["ray-node-type"] == "head"
+    assert tpu.inputs["name"].endswith("-tpu")
+    assert run.outputs["head_external_ip"]
 
 
 def test_worker_launch_hash_matches_what_rays_autoscaler_computes(tmp_path):

@@ -15,7 +15,6 @@ SPEC_ROLES = {
 }
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 INSTANCE = "gcp:compute/instance:Instance"
-TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 DYNAMIC = "pulumi-python:dynamic:Resource"
 
 
@@ -80,36 +79,30 @@ def test_each_worker_type_gets_min_workers_nodes(stack: str):
     for name, spec in worker_types(raw).items():
         count = spec.get("min_workers", 0)
         node_config = spec["node_config"]
+        group = run.named(f"{cluster}-{name}")
+        assert group.type == DYNAMIC
+        assert group.inputs["count"] == count
+        body = group.inputs["body"]
+        assert body["labels"]["ray-node-type"] == "worker"
+        assert body["labels"]["ray-node-name"] == f"ray-{cluster}-worker"
+        assert body["labels"]["ray-user-node-type"] == name
         if is_tpu(node_config):
-            slices = [r for r in run.of_type(TPU_VM) if r.parent == f"{cluster}-{name}"]
-            assert len(slices) == count
-            for tpu in slices:
-                assert tpu.inputs["runtimeVersion"] == node_config["runtimeVersion"]
-                if "acceleratorType" in node_config:
-                    assert tpu.inputs["acceleratorType"] == node_config["acceleratorType"]
-                else:
-                    assert tpu.inputs["acceleratorConfig"] == {
-                        "type": node_config["acceleratorConfig"]["type"],
-                        "topology": node_config["acceleratorConfig"]["topology"]}
-                assert tpu.inputs["labels"]["ray-node-type"] == "worker"
-                assert tpu.inputs["labels"]["ray-user-node-type"] == name
-                assert tpu.inputs["name"].endswith("-tpu")
-                assert tpu.inputs["networkConfig"]["enableExternalIps"] is True
-                assert tpu.inputs["metadata"]["ray-head-address"].startswith(f"ray-{cluster}-head")
-        else:
-            group = run.named(f"{cluster}-{name}")
-            assert group.type == DYNAMIC
-            assert group.inputs["count"] == count
-            body = group.inputs["body"]
-            assert body["machineType"] == f"zones/{zone}/machineTypes/{node_config['machineType']}"
-            assert body["labels"]["ray-node-type"] == "worker"
-            assert body["labels"]["ray-node-name"] == f"ray-{cluster}-worker"
-            preemptible = any(s.get("preemptible") for s in node_config.get("scheduling", []))
-            assert body["scheduling"].get("preemptible", False) is preemptible
-            items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
-            assert items["ray-head-address"].startswith(f"ray-{cluster}-head-")
-            assert "startup-script" in items
-            assert "ray-bootstrap-ssh-key" not in items
+            assert group.inputs["kind"] == "tpu"
+            assert body["runtimeVersion"] == node_config["runtimeVersion"]
+            for key in ("acceleratorType", "acceleratorConfig"):
+                assert body.get(key) == node_config.get(key)
+            assert body["networkConfig"]["enableExternalIps"] is True
+            assert body["metadata"]["ray-head-address"].startswith(f"ray-{cluster}-head-")
+            assert "startup-script" in body["metadata"]
+            continue
+        assert group.inputs["kind"] == "compute"
+        assert body["machineType"] == f"zones/{zone}/machineTypes/{node_config['machineType']}"
+        preemptible = any(s.get("preemptible") for s in node_config.get("scheduling", []))
+        assert body["scheduling"].get("preemptible", False) is preemptible
+        items = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+        assert items["ray-head-address"].startswith(f"ray-{cluster}-head-")
+        assert "startup-script" in items
+        assert "ray-bootstrap-ssh-key" not in items
 
 
 def test_gpu_types_map_accelerators_scheduling_and_keep_user_metadata():

@@ -58,6 +58,29 @@ def _operation_error(operation: compute_v1.Operation) -> str | None:
     return "; ".join(f"{e.code}: {e.message}" for e in operation.error.errors)
 
 
+def _bare(url: str) -> str:
+    return url.rsplit("/", 1)[-1]
+
+
+def instance_properties(body: dict[str, Any]) -> dict[str, Any]:
+    """An insert body as `bulkInsert`'s InstanceProperties: like an instance template, they
+    name the machine, accelerator and disk types bare (`n1-standard-2`), not by zonal URL."""
+    properties = dict(body)
+    properties["machineType"] = _bare(str(body.get("machineType", "")))
+    properties["guestAccelerators"] = [
+        {**accelerator, "acceleratorType": _bare(accelerator["acceleratorType"])}
+        for accelerator in body.get("guestAccelerators") or []
+    ]
+    disks = []
+    for disk in body.get("disks") or []:
+        params = disk.get("initializeParams")
+        if params and params.get("diskType"):
+            disk = {**disk, "initializeParams": {**params, "diskType": _bare(params["diskType"])}}
+        disks.append(disk)
+    properties["disks"] = disks
+    return properties
+
+
 class ComputeNodes:
     """Workers of one zone as GCE instances."""
 
@@ -105,9 +128,7 @@ class ComputeNodes:
             )
 
     def _bulk_insert(self, names: Sequence[str], body: dict[str, Any]) -> str:
-        properties = dict(body)
-        # InstanceProperties take the bare machine type name, not the zonal URL.
-        properties["machineType"] = str(body.get("machineType", "")).rsplit("/", 1)[-1]
+        properties = instance_properties(body)
         resource = compute_v1.BulkInsertInstanceResource(
             count=len(names),
             min_count=1,

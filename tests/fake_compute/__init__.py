@@ -1,0 +1,9 @@
+"""A fake of the Compute v1 / TPU v2 REST APIs on 127.0.0.1, with fault injection.
+
+The real client libraries are pointed at it, so tests exercise what goes over the wire.
+"""
+
+from tests.fake_compute.faults import Faults
+from tests.fake_compute.server import FakeComputeServer
+
+__all__ = ["FakeComputeServer", "Faults"]

@@ -1,0 +1,304 @@
+"""The fake's state: instances, TPU nodes and long-running operations of one pretend cloud.
+
+Operations finish `Faults.operation_s` after they start; their effects (an instance becoming
+RUNNING, disappearing, stopping) are applied lazily by `settle()`, so no background thread runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tests.fake_compute.faults import Faults
+
+COMPUTE = "https://www.googleapis.com/compute/v1"
+_EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+class ApiError(Exception):
+    """An HTTP error answer in Google's JSON error shape."""
+
+    def __init__(self, status: int, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.status, self.message, self.reason = status, message, reason
+
+
+@dataclass
+class Operation:
+    name: str
+    kind: str  # "compute" or "tpu"
+    scope: str  # "projects/p/zones/z" or "projects/p/locations/z"
+    operation_type: str
+    target: str
+    done_at: float
+    effects: list[Callable[[], None]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    done: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def compute_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "compute#operation",
+            "id": str(abs(hash(self.name)) % 10**18),
+            "name": self.name,
+            "zone": f"{COMPUTE}/{self.scope.rsplit('/', 2)[0]}/zones/{self.scope.rsplit('/')[-1]}",
+            "operationType": self.operation_type,
+            "targetLink": self.target,
+            "status": "DONE" if self.done else "RUNNING",
+            "progress": 100 if self.done else 0,
+            "selfLink": f"{COMPUTE}/{self.scope}/operations/{self.name}",
+        }
+        if self.done and self.error:
+            body["error"] = self.error
+            body["httpErrorStatusCode"] = 403
+            body["httpErrorMessage"] = "FORBIDDEN"
+        body.update(self.metadata)
+        return body
+
+    def tpu_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": f"{self.scope}/operations/{self.name}", "done": self.done}
+        if self.done and self.error:
+            body["error"] = self.error
+        return body
+
+
+class FakeCloud:
+    """Everything the fake API knows, guarded by one lock; `changed` wakes `wait` callers."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.instances: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.tpu_nodes: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.operations: dict[str, Operation] = {}
+        self.request_ids: dict[str, Operation] = {}
+        self.calls: Counter[str] = Counter()
+        self._ids = itertools.count(1)
+        self._created = itertools.count(1)
+
+    # ------------------------------------------------------------------ time
+
+    def settle(self) -> None:
+        """Finish every operation whose time has come and apply what it does."""
+        now = time.monotonic()
+        with self.lock:
+            finished = False
+            for operation in self.operations.values():
+                if not operation.done and operation.done_at <= now:
+                    for effect in operation.effects:
+                        effect()
+                    operation.done = True
+                    finished = True
+            if finished:
+                self.changed.notify_all()
+
+    def wait_for(self, operation: Operation, max_wait_s: float) -> None:
+        """Block like `zoneOperations.wait`: until the operation is done or max_wait_s passes."""
+        deadline = time.monotonic() + max_wait_s
+        with self.changed:
+            while True:
+                self.settle()
+                remaining = deadline - time.monotonic()
+                if operation.done or remaining <= 0:
+                    return
+                self.changed.wait(min(remaining, max(operation.done_at - time.monotonic(), 0.001)))
+
+    def _operation(self, kind: str, scope: str, op_type: str, target: str) -> Operation:
+        name = f"operation-{next(self._ids):08d}"
+        operation = Operation(name, kind, scope, op_type, target,
+                              time.monotonic() + self.faults.operation_s)
+        self.operations[name] = operation
+        return operation
+
+    def _timestamp(self) -> str:
+        stamp = _EPOCH + timedelta(milliseconds=next(self._created))
+        return stamp.isoformat(timespec="milliseconds")
+
+    # ---------------------------------------------------------- compute instances
+
+    def zone_instances(self, project: str, zone: str) -> dict[str, dict[str, Any]]:
+        return self.instances.setdefault((project, zone), {})
+
+    def insert_instances(self, project: str, zone: str, names: list[str],
+                         body: dict[str, Any], op_type: str,
+                         request_id: str | None) -> Operation:
+        """Create instances now (PROVISIONING); RUNNING once the returned operation is done.
+
+        Beyond `Faults.instance_quota` the rest are not created and the operation fails with
+        QUOTA_EXCEEDED: a partial bulkInsert, as GCE reports one.
+        """
+        with self.lock:
+            if request_id and request_id in self.request_ids:
+                return self.request_ids[request_id]
+            scope = f"projects/{project}/zones/{zone}"
+            zone_instances = self.zone_instances(project, zone)
+            for name in names:
+                if name in zone_instances:
+                    raise ApiError(409, f"The resource '{scope}/instances/{name}' already exists",
+                                   "alreadyExists")
+            room = len(names)
+            if self.faults.instance_quota is not None:
+                room = max(0, min(room, self.faults.instance_quota - len(zone_instances)))
+            target = f"{COMPUTE}/{scope}/instances/{names[0]}" if names else ""
+            operation = self._operation("compute", scope, op_type, target)
+            for name in names[:room]:
+                zone_instances[name] = self._new_instance(scope, name, body)
+                operation.effects.append(self._set_status(zone_instances, name, "RUNNING"))
+            if room < len(names):
+                operation.error = {"errors": [{
+                    "code": "QUOTA_EXCEEDED",
+                    "message": f"Quota 'INSTANCES' exceeded. Limit: "
+                               f"{self.faults.instance_quota}.0 in zone {zone}.",
+                }]}
+            if op_type == "bulkInsert":
+                status = {f"zones/{zone}": {"createdVmCount": room,
+                                            "failedToCreateVmCount": len(names) - room,
+                                            "targetVmCount": len(names)}}
+                operation.metadata = {
+                    "instancesBulkInsertOperationMetadata": {"perLocationStatus": status}}
+            if request_id:
+                self.request_ids[request_id] = operation
+            return operation
+
+    def _new_instance(self, scope: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        instance = copy.deepcopy(body)
+        serial = next(self._ids)
+        machine_type = str(instance.get("machineType", "n1-standard-1"))
+        if not machine_type.startswith("zones/") and "/" not in machine_type:
+            machine_type = f"{scope.split('/', 2)[2]}/machineTypes/{machine_type}"
+        instance.update({
+            "kind": "compute#instance", "id": str(10**12 + serial), "name": name,
+            "machineType": f"{COMPUTE}/projects/{scope.split('/')[1]}/{machine_type}",
+            "status": "PROVISIONING", "creationTimestamp": self._timestamp(),
+            "zone": f"{COMPUTE}/{scope}", "selfLink": f"{COMPUTE}/{scope}/instances/{name}",
+        })
+        interfaces = instance.get("networkInterfaces") or [{"network": "global/networks/default"}]
+        for index, interface in enumerate(interfaces):
+            interface["networkIP"] = f"10.{index}.{serial // 250 % 250}.{serial % 250 + 2}"
+            for access in interface.get("accessConfigs") or []:
+                access["natIP"] = f"203.0.{serial // 250 % 250}.{serial % 250 + 2}"
+        instance["networkInterfaces"] = interfaces
+        return instance
+
+    @staticmethod
+    def _set_status(store: dict[str, dict[str, Any]], name: str, status: str,
+                    key: str = "status") -> Callable[[], None]:
+        def effect() -> None:
+            if name in store:
+                store[name][key] = status
+        return effect
+
+    @staticmethod
+    def _remove(store: dict[str, dict[str, Any]], name: str) -> Callable[[], None]:
+        return lambda: store.pop(name, None)
+
+    def get_instance(self, project: str, zone: str, name: str) -> dict[str, Any]:
+        with self.lock:
+            instance = self.zone_instances(project, zone).get(name)
+            if instance is None:
+                raise ApiError(404, f"The resource 'projects/{project}/zones/{zone}/instances/"
+                               f"{name}' was not found", "notFound")
+            return copy.deepcopy(instance)
+
+    def change_instance(self, project: str, zone: str, name: str, action: str) -> Operation:
+        """delete, stop or start: the status moves now, the end state comes with the operation."""
+        with self.lock:
+            self.get_instance(project, zone, name)
+            store = self.zone_instances(project, zone)
+            scope = f"projects/{project}/zones/{zone}"
+            operation = self._operation("compute", scope, action,
+                                        f"{COMPUTE}/{scope}/instances/{name}")
+            if action == "delete":
+                store[name]["status"] = "STOPPING"
+                operation.effects.append(self._remove(store, name))
+            elif action == "stop":
+                store[name]["status"] = "STOPPING"
+                operation.effects.append(self._set_status(store, name, "TERMINATED"))
+            else:
+                store[name]["status"] = "STAGING"
+                operation.effects.append(self._set_status(store, name, "RUNNING"))
+            return operation
+
+    def preempt(self, project: str, zone: str, name: str) -> None:
+        """The instance is gone at once, as a reclaimed preemptible VM the user never sees."""
+        with self.lock:
+            self.zone_instances(project, zone).pop(name, None)
+            self.tpu_nodes.setdefault((project, zone), {}).pop(name, None)
+
+    def add_foreign_instance(self, project: str, zone: str, name: str,
+                             labels: dict[str, str]) -> None:
+        """An instance someone else (Ray's autoscaler) made, RUNNING already."""
+        with self.lock:
+            scope = f"projects/{project}/zones/{zone}"
+            instance = self._new_instance(scope, name, {"labels": dict(labels)})
+            instance["status"] = "RUNNING"
+            self.zone_instances(project, zone)[name] = instance
+
+    # ---------------------------------------------------------------- TPU nodes
+
+    def location_nodes(self, project: str, location: str) -> dict[str, dict[str, Any]]:
+        return self.tpu_nodes.setdefault((project, location), {})
+
+    def create_node(self, project: str, location: str, node_id: str,
+                    body: dict[str, Any]) -> Operation:
+        with self.lock:
+            scope = f"projects/{project}/locations/{location}"
+            nodes = self.location_nodes(project, location)
+            if node_id in nodes:
+                raise ApiError(409, f"node {node_id} already exists", "alreadyExists")
+            operation = self._operation("tpu", scope, "create", f"{scope}/nodes/{node_id}")
+            if (self.faults.instance_quota is not None
+                    and len(nodes) >= self.faults.instance_quota):
+                operation.error = {"code": 8, "message": "Quota exceeded for TPU cores"}
+                return operation
+            serial = next(self._ids)
+            node = copy.deepcopy(body)
+            node.update({
+                "name": f"{scope}/nodes/{node_id}", "state": "CREATING",
+                "createTime": self._timestamp(),
+                "networkEndpoints": [{
+                    "ipAddress": f"10.8.{serial // 250 % 250}.{serial % 250}", "port": 8470,
+                    "accessConfig": {"externalIp": f"198.51.100.{serial % 250}"}}],
+            })
+            nodes[node_id] = node
+            operation.effects.append(self._set_status(nodes, node_id, "READY", "state"))
+            return operation
+
+    def get_node(self, project: str, location: str, node_id: str) -> dict[str, Any]:
+        with self.lock:
+            node = self.location_nodes(project, location).get(node_id)
+            if node is None:
+                raise ApiError(404, f"node {node_id} not found", "notFound")
+            return copy.deepcopy(node)
+
+    def change_node(self, project: str, location: str, node_id: str, action: str) -> Operation:
+        with self.lock:
+            self.get_node(project, location, node_id)
+            nodes = self.location_nodes(project, location)
+            scope = f"projects/{project}/locations/{location}"
+            operation = self._operation("tpu", scope, action, f"{scope}/nodes/{node_id}")
+            if action == "delete":
+                nodes[node_id]["state"] = "DELETING"
+                operation.effects.append(self._remove(nodes, node_id))
+            elif action == "stop":
+                nodes[node_id]["state"] = "STOPPING"
+                operation.effects.append(self._set_status(nodes, node_id, "STOPPED", "state"))
+            else:
+                nodes[node_id]["state"] = "STARTING"
+                operation.effects.append(self._set_status(nodes, node_id, "READY", "state"))
+            return operation
+
+    def operation(self, name: str) -> Operation:
+        with self.lock:
+            found = self.operations.get(name.rsplit("/", 1)[-1])
+            if found is None:
+                raise ApiError(404, f"operation {name} not found", "notFound")
+            return found

@@ -1,0 +1,40 @@
+"""Fault injection for the fake Compute/TPU API: what the next calls should suffer.
+
+Tests set these between provider calls; the server consults them on every request.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Faults:
+    """Mutable fault plan, shared by the server's request threads (guarded by `lock`)."""
+
+    latency_s: float = 0.0
+    """Sleep before answering every request: a fixed network round trip."""
+    operation_s: float = 0.05
+    """How long every long-running operation stays RUNNING."""
+    error_statuses: list[int] = field(default_factory=list)
+    """Answer the next requests with these HTTP statuses (e.g. [429, 429, 503]), one each."""
+    error_methods: set[str] | None = None
+    """Only requests whose method name (e.g. "bulkInsert", "wait") is in here suffer them."""
+    instance_quota: int | None = None
+    """Instances a zone may hold; inserts beyond it fail their operation with QUOTA_EXCEEDED."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take_error(self, method: str) -> int | None:
+        """The HTTP status this request must fail with, if any is queued for its method."""
+        with self.lock:
+            if not self.error_statuses:
+                return None
+            if self.error_methods is not None and method not in self.error_methods:
+                return None
+            return self.error_statuses.pop(0)
+
+    def fail_next(self, *statuses: int, methods: set[str] | None = None) -> None:
+        with self.lock:
+            self.error_statuses = list(statuses)
+            self.error_methods = methods

@@ -1,0 +1,52 @@
+"""Inputs and providers for tests that drive WorkerGroupProvider against the fake."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.workers import Deadlines, RetryPolicy, WorkerGroupProvider
+
+PROJECT, ZONE, CLUSTER, NODE_TYPE = "my-proj", "us-west1-a", "full", "ray_worker_small"
+
+
+def compute_body(launch_config: str = "abc123") -> dict[str, Any]:
+    """An instances.insert body as the program builds it: Ray's labels, no name."""
+    return {
+        "machineType": f"zones/{ZONE}/machineTypes/n1-standard-2",
+        "disks": [{"boot": True, "autoDelete": True, "type": "PERSISTENT",
+                   "initializeParams": {"diskSizeGb": 50, "sourceImage":
+                                        "projects/deeplearning-platform-release/global/images/"
+                                        "family/common-cpu"}}],
+        "networkInterfaces": [{"network": "global/networks/default",
+                               "accessConfigs": [{"type": "ONE_TO_ONE_NAT"}]}],
+        "metadata": {"items": [{"key": "startup-script", "value": "echo hi"}]},
+        "scheduling": {"preemptible": True},
+        "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "worker",
+                   "ray-node-name": f"ray-{CLUSTER}-worker", "ray-user-node-type": NODE_TYPE,
+                   "ray-launch-config": launch_config},
+    }
+
+
+def tpu_body() -> dict[str, Any]:
+    return {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base",
+            "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "worker",
+                       "ray-node-name": f"ray-{CLUSTER}-worker", "ray-user-node-type": "tpu",
+                       "ray-launch-config": "t1"}}
+
+
+def group_props(endpoint: str, count: int, **overrides: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "project": PROJECT, "zone": ZONE, "kind": "compute", "cluster_name": CLUSTER,
+        "node_type": NODE_TYPE, "name_prefix": f"ray-{CLUSTER}-worker",
+        "body": compute_body(), "count": count, "cache_stopped_nodes": False,
+        "credentials": None, "api_endpoint": endpoint,
+    }
+    props.update(overrides)
+    return props
+
+
+def fast_provider(max_attempts: int = 10) -> WorkerGroupProvider:
+    """Millisecond backoff and short deadlines: the fake's operations take 50 ms."""
+    return WorkerGroupProvider(
+        retry=RetryPolicy(initial_s=0.005, cap_s=0.05, max_attempts=max_attempts, deadline_s=10),
+        deadlines=Deadlines(compute_s=10, tpu_s=10, tpu_poll_s=0.02))

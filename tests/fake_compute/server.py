@@ -1,0 +1,268 @@
+"""HTTP front of the fake: the slice of the Compute v1 and TPU v2 REST APIs WorkerGroup uses.
+
+Binds 127.0.0.1 on a free port; the real google-cloud-compute / google-cloud-tpu clients talk
+to it with `api_endpoint="127.0.0.1:PORT"` over plain http.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
+from tests.fake_compute.faults import Faults
+
+_LABEL_TERM = re.compile(r'labels\.([a-z0-9_-]+)\s*=\s*"?([^"\s)]*)"?')
+_COMPUTE = r"/compute/v1/projects/(?P<project>[^/]+)"
+_TPU = r"/v2/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
+
+Handler = Callable[["FakeComputeServer", dict[str, str], dict[str, str], Any], Any]
+ROUTES: list[tuple[str, re.Pattern[str], str]] = [
+    (verb, re.compile(pattern + "$"), method)
+    for verb, pattern, method in [
+        ("GET", _COMPUTE + r"/aggregated/instances", "aggregatedList"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/bulkInsert", "bulkInsert"),
+        ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances", "list"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances", "insert"),
+        ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "get"),
+        ("DELETE", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "delete"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/stop", "stop"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/start", "start"),
+        ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
+         "operations.get"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
+        ("POST", _TPU + r"/nodes", "tpu.create"),
+        ("GET", _TPU + r"/nodes", "tpu.list"),
+        ("GET", _TPU + r"/nodes/(?P<name>[^/:]+)", "tpu.get"),
+        ("DELETE", _TPU + r"/nodes/(?P<name>[^/:]+)", "tpu.delete"),
+        ("POST", _TPU + r"/nodes/(?P<name>[^/:]+):stop", "tpu.stop"),
+        ("POST", _TPU + r"/nodes/(?P<name>[^/:]+):start", "tpu.start"),
+        ("GET", _TPU + r"/operations/(?P<name>[^/]+)", "tpu.operations.get"),
+    ]
+]
+
+
+def _labels_match(labels: dict[str, str] | None, wanted: dict[str, str]) -> bool:
+    labels = labels or {}
+    return all(labels.get(key) == value for key, value in wanted.items())
+
+
+def _page(items: list[Any], query: dict[str, str], size_key: str) -> tuple[list[Any], str]:
+    start = int(query.get("pageToken") or 0)
+    size = int(query.get(size_key) or 500)
+    token = str(start + size) if start + size < len(items) else ""
+    return items[start:start + size], token
+
+
+class FakeComputeServer:
+    """Start with `start()` (or as a context manager); `endpoint` is what clients point at."""
+
+    def __init__(self, faults: Faults | None = None, wait_max_s: float = 5.0) -> None:
+        self.faults = faults or Faults()
+        self.cloud = FakeCloud(self.faults)
+        self.wait_max_s = wait_max_s
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._http.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"{host}:{port}"
+
+    def start(self) -> FakeComputeServer:
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeComputeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ views for tests
+
+    def instances(self, project: str, zone: str, **labels: str) -> dict[str, dict[str, Any]]:
+        """Instances of a zone (settled), optionally only those carrying the given labels."""
+        self.cloud.settle()
+        with self.cloud.lock:
+            return {name: dict(i) for name, i in self.cloud.zone_instances(project, zone).items()
+                    if _labels_match(i.get("labels"), labels)}
+
+    def tpu_nodes(self, project: str, zone: str) -> dict[str, dict[str, Any]]:
+        self.cloud.settle()
+        with self.cloud.lock:
+            return {name: dict(n) for name, n in self.cloud.location_nodes(project, zone).items()}
+
+    # ------------------------------------------------------------------ request handling
+
+    def handle(self, verb: str, path: str, query: dict[str, str], body: Any) -> Any:
+        for route_verb, pattern, method in ROUTES:
+            match = pattern.match(path) if route_verb == verb else None
+            if match is None:
+                continue
+            self.cloud.calls[method] += 1
+            if self.faults.latency_s:
+                time.sleep(self.faults.latency_s)
+            status = self.faults.take_error(method)
+            if status is not None:
+                raise ApiError(status, _FAULT_MESSAGES.get(status, "injected fault"),
+                               _FAULT_REASONS.get(status, "backendError"))
+            self.cloud.settle()
+            return getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query, body)
+        raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
+
+    def _compute_filter(self, query: dict[str, str]) -> dict[str, str]:
+        return dict(_LABEL_TERM.findall(query.get("filter", "")))
+
+    def _list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        wanted = self._compute_filter(query)
+        with self.cloud.lock:
+            items = [dict(i) for i in self.cloud.zone_instances(p["project"], p["zone"]).values()
+                     if _labels_match(i.get("labels"), wanted)]
+        page, token = _page(items, query, "maxResults")
+        return {"kind": "compute#instanceList", "items": page, "nextPageToken": token}
+
+    def _aggregatedList(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        wanted = self._compute_filter(query)
+        result: dict[str, Any] = {}
+        with self.cloud.lock:
+            for (project, zone), instances in self.cloud.instances.items():
+                matching = [dict(i) for i in instances.values()
+                            if _labels_match(i.get("labels"), wanted)]
+                if project == p["project"] and matching:
+                    result[f"zones/{zone}"] = {"instances": matching}
+        return {"kind": "compute#instanceAggregatedList", "items": result}
+
+    def _insert(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
+        name = body.pop("name", None)
+        if not name:
+            raise ApiError(400, "Invalid value for field 'resource.name': ''")
+        operation = self.cloud.insert_instances(p["project"], p["zone"], [name], body,
+                                                "insert", query.get("requestId"))
+        return operation.compute_json()
+
+    def _bulkInsert(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
+        names = list((body.get("perInstanceProperties") or {}).keys())
+        count = int(body.get("count") or len(names))
+        if len(names) != count:
+            raise ApiError(400, "count must equal the number of perInstanceProperties names")
+        properties = dict(body.get("instanceProperties") or {})
+        operation = self.cloud.insert_instances(p["project"], p["zone"], names, properties,
+                                                "bulkInsert", query.get("requestId"))
+        return operation.compute_json()
+
+    def _get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.cloud.get_instance(p["project"], p["zone"], p["name"])
+
+    def _delete(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        operation = self.cloud.change_instance(p["project"], p["zone"], p["name"], "delete")
+        return operation.compute_json()
+
+    def _stop(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        operation = self.cloud.change_instance(p["project"], p["zone"], p["name"], "stop")
+        return operation.compute_json()
+
+    def _start(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        operation = self.cloud.change_instance(p["project"], p["zone"], p["name"], "start")
+        return operation.compute_json()
+
+    def _operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self._scoped_operation(p, "compute").compute_json()
+
+    def _wait(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        operation = self._scoped_operation(p, "compute")
+        self.cloud.wait_for(operation, self.wait_max_s)
+        return operation.compute_json()
+
+    def _scoped_operation(self, p: dict[str, str], kind: str) -> Operation:
+        operation = self.cloud.operation(p["name"])
+        if operation.kind != kind or not operation.scope.endswith(f"/{p['zone']}"):
+            raise ApiError(404, f"operation {p['name']} not found", "notFound")
+        return operation
+
+    def _tpu_create(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
+        node_id = query.get("nodeId")
+        if not node_id:
+            raise ApiError(400, "nodeId is required")
+        return self.cloud.create_node(p["project"], p["zone"], node_id, body).tpu_json()
+
+    def _tpu_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        with self.cloud.lock:
+            nodes = [dict(n) for n in self.cloud.location_nodes(p["project"], p["zone"]).values()]
+        page, token = _page(nodes, query, "pageSize")
+        return {"nodes": page, "nextPageToken": token}
+
+    def _tpu_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.cloud.get_node(p["project"], p["zone"], p["name"])
+
+    def _tpu_delete(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.cloud.change_node(p["project"], p["zone"], p["name"], "delete").tpu_json()
+
+    def _tpu_stop(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.cloud.change_node(p["project"], p["zone"], p["name"], "stop").tpu_json()
+
+    def _tpu_start(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.cloud.change_node(p["project"], p["zone"], p["name"], "start").tpu_json()
+
+    def _tpu_operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self._scoped_operation(p, "tpu").tpu_json()
+
+
+_FAULT_MESSAGES = {429: "Rate Limit Exceeded", 500: "Internal Error", 503: "Service Unavailable"}
+_FAULT_REASONS = {429: "rateLimitExceeded", 500: "backendError", 503: "backendError"}
+
+
+def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
+    class RequestHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; Nagle would hold the body for a delayed ACK.
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            """Quiet: tests read the fake's state, not its access log."""
+
+        def _serve(self, verb: str) -> None:
+            url = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else {}
+                status, answer = HTTPStatus.OK, server.handle(verb, url.path, query, body)
+            except ApiError as exc:
+                status = HTTPStatus(exc.status)
+                answer = {"error": {"code": exc.status, "message": exc.message,
+                                    "errors": [{"message": exc.message, "domain": "global",
+                                                "reason": exc.reason}]}}
+            payload = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._serve("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._serve("POST")
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._serve("DELETE")
+
+    return RequestHandler

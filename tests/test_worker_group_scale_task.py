@@ -1,0 +1,80 @@
+"""`invoke scale`: the count lands in the stack file, in range, and pulumi's absence is clear."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from invoke import Context
+from invoke.exceptions import Exit
+
+import ops.scale
+import tasks
+from ops.scale import COUNTS_KEY, ScaleError, pulumi_up_command, set_worker_count
+
+CLUSTER_YAML = """
+cluster_name: full
+max_workers: 4
+provider: {type: gcp, region: us-west1, availability_zone: us-west1-a, project_id: p}
+auth: {ssh_user: ubuntu}
+available_node_types:
+  ray_head_default:
+    node_config: {machineType: n1-standard-2}
+  ray_worker_small:
+    min_workers: 1
+    max_workers: 3
+    node_config: {machineType: n1-standard-2}
+head_node_type: ray_head_default
+"""
+
+
+@pytest.fixture
+def stacks(tmp_path: Path) -> Path:
+    cluster = tmp_path / "full.yaml"
+    cluster.write_text(CLUSTER_YAML)
+    (tmp_path / "Pulumi.full.yaml").write_text(yaml.safe_dump(
+        {"config": {"ray-gcp:cluster": str(cluster), "gcp:project": "p"}}))
+    return tmp_path
+
+
+def test_count_is_written_under_worker_counts_keeping_other_keys(stacks):
+    set_worker_count("full", "ray_worker_small", 3, stacks)
+
+    config = yaml.safe_load((stacks / "Pulumi.full.yaml").read_text())["config"]
+    assert config[COUNTS_KEY] == {"ray_worker_small": 3}
+    assert config["gcp:project"] == "p"
+    assert config["ray-gcp:cluster"].endswith("full.yaml")
+
+
+@pytest.mark.parametrize("count", [0, 4])
+def test_count_outside_min_and_max_workers_is_refused_in_one_line(stacks, count):
+    with pytest.raises(ScaleError) as refused:
+        set_worker_count("full", "ray_worker_small", count, stacks)
+
+    assert "[1, 3]" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert COUNTS_KEY not in (stacks / "Pulumi.full.yaml").read_text()
+
+
+def test_unknown_node_type_names_the_known_ones(stacks):
+    with pytest.raises(ScaleError, match="ray_worker_small"):
+        set_worker_count("full", "ray_worker_huge", 1, stacks)
+
+
+def test_missing_pulumi_cli_fails_with_the_install_hint(monkeypatch):
+    monkeypatch.setattr(ops.scale.shutil, "which", lambda _: None)
+
+    with pytest.raises(ScaleError, match="https://www.pulumi.com/docs/install/"):
+        pulumi_up_command("full")
+
+
+def test_scale_task_exits_non_zero_without_the_cli(stacks, monkeypatch):
+    monkeypatch.setattr(ops.scale, "STACKS_DIR", stacks)
+    monkeypatch.setattr(ops.scale.shutil, "which", lambda _: None)
+
+    with pytest.raises(Exit) as exited:
+        tasks.scale(Context(), stack="full", type="ray_worker_small", count="2")
+
+    assert exited.value.code != 0
+    assert "pulumi.com/docs/install" in str(exited.value.message)

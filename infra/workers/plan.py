@@ -19,10 +19,6 @@ class ScalePlan:
     stop: list[str] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
 
-    @property
-    def empty(self) -> bool:
-        return not (self.start or self.create or self.stop or self.delete)
-
 
 def plan_scale(ours: Sequence[Node], desired: int, cache_stopped_nodes: bool) -> ScalePlan:
     """Reach `desired` live nodes of ours. `ours` holds only our group's nodes, oldest first.

@@ -1,0 +1,77 @@
+"""Wall time of `invoke plan` against the floor of importing pulumi and pulumi_gcp.
+
+Run: `python bench/plan.py [--repeat N]`. Measures, in this run and on this machine, the best
+of N wall times of: `python -c 'import pulumi, pulumi_gcp'` (the floor), `invoke plan` of the
+`full` stack, and `invoke plan` of a generated stack with 50 worker node types. Prints each
+plan's ratio to the floor (targets: full below 1.5, 50 types below 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+FLOOR = [sys.executable, "-c", "import pulumi, pulumi_gcp"]
+TARGETS = {"full": 1.5, "generated-50": 3.0}
+
+
+def generated_cluster(node_types: int) -> dict:
+    """full.yaml with `node_types` worker types of one node each."""
+    cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
+    template = cluster["available_node_types"]["ray_worker_small"]
+    cluster["available_node_types"] = {
+        cluster["head_node_type"]: cluster["available_node_types"][cluster["head_node_type"]],
+        **{f"worker_{i:02d}": {**template, "min_workers": 1, "max_workers": 1}
+           for i in range(node_types)},
+    }
+    cluster["max_workers"] = node_types
+    return cluster
+
+
+def write_generated_stack(root: Path, node_types: int) -> None:
+    (root / "stacks/clusters").mkdir(parents=True)
+    (root / "stacks/clusters/generated.yaml").write_text(
+        yaml.safe_dump(generated_cluster(node_types)))
+    (root / "stacks/Pulumi.generated.yaml").write_text(
+        yaml.safe_dump({"config": {"ray-gcp:cluster": "stacks/clusters/generated.yaml"}}))
+
+
+def best_wall_time(command: list[str], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=PROJECT_ROOT, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    invoke = [sys.executable, "-m", "invoke", "plan", "--out", "/dev/null"]
+    with tempfile.TemporaryDirectory() as tmp:
+        write_generated_stack(Path(tmp), 50)
+        floor = best_wall_time(FLOOR, args.repeat)
+        timings = {
+            "full": best_wall_time([*invoke, "--stack", "full"], args.repeat),
+            "generated-50": best_wall_time(
+                [*invoke, "--stack", "generated", "--root", tmp], args.repeat),
+        }
+    print(f"floor (import pulumi, pulumi_gcp): {floor:.2f} s")
+    for name, seconds in timings.items():
+        ratio = seconds / floor
+        verdict = "ok" if ratio < TARGETS[name] else "over target"
+        print(f"invoke plan {name}: {seconds:.2f} s, ratio {ratio:.2f} "
+              f"(target < {TARGETS[name]}: {verdict})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""`~/ray_bootstrap_config.yaml`: the cluster config as the head's Ray autoscaler reads it.
+
+It mirrors what `ray up` writes to the head (`_set_up_config_for_head_node`): auth points at
+the key copied to the head, file mounts point at their own remote paths, and the provider
+section carries what Ray's GCPNodeProvider reads (project, zone, and `_has_tpus` so it builds a
+TPU client). Each node type's `node_config` is the final body the program created nodes with,
+kept exactly as given: the autoscaler hashes it to recognise nodes as up to date.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from infra.config import ClusterConfig
+
+REMOTE_KEY_PATH = "~/ray_bootstrap_key.pem"
+REMOTE_CONFIG_PATH = "~/ray_bootstrap_config.yaml"
+HAS_TPU_PROVIDER_FIELD = "_has_tpus"  # ray.autoscaler._private.gcp.config
+
+
+def autoscaler_config(config: ClusterConfig, node_configs: dict[str, dict]) -> dict[str, Any]:
+    """The dict to write as YAML to the head's `~/ray_bootstrap_config.yaml`."""
+    missing = sorted(set(config.available_node_types) - set(node_configs))
+    if missing:
+        raise ValueError(
+            f"no final node_config for node types {missing}: pass one body per type in "
+            "available_node_types"
+        )
+    data = config.ray_dict()
+    data["auth"] = {"ssh_user": config.auth.ssh_user, "ssh_private_key": REMOTE_KEY_PATH}
+    data["file_mounts"] = {target: target for target in config.file_mounts}
+    data["no_restart"] = False
+    data["provider"] = _provider(config)
+    for name, node_type in data["available_node_types"].items():
+        node_type["node_config"] = copy.deepcopy(node_configs[name])
+    return data
+
+
+def _provider(config: ClusterConfig) -> dict[str, Any]:
+    """The keys GCPNodeProvider and its clients read; credentials stay out (the head runs
+    as the autoscaler service account)."""
+    provider = config.provider
+    section: dict[str, Any] = {
+        "type": "gcp",
+        "project_id": provider.project,
+        "region": provider.region,
+        "availability_zone": provider.availability_zone,
+        "cache_stopped_nodes": provider.cache_stopped_nodes,
+        "use_internal_ips": provider.use_internal_ips,
+    }
+    if config.has_tpu:
+        section[HAS_TPU_PROVIDER_FIELD] = True
+    return section

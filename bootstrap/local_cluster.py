@@ -1,0 +1,275 @@
+"""A two-node Ray cluster on this machine, built by the same startup scripts a GCE node runs.
+
+The head's and a worker's rendered scripts run as the current user with their metadata read
+from a directory (`RAY_BOOTSTRAP_METADATA_DIR`), `~` and the log in a per-node directory, and
+Ray's files under one `RAY_TMPDIR`, so teardown stops exactly this cluster's processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from bootstrap.autoscaler_config import autoscaler_config
+from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
+from infra.config import ClusterConfig
+
+Progress = Callable[[str], None]
+STATE_FILE = Path(tempfile.gettempdir()) / "ray-gcp-pulumi-local-cluster.json"
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "stacks" / "clusters" / "local.yaml"
+
+
+class LocalClusterError(RuntimeError):
+    """A local node failed to start or the cluster did not come up in time."""
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def node_ip_address() -> str:
+    """The address `ray start` picks for this machine, so head and worker agree."""
+    from ray._private.services import get_node_ip_address
+
+    return get_node_ip_address()
+
+
+@dataclass(frozen=True)
+class LocalNode:
+    role: Literal["head", "worker"]
+    node_type: str
+    directory: Path
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "ray-bootstrap.log"
+
+    @property
+    def status_file(self) -> Path:
+        return self.directory / "guest-attributes" / "ray-bootstrap" / "status"
+
+    @property
+    def home(self) -> Path:
+        return self.directory / "home"
+
+
+@dataclass
+class LocalCluster:
+    """One local cluster: where its files live and the ports it uses."""
+
+    root: Path
+    node_ip: str
+    gcs_port: int
+    dashboard_port: int
+    client_port: int
+
+    @classmethod
+    def create(cls, root: Path | None = None) -> LocalCluster:
+        # Short root: Ray's Unix socket paths live below it and must stay under 108 bytes.
+        root = root or Path(tempfile.mkdtemp(prefix="rgl-", dir="/tmp"))
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root, node_ip_address(), free_port(), free_port(), free_port())
+
+    @property
+    def address(self) -> str:
+        return f"{self.node_ip}:{self.gcs_port}"
+
+    @property
+    def ray_tmpdir(self) -> Path:
+        return self.root / "t"
+
+    def node(self, role: Literal["head", "worker"], node_type: str) -> LocalNode:
+        return LocalNode(role, node_type, self.root / role)
+
+    def ray_env(self) -> dict[str, str]:
+        """What every Ray command of this cluster runs with (scripts, `ray status`)."""
+        env = {k: v for k, v in os.environ.items() if k != "RAY_HEAD_IP"}
+        env.update({
+            "RAY_TMPDIR": str(self.ray_tmpdir),
+            "RAY_GCS_PORT": str(self.gcs_port),
+            "RAY_DASHBOARD_PORT": str(self.dashboard_port),
+            "RAY_CLIENT_PORT": str(self.client_port),
+            "RAY_USAGE_STATS_ENABLED": "0",
+        })
+        return env
+
+    def markers(self) -> list[str]:
+        """Command-line text that names this cluster's processes (see local_processes)."""
+        return [str(self.root), f"--address={self.address}"]
+
+    # ------------------------------------------------------------------ nodes
+
+    def start_node(self, config: ClusterConfig, node: LocalNode, progress: Progress) -> None:
+        """Write the node's metadata, then run its rendered startup script to the end."""
+        metadata_dir = node.directory / "metadata"
+        metadata_dir.mkdir(parents=True, exist_ok=True)
+        entries = node_metadata(config, node.role, node.node_type)
+        if node.role == "head":
+            bodies = {name: t.node_config.body() for name, t in config.available_node_types.items()}
+            entries[BOOTSTRAP_CONFIG_KEY] = yaml.safe_dump(autoscaler_config(config, bodies))
+        else:
+            # A worker learns the head's address from metadata, as on GCE.
+            entries[HEAD_ADDRESS_KEY] = self.node_ip
+        for key, value in entries.items():
+            (metadata_dir / key).write_text(value)
+        env = self.ray_env()
+        env.update({
+            "RAY_BOOTSTRAP_METADATA_DIR": str(metadata_dir),
+            "RAY_BOOTSTRAP_HOME": str(node.home),
+            "RAY_BOOTSTRAP_LOG": str(node.log_file),
+            "RAY_BOOTSTRAP_STATUS_DIR": str(node.directory / "guest-attributes"),
+            "RAY_BOOTSTRAP_SKIP_RAY_STOP": "1",
+        })
+        if node.role == "head":
+            env["RAY_HEAD_IP"] = self.node_ip
+        progress(f"{node.role}: running its startup script (log: {node.log_file})")
+        script = metadata_dir / "startup-script"
+        process = subprocess.Popen(["sh", str(script)], env=env, stdin=subprocess.DEVNULL)
+        shown = ""
+        while process.poll() is None:  # show each stage as the script reports it
+            status = read_status(node)
+            if status != shown and status != "unknown":
+                progress(f"{node.role}: {status}")
+                shown = status
+            time.sleep(0.2)
+        if process.returncode != 0:
+            raise LocalClusterError(
+                f"the {node.role} startup script failed (exit {process.returncode}, status "
+                f"{read_status(node)!r}); last log lines:\n{log_tail(node)}"
+            )
+        progress(f"{node.role}: {read_status(node)}")
+
+    def active_nodes(self) -> int:
+        """How many nodes `ray status` lists as active (0 while it cannot answer)."""
+        result = subprocess.run(
+            ["ray", "status", f"--address={self.address}"],
+            env=self.ray_env(), capture_output=True, text=True,
+        )
+        return count_active_nodes(result.stdout) if result.returncode == 0 else 0
+
+    def wait_for_nodes(self, count: int, progress: Progress, timeout: float = 180) -> None:
+        started = time.monotonic()
+        while True:
+            active = self.active_nodes()
+            elapsed = time.monotonic() - started
+            progress(f"ray status: {active}/{count} nodes active ({elapsed:.0f}s)")
+            if active >= count:
+                return
+            if elapsed > timeout:
+                raise LocalClusterError(
+                    f"only {active} of {count} nodes active after {timeout:.0f}s: see the "
+                    f"logs under {self.root}"
+                )
+            time.sleep(0.5)
+
+    def run_program(self) -> dict:
+        """Run the small two-node Ray program; its JSON report."""
+        result = subprocess.run(
+            [sys.executable, "-m", "bootstrap.local_program", self.address],
+            env=self.ray_env(), capture_output=True, text=True, timeout=300,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        if result.returncode != 0:
+            raise LocalClusterError(f"the Ray program failed:\n{result.stderr[-3000:]}")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def down(self) -> set[int]:
+        """Stop this cluster's processes and delete its files; the stopped pids."""
+        stopped = stop_processes(self.markers())
+        shutil.rmtree(self.root, ignore_errors=True)
+        if STATE_FILE.exists() and load_state() == self:
+            STATE_FILE.unlink()
+        return stopped
+
+    def save_state(self) -> None:
+        STATE_FILE.write_text(json.dumps({**asdict(self), "root": str(self.root)}))
+
+
+def load_state() -> LocalCluster | None:
+    try:
+        data = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        return None
+    return LocalCluster(**{**data, "root": Path(data["root"])})
+
+
+def read_status(node: LocalNode) -> str:
+    try:
+        return node.status_file.read_text()
+    except OSError:
+        return "unknown"
+
+
+def log_tail(node: LocalNode, lines: int = 20) -> str:
+    try:
+        return "\n".join(node.log_file.read_text().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+_ACTIVE_SECTION = re.compile(r"^Active:\n(?P<body>(?:[ \t]+.*\n?)*)", re.MULTILINE)
+_NODE_LINE = re.compile(r"^\s+(\d+)\s+\S+", re.MULTILINE)
+
+
+def count_active_nodes(status_output: str) -> int:
+    """Sum the counts under `Active:` in `ray status` output (`(no active nodes)` is 0)."""
+    match = _ACTIVE_SECTION.search(status_output)
+    if not match:
+        return 0
+    return sum(int(count) for count in _NODE_LINE.findall(match.group("body")))
+
+
+def worker_type_of(config: ClusterConfig) -> str:
+    others = [name for name in config.worker_types if name != config.head_node_type]
+    if not others:
+        raise LocalClusterError("the local cluster needs a worker node type besides the head's")
+    return others[0]
+
+
+def local_up(
+    config: ClusterConfig, progress: Progress = _quiet, root: Path | None = None
+) -> LocalCluster:
+    """Start head then worker through their startup scripts; return once both are active.
+    On any failure everything started so far is torn down."""
+    become_subreaper()
+    cluster = LocalCluster.create(root)
+    cluster.save_state()
+    try:
+        cluster.start_node(config, cluster.node("head", config.head_node_type), progress)
+        cluster.start_node(config, cluster.node("worker", worker_type_of(config)), progress)
+        cluster.wait_for_nodes(2, progress)
+    except BaseException:
+        cluster.down()
+        raise
+    return cluster
+
+
+def local_down(progress: Progress = _quiet) -> bool:
+    """Tear down the cluster a kept `local-up` left running; False when there is none."""
+    cluster = load_state()
+    if cluster is None:
+        progress("no local cluster recorded: nothing to stop")
+        return False
+    stopped = cluster.down()
+    progress(f"stopped {len(stopped)} processes of the local cluster at {cluster.address}")
+    return not any_alive(stopped)

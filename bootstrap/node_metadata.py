@@ -1,0 +1,34 @@
+"""The metadata entries bootstrap needs on a node; the program merges them over the
+node_config's own metadata and adds `ssh-keys`, `ray-head-address` and the head's
+`ray-bootstrap-config` / `ray-bootstrap-ssh-key`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bootstrap.file_mounts import plan_file_mounts
+from bootstrap.startup_script import Role, render_startup_script
+from infra.config import ClusterConfig
+
+# Keys the program sets and the script reads.
+HEAD_ADDRESS_KEY = "ray-head-address"
+BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
+BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
+STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`
+LOG_FILE = "/var/log/ray-bootstrap.log"
+
+
+def node_metadata(
+    config: ClusterConfig,
+    role: Role,
+    node_type: str,
+    base_dir: Path | None = None,
+) -> dict[str, str]:
+    """`startup-script`, guest attributes on (the script reports its status there) and the
+    small file_mounts, one key per file. `base_dir` resolves relative file_mounts sources."""
+    plan = plan_file_mounts(config, base_dir)
+    return {
+        "startup-script": render_startup_script(config, role, node_type, plan),
+        "enable-guest-attributes": "TRUE",
+        **plan.metadata_entries(),
+    }

@@ -1,0 +1,160 @@
+"""`invoke plan`: the stack's resources as a canonical, deterministic document.
+
+Runs the real program offline (ops.plan_engine) and reduces what it records to what a
+reviewer needs: Pulumi type token, a friendlier kind, logical name, parent and inputs with
+secrets masked. Keys are sorted and resources ordered by (type, name), so the same stack
+config always gives byte-identical JSON; `invoke diff` compares two of these documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.config.errors import ConfigError
+from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
+from ops.errors import OpsError
+
+DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+CONFIG_NAMESPACE = "ray-gcp:"
+PLAN_FORMAT_VERSION = 1
+
+Plan = dict[str, Any]
+
+
+def stack_or_env(stack: str | None) -> str:
+    """`--stack`, else `$PULUMI_STACK`: plan needs no pulumi CLI to ask for the selected one."""
+    chosen = stack or os.environ.get("PULUMI_STACK")
+    if not chosen:
+        raise OpsError("no stack given: pass --stack NAME or set PULUMI_STACK")
+    return chosen
+
+
+def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
+    """The stack file's `ray-gcp:*` keys as pulumi hands them to a program: strings as they
+    are, anything else as JSON text. `ray-gcp:cluster` becomes absolute under `root`, so a
+    stack materialised from another git ref plans its own cluster YAML."""
+    path = root / "stacks" / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        known = ", ".join(sorted(p.name[len("Pulumi."):-len(".yaml")]
+                                 for p in (root / "stacks").glob("Pulumi.*.yaml")))
+        raise OpsError(f"no stack {stack!r} ({path} is missing): use one of {known or 'none'}")
+    settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    config: dict[str, str] = {}
+    for key, value in settings.items():
+        if not key.startswith(CONFIG_NAMESPACE):
+            continue
+        if isinstance(value, dict) and "secure" in value:
+            continue  # encrypted with the stack's key: not readable offline, never shown
+        config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if isinstance(settings.get(CONFIG_KEY), str):
+        cluster = Path(settings[CONFIG_KEY]).expanduser()
+        config[CONFIG_KEY] = str(cluster if cluster.is_absolute() else root / cluster)
+    return config
+
+
+def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
+    """A short label beside the token: dynamic resources all share one token, so name them
+    by what their inputs say they are."""
+    if type_token == DYNAMIC_TYPE:
+        if "node_type" in inputs and "count" in inputs:
+            return "WorkerGroup"
+        if "comment" in inputs:
+            return "SshKeyPair"
+        return "DynamicResource"
+    return type_token.rsplit(":", 1)[-1]
+
+
+def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
+    """Plan `stack` in this process. The pulumi runtime is process-global: callers that plan
+    more than once should prefer `plan_stack_isolated`."""
+    from ops.plan_engine import run_program
+
+    config = stack_settings(stack, root)
+    run = run_program(config, stack=stack, preview=True)
+    cluster_file = config.get(CONFIG_KEY, "")
+    if cluster_file and Path(cluster_file).is_relative_to(root):
+        cluster_file = str(Path(cluster_file).relative_to(root))
+    resources = [
+        {
+            "type": r.type,
+            "kind": resource_kind(r.type, r.inputs),
+            "name": r.name,
+            "parent": r.parent,
+            "custom": r.custom,
+            "inputs": r.inputs,
+        }
+        for r in sorted(run.resources, key=lambda r: (r.type, r.name))
+    ]
+    return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
+            "resources": resources}
+
+
+def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Popen[str]:
+    """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
+    the result with `collect_plan`. Two can run at once."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ops.plan", "--stack", stack, "--root", str(root)],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def collect_plan(process: subprocess.Popen[str], stack: str) -> Plan:
+    stdout, stderr = process.communicate()
+    if process.returncode != 0:
+        raise OpsError(f"planning stack {stack!r} failed:\n{stderr.strip()}")
+    return json.loads(stdout)
+
+
+def render_json(plan: Plan) -> str:
+    """Canonical text: sorted keys, fixed indent, trailing newline, non-ASCII kept."""
+    return json.dumps(plan, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_table(plan: Plan) -> str:
+    """One line per resource for people: kind, logical name, parent, type token."""
+    rows = [("KIND", "NAME", "PARENT", "TYPE")] + [
+        (r["kind"], r["name"], r["parent"] or "-", r["type"]) for r in plan["resources"]
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  " + row[3]
+        for row in rows
+    ]
+    return f"stack {plan['stack']} ({plan['cluster_file']}): {len(plan['resources'])} " \
+        "resources\n" + "\n".join(lines) + "\n"
+
+
+def render(plan: Plan, output_format: str) -> str:
+    if output_format == "json":
+        return render_json(plan)
+    if output_format == "table":
+        return render_table(plan)
+    raise OpsError(f"unknown --format {output_format!r}: use json or table")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ops.plan --stack S [--root DIR]`: canonical JSON on stdout (one plan per
+    interpreter, which is how `invoke diff` isolates its two runs)."""
+    parser = argparse.ArgumentParser(prog="python -m ops.plan")
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--root", type=Path, default=PROJECT_ROOT)
+    args = parser.parse_args(argv)
+    try:
+        sys.stdout.write(render_json(plan_stack(args.stack, args.root)))
+    except (ConfigError, OpsError) as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""`~/ray_bootstrap_config.yaml`: valid for Ray's own schema and provider, node bodies kept."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from bootstrap_stubs import SHIPPED_STACKS, cluster
+from ray.autoscaler._private.util import validate_config
+
+from bootstrap import autoscaler_config
+from infra.config import load_cluster_config
+
+
+def _bodies(config) -> dict[str, dict]:
+    """Stand-ins for the program's final bodies (with a startup script in metadata)."""
+    bodies = {}
+    for name, node_type in config.available_node_types.items():
+        body = node_type.node_config.body()
+        body["metadata"] = {"items": [{"key": "startup-script", "value": f"#!/bin/sh\n{name}"}]}
+        bodies[name] = body
+    return bodies
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS, ids=lambda p: p.stem)
+def test_every_shipped_stack_gives_a_config_rays_schema_accepts(stack):
+    config = load_cluster_config(stack)
+    validate_config(autoscaler_config(config, _bodies(config)))
+
+
+def test_node_configs_are_kept_exactly_as_given():
+    config = cluster()
+    bodies = _bodies(config)
+    given = copy.deepcopy(bodies)
+    result = autoscaler_config(config, bodies)
+    for name, body in given.items():
+        assert result["available_node_types"][name]["node_config"] == body
+    result["available_node_types"]["head_t"]["node_config"]["x"] = 1
+    assert "x" not in bodies["head_t"]  # a copy: the program's dicts stay untouched
+
+
+def test_auth_points_at_the_key_copied_to_the_head():
+    result = autoscaler_config(cluster(auth={"ssh_user": "ray"}), _bodies(cluster()))
+    assert result["auth"] == {"ssh_user": "ray", "ssh_private_key": "~/ray_bootstrap_key.pem"}
+
+
+def test_provider_has_what_rays_gcp_provider_reads():
+    config = cluster()
+    provider = autoscaler_config(config, _bodies(config))["provider"]
+    assert provider["type"] == "gcp"
+    assert provider["project_id"] == "my-gcp-project"
+    assert provider["availability_zone"] == "us-west1-a"
+    assert provider["region"] == "us-west1"
+    assert "_has_tpus" not in provider
+    assert "gcp_credentials" not in provider
+
+
+def test_tpu_cluster_tells_rays_provider_to_build_a_tpu_client():
+    config = load_cluster_config(next(s for s in SHIPPED_STACKS if s.stem == "tpu-pod"))
+    result = autoscaler_config(config, _bodies(config))
+    assert result["provider"]["_has_tpus"] is True
+
+
+def test_rays_gcp_provider_adds_the_pod_head_resource_our_script_gives_host_zero():
+    pytest.importorskip("googleapiclient", reason="Ray's GCP provider needs "
+                        "google-api-python-client (the head installs it)")
+    from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
+
+    config = load_cluster_config(next(s for s in SHIPPED_STACKS if s.stem == "tpu-pod"))
+    result = autoscaler_config(config, _bodies(config))
+    filled = GCPNodeProvider.fillout_available_node_types_resources(result)
+    assert filled["available_node_types"]["ray_tpu"]["resources"]["TPU-v4-16-head"] == 1
+
+
+def test_file_mounts_point_at_their_remote_paths_on_the_head(tmp_path):
+    config = cluster(file_mounts={"~/data": str(tmp_path)})
+    assert autoscaler_config(config, _bodies(config))["file_mounts"] == {"~/data": "~/data"}
+
+
+def test_missing_node_body_is_an_error_naming_the_type():
+    config = cluster()
+    with pytest.raises(ValueError, match="worker_t"):
+        autoscaler_config(config, {"head_t": {}})

@@ -1,0 +1,105 @@
+"""End to end: the rendered head and worker scripts start a real two-node Ray cluster here,
+it runs a task on each node, and teardown leaves none of its processes behind."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from bootstrap_stubs import REPO
+
+from bootstrap.local_cluster import (
+    LocalCluster,
+    count_active_nodes,
+    local_up,
+    read_status,
+)
+from bootstrap.local_processes import any_alive, processes_matching
+from infra.config import load_cluster_config
+
+LOCAL_YAML = REPO / "stacks" / "clusters" / "local.yaml"
+
+pytestmark = pytest.mark.skipif(shutil.which("ray") is None, reason="needs the ray CLI")
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_cluster_config(LOCAL_YAML)
+
+
+@pytest.fixture(scope="module")
+def started(config):
+    """One local cluster shared by the assertions below (Ray starts are slow)."""
+    cluster = local_up(config)
+    try:
+        yield cluster, cluster.run_program()
+    finally:
+        cluster.down()
+
+
+def test_both_nodes_finish_their_startup_scripts(started, config):
+    cluster, _ = started
+    head = cluster.node("head", config.head_node_type)
+    worker = cluster.node("worker", "local_worker")
+    assert read_status(head) == "ready"
+    assert read_status(worker) == "ready"
+    assert (head.home / "ray_bootstrap_config.yaml").is_file()
+    assert "stage=ray-start begin" in worker.log_file.read_text()
+
+
+def test_two_alive_nodes_carry_the_resources_declared_for_their_types(started, config):
+    cluster, report = started
+    assert cluster.active_nodes() == 2
+    declared = sorted(
+        (config.available_node_types[name].resources for name in ("local_head", "local_worker")),
+        key=lambda r: sorted(r),
+    )
+    actual = sorted(
+        ({k: node["resources"][k] for k in d} for d in declared for node in report["nodes"]
+         if set(d) <= set(node["resources"]) and set(node["resources"]) & (set(d) - {"CPU"})),
+        key=lambda r: sorted(r),
+    )
+    assert len(report["nodes"]) == 2
+    assert actual == declared
+
+
+def test_a_remote_task_runs_on_each_node(started):
+    _, report = started
+    node_ids = {node["node_id"] for node in report["nodes"]}
+    assert len(node_ids) == 2
+    assert report["task_ran_on"] == {node_id: node_id for node_id in node_ids}
+
+
+def test_teardown_leaves_no_process_of_the_cluster(config):
+    cluster = local_up(config)
+    running = processes_matching(cluster.markers())
+    assert running, "the cluster should have running processes before teardown"
+    stopped = cluster.down()
+    assert running <= stopped
+    assert not any_alive(stopped)
+    assert processes_matching(cluster.markers()) == set()
+    assert not cluster.root.exists()
+
+
+def test_failed_start_is_torn_down_and_reports_the_stage(config, tmp_path):
+    broken = config.model_copy(update={"setup_commands": ["exit 5"]})
+    root = tmp_path / "broken"
+    with pytest.raises(RuntimeError, match="failed:setup:5"):
+        local_up(broken, root=root)
+    assert processes_matching([str(root)]) == set()
+
+
+def test_ray_status_active_nodes_are_counted():
+    output = (
+        "Node status\n----\nActive:\n 1 node_a\n 2 node_b\nPending:\n (no pending nodes)\n"
+    )
+    assert count_active_nodes(output) == 3
+    assert count_active_nodes("Active:\n (no active nodes)\nPending:\n") == 0
+
+
+def test_cluster_directory_is_short_enough_for_rays_sockets():
+    cluster = LocalCluster.create()
+    try:
+        assert len(str(cluster.ray_tmpdir)) < 40
+    finally:
+        cluster.down()

@@ -1,0 +1,168 @@
+"""The rendered startup script run for real (stub `ray`/`docker`/`getent`): head address,
+docker idempotence, failure reporting, quoting, file mounts and resources."""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+
+from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script
+
+from bootstrap import node_metadata, render_startup_script
+
+HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
+
+
+def _worker(tmp_path, config=None, metadata=None, env=None):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = config or cluster()
+    entries = node_metadata(config, "worker", "worker_t", base_dir=tmp_path)
+    return run_script(entries.pop("startup-script"), tmp_path,
+                      {**entries, **(metadata or {})}, env)
+
+
+def test_worker_resolves_the_head_instance_name_to_its_internal_ip(tmp_path):
+    run = _worker(tmp_path, metadata={"ray-head-address": HEAD_NAME})
+    assert run.returncode == 0, run.log
+    assert f"getent hosts {HEAD_NAME}" in run.calls
+    assert f"ray start --address={HEAD_INTERNAL_IP}:6379" in run.calls
+    assert run.status == "ready"
+
+
+def test_head_address_that_is_an_ip_passes_through(tmp_path):
+    run = _worker(tmp_path, metadata={"ray-head-address": "10.0.0.9"})
+    assert "ray start --address=10.0.0.9:6379" in run.calls
+    assert not any(call.startswith("getent") for call in run.calls)
+
+
+def test_ray_head_ip_from_the_environment_wins_over_metadata(tmp_path):
+    run = _worker(tmp_path, metadata={"ray-head-address": HEAD_NAME},
+                  env={"RAY_HEAD_IP": "192.0.2.50"})
+    assert "ray start --address=192.0.2.50:6379" in run.calls
+
+
+def test_unresolvable_head_fails_in_the_head_address_stage(tmp_path):
+    run = _worker(tmp_path, metadata={"ray-head-address": "no-such-head"},
+                  env={"RAY_BOOTSTRAP_RESOLVE_TRIES": "2"})
+    assert run.returncode == 3
+    assert run.status == "failed:head-address:3"
+    assert not any(call.startswith("ray start") for call in run.calls)
+
+
+def test_commands_run_in_rays_order_with_ray_stop_before_start(tmp_path):
+    run = _worker(tmp_path, metadata={"ray-head-address": "10.0.0.9"})
+    assert [c for c in run.calls if not c.startswith(("ray-env", "getent"))] == [
+        "record init-1", "record setup-common", "record setup-worker",
+        "ray stop", "ray start --address=10.0.0.9:6379",
+    ]
+
+
+def test_start_commands_get_the_node_types_resources_like_rays_launcher(tmp_path):
+    run = _worker(tmp_path, metadata={"ray-head-address": "10.0.0.9"})
+    start_env = run.calls[run.calls.index("ray start --address=10.0.0.9:6379") + 1]
+    resources = json.loads(start_env.split("RES=", 1)[1])
+    assert resources == {"CPU": 4, "custom": 1}
+
+
+def test_failing_command_stops_the_script_with_its_stage_and_exit_code(tmp_path):
+    config = cluster(setup_commands=["record before", "exit 7", "record after"])
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"})
+    assert run.returncode == 7
+    assert run.status == "failed:setup:7"
+    assert "stage=setup failed exit=7" in run.log
+    assert "record after" not in run.calls
+    assert not any(call.startswith("ray start") for call in run.calls)
+
+
+def test_user_command_text_reaches_the_shell_unchanged(tmp_path):
+    tricky = """record "it's" '$(echo injected)' "$RAY_HEAD_IP" \\"""
+    config = cluster(setup_commands=[tricky + "\n  quoted"])
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"})
+    assert run.returncode == 0, run.log
+    assert "record it's $(echo injected) 10.0.0.9 quoted" in run.calls
+
+
+def test_docker_pulls_runs_then_execs_commands_in_the_container(tmp_path):
+    config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc",
+                             "run_options": ["--ulimit nofile=65536:65536"]})
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"})
+    assert run.returncode == 0, run.log
+    docker = [c for c in run.calls if c.startswith("docker") and "inspect" not in c]
+    assert docker[0] == "docker pull rayproject/ray:2.9"
+    assert docker[1] == "docker rm -f rc"
+    assert docker[2].startswith("docker run --rm --name rc -d -it --net=host")
+    assert docker[2].endswith("--ulimit nofile=65536:65536 rayproject/ray:2.9 bash")
+    execs = [c for c in docker if c.startswith("docker exec rc")]
+    assert len(execs) == 4  # setup-common, setup-worker, ray stop, ray start
+    assert "record init-1" in run.calls
+    assert run.calls.index("record init-1") < run.calls.index("docker pull rayproject/ray:2.9")
+
+
+def test_rerun_keeps_a_running_container_of_the_same_image(tmp_path):
+    config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"},
+                  env={"STUB_CONTAINER": "true rayproject/ray:2.9"})
+    assert run.returncode == 0, run.log
+    assert not any(c.startswith(("docker run", "docker rm")) for c in run.calls)
+    assert run.calls.index("ray stop") < run.calls.index("ray start --address=10.0.0.9:6379")
+
+
+def test_container_of_another_image_is_replaced(tmp_path):
+    config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"},
+                  env={"STUB_CONTAINER": "true rayproject/ray:2.8"})
+    assert "docker rm -f rc" in run.calls
+    assert any(c.startswith("docker run --rm --name rc") for c in run.calls)
+
+
+def test_without_pull_before_run_a_present_image_is_not_pulled(tmp_path):
+    config = cluster(docker={"image": "rayproject/ray:2.9", "pull_before_run": False})
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"},
+                  env={"STUB_IMAGE_PRESENT": "1"})
+    assert not any(c.startswith("docker pull") for c in run.calls)
+
+
+def test_head_writes_bootstrap_config_and_private_key(tmp_path):
+    config = cluster()
+    script = render_startup_script(config, "head", "head_t")
+    run = run_script(script, tmp_path, {
+        "ray-bootstrap-config": "cluster_name: stubbed\n",
+        "ray-bootstrap-ssh-key": "-----BEGIN KEY-----\n",
+    }, env={"RAY_HEAD_IP": "10.0.0.2"})
+    assert run.returncode == 0, run.log
+    assert (run.home / "ray_bootstrap_config.yaml").read_text() == "cluster_name: stubbed\n"
+    key = run.home / "ray_bootstrap_key.pem"
+    assert key.read_text() == "-----BEGIN KEY-----\n"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_small_file_mount_is_written_from_metadata(tmp_path):
+    source = tmp_path / "settings.json"
+    source.write_bytes(b'{"a": 1}\n\x00binary')
+    config = cluster(file_mounts={"~/conf/settings.json": str(source)})
+    metadata = node_metadata(config, "worker", "worker_t")
+    assert base64.b64decode(metadata["ray-file-mount-0"]) == source.read_bytes()
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"})
+    assert run.returncode == 0, run.log
+    assert (run.home / "conf" / "settings.json").read_bytes() == source.read_bytes()
+
+
+def _tpu_pod_config():
+    return cluster(available_node_types={
+        "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+        "worker_t": {"resources": {"TPU": 4}, "min_workers": 1, "node_config": {
+            "acceleratorType": "v4-16", "runtimeVersion": "tpu-ubuntu2204-base"}},
+    })
+
+
+def test_tpu_pod_host_zero_alone_carries_the_pod_head_resource(tmp_path):
+    resources = {}
+    for number in ("0", "1"):
+        run = _worker(tmp_path / number, _tpu_pod_config(), metadata={
+            "ray-head-address": "10.0.0.9", "agent-worker-number": number})
+        assert run.returncode == 0, run.log
+        start_env = next(c for c in run.calls if c.startswith("ray-env") and "RES={" in c)
+        resources[number] = json.loads(start_env.split("RES=", 1)[1])
+    assert resources["0"] == {"TPU": 4, "TPU-v4-16-head": 1}
+    assert resources["1"] == {"TPU": 4}

@@ -3,3 +3,338 @@
 from __future__ import annotations
 
 from invoke import task  # noqa: F401  (tasks are added below, one section per room)
+
+# --- lifecycle and day two over SSH (issue 3): the logic lives in ops/ ------------------------
+# ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
+
+_STACK_HELP = "Pulumi stack (default: $PULUMI_STACK or the selected stack)"
+
+
+def _lifecycle(stack: str | None, operation: str) -> None:
+    from ops.errors import user_errors
+    from ops.pulumi_cli import require_cli, run_operation
+    from ops.stack_outputs import resolve_stack_name
+
+    with user_errors():
+        require_cli()
+        run_operation(resolve_stack_name(stack), operation)
+
+
+@task(help={"stack": _STACK_HELP})
+def up(c, stack=None):
+    """Create or update the cluster (pulumi up) with live progress."""
+    _lifecycle(stack, "up")
+
+
+@task(help={"stack": _STACK_HELP})
+def preview(c, stack=None):
+    """Show what `invoke up` would create, change or delete."""
+    _lifecycle(stack, "preview")
+
+
+@task(help={"stack": _STACK_HELP})
+def down(c, stack=None):
+    """Delete every resource of the cluster (pulumi destroy)."""
+    _lifecycle(stack, "destroy")
+
+
+@task(help={"stack": _STACK_HELP})
+def refresh(c, stack=None):
+    """Reconcile the stack's state with what exists in GCP."""
+    _lifecycle(stack, "refresh")
+
+
+@task(
+    help={
+        "stack": _STACK_HELP,
+        "tmux": "attach to (or start) the tmux session `ray`",
+        "screen": "attach to (or start) the screen session `ray`",
+        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node, e.g. 8265; repeatable",
+        "node": "attach to this worker (reached through the head) instead of the head",
+    },
+    iterable=["port_forward"],
+)
+def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None):
+    """Interactive shell on the head (or --node) with port forwards."""
+    from ops.attach import PortForward, interactive_shell, parse_forward, session_command
+    from ops.errors import exit_status, user_errors
+    from ops.ssh import connect_stack
+
+    with user_errors(), connect_stack(stack) as connector:
+        command = session_command(tmux, screen)
+        target = connector.outputs.node(node) if node else None
+        client = connector.node(target) if target else connector.head()
+        forwards = [
+            PortForward(client.get_transport(), *parse_forward(spec)).start()
+            for spec in port_forward or []
+        ]
+        for forward in forwards:
+            print(f"forwarding 127.0.0.1:{forward.local_port} -> port {forward.remote_port}")
+        try:
+            status = interactive_shell(client, command)
+        finally:
+            for forward in forwards:
+                forward.close()
+    exit_status(status)
+
+
+@task(
+    name="exec",
+    help={
+        "cmd": "shell command to run (quote it)",
+        "stack": _STACK_HELP,
+        "all": "run on every node in parallel, output prefixed by node",
+        "node": "run on this node instead of the head",
+        "docker": "run inside the cluster's docker container",
+    },
+)
+def exec_(c, cmd, stack=None, all=False, node=None, docker=False):  # noqa: A002
+    """Run a command on the head or every node, with its exit status."""
+    from ops.errors import exit_status, user_errors
+    from ops.remote import exec_on_all, exec_on_node
+    from ops.ssh import connect_stack
+
+    with user_errors(), connect_stack(stack) as connector:
+        if all:
+            status = exec_on_all(connector, cmd, docker)
+        else:
+            target = connector.outputs.node(node) if node else None
+            status = exec_on_node(connector, target, cmd, docker)
+    exit_status(status)
+
+
+@task(
+    help={
+        "script": "local Python script; arguments for it go after `--`",
+        "stack": _STACK_HELP,
+        "docker": "run it inside the cluster's docker container",
+    }
+)
+def submit(c, script, stack=None, docker=False):
+    """Upload a script and run it on the head: s.py -- ARGS."""
+    import shlex
+    from pathlib import Path
+
+    from ops.errors import exit_status, user_errors
+    from ops.remote import submit as submit_script
+    from ops.ssh import connect_stack
+
+    with user_errors(), connect_stack(stack) as connector:
+        status = submit_script(connector, Path(script), shlex.split(c.remainder), docker)
+    exit_status(status)
+
+
+@task(
+    help={
+        "source": "local file or directory (a directory sends its contents)",
+        "target": "remote path (~/ is the login's home)",
+        "stack": _STACK_HELP,
+        "all": "send to every node, not only the head",
+    }
+)
+def rsync_up(c, source, target, stack=None, all=False):  # noqa: A002
+    """Send changed files to the head or --all nodes (rsync_exclude)."""
+    from ops.errors import user_errors
+    from ops.sync import rsync_up_stack
+
+    with user_errors():
+        rsync_up_stack(stack, {target: source}, all_nodes=all)
+
+
+@task(help={"stack": _STACK_HELP})
+def file_mounts(c, stack=None):
+    """Sync the cluster YAML's file_mounts to every node."""
+    from ops.errors import user_errors
+    from ops.sync import rsync_up_stack
+
+    with user_errors():
+        rsync_up_stack(stack, None, all_nodes=True)
+
+
+@task(
+    help={
+        "source": "remote file or directory on the head",
+        "target": "local path",
+        "stack": _STACK_HELP,
+    }
+)
+def rsync_down(c, source, target, stack=None):
+    """Fetch changed files from the head, honouring rsync_exclude."""
+    from pathlib import Path
+
+    from ops.cluster_file import rsync_excludes
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+    from ops.sync import sync_down
+
+    with user_errors(), connect_stack(stack) as connector:
+        sftp = connector.head().open_sftp()
+        try:
+            report = sync_down(sftp, source, Path(target), rsync_excludes(connector.outputs))
+        finally:
+            sftp.close()
+        print(report.summary())
+
+
+@task(help={"stack": _STACK_HELP})
+def status(c, stack=None):
+    """Nodes of the stack (type, kind, state, IPs) and `ray status`."""
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+    from ops.status import nodes_table, ray_status
+
+    with user_errors(), connect_stack(stack) as connector:
+        print(nodes_table(connector.outputs), flush=True)
+        print()
+        print(ray_status(connector))
+
+
+@task(
+    help={
+        "stack": _STACK_HELP,
+        "output": "file to write (default: .ray-gcp/<stack>/ssh_config)",
+    }
+)
+def ssh_config(c, stack=None, output=None):
+    """Write an ssh Host block for the head to Include."""
+    from pathlib import Path
+
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+    from ops.ssh_config import host_alias, write_ssh_config
+
+    with user_errors(), connect_stack(stack) as connector:
+        connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
+        path = write_ssh_config(
+            connector.outputs, connector.known_hosts, Path(output) if output else None
+        )
+    print(f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
+          f"`ssh {host_alias(connector.outputs)}`")
+
+
+# ---------------------------------------------------------------- scale (issue 6)
+
+
+@task(help={
+    "stack": "stack name, e.g. full (stacks/Pulumi.<stack>.yaml)",
+    "type": "worker node type from available_node_types, e.g. ray_worker_small",
+    "count": "desired number of workers of that type, within its [min_workers, max_workers]",
+})
+def scale(c, stack, type, count):  # noqa: A002 - `--type` is the documented flag
+    """Set a worker type's count in the stack config, then run `pulumi up`."""
+    from invoke.exceptions import Exit
+
+    from ops.scale import ScaleError, pulumi_up_command, set_worker_count
+
+    if not str(count).isdigit():
+        raise Exit(f"scale: --count must be a whole number, got {count!r}", code=1)
+    try:
+        path = set_worker_count(stack, type, int(count))
+        print(f"{type}: count {count} written to {path}")
+        command = pulumi_up_command(stack)
+    except ScaleError as exc:
+        raise Exit(f"scale: {exc}", code=1) from None
+    c.run(command, pty=True)
+
+
+# --- offline plan and diff for reviews (issue 4): the logic lives in ops/plan*.py -------------
+
+_PLAN_STACK_HELP = "stack to plan (default: $PULUMI_STACK)"
+
+
+@task(
+    help={
+        "stack": _PLAN_STACK_HELP,
+        "out": "write to this file instead of stdout",
+        "format": "json (canonical, byte-identical for the same input) or table",
+        "root": "directory holding the stacks/ to plan (default: this checkout)",
+    }
+)
+def plan(c, stack=None, out=None, format="json", root=None):  # noqa: A002
+    """Offline plan (no cloud, no pulumi CLI): every resource the program would register."""
+    from pathlib import Path
+
+    from infra.config.errors import ConfigError
+    from infra.stack_config import PROJECT_ROOT
+    from ops.errors import OpsError, user_errors
+    from ops.plan import plan_stack, render, stack_or_env
+
+    with user_errors():
+        try:
+            planned = plan_stack(stack_or_env(stack), Path(root) if root else PROJECT_ROOT)
+            text = render(planned, format)
+        except ConfigError as exc:
+            raise OpsError(str(exc)) from None
+        if out:
+            Path(out).write_text(text)
+        else:
+            print(text, end="")
+
+
+@task(
+    help={
+        "stack": _PLAN_STACK_HELP,
+        "base": "git ref whose stack config is the 'before' side (e.g. origin/main)",
+        "out": "write the Markdown to this file instead of stdout",
+    }
+)
+def diff(c, base, stack=None, out=None):
+    """Markdown diff of the offline plans at --base and in the working tree, for PRs."""
+    from pathlib import Path
+
+    from ops.errors import user_errors
+    from ops.plan import stack_or_env
+    from ops.plan_base import diff_stack_markdown
+
+    with user_errors():
+        text = diff_stack_markdown(stack_or_env(stack), base)
+        if out:
+            Path(out).write_text(text)
+        else:
+            print(text, end="")
+
+
+@task(help={"base": "git ref to compare the stacks/ directory against"})
+def changed_stacks(c, base):
+    """Stacks whose stack file or cluster YAML differ from --base, one per line (for CI)."""
+    from ops.errors import user_errors
+    from ops.plan_base import changed_stacks as find_changed
+
+    with user_errors():
+        for name in find_changed(base):
+            print(name)
+
+
+# ---------------------------------------------------------------- local cluster (bootstrap/)
+
+
+@task(help={
+    "config": "cluster YAML whose head and first worker type run here "
+              "(default stacks/clusters/local.yaml)",
+    "keep": "leave the cluster running; stop it later with `invoke local-down`",
+})
+def local_up(c, config="", keep=False):
+    """Start a two-node Ray cluster here through the rendered startup scripts, run a task on
+    each node, then tear it down (the main-job demo)."""
+    from bootstrap.local_cluster import DEFAULT_CONFIG
+    from bootstrap.local_cluster import local_up as start_local_cluster
+    from infra.config import load_cluster_config
+
+    cluster = start_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), print)
+    try:
+        report = cluster.run_program()
+        for node in report["nodes"]:
+            ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
+            print(f"node {node['node_id'][:12]}: task ran there: {ran}")
+        print(f"local cluster up at {cluster.address}")
+    finally:
+        if not keep:
+            print(f"tearing down: stopped {len(cluster.down())} processes")
+
+
+@task
+def local_down(c):
+    """Stop the local cluster a `local-up --keep` left running (only its own processes)."""
+    from bootstrap.local_cluster import local_down as stop_local_cluster
+
+    stop_local_cluster(print)

@@ -1,0 +1,125 @@
+"""The Pulumi Automation API behind `invoke up/preview/down/refresh`, and its missing-CLI message.
+
+The Automation API drives the pulumi CLI as a subprocess; without the CLI it raises
+FileNotFoundError deep inside, so every entry point here checks first and says how to install it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from ops.errors import OpsError
+from ops.paths import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from pulumi.automation import Stack
+    from pulumi.automation.events import EngineEvent
+
+Operation = Literal["up", "preview", "destroy", "refresh"]
+
+INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (or `brew install pulumi`)"
+
+
+def require_cli() -> None:
+    if shutil.which("pulumi") is None:
+        raise OpsError(f"the pulumi CLI is not on PATH: {INSTALL_HINT}, then retry")
+
+
+def selected_stack_name() -> str:
+    """What `pulumi stack --show-name` says: the stack selected for this project."""
+    require_cli()
+    from pulumi import automation as auto
+
+    summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT)).stack()
+    if summary is None:
+        raise OpsError(
+            "no Pulumi stack is selected: pass --stack NAME or run `pulumi stack select`"
+        )
+    return summary.name
+
+
+def select_stack(name: str) -> Stack:
+    require_cli()
+    from pulumi import automation as auto
+
+    try:
+        return auto.select_stack(stack_name=name, work_dir=str(PROJECT_ROOT))
+    except auto.StackNotFoundError:
+        raise OpsError(
+            f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
+            f"`pulumi stack init {name}`"
+        ) from None
+
+
+def stack_outputs(name: str) -> dict[str, Any]:
+    """Plain output values; secrets (the SSH key) are unwrapped in memory only."""
+    return {key: output.value for key, output in select_stack(name).outputs().items()}
+
+
+class EventPrinter:
+    """Engine events -> one line per resource step, so long `up`s show progress as they go."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+        self.failed = 0
+
+    def __call__(self, event: EngineEvent) -> None:
+        line = self.render(event)
+        if line:
+            print(line, file=self.out, flush=True)
+
+    def render(self, event: EngineEvent) -> str | None:
+        if event.resource_pre_event is not None:
+            meta = event.resource_pre_event.metadata
+            if meta.op.value == "same":
+                return None
+            return f"  {meta.op.value:<8} {_urn_name(meta.urn)} ({meta.type})..."
+        if event.res_outputs_event is not None:
+            meta = event.res_outputs_event.metadata
+            if meta.op.value == "same":
+                return None
+            return f"  done     {_urn_name(meta.urn)}"
+        if event.res_op_failed_event is not None:
+            self.failed += 1
+            return f"  FAILED   {_urn_name(event.res_op_failed_event.metadata.urn)}"
+        if event.diagnostic_event is not None:
+            diag = event.diagnostic_event
+            if diag.severity in ("error", "warning") and not diag.ephemeral:
+                return f"  {diag.severity}: {diag.message.strip()}"
+            return None
+        if event.summary_event is not None:
+            summary = event.summary_event
+            changes = ", ".join(
+                f"{count} {getattr(op, 'value', op)}"
+                for op, count in summary.resource_changes.items()
+            )
+            return f"summary: {changes or 'no changes'} in {summary.duration_seconds}s"
+        return None
+
+
+def _urn_name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> None:
+    """Run one lifecycle operation on a stack, streaming engine events as progress lines."""
+    from pulumi import automation as auto
+
+    stack = select_stack(name)
+    printer = EventPrinter(out)
+    print(f"{operation} stack {name!r}", file=out, flush=True)
+    actions = {
+        "up": stack.up,
+        "preview": stack.preview,
+        "destroy": stack.destroy,
+        "refresh": stack.refresh,
+    }
+    try:
+        actions[operation](on_event=printer)
+    except auto.CommandError as exc:
+        # The engine's diagnostics were already streamed; keep the exit message to one line.
+        lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
+        reason = lines[-1] if lines else "see the messages above"
+        raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None

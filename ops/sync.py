@@ -1,0 +1,242 @@
+"""rsync-like SFTP sync: honours `rsync_exclude`, sends only files whose size or mtime changed.
+
+A directory source syncs its contents into the destination (rsync's `src/` form). Times are
+copied to the other side, so the next run's size+mtime check skips unchanged files.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import stat
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from ops.errors import OpsError
+from ops.ssh import Connector
+from ops.stack_outputs import Node
+
+
+@dataclass
+class SyncReport:
+    sent: list[str] = field(default_factory=list)  # relative paths actually transferred
+    unchanged: int = 0
+
+    def summary(self) -> str:
+        return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged"
+
+
+def is_excluded(relative: str, patterns: Iterable[str]) -> bool:
+    """rsync-style match on the relative path or any of its trailing parts (`**/.git`, `*.pyc`)."""
+    parts = relative.split("/")
+    tails = ["/".join(parts[i:]) for i in range(len(parts))]
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        anchored = pattern.startswith("/")
+        pattern = pattern.lstrip("/")
+        while pattern.startswith("**/"):
+            pattern = pattern[3:]
+        candidates = [relative] if anchored else tails
+        if any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates):
+            return True
+    return False
+
+
+def remote_path(path: str) -> str:
+    """SFTP paths are relative to the login's home, so `~/x` becomes `x`."""
+    if path in ("~", "~/"):
+        return "."
+    if path.startswith("~/"):
+        return path[2:]
+    return path
+
+
+def _same(size_a: int, mtime_a: float, size_b: int | None, mtime_b: float | None) -> bool:
+    return size_b is not None and size_a == size_b and int(mtime_a) == int(mtime_b or 0)
+
+
+def _remote_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
+    if path in ("", ".", "/"):
+        return
+    try:
+        if stat.S_ISDIR(sftp.stat(path).st_mode or 0):
+            return
+        raise OpsError(f"remote {path} exists and is not a directory")
+    except FileNotFoundError:
+        _remote_makedirs(sftp, posixpath.dirname(path.rstrip("/")))
+        sftp.mkdir(path)
+
+
+def _remote_listing(sftp: paramiko.SFTPClient, path: str) -> dict[str, paramiko.SFTPAttributes]:
+    try:
+        return {attr.filename: attr for attr in sftp.listdir_attr(path)}
+    except FileNotFoundError:
+        return {}
+
+
+def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result) -> None:
+    sftp.put(str(local), remote)
+    sftp.utime(remote, (st.st_atime, st.st_mtime))
+    sftp.chmod(remote, stat.S_IMODE(st.st_mode))
+
+
+def sync_up(
+    sftp: paramiko.SFTPClient, source: Path, destination: str, excludes: Iterable[str] = ()
+) -> SyncReport:
+    """Local `source` (file or directory) -> remote `destination`."""
+    excludes = list(excludes)
+    destination = remote_path(destination)
+    report = SyncReport()
+    if not source.exists():
+        raise OpsError(f"{source} does not exist: nothing to send")
+    if source.is_file():
+        target = destination
+        if destination.endswith("/") or _is_remote_dir(sftp, destination):
+            target = posixpath.join(destination, source.name)
+        _remote_makedirs(sftp, posixpath.dirname(target))
+        st = source.stat()
+        try:
+            remote = sftp.stat(target)
+            remote_size, remote_mtime = remote.st_size, remote.st_mtime
+        except FileNotFoundError:
+            remote_size = remote_mtime = None
+        if _same(st.st_size, st.st_mtime, remote_size, remote_mtime):
+            report.unchanged += 1
+        else:
+            _put(sftp, source, target, st)
+            report.sent.append(source.name)
+        return report
+    _remote_makedirs(sftp, destination.rstrip("/") or ".")
+    for directory, subdirs, files in os.walk(source):
+        relative_dir = Path(directory).relative_to(source).as_posix()
+        relative_dir = "" if relative_dir == "." else relative_dir
+        subdirs[:] = sorted(
+            name for name in subdirs
+            if not is_excluded(posixpath.join(relative_dir, name), excludes)
+        )
+        remote_dir = posixpath.join(destination, relative_dir) if relative_dir else destination
+        listing = _remote_listing(sftp, remote_dir)
+        for name in subdirs:
+            if name not in listing:
+                sftp.mkdir(posixpath.join(remote_dir, name))
+        for name in sorted(files):
+            relative = posixpath.join(relative_dir, name)
+            if is_excluded(relative, excludes):
+                continue
+            local = Path(directory) / name
+            st = local.stat()
+            attr = listing.get(name)
+            if attr is not None and _same(st.st_size, st.st_mtime, attr.st_size, attr.st_mtime):
+                report.unchanged += 1
+                continue
+            _put(sftp, local, posixpath.join(remote_dir, name), st)
+            report.sent.append(relative)
+    return report
+
+
+def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
+    try:
+        return stat.S_ISDIR(sftp.stat(path).st_mode or 0)
+    except FileNotFoundError:
+        return False
+
+
+def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes):
+    sftp.get(remote, str(local))
+    os.utime(local, (attr.st_atime or attr.st_mtime or 0, attr.st_mtime or 0))
+    if attr.st_mode is not None:
+        local.chmod(stat.S_IMODE(attr.st_mode))
+
+
+def sync_down(
+    sftp: paramiko.SFTPClient, source: str, destination: Path, excludes: Iterable[str] = ()
+) -> SyncReport:
+    """Remote `source` (file or directory) -> local `destination`."""
+    excludes = list(excludes)
+    source = remote_path(source)
+    report = SyncReport()
+    try:
+        top = sftp.stat(source)
+    except FileNotFoundError:
+        raise OpsError(f"remote {source} does not exist: nothing to fetch") from None
+    if not stat.S_ISDIR(top.st_mode or 0):
+        target = destination
+        if destination.is_dir() or str(destination).endswith("/"):
+            target = destination / posixpath.basename(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        local_size = target.stat().st_size if target.exists() else None
+        local_mtime = target.stat().st_mtime if target.exists() else None
+        if _same(top.st_size or 0, top.st_mtime or 0, local_size, local_mtime):
+            report.unchanged += 1
+        else:
+            _get(sftp, source, target, top)
+            report.sent.append(posixpath.basename(source))
+        return report
+    pending = [""]
+    while pending:
+        relative_dir = pending.pop()
+        remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
+        local_dir = destination / relative_dir
+        local_dir.mkdir(parents=True, exist_ok=True)
+        for attr in sorted(sftp.listdir_attr(remote_dir), key=lambda a: a.filename):
+            relative = posixpath.join(relative_dir, attr.filename)
+            if is_excluded(relative, excludes):
+                continue
+            if stat.S_ISDIR(attr.st_mode or 0):
+                pending.append(relative)
+                continue
+            local = destination / relative
+            if local.exists():
+                st = local.stat()
+                if _same(attr.st_size or 0, attr.st_mtime or 0, st.st_size, st.st_mtime):
+                    report.unchanged += 1
+                    continue
+            _get(sftp, posixpath.join(remote_dir, attr.filename), local, attr)
+            report.sent.append(relative)
+    return report
+
+
+def rsync_up_nodes(
+    connector: Connector, nodes: list[Node], pairs: dict[str, str], excludes: list[str]
+) -> dict[str, SyncReport]:
+    """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node."""
+    connector.head()  # pin the jump host once before threads share it
+
+    def send(node: Node) -> SyncReport:
+        total = SyncReport()
+        sftp = connector.node(node).open_sftp()
+        try:
+            for remote, local in pairs.items():
+                report = sync_up(sftp, Path(local), remote, excludes)
+                total.sent += [posixpath.join(remote, path) for path in report.sent]
+                total.unchanged += report.unchanged
+        finally:
+            sftp.close()
+        return total
+
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
+        return dict(zip([node.name for node in nodes], pool.map(send, nodes), strict=True))
+
+
+def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:
+    """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
+    from ops.cluster_file import file_mounts, rsync_excludes
+    from ops.ssh import connect_stack
+
+    with connect_stack(stack) as connector:
+        outputs = connector.outputs
+        if pairs is None:
+            pairs = file_mounts(outputs)
+            if not pairs:
+                print("the cluster YAML has no file_mounts: nothing to sync")
+                return
+        head = Node(outputs.head_name, "", "head", outputs.head_internal_ip, None, "")
+        nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [head]
+        reports = rsync_up_nodes(connector, nodes, pairs, rsync_excludes(outputs))
+        for name, report in reports.items():
+            print(f"{name}: {report.summary()}")

@@ -1,0 +1,48 @@
+"""pytest fixtures `sshd` (one real sshd per session) and `stack` (outputs + state per test).
+
+Test modules load them with `pytest_plugins = ["sshd_fixture"]` (conftest.py is owned elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sshd_server import CLUSTER_YAML, LocalSshd, TestStack, stack_outputs_for
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    server = LocalSshd(tmp_path_factory.mktemp("sshd")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
+    """Outputs file + state dir for one test, exported like a user's environment would be."""
+    mounts = tmp_path / "mounts"
+    mounts.mkdir()
+    (mounts / "data.txt").write_text("mounted\n")
+    remote_mount = tmp_path / "remote-mount"
+    cluster_file = tmp_path / "cluster.yaml"
+    cluster_file.write_text(
+        CLUSTER_YAML.replace("{remote}", str(remote_mount)).replace("{local}", str(mounts))
+    )
+    test_stack = TestStack(
+        name="test",
+        outputs_file=tmp_path / "outputs.json",
+        state_dir=tmp_path / "state",
+        workdir=tmp_path,
+    )
+    test_stack.write_outputs(stack_outputs_for(sshd, cluster_file=str(cluster_file)))
+    settings = {
+        "RAY_GCP_STACK_OUTPUTS": str(test_stack.outputs_file),
+        "RAY_GCP_STATE_DIR": str(test_stack.state_dir),
+        "PULUMI_STACK": test_stack.name,
+    }
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    test_stack.env = {**os.environ, **settings}
+    return test_stack

@@ -1,0 +1,176 @@
+"""A real OpenSSH sshd on 127.0.0.1 for tests and bench, and stack outputs pointing at it.
+
+Keys are generated per run in a temp dir; nothing touches ~/.ssh. The pytest fixtures over
+this live in sshd_fixture.py.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def keygen(path: Path, kind: str = "ed25519") -> Path:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "test", "-f", str(path)], check=True
+    )
+    return path
+
+
+class LocalSshd:
+    """sshd -D -e with its own host key, authorized key and config in `workdir`."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.user = getpass.getuser()
+        self.host_key = keygen(workdir / "host_ed25519")
+        self.user_key = keygen(workdir / "user_ed25519")
+        (workdir / "authorized_keys").write_text(Path(f"{self.user_key}.pub").read_text())
+        self.config = workdir / "sshd_config"
+        self.config.write_text(
+            "\n".join([
+                f"Port {self.port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {self.host_key}",
+                f"PidFile {workdir / 'sshd.pid'}",
+                f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
+                "StrictModes no",
+                "UsePAM no",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "AllowTcpForwarding yes",
+                "PermitTTY yes",
+                "X11Forwarding no",
+                "PrintMotd no",
+                "MaxStartups 200",
+                "MaxSessions 100",
+                "Subsystem sftp internal-sftp",
+                "",
+            ])
+        )
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def private_key(self) -> str:
+        return self.user_key.read_text()
+
+    def start(self) -> LocalSshd:
+        if os.geteuid() == 0:
+            # privilege separation dir: packages create it at boot, containers often lack it
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        self.process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.config)],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.workdir / "sshd.log").open("wb"),
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                log = (self.workdir / "sshd.log").read_text()
+                raise RuntimeError(f"sshd exited with {self.process.returncode}: {log}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("sshd did not start listening")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> LocalSshd:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def stack_outputs_for(sshd: LocalSshd, cluster_file: str = "", **overrides) -> dict:
+    """The outputs contract of the Pulumi program, with head and worker both this sshd."""
+    outputs = {
+        "cluster_name": "local",
+        "project": "test-project",
+        "zone": "us-west1-a",
+        "head_name": "ray-local-head-0000",
+        "head_internal_ip": "127.0.0.1",
+        "head_external_ip": "127.0.0.1",
+        "ssh_user": sshd.user,
+        "ssh_private_key": sshd.private_key,
+        "ssh_port": sshd.port,
+        "service_account_email": "ray-autoscaler-sa-v1@test-project.iam.gserviceaccount.com",
+        "docker_container_name": "",
+        "dashboard_url": "http://127.0.0.1:8265",
+        "cluster_config_file": cluster_file,
+        "nodes": [
+            {"name": "ray-local-head-0000", "node_type": "ray_head_default", "kind": "head",
+             "internal_ip": "127.0.0.1", "external_ip": "127.0.0.1", "status": "RUNNING"},
+            {"name": "ray-local-worker-0001", "node_type": "ray_worker_small", "kind": "worker",
+             "internal_ip": "127.0.0.1", "external_ip": None, "status": "RUNNING"},
+        ],
+    }
+    outputs.update(overrides)
+    return outputs
+
+
+@dataclass
+class TestStack:
+    """A stack whose outputs point at the local sshd; `env` is for `invoke` subprocesses."""
+
+    __test__ = False
+    name: str
+    outputs_file: Path
+    state_dir: Path
+    workdir: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def write_outputs(self, outputs: dict) -> None:
+        self.outputs_file.write_text(json.dumps(outputs))
+
+    def invoke(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`invoke ARGS` from the project root, as a user types it."""
+        return subprocess.run(
+            [sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env or self.env,
+            capture_output=True, text=True, timeout=120,
+        )
+
+    def spawn_args(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "invoke", *args]
+
+
+CLUSTER_YAML = """\
+cluster_name: local
+provider: {type: gcp, region: us-west1, availability_zone: us-west1-a, project_id: test-project}
+auth: {ssh_user: ubuntu}
+rsync_exclude: ["**/.git", "*.pyc", "build/"]
+file_mounts:
+  "{remote}": "{local}"
+"""

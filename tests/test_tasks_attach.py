@@ -1,0 +1,90 @@
+"""`invoke attach` in a real pseudo-terminal: typing runs remotely, forwards carry HTTP."""
+
+from __future__ import annotations
+
+import http.server
+import sys
+import threading
+import urllib.request
+
+import pexpect
+import pytest
+from sshd_server import PROJECT_ROOT, free_port
+
+pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+
+
+def spawn_attach(stack, *args: str) -> pexpect.spawn:
+    child = pexpect.spawn(
+        sys.executable, ["-m", "invoke", "attach", *args], cwd=str(PROJECT_ROOT),
+        env=stack.env, encoding="utf-8", timeout=30, dimensions=(40, 120),
+    )
+    # quoted so the echo of the typed line cannot be mistaken for the prompt itself
+    child.sendline("export PS1='remote''$ '")
+    child.expect_exact("remote$ ")
+    return child
+
+
+def test_attach_runs_typed_commands_in_a_sized_pty(stack):
+    child = spawn_attach(stack)
+    try:
+        child.sendline("echo $((6*7)); stty size; tty")
+        child.expect("42")
+        child.expect(r"40 120")  # the remote PTY has the local terminal's size
+        child.expect(r"/dev/pts/\d+")
+        child.setwinsize(50, 132)  # SIGWINCH -> remote PTY resized
+        child.sendline("stty size")
+        child.expect("50 132")
+        child.sendline("exit 3")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 3
+
+
+def test_attach_to_worker_goes_through_the_head(stack):
+    child = spawn_attach(stack, "--node", "ray-local-worker-0001")
+    try:
+        child.sendline("echo worker-$((2+3))")
+        child.expect("worker-5")
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        body = b"dashboard says hi"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def dashboard():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_port_forward_reaches_a_server_on_the_head(stack, dashboard):
+    local_port = free_port()
+    child = spawn_attach(stack, "-p", f"{local_port}:{dashboard}")
+    try:
+        url = f"http://127.0.0.1:{local_port}/"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # ignore *_proxy
+        with direct.open(url, timeout=30) as response:
+            assert response.read() == b"dashboard says hi"
+        child.sendline("exit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()

@@ -14,6 +14,8 @@ from infra.config import ClusterConfig
 HEAD_ADDRESS_KEY = "ray-head-address"
 BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
 BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
+# On GCP the key stays in Secret Manager: this attribute names the secret version to read.
+BOOTSTRAP_SSH_KEY_SECRET_KEY = "ray-bootstrap-ssh-key-secret"
 STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`
 LOG_FILE = "/var/log/ray-bootstrap.log"
 

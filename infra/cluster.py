@@ -11,10 +11,11 @@ import yaml
 from bootstrap import autoscaler_config
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount
+from infra.key_secret import BootstrapKeySecret
 from infra.labels import LAUNCH_CONFIG, launch_config_hash
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
-    BOOTSTRAP_SSH_KEY_KEY,
+    BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     merge_metadata,
 )
@@ -48,6 +49,13 @@ class RayCluster(pulumi.ComponentResource):
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
         self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
         self.network = ClusterNetwork(f"{name}-network", plan, child)
+        self.key_secret = BootstrapKeySecret(
+            f"ray-{config.cluster_name}-ssh-key",
+            config,
+            self.ssh_key.private_key,
+            self.service_account.email,
+            child,
+        )
         head_name = plan.head.instance_name
 
         # Every node type in the worker role: what Ray's autoscaler launches from the head's
@@ -74,12 +82,12 @@ class RayCluster(pulumi.ComponentResource):
                 self.ssh_key.public_key,
                 {
                     BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
-                    BOOTSTRAP_SSH_KEY_KEY: self.ssh_key.private_key,
+                    BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
                 },
             ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.service_account, self.network]
+                parent=self, depends_on=[self.service_account, self.network, self.key_secret]
             ),
         )
         self.worker_groups = {

@@ -10,12 +10,21 @@ from collections.abc import Mapping
 import pulumi
 
 from bootstrap import node_metadata as bootstrap_metadata
-from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, BOOTSTRAP_SSH_KEY_KEY, HEAD_ADDRESS_KEY
+from bootstrap.node_metadata import (
+    BOOTSTRAP_CONFIG_KEY,
+    BOOTSTRAP_SSH_KEY_SECRET_KEY,
+    HEAD_ADDRESS_KEY,
+)
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
 from infra.ssh_keys import ssh_keys_entry
 
-__all__ = ["BOOTSTRAP_CONFIG_KEY", "BOOTSTRAP_SSH_KEY_KEY", "HEAD_ADDRESS_KEY", "merge_metadata"]
+__all__ = [
+    "BOOTSTRAP_CONFIG_KEY",
+    "BOOTSTRAP_SSH_KEY_SECRET_KEY",
+    "HEAD_ADDRESS_KEY",
+    "merge_metadata",
+]
 
 
 def merge_metadata(

@@ -109,6 +109,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state["selfLink"] = (
                 f"projects/{inputs['project']}/zones/{inputs['zone']}/disks/{inputs['name']}"
             )
+        elif args.typ == "gcp:secretmanager/secret:Secret":
+            secret_path = f"projects/{inputs['project']}/secrets/{inputs['secretId']}"
+            return secret_path, {**state, "name": secret_path}
+        elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
+            state["name"] = f"{inputs['secret']}/versions/1"
         elif args.typ == DYNAMIC_TYPE:
             state = self._dynamic(args.name, inputs)
         return f"{args.name}-id", state

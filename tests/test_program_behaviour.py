@@ -22,17 +22,6 @@ def run_inline(cluster: dict, **extra: object) -> object:
     return run_program(config, stack="test")
 
 
-def ints_back(value: object) -> object:
-    """The mock engine turns every number into a float; the real engine keeps 50 as 50."""
-    if isinstance(value, dict):
-        return {k: ints_back(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [ints_back(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 def test_worker_count_in_stack_config_scales_the_group():
     run = run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": 2})
     assert run.named("full-ray_worker_small").inputs["count"] == 2
@@ -63,25 +52,23 @@ def test_tpu_head_is_a_tpu_vm_with_its_accelerator_and_external_ip():
     assert run.outputs["head_external_ip"]
 
 
-def test_worker_launch_hash_matches_what_rays_autoscaler_computes(tmp_path):
+@pytest.mark.parametrize("stack", ["full", "gpu-docker", "tpu-pod"])
+def test_worker_launch_hash_matches_what_rays_autoscaler_computes(stack, tmp_path):
     """The head's autoscaler terminates workers whose `ray-launch-config` differs from its own
-    hash of the bootstrap config: compute it with Ray's function and compare."""
-    from infra.config import parse_cluster_config
-    from infra.plan import plan_cluster
-
-    raw = stack_yaml("full")
-    run = run_inline(raw)
-    group = run.named("full-ray_worker_small").inputs
-    # Rebuild the bootstrap config the head receives from the recorded worker body.
-    body = {k: v for k, v in group["body"].items() if k != "labels"}
-    body["labels"] = {k: v for k, v in group["body"]["labels"].items() if not k.startswith("ray-")}
+    hash of the bootstrap config: hash the config the head receives with Ray's own function."""
+    run = run_inline(stack_yaml(stack))
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    bootstrap = yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
     key_file = tmp_path / "ray_bootstrap_key.pem"
     key_file.write_text("planned-private-key")  # what the offline engine's key pair returns
-    expected = hash_launch_conf(ints_back(body),
-                                {"ssh_user": "ubuntu", "ssh_private_key": str(key_file)})
-    assert group["body"]["labels"]["ray-launch-config"] == expected
-    plan = plan_cluster(parse_cluster_config(raw))
-    assert group["body"]["labels"]["ray-user-node-type"] == plan.workers[0].node_type
+    auth = {**bootstrap["auth"], "ssh_private_key": str(key_file)}
+    groups = [r for r in run.of_type("pulumi-python:dynamic:Resource") if "body" in r.inputs]
+    assert groups
+    for group in groups:
+        node_type = group.inputs["node_type"]
+        node_config = bootstrap["available_node_types"][node_type]["node_config"]
+        assert group.inputs["body"]["labels"]["ray-launch-config"] == hash_launch_conf(
+            node_config, auth)
 
 
 def test_explicit_network_interfaces_are_used_as_given():

@@ -4,6 +4,7 @@ with the exact pulumi-gcp inputs derived from its unchanged Ray cluster YAML."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tests.program_runs import STACKS, run_stack, stack_yaml
 
@@ -68,8 +69,17 @@ def test_head_instance_inputs_come_from_the_yaml(stack: str):
         "scopes": [CLOUD_PLATFORM]}
     assert head.inputs["networkInterfaces"][0]["accessConfigs"] == [{}], "head needs an external IP"
     assert f"ray-{cluster}-head" in head.inputs["tags"]
-    # The head's metadata carries its private key, so Pulumi keeps all of it secret.
-    assert head.inputs["metadata"] == "[secret]"
+    metadata = head.inputs["metadata"]
+    assert {"startup-script", "ssh-keys", "ray-bootstrap-config"} <= set(metadata)
+    # The key itself stays in Secret Manager; metadata only names the version to read.
+    assert metadata["ray-bootstrap-ssh-key-secret"] == (
+        f"projects/{project}/secrets/ray-{cluster}-ssh-key/versions/1")
+    assert "ray-bootstrap-ssh-key" not in metadata
+    bootstrap = yaml.safe_load(metadata["ray-bootstrap-config"])
+    assert bootstrap["provider"]["project_id"] == project
+    assert bootstrap["auth"]["ssh_private_key"] == "~/ray_bootstrap_key.pem"
+    assert set(bootstrap["available_node_types"]) == set(
+        raw.get("available_node_types") or {"ray_head_default": 0, "ray_worker_small": 0})
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -120,6 +130,20 @@ def test_gpu_types_map_accelerators_scheduling_and_keep_user_metadata():
     items = {i["key"]: i["value"] for i in worker["metadata"]["items"]}
     assert items["install-nvidia-driver"] == "True"
     assert items["ssh-keys"].startswith("ubuntu:ssh-rsa ") and items["ssh-keys"].endswith(" ubuntu")
+
+
+@pytest.mark.parametrize("stack", ["full", "tpu"])
+def test_head_key_lives_in_secret_manager_readable_by_the_autoscaler_only(stack: str):
+    run, raw = run_stack(stack), stack_yaml(stack)
+    project, cluster = raw["provider"]["project_id"], raw["cluster_name"]
+    (secret,) = run.of_type("gcp:secretmanager/secret:Secret")
+    assert secret.inputs["secretId"] == f"ray-{cluster}-ssh-key"
+    (version,) = run.of_type("gcp:secretmanager/secretVersion:SecretVersion")
+    assert version.inputs["secretData"] == "[secret]"
+    (accessor,) = run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    assert accessor.inputs["role"] == "roles/secretmanager.secretAccessor"
+    assert accessor.inputs["member"] == (
+        f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com")
 
 
 def test_firewall_opens_ray_ports_inside_the_cluster_and_ssh_to_the_head():

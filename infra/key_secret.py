@@ -1,0 +1,63 @@
+"""The head's copy of the cluster SSH key, kept in Secret Manager rather than in metadata.
+
+Ray's autoscaler on the head SSHes into the workers it launches, so the head needs the private
+key. Instance metadata is readable by anyone who may view the instance and by every process on
+it; a secret readable only by the autoscaler account (which the head runs as) is not.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config import ClusterConfig
+
+SECRET_MANAGER_API = "secretmanager.googleapis.com"
+ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
+
+
+class BootstrapKeySecret(pulumi.ComponentResource):
+    """A secret holding the private key, readable by the autoscaler service account."""
+
+    version_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        private_key: pulumi.Output[str],
+        service_account_email: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ray-gcp:index:BootstrapKeySecret", name, None, opts)
+        project = config.provider.project
+        child = pulumi.ResourceOptions(parent=self)
+        # Enabled once per project and left on: other clusters may rely on it.
+        api = gcp.projects.Service(
+            f"{name}-api",
+            project=project,
+            service=SECRET_MANAGER_API,
+            disable_on_destroy=False,
+            opts=child,
+        )
+        secret = gcp.secretmanager.Secret(
+            name,
+            project=project,
+            secret_id=f"ray-{config.cluster_name}-ssh-key",
+            replication={"auto": {}},
+            labels={"ray-cluster-name": config.cluster_name},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
+        )
+        version = gcp.secretmanager.SecretVersion(
+            f"{name}-version", secret=secret.id, secret_data=private_key, opts=child
+        )
+        gcp.secretmanager.SecretIamMember(
+            f"{name}-accessor",
+            project=project,
+            secret_id=secret.secret_id,
+            role=ACCESSOR_ROLE,
+            member=pulumi.Output.concat("serviceAccount:", service_account_email),
+            opts=child,
+        )
+        self.version_name = version.name
+        self.register_outputs({"version_name": self.version_name})

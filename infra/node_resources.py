@@ -57,20 +57,24 @@ def create_node(
     external IP, status). Metadata comes apart from the body: the head's holds secrets."""
     child = pulumi.ResourceOptions(parent=parent)
     config = group.node_config
-    account = _service_account(group.service_account_email, group.service_account_scopes)
+    common: dict[str, Any] = {
+        "name": name,
+        "project": plan.project,
+        "zone": plan.zone,
+        "labels": labels,
+        "tags": list(group.network_tags),
+        "metadata": metadata,
+        "service_account": _service_account(
+            group.service_account_email, group.service_account_scopes
+        ),
+        "opts": child,
+    }
     if isinstance(config, TpuNodeConfig):
         tpu = gcp.tpu.V2Vm(
             name,
-            name=name,
-            project=plan.project,
-            zone=plan.zone,
-            labels=labels,
-            tags=list(group.network_tags),
-            metadata=metadata,
             network_config=body.apply(lambda b: snake_keys(b["networkConfig"])),
-            service_account=account,
             **tpu_args(config),
-            opts=child,
+            **common,
         )
         return (
             tpu,
@@ -101,18 +105,11 @@ def create_node(
         ]
     instance = gcp.compute.Instance(
         name,
-        name=name,
-        project=plan.project,
-        zone=plan.zone,
-        labels=labels,
-        tags=list(group.network_tags),
-        metadata=metadata,
         network_interfaces=body.apply(
             lambda b: [network_interface_args(nic) for nic in b["networkInterfaces"]]
         ),
-        service_account=account,
         **static,
-        opts=child,
+        **common,
     )
     return (
         instance,

@@ -86,9 +86,10 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
         "all": "run on every node in parallel, output prefixed by node",
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
+        "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
     },
 )
-def exec_(c, cmd, stack=None, all=False, node=None, docker=False):  # noqa: A002
+def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False):  # noqa: A002
     """Run a command on the head or every node, with its exit status."""
     from ops.errors import exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
@@ -96,10 +97,10 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False):  # noqa: A002
 
     with user_errors(), connect_stack(stack) as connector:
         if all:
-            status = exec_on_all(connector, cmd, docker)
+            status = exec_on_all(connector, cmd, docker, login)
         else:
             target = connector.outputs.node(node) if node else None
-            status = exec_on_node(connector, target, cmd, docker)
+            status = exec_on_node(connector, target, cmd, docker, login)
     exit_status(status)
 
 
@@ -108,19 +109,22 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False):  # noqa: A002
         "script": "local Python script; arguments for it go after `--`",
         "stack": _STACK_HELP,
         "docker": "run it inside the cluster's docker container",
+        "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
     }
 )
-def submit(c, script, stack=None, docker=False):
+def submit(c, script, stack=None, docker=False, login=False):
     """Upload a script and run it on the head: s.py -- ARGS."""
-    import shlex
+    import sys
     from pathlib import Path
 
     from ops.errors import exit_status, user_errors
+    from ops.remote import remainder_argv
     from ops.remote import submit as submit_script
     from ops.ssh import connect_stack
 
+    args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
     with user_errors(), connect_stack(stack) as connector:
-        status = submit_script(connector, Path(script), shlex.split(c.remainder), docker)
+        status = submit_script(connector, Path(script), args, docker, login)
     exit_status(status)
 
 
@@ -133,7 +137,7 @@ def submit(c, script, stack=None, docker=False):
     }
 )
 def rsync_up(c, source, target, stack=None, all=False):  # noqa: A002
-    """Send changed files to the head or --all nodes (rsync_exclude)."""
+    """Send changed files to the head or --all nodes (rsync_exclude, rsync_filter)."""
     from ops.errors import user_errors
     from ops.sync import rsync_up_stack
 
@@ -159,18 +163,19 @@ def file_mounts(c, stack=None):
     }
 )
 def rsync_down(c, source, target, stack=None):
-    """Fetch changed files from the head, honouring rsync_exclude."""
+    """Fetch changed files from the head, honouring rsync_exclude and rsync_filter."""
     from pathlib import Path
 
-    from ops.cluster_file import rsync_excludes
+    from ops.cluster_file import rsync_excludes, rsync_filters
     from ops.errors import user_errors
     from ops.ssh import connect_stack
     from ops.sync import sync_down
 
     with user_errors(), connect_stack(stack) as connector:
+        excludes, filters = rsync_excludes(connector.outputs), rsync_filters(connector.outputs)
         sftp = connector.head().open_sftp()
         try:
-            report = sync_down(sftp, source, Path(target), rsync_excludes(connector.outputs))
+            report = sync_down(sftp, source, Path(target), excludes, filters)
         finally:
             sftp.close()
         print(report.summary())
@@ -274,12 +279,14 @@ def plan(c, stack=None, out=None, format="json", root=None):  # noqa: A002
 @task(
     help={
         "stack": _PLAN_STACK_HELP,
-        "base": "git ref whose stack config is the 'before' side (e.g. origin/main)",
+        "base": "git ref whose tree (program and stacks) is the 'before' side, e.g. "
+                "origin/main",
         "out": "write the Markdown to this file instead of stdout",
     }
 )
 def diff(c, base, stack=None, out=None):
-    """Markdown diff of the offline plans at --base and in the working tree, for PRs."""
+    """Markdown diff of the offline plans at --base (that tree's own program and stacks)
+    and of the working tree, for PRs."""
     from pathlib import Path
 
     from ops.errors import user_errors
@@ -294,9 +301,11 @@ def diff(c, base, stack=None, out=None):
             print(text, end="")
 
 
-@task(help={"base": "git ref to compare the stacks/ directory against"})
+@task(help={"base": "git ref to compare the working tree against"})
 def changed_stacks(c, base):
-    """Stacks whose stack file or cluster YAML differ from --base, one per line (for CI)."""
+    """Stacks whose plan may differ from --base, one per line (for CI): every stack when the
+    program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed, else those whose stack
+    file or cluster YAML changed."""
     from ops.errors import user_errors
     from ops.plan_base import changed_stacks as find_changed
 

@@ -4,12 +4,14 @@ It mirrors what `ray up` writes to the head (`_set_up_config_for_head_node`): au
 the key copied to the head, file mounts point at their own remote paths, and the provider
 section carries what Ray's GCPNodeProvider reads (project, zone, and `_has_tpus` so it builds a
 TPU client). Each node type's `node_config` is the final body the program created nodes with,
-kept exactly as given: the autoscaler hashes it to recognise nodes as up to date.
+kept exactly as given: the autoscaler hashes it to recognise nodes as up to date. Each type's
+`min_workers` is raised to the count Pulumi keeps, so the autoscaler never scales those away.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from infra.config import ClusterConfig
@@ -19,8 +21,17 @@ REMOTE_CONFIG_PATH = "~/ray_bootstrap_config.yaml"
 HAS_TPU_PROVIDER_FIELD = "_has_tpus"  # ray.autoscaler._private.gcp.config
 
 
-def autoscaler_config(config: ClusterConfig, node_configs: dict[str, dict]) -> dict[str, Any]:
-    """The dict to write as YAML to the head's `~/ray_bootstrap_config.yaml`."""
+def autoscaler_config(
+    config: ClusterConfig,
+    node_configs: Mapping[str, dict],
+    worker_counts: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The dict to write as YAML to the head's `~/ray_bootstrap_config.yaml`.
+
+    `worker_counts` are the workers of each type the program's worker groups keep (the plan's
+    resolved counts). The autoscaler terminates idle workers above a type's `min_workers`, and
+    the next `pulumi up` would recreate them: so each type's `min_workers` becomes at least its
+    count (capped at the type's `max_workers`)."""
     missing = sorted(set(config.available_node_types) - set(node_configs))
     if missing:
         raise ValueError(
@@ -32,8 +43,11 @@ def autoscaler_config(config: ClusterConfig, node_configs: dict[str, dict]) -> d
     data["file_mounts"] = {target: target for target in config.file_mounts}
     data["no_restart"] = False
     data["provider"] = _provider(config)
+    counts = worker_counts or {}
     for name, node_type in data["available_node_types"].items():
         node_type["node_config"] = copy.deepcopy(node_configs[name])
+        kept = max(node_type.get("min_workers", 0), counts.get(name, 0))
+        node_type["min_workers"] = min(kept, node_type.get("max_workers", kept))
     return data
 
 

@@ -3,14 +3,31 @@
 #
 # Environment knobs (unset on GCE; set by the local cluster and the tests):
 #   RAY_BOOTSTRAP_METADATA_DIR   read metadata attributes from files here, one per key
+#   RAY_BOOTSTRAP_METADATA_URL   metadata server base (default .../computeMetadata/v1)
+#   RAY_BOOTSTRAP_SECRET_MANAGER_URL  Secret Manager API base (default .../v1)
+#   RAY_BOOTSTRAP_SECRET_TRIES / _SECRET_DELAY  reads of the key secret, seconds between
 #   RAY_BOOTSTRAP_HOME           `~` for the commands (local mode: run as the current user)
 #   RAY_BOOTSTRAP_LOG            log file (default /var/log/ray-bootstrap.log)
 #   RAY_BOOTSTRAP_STATUS_DIR     write the status guest attribute under this directory
+#   RAY_BOOTSTRAP_STATE_DIR      the head's config watcher keeps its pid and script here
+#   RAY_BOOTSTRAP_WATCH_INTERVAL local mode: seconds between checks of the config file
+#   RAY_BOOTSTRAP_WATCH_TIMEOUT  GCE: seconds one metadata long poll may wait for a change
 #   RAY_BOOTSTRAP_SKIP_RAY_STOP  1: skip `ray stop` (it would stop every Ray on the machine)
 #   RAY_HEAD_IP                  the head's address; when set it wins over metadata
+#
+# Exit codes besides a failed command's own: 2 no head address, 3 head unresolvable,
+# 4 file mount missing, 5 head key unreadable from Secret Manager, 6 config watcher not started.
 
-METADATA_URL=http://metadata.google.internal/computeMetadata/v1/instance
+METADATA_URL=${RAY_BOOTSTRAP_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}/instance
+SECRET_MANAGER_URL=${RAY_BOOTSTRAP_SECRET_MANAGER_URL:-https://secretmanager.googleapis.com/v1}
+SECRET_TRIES=${RAY_BOOTSTRAP_SECRET_TRIES:-36}
+SECRET_DELAY=${RAY_BOOTSTRAP_SECRET_DELAY:-5}
+WATCH_INTERVAL=${RAY_BOOTSTRAP_WATCH_INTERVAL:-2}
+WATCH_TIMEOUT=${RAY_BOOTSTRAP_WATCH_TIMEOUT:-300}
 STATUS_ATTRIBUTE=ray-bootstrap/status
+CONFIG_KEY=ray-bootstrap-config
+KEY_KEY=ray-bootstrap-ssh-key
+KEY_SECRET_KEY=ray-bootstrap-ssh-key-secret
 CURRENT_STAGE=none
 RUN_AS=
 NODE_HOME=
@@ -134,24 +151,93 @@ write_file_mount() {
 # The head's autoscaler config and the key it uses to reach the workers it launches.
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
-    if metadata_attr ray-bootstrap-config > "$config_file.tmp"; then
+    if metadata_attr "$CONFIG_KEY" > "$config_file.tmp"; then
         mv "$config_file.tmp" "$config_file" || fail $?
         give_to_user "$config_file"
         log "wrote $config_file"
     else
         rm -f "$config_file.tmp"
-        log "no ray-bootstrap-config in metadata: the head runs without an autoscaling config"
+        log "no $CONFIG_KEY in metadata: the head runs without an autoscaling config"
     fi
+    write_bootstrap_key
+}
+
+# The key: metadata $KEY_KEY in local mode; on GCP the secret version named by
+# $KEY_SECRET_KEY, so the key never sits in instance metadata. Exactly the stored bytes are
+# written: Ray's launch hash covers the key file's contents.
+write_bootstrap_key() {
     key_file="$NODE_HOME/ray_bootstrap_key.pem"
-    if metadata_attr ray-bootstrap-ssh-key > "$key_file.tmp"; then
-        chmod 0600 "$key_file.tmp" || fail $?
-        mv "$key_file.tmp" "$key_file" || fail $?
-        give_to_user "$key_file"
-        log "wrote $key_file"
+    rm -f "$key_file.tmp"
+    (umask 077 && : > "$key_file.tmp") || fail $?
+    if metadata_attr "$KEY_KEY" > "$key_file.tmp"; then
+        log "key from metadata $KEY_KEY"
+    elif secret_version=$(metadata_attr "$KEY_SECRET_KEY") && [ -n "$secret_version" ]; then
+        read_secret "$secret_version" "$key_file.tmp" || {
+            rm -f "$key_file.tmp"
+            fail 5
+        }
     else
         rm -f "$key_file.tmp"
+        log "no $KEY_KEY or $KEY_SECRET_KEY in metadata: the autoscaler cannot reach nodes over SSH"
+        return
     fi
+    chmod 0600 "$key_file.tmp" || fail $?
+    mv "$key_file.tmp" "$key_file" || fail $?
+    give_to_user "$key_file"
+    log "wrote $key_file"
 }
+
+# Secret version $1 (projects/P/secrets/S/versions/V) into file $2, retried: the accessor
+# grant on the secret may take a minute or two to reach IAM after the head is created.
+read_secret() {
+    if ! command -v python3 > /dev/null 2>&1; then
+        log "python3 is missing: it reads the Secret Manager answer (install python3 in the image)"
+        return 1
+    fi
+    attempt=1
+    while ! access_secret "$1" "$2"; do
+        if [ "$attempt" -ge "$SECRET_TRIES" ]; then
+            log "could not read secret $1 after $attempt tries: the head's service account" \
+                "needs roles/secretmanager.secretAccessor on it and the head the" \
+                "cloud-platform scope"
+            return 1
+        fi
+        attempt=$((attempt + 1))
+        sleep "$SECRET_DELAY"
+    done
+    log "key from Secret Manager $1 (try $attempt)"
+}
+
+# One try, in a subshell whose files only their owner can read (the answer holds the key).
+# The token goes to curl on stdin, not its command line (other users see that).
+access_secret() (
+    umask 077
+    token=$(curl -fsS -H 'Metadata-Flavor: Google' \
+        "$METADATA_URL/service-accounts/default/token" 2> /dev/null \
+        | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' \
+            2> /dev/null) || token=
+    if [ -z "$token" ]; then
+        log "no access token from the metadata server (does the head run as a service account?)"
+        return 1
+    fi
+    response="$2.response"
+    code=$(printf 'Authorization: Bearer %s\n' "$token" | curl -sS -o "$response" \
+        -w '%{http_code}' -H @- "$SECRET_MANAGER_URL/$1:access" 2>> "$response.err")
+    if [ "$code" != 200 ]; then
+        log "Secret Manager answered HTTP ${code:-none} for $1:" \
+            "$(cat "$response.err" "$response" 2> /dev/null | head -c 300 | tr '\n' ' ')"
+        rm -f "$response" "$response.err"
+        return 1
+    fi
+    rm -f "$response.err"
+    python3 -c 'import base64, json, sys
+sys.stdout.buffer.write(base64.b64decode(json.load(sys.stdin)["payload"]["data"]))' \
+        < "$response" > "$2"
+    decoded=$?
+    rm -f "$response"
+    [ "$decoded" = 0 ] || log "the Secret Manager answer for $1 has no base64 payload.data"
+    return "$decoded"
+)
 
 # Run user command text on the host, as the node user, in a login shell like Ray's.
 run_host() {
@@ -308,4 +394,134 @@ stop_ray() {
 open_log() {
     log_file=${RAY_BOOTSTRAP_LOG:-/var/log/ray-bootstrap.log}
     mkdir -p "$(dirname "$log_file")" && exec >> "$log_file" 2>&1
+}
+
+# ---- the head's config watcher. GCE runs the startup script only at boot, so a `pulumi up`
+# that changes metadata $CONFIG_KEY would never reach the file the autoscaler reads each
+# update. A detached copy of this script (`sh COPY watch-config HOME RUN_AS`) follows the
+# attribute and rewrites the file when it changes.
+
+state_dir() {
+    if [ -n "${RAY_BOOTSTRAP_STATE_DIR:-}" ]; then
+        printf '%s' "$RAY_BOOTSTRAP_STATE_DIR"
+    elif is_local; then
+        printf '%s/state' "$(cd "$RAY_BOOTSTRAP_METADATA_DIR/.." && pwd)"
+    else
+        printf '/run/ray-bootstrap'
+    fi
+}
+
+# The pid in pid file $1 when that process is a config watcher.
+running_watcher() {
+    watcher_pid=$(cat "$1" 2> /dev/null) || return 1
+    [ -n "$watcher_pid" ] && kill -0 "$watcher_pid" 2> /dev/null || return 1
+    tr '\0' ' ' < "/proc/$watcher_pid/cmdline" 2> /dev/null | grep -q ' watch-config ' \
+        || return 1
+    printf '%s' "$watcher_pid"
+}
+
+# One watcher per head: a rerun keeps a watcher running this same script and replaces one
+# running another (older) script. It outlives this script in its own session.
+start_config_watcher() {
+    dir=$(state_dir)
+    mkdir -p "$dir" || fail 6
+    copy="$dir/config-watcher.sh"
+    pid_file="$dir/config-watcher.pid"
+    metadata_attr startup-script > "$copy.new" || {
+        log "metadata startup-script is unreadable: the config watcher cannot start"
+        fail 6
+    }
+    if old_pid=$(running_watcher "$pid_file"); then
+        if cmp -s "$copy.new" "$copy"; then
+            rm -f "$copy.new"
+            log "config watcher already runs (pid $old_pid): kept"
+            return
+        fi
+        log "config watcher pid $old_pid runs an older script: replaced"
+        kill -TERM "-$old_pid" 2> /dev/null || kill "$old_pid" 2> /dev/null
+    fi
+    mv "$copy.new" "$copy" || fail 6
+    rm -f "$pid_file"
+    # Its own session (setsid): the watcher outlives this script and the service running it.
+    setsid sh "$copy" watch-config "$NODE_HOME" "$RUN_AS" < /dev/null >> "$log_file" 2>&1 &
+    # The watcher writes its pid first thing; once it has, a rerun finds it.
+    tries=0
+    until [ -s "$pid_file" ]; do
+        tries=$((tries + 1))
+        [ "$tries" -le 100 ] || {
+            log "config watcher did not start: see the lines above"
+            fail 6
+        }
+        sleep 0.1
+    done
+    log "config watcher started (pid $(cat "$pid_file")), state in $dir"
+}
+
+# Replace the config file with file $1 when they differ (rename: readers see old or new).
+install_config() {
+    config_file="$NODE_HOME/ray_bootstrap_config.yaml"
+    [ -f "$config_file" ] && cmp -s "$1" "$config_file" && return 0
+    if ! { cp "$1" "$config_file.tmp" && mv "$config_file.tmp" "$config_file"; }; then
+        log "config watcher: could not rewrite $config_file"
+        return 1
+    fi
+    give_to_user "$config_file"
+    log "config watcher: metadata $CONFIG_KEY changed: rewrote $config_file"
+    [ -n "$DOCKER_IMAGE" ] || return 0
+    # The autoscaler in the container reads its own copy (see docker_copy_bootstrap_files).
+    home=$(container_home)
+    if docker cp "$config_file" "$DOCKER_CONTAINER:$home/ray_bootstrap_config.yaml.tmp" \
+        && docker exec "$DOCKER_CONTAINER" mv "$home/ray_bootstrap_config.yaml.tmp" \
+            "$home/ray_bootstrap_config.yaml"; then
+        log "config watcher: copied it into container $DOCKER_CONTAINER"
+    else
+        log "config watcher: could not copy it into container $DOCKER_CONTAINER"
+    fi
+}
+
+# The watcher's loop; it stops when the pid file names another process (a newer watcher).
+watch_config() {
+    NODE_HOME=$1
+    RUN_AS=$2
+    CURRENT_STAGE=config-watcher
+    pid_file="$(state_dir)/config-watcher.pid"
+    printf '%s\n' "$$" > "$pid_file.$$" && mv "$pid_file.$$" "$pid_file"
+    log "config watcher pid=$$ follows metadata $CONFIG_KEY"
+    fetched="$(state_dir)/config.fetched"
+    etag=
+    while [ "$(cat "$pid_file" 2> /dev/null)" = "$$" ]; do
+        if is_local; then
+            if [ -f "$RAY_BOOTSTRAP_METADATA_DIR/$CONFIG_KEY" ]; then
+                cp "$RAY_BOOTSTRAP_METADATA_DIR/$CONFIG_KEY" "$fetched" && install_config "$fetched"
+            fi
+            sleep "$WATCH_INTERVAL"
+        else
+            long_poll_config
+        fi
+    done
+    log "config watcher pid=$$ stops: $pid_file names another watcher"
+}
+
+# One metadata request: at once without an ETag, else held until the value differs from
+# that ETag or WATCH_TIMEOUT passes (then the unchanged value comes back).
+long_poll_config() {
+    url="$METADATA_URL/attributes/$CONFIG_KEY"
+    if [ -n "$etag" ]; then
+        url="$url?wait_for_change=true&last_etag=$etag&timeout_sec=$WATCH_TIMEOUT"
+    fi
+    code=$(curl -sS -o "$fetched" -D "$fetched.headers" -w '%{http_code}' \
+        --max-time $((WATCH_TIMEOUT + 30)) -H 'Metadata-Flavor: Google' "$url" 2> /dev/null)
+    if [ "$code" = 200 ]; then
+        etag=$(sed -n 's/^[Ee][Tt][Aa][Gg]:[[:space:]]*//p' "$fetched.headers" | tr -d '\r' \
+            | tail -n 1)
+        install_config "$fetched"
+        return
+    fi
+    if [ "$code" = 404 ]; then
+        log "config watcher: metadata $CONFIG_KEY is gone: $NODE_HOME/ray_bootstrap_config.yaml kept"
+    else
+        log "config watcher: metadata server answered HTTP ${code:-none}: retrying"
+    fi
+    etag=
+    sleep "$WATCH_INTERVAL"
 }

@@ -1,6 +1,11 @@
 """The metadata entries bootstrap needs on a node; the program merges them over the
 node_config's own metadata and adds `ssh-keys`, `ray-head-address` and the head's
-`ray-bootstrap-config` / `ray-bootstrap-ssh-key`."""
+`ray-bootstrap-config` and `ray-bootstrap-ssh-key-secret` (the local cluster and tests give
+the key itself as `ray-bootstrap-ssh-key`).
+
+The head follows `ray-bootstrap-config` after boot (a detached watcher rewrites
+`~/ray_bootstrap_config.yaml` when a `pulumi up` changes it), so changing that value needs no
+instance replacement; the other entries are read once, at boot."""
 
 from __future__ import annotations
 
@@ -14,7 +19,9 @@ from infra.config import ClusterConfig
 HEAD_ADDRESS_KEY = "ray-head-address"
 BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
 BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
-# On GCP the key stays in Secret Manager: this attribute names the secret version to read.
+# On GCP the key stays in Secret Manager: this attribute names the secret version to read,
+# `projects/<project>/secrets/<id>/versions/<version or latest>`. The head reads it with its
+# service account's token, which needs roles/secretmanager.secretAccessor on the secret.
 BOOTSTRAP_SSH_KEY_SECRET_KEY = "ray-bootstrap-ssh-key-secret"
 STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`
 LOG_FILE = "/var/log/ray-bootstrap.log"

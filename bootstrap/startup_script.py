@@ -20,10 +20,12 @@ Role = Literal["head", "worker"]
 LIBRARY = Path(__file__).with_name("node_bootstrap.sh")
 DOCKER_MOUNT_ROOT = "/tmp/ray_tmp_mount"  # Ray's get_docker_host_mount_location
 
-# Stage names in the order a node goes through them (`docker-*` only with docker).
+# Stage names in the order a node goes through them (`docker-*` only with docker, the head's
+# own only on the head).
 STAGES = (
     "prepare",
     "file-mounts",
+    "bootstrap-files",
     "initialization",
     "docker-pull",
     "docker-run",
@@ -31,7 +33,10 @@ STAGES = (
     "setup",
     "ray-stop",
     "ray-start",
+    "config-watcher",
 )
+HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher")
+WATCH_CONFIG_ARG = "watch-config"  # `sh <script> watch-config HOME RUN_AS`: the head's watcher
 
 
 def render_startup_script(
@@ -72,7 +77,9 @@ def _quote(value: str) -> str:
 
 def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPlan) -> str:
     docker = config.docker
-    image = docker.image_for(role) if docker.enabled else ""
+    image = config.docker_image_for(role, node_type) if docker.enabled else ""
+    pull = config.docker_pull_before_run_for(role, node_type)
+    run_options = config.docker_run_options_for(role, node_type)
     type_config = config.available_node_types[node_type]
     resources = dict(type_config.resources)
     host0_resources = dict(resources)
@@ -80,14 +87,6 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
     if isinstance(type_config.node_config, TpuNodeConfig):  # narrows the type for mypy
         # Ray's GCP provider gives the pod's first host this resource (autoscaler demand).
         host0_resources[f"TPU-{type_config.node_config.tpu_type_name}-head"] = 1
-    pull, run_options = docker.pull_before_run, docker.run_options_for(role)
-    if role == "worker" and type_config.docker is not None:
-        type_docker = type_config.docker
-        image = type_docker.worker_image or image
-        if type_docker.pull_before_run is not None:
-            pull = type_docker.pull_before_run
-        if type_docker.worker_run_options is not None:
-            run_options = [*docker.run_options, *type_docker.worker_run_options]
     lines = [
         "# ---- this node",
         _assign("NODE_CLUSTER", config.cluster_name),
@@ -116,13 +115,17 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
 
 def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPlan) -> str:
     docker = bool(config.docker.enabled)
-    lines = ["# ---- the steps, in order", "open_log", 'log "bootstrap starts"']
+    lines = []
+    if role == "head":  # the same script, run detached, is the head's config watcher
+        lines += [f'if [ "${{1:-}}" = {WATCH_CONFIG_ARG} ]; then',
+                  '    open_log', '    watch_config "$2" "${3:-}"', "    exit", "fi", ""]
+    lines += ["# ---- the steps, in order", "open_log", 'log "bootstrap starts"']
     lines += ["begin_stage prepare", "prepare_node"]
     lines.append("begin_stage file-mounts")
     lines += [f"write_file_mount {_quote(m.key)} {_quote(m.target)}"
               for m in plan.in_metadata]
     if role == "head":
-        lines.append("write_bootstrap_files")
+        lines += ["begin_stage bootstrap-files", "write_bootstrap_files"]
     lines.append("begin_stage initialization")
     lines += [f"run_host {_quote(c)}" for c in config.initialization_commands]
     if docker:
@@ -136,6 +139,8 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     lines += ["begin_stage ray-stop", "stop_ray"]
     lines += ["begin_stage ray-start", "export_resources"]
     lines += [f"run_node {_quote(c)}" for c in config.start_commands_for(role)]
+    if role == "head":
+        lines += ["begin_stage config-watcher", "start_config_watcher"]
     lines += ["finish", ""]
     return "\n".join(lines)
 

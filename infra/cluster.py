@@ -24,7 +24,7 @@ from infra.node_resources import HeadNode
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
-from infra.workers import WorkerGroup, WorkerGroupArgs
+from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -46,6 +46,19 @@ class RayCluster(pulumi.ComponentResource):
         self.project_number = gcp.organizations.get_project_output(
             project_id=plan.project, opts=pulumi.InvokeOptions(parent=self)
         ).number
+        # Created first, so destroyed last: it deletes every node still labelled with the
+        # cluster (the autoscaler's own, leftovers of a half-failed up) once the rest is gone.
+        self.sweeper = ClusterSweeper(
+            f"{name}-sweeper",
+            ClusterSweeperArgs(
+                project=plan.project,
+                zone=plan.zone,
+                cluster_name=config.cluster_name,
+                has_tpu=config.has_tpu,
+                credentials=credentials,
+            ),
+            opts=child,
+        )
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
         self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
         self.network = ClusterNetwork(f"{name}-network", plan, child)
@@ -69,8 +82,13 @@ class RayCluster(pulumi.ComponentResource):
         auth = pulumi.Output.all(self.ssh_key.private_key).apply(
             lambda key: {"ssh_user": user, "ssh_private_key": key[0]}
         )
+        # The head's autoscaler keeps at least what the worker groups keep, or it would retire
+        # idle workers that the next `up` brings back.
+        worker_counts = {group.node_type: group.count for group in plan.workers}
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
-            lambda bodies: yaml.safe_dump(autoscaler_config(config, bodies), sort_keys=True)
+            lambda bodies: yaml.safe_dump(
+                autoscaler_config(config, bodies, worker_counts), sort_keys=True
+            )
         )
         self.head = HeadNode(
             f"{name}-head",
@@ -87,7 +105,8 @@ class RayCluster(pulumi.ComponentResource):
             ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[self.service_account, self.network, self.key_secret]
+                parent=self,
+                depends_on=[self.sweeper, self.service_account, self.network, self.key_secret],
             ),
         )
         self.worker_groups = {
@@ -98,7 +117,7 @@ class RayCluster(pulumi.ComponentResource):
                 worker_bodies[group.node_type],
                 _labels(group, worker_bodies[group.node_type], auth),
                 credentials,
-                pulumi.ResourceOptions(parent=self, depends_on=[self.head]),
+                pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.head]),
             )
             for group in plan.workers
         }

@@ -1,4 +1,4 @@
-"""The stack's cluster YAML (the `cluster_config_file` output): rsync excludes, file mounts."""
+"""The stack's cluster YAML (the `cluster_config_file` output): rsync excludes, filters, mounts."""
 
 from __future__ import annotations
 
@@ -30,6 +30,12 @@ def load_for_stack(outputs: StackOutputs) -> ClusterConfig | None:
 def rsync_excludes(outputs: StackOutputs) -> list[str]:
     config = load_for_stack(outputs)
     return list(config.rsync_exclude) if config else []
+
+
+def rsync_filters(outputs: StackOutputs) -> list[str]:
+    """Names of per-directory filter files (e.g. .gitignore) whose patterns are excluded too."""
+    config = load_for_stack(outputs)
+    return list(config.rsync_filter) if config else []
 
 
 def file_mounts(outputs: StackOutputs) -> dict[str, str]:

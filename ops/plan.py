@@ -68,6 +68,8 @@ def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
             return "WorkerGroup"
         if "comment" in inputs:
             return "SshKeyPair"
+        if "has_tpu" in inputs:
+            return "ClusterSweeper"
         return "DynamicResource"
     return type_token.rsplit(":", 1)[-1]
 

@@ -4,17 +4,24 @@ Resources match by (type, logical name). Nodes whose names embed a config hash (
 instance, TPU VMs) get a new name when their config changes; an unmatched old and new node
 of the same role (same parent, same `ray-user-node-type` label) is shown as one replacement
 with the input paths that changed. Paths and values use the YAML's vocabulary: node type
-names, `count`, `machineType: n1-standard-8` rather than its zone URL.
+names, `count`, `machineType: n1-standard-8` rather than its zone URL. Long text is
+summarised, never dumped: a changed startup script as `changed (+2/-1 of 180 lines)`, the
+head's autoscaler config (`ray-bootstrap-config`) by the YAML paths that changed in it.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import yaml
+
 from infra.config.urls import short_name
+from infra.workers.provider import IN_PLACE_KEYS
+from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
 from ops.plan import DYNAMIC_TYPE, Plan
 
 Action = Literal["add", "remove", "replace", "update"]
@@ -26,9 +33,9 @@ TPU_VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 NODE_TYPE_LABEL = "ray-user-node-type"
 NODE_KIND_LABEL = "ray-node-type"
 
-# What a change to these inputs does. WorkerGroup mirrors infra.workers' IN_PLACE_KEYS (a
-# test keeps them equal; importing infra.workers here would cost the diff its cloud clients).
-WORKER_GROUP_IN_PLACE = frozenset({"count", "cache_stopped_nodes", "credentials", "api_endpoint"})
+# What a change to these inputs does: the dynamic providers' own rules.
+WORKER_GROUP_IN_PLACE = frozenset(IN_PLACE_KEYS)
+SWEEPER_REPLACE_KEYS = frozenset(SWEEPER_IDENTITY_KEYS)
 # pulumi-gcp inputs that cannot change on a live resource.
 REPLACE_KEYS: dict[str, frozenset[str]] = {
     INSTANCE_TYPE: frozenset({"name", "project", "zone", "bootDisk", "scratchDisks"}),
@@ -42,6 +49,11 @@ REPLACE_KEYS: dict[str, frozenset[str]] = {
 URL_KEYS = frozenset({"machineType", "acceleratorType", "diskType", "type", "network",
                       "subnetwork", "sourceImage", "image"})
 INLINE_LIMIT = 60
+# The head's metadata entry holding the autoscaler's cluster config (bootstrap.node_metadata's
+# BOOTSTRAP_CONFIG_KEY; a test keeps them equal): summarised by the config paths that changed.
+BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
+CONFIG_CHANGES_SHOWN = 3
+VALUE_LIMIT = 40
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class Change:
     path: str
     old: str
     new: str
+    summary: str | None = None  # shown instead of `old -> new` (long text)
 
 
 @dataclass
@@ -145,13 +158,103 @@ def _show_path(resource: dict[str, Any], path: str) -> str:
     return path
 
 
-def _text_change(old: Any, new: Any) -> str | None:
-    if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
-        lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0))
-        added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
-        removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
-        return f"+{added}/-{removed} lines"
+def _is_long_text(value: Any) -> bool:
+    return isinstance(value, str) and ("\n" in value or len(value) > INLINE_LIMIT)
+
+
+def _line_summary(old: Any, new: Any) -> str:
+    """`changed (+2/-1 of 180 lines)`, `added (12 lines)`, `removed (12 lines)`."""
+    if not isinstance(old, str):
+        return f"added ({len(new.splitlines())} lines)"
+    if not isinstance(new, str):
+        return f"removed ({len(old.splitlines())} lines)"
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    diff = list(difflib.unified_diff(old_lines, new_lines, lineterm="", n=0))
+    added = sum(1 for line in diff if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in diff if line.startswith("-") and not line.startswith("---"))
+    if not added and not removed:  # same lines, different line endings or trailing newline
+        return f"changed (whitespace only, {len(new_lines)} lines)"
+    return f"changed (+{added}/-{removed} of {len(new_lines)} lines)"
+
+
+def _short(path: str, value: Any) -> str:
+    """A config value in a few characters: URLs by their last segment, long text by lines."""
+    structured = isinstance(value, dict | list) and value
+    text = json.dumps(value, sort_keys=True) if structured else display(path, value)
+    return text if len(text) <= VALUE_LIMIT else text[:VALUE_LIMIT - 1] + "…"
+
+
+def _keyed(value: Any) -> Any:
+    """GCE's `{items: [{key, value}]}` metadata as a mapping, so entries diff by key."""
+    if isinstance(value, dict) and set(value) == {"items"} and _is_key_values(value["items"]):
+        value = value["items"]
+    if _is_key_values(value):
+        return {item["key"]: item["value"] for item in value}
+    return value
+
+
+def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
+    """What differs between two parsed configs, at the shallowest path that differs: `a.b:
+    1 -> 2`, `a.c added`, `a.d removed`. Lists of the same length are compared by index."""
+    old, new = _keyed(old), _keyed(new)
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if key not in old:
+                found.append(f"{where} added")
+            elif key not in new:
+                found.append(f"{where} removed")
+            else:
+                found += config_changes(old[key], new[key], where)
+        return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [line for index, (a, b) in enumerate(zip(old, new, strict=True))
+                for line in config_changes(a, b, f"{path}[{index}]")]
+    if old == new:
+        return []
+    return [f"{path or '(whole)'}: {_short(path, old)} -> {_short(path, new)}"]
+
+
+def _bootstrap_config_summary(old: Any, new: Any) -> str:
+    """The autoscaler config's changed paths, a few shown: reviewers care which node type
+    or setting moved, not about 400 lines of rendered YAML."""
+    try:
+        before, after = yaml.safe_load(old), yaml.safe_load(new)
+    except yaml.YAMLError:
+        return _line_summary(old, new)
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return _line_summary(old, new)
+    found = config_changes(before, after)
+    if not found:
+        return "changed (formatting only)"
+    shown = "; ".join(found[:CONFIG_CHANGES_SHOWN])
+    more = len(found) - CONFIG_CHANGES_SHOWN
+    plural = "change" if len(found) == 1 else "changes"
+    return f"{len(found)} {plural}: {shown}" + (f"; and {more} more" if more > 0 else "")
+
+
+def _summary(path: str, old: Any, new: Any) -> str | None:
+    """A one-line summary for long text (scripts, configs, file_mounts); None otherwise."""
+    if not (_is_long_text(old) or _is_long_text(new)):
+        return None
+    if path.rsplit(".", 1)[-1] == BOOTSTRAP_CONFIG_KEY and isinstance(old, str) \
+            and isinstance(new, str):
+        return _bootstrap_config_summary(old, new)
+    if (old is _MISSING or isinstance(old, str)) and (new is _MISSING or isinstance(new, str)):
+        return _line_summary(old, new)
     return None
+
+
+def _shown(path: str, value: Any, leaves: dict[str, Any]) -> str:
+    """`display`, except that a path absent on this side because it is a mapping here (a
+    secret-masked value becoming visible, or the reverse) says how many entries it has."""
+    if value is _MISSING:
+        inner = sum(1 for leaf in leaves if leaf.startswith(f"{path}.") or
+                    leaf.startswith(f"{path}["))
+        if inner:
+            return f"<{inner} entries>"
+    return display(path, value)
 
 
 def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
@@ -164,12 +267,8 @@ def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         before, after = old_leaves.get(path, _MISSING), new_leaves.get(path, _MISSING)
         if before == after or path == "name":
             continue
-        shown = _show_path(new, path)
-        summary = _text_change(before, after)
-        if summary is not None:
-            changes.append(Change(shown, display(path, before), summary))
-        else:
-            changes.append(Change(shown, display(path, before), display(path, after)))
+        changes.append(Change(_show_path(new, path), _shown(path, before, old_leaves),
+                              _shown(path, after, new_leaves), _summary(path, before, after)))
     if (old["parent"] or "") != (new["parent"] or ""):
         changes.append(Change("(parent)", str(old["parent"]), str(new["parent"])))
     return changes
@@ -181,6 +280,8 @@ def _replaces(old: dict[str, Any], new: dict[str, Any]) -> bool:
                if old["inputs"].get(k, _MISSING) != new["inputs"].get(k, _MISSING)}
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "WorkerGroup":
         return bool(changed - WORKER_GROUP_IN_PLACE)
+    if new["type"] == DYNAMIC_TYPE and new["kind"] == "ClusterSweeper":
+        return bool(changed & SWEEPER_REPLACE_KEYS)
     return bool(changed & REPLACE_KEYS.get(new["type"], frozenset()))
 
 

@@ -30,12 +30,14 @@ class RecordedResource:
     parent: str | None
     inputs: dict[str, Any]
     custom: bool
+    dependencies: list[str] = field(default_factory=list)
 
 
 @dataclass
 class ProgramRun:
     resources: list[RecordedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
+    urns: dict[str, str] = field(default_factory=dict)
 
     def of_type(self, type_token: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -185,6 +187,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request):  # noqa: N802  (the gRPC method name)
         response = super().RegisterResource(request)
         self.urn_names[response.urn] = request.name
+        self.run.urns[request.name] = response.urn
         if request.type != "pulumi:pulumi:Stack":
             inputs = rpc.deserialize_properties(request.object)
             inputs.pop("__provider", None)
@@ -195,6 +198,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     parent=self.urn_names.get(request.parent),
                     inputs=_mask_secrets(inputs),
                     custom=bool(request.custom),
+                    dependencies=sorted(request.dependencies),
                 )
             )
         return response

@@ -13,8 +13,10 @@ HEADINGS = {"replace": "Replace", "update": "Update in place", "add": "Add", "re
 
 
 def change_lines(row: DiffRow) -> list[str]:
-    """`subject.path: old -> new` per changed input, the form reviewers quote back."""
-    return [f"{row.subject}.{c.path}: {c.old} -> {c.new}" for c in row.changes]
+    """`subject.path: old -> new` per changed input, the form reviewers quote back; long
+    text (scripts, the autoscaler config) as `subject.path: <summary>`."""
+    return [f"{row.subject}.{c.path}: {c.summary or f'{c.old} -> {c.new}'}"
+            for c in row.changes]
 
 
 def machine_type_hint(row: DiffRow) -> str | None:
@@ -43,8 +45,14 @@ def summary(rows: list[DiffRow], unchanged: int) -> str:
 
 
 def render_markdown(
-    rows: list[DiffRow], stack: str, base_label: str, head_label: str, unchanged: int
+    rows: list[DiffRow],
+    stack: str,
+    base_label: str,
+    head_label: str,
+    unchanged: int,
+    notes: list[str] | None = None,
 ) -> str:
+    """`notes` say how a side was planned when that limits what the diff can show."""
     lines = [
         COMMENT_MARKER.format(stack=stack),
         f"### Plan diff for stack `{stack}`",
@@ -52,6 +60,8 @@ def render_markdown(
         f"{base_label} → {head_label}: {summary(rows, unchanged)}.",
         "",
     ]
+    for note in notes or []:
+        lines += [f"> **Note:** {note}", ""]
     if not rows:
         lines += ["No resource changes.", ""]
     priced = False

@@ -6,23 +6,60 @@ import posixpath
 import shlex
 import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
-
-import paramiko
+from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
-from ops.ssh import Connector
-from ops.stack_outputs import Node
+
+if TYPE_CHECKING:  # paramiko is imported by ops.ssh when a connection is made
+    import paramiko
+
+    from ops.ssh import Connector
+    from ops.stack_outputs import Node
 
 _CHUNK = 32768
+RAY_ON_PATH = "command -v ray >/dev/null 2>&1"
 
 
 def login_shell(command: str) -> str:
-    """Like Ray: a login shell, so PATH from ~/.profile (pip --user, conda) finds `ray`."""
+    """Exactly Ray's rule: bash as a login shell, so ~/.profile's PATH (pip --user, conda)."""
     return f"bash --login -c {shlex.quote(command)}"
+
+
+def node_shell(command: str, login: bool = False) -> str:
+    """bash running `command` with `ray` on PATH; a login shell only when that needs one.
+
+    sshd runs commands through the user's shell, which on Debian/Ubuntu already reads ~/.bashrc
+    (conda's and pyenv's init live there). A login shell reads /etc/profile and ~/.profile on
+    top of it, and ~/.profile reads ~/.bashrc a second time: on every call that costs as much as
+    the rc files do (110 ms on the bench's pyenv box). So the login shell starts only when `ray`
+    is not on the PATH we already have (`pip install --user` puts it in ~/.local/bin, which
+    only ~/.profile adds); `login=True` always starts one, for variables only ~/.profile sets.
+    `--norc` keeps the non-login bash from reading ~/.bashrc again.
+    """
+    if login:
+        return login_shell(command)
+    quoted = shlex.quote(command)
+    return (
+        f"{RAY_ON_PATH} && exec bash --norc --noprofile -c {quoted}; "
+        f"exec bash --login -c {quoted}"
+    )
+
+
+def remainder_argv(remainder: str, argv: Sequence[str]) -> list[str]:
+    """The words after `--` exactly as the user's shell split them.
+
+    invoke joins them with spaces (`c.remainder`), losing the quoting of "a b". It splits at the
+    first `--` of the command line, so the same split of `argv` recovers them; that is trusted
+    only when it joins back to the remainder (else: a task called another way, shlex it).
+    """
+    argv = list(argv)
+    if "--" in argv:
+        words = argv[argv.index("--") + 1 :]
+        if " ".join(words) == remainder:
+            return words
+    return shlex.split(remainder)
 
 
 def in_container(command: str, container: str) -> str:
@@ -110,17 +147,27 @@ def run_captured(client: paramiko.SSHClient, command: str) -> tuple[int, str, st
 
 
 def exec_on_node(
-    connector: Connector, node: Node | None, command: str, docker: bool = False
+    connector: Connector,
+    node: Node | None,
+    command: str,
+    docker: bool = False,
+    login: bool = False,
 ) -> int:
     """One node (the head by default), output straight to ours; the remote status is returned."""
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     client = connector.node(node) if node else connector.head()
-    return stream_command(client, login_shell(command), sys.stdout.buffer, sys.stderr.buffer)
+    return stream_command(
+        client, node_shell(command, login), sys.stdout.buffer, sys.stderr.buffer
+    )
 
 
-def exec_on_all(connector: Connector, command: str, docker: bool = False) -> int:
+def exec_on_all(
+    connector: Connector, command: str, docker: bool = False, login: bool = False
+) -> int:
     """Every node in parallel, lines prefixed `[node] `; the first non-zero status wins."""
+    from concurrent.futures import ThreadPoolExecutor
+
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     nodes = list(connector.outputs.nodes)
@@ -135,7 +182,7 @@ def exec_on_all(connector: Connector, command: str, docker: bool = False) -> int
         out = PrefixedLines(prefix, sys.stdout.buffer, lock)
         err = PrefixedLines(prefix, sys.stderr.buffer, lock)
         try:
-            return stream_command(connector.node(node), login_shell(command), out, err)
+            return stream_command(connector.node(node), node_shell(command, login), out, err)
         except OpsError as exc:
             err.write(f"error: {exc}\n".encode())
             return 255
@@ -145,7 +192,9 @@ def exec_on_all(connector: Connector, command: str, docker: bool = False) -> int
     return next((status for status in statuses if status), 0)
 
 
-def submit(connector: Connector, script: Path, args: list[str], docker: bool = False) -> int:
+def submit(
+    connector: Connector, script: Path, args: list[str], docker: bool = False, login: bool = False
+) -> int:
     """Upload `script` to the head's home over SFTP and run it there with python."""
     if not script.is_file():
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
@@ -167,4 +216,6 @@ def submit(connector: Connector, script: Path, args: list[str], docker: bool = F
     else:
         # `python` as Ray runs it; stock Ubuntu images only have python3
         command = f'PY=$(command -v python || command -v python3); exec "$PY" {argv}'
-    return stream_command(client, login_shell(command), sys.stdout.buffer, sys.stderr.buffer)
+    return stream_command(
+        client, node_shell(command, login), sys.stdout.buffer, sys.stderr.buffer
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from ops.errors import OpsError
-from ops.remote import login_shell, run_captured
+from ops.remote import node_shell, run_captured
 from ops.ssh import Connector
 from ops.stack_outputs import StackOutputs
 
@@ -32,7 +32,7 @@ def ray_status(
 ) -> str:
     """`ray status` on the head; if Ray is not up yet, say so with the bootstrap log's tail."""
     client = connector.head()
-    code, out, _ = run_captured(client, login_shell(command or RAY_STATUS_COMMAND))
+    code, out, _ = run_captured(client, node_shell(command or RAY_STATUS_COMMAND))
     if code == 0:
         return out.rstrip()
     _, tail, _ = run_captured(

@@ -1,4 +1,5 @@
-"""rsync-like SFTP sync: honours `rsync_exclude`, sends only files whose size or mtime changed.
+"""rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter files
+such as .gitignore, see ops/sync_filter.py), sends only files whose size or mtime changed.
 
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
 copied to the other side, so the next run's size+mtime check skips unchanged files.
@@ -10,7 +11,7 @@ import fnmatch
 import os
 import posixpath
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import paramiko
 from ops.errors import OpsError
 from ops.ssh import Connector
 from ops.stack_outputs import Node
+from ops.sync_filter import DirMergeFilters
 
 
 @dataclass
@@ -85,11 +87,42 @@ def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result
     sftp.chmod(remote, stat.S_IMODE(st.st_mode))
 
 
+def _read_local(directory: Path) -> Callable[[str], str | None]:
+    def read(name: str) -> str | None:
+        try:
+            return (directory / name).read_text(errors="replace")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    return read
+
+
+def _read_remote(sftp: paramiko.SFTPClient, directory: str, names: set[str]):
+    def read(name: str) -> str | None:
+        if name not in names:
+            return None
+        try:
+            with sftp.open(posixpath.join(directory, name)) as remote_file:
+                return remote_file.read().decode(errors="replace")
+        except OSError:  # a directory of that name, or unreadable: no rules, as rsync
+            return None
+
+    return read
+
+
 def sync_up(
-    sftp: paramiko.SFTPClient, source: Path, destination: str, excludes: Iterable[str] = ()
+    sftp: paramiko.SFTPClient,
+    source: Path,
+    destination: str,
+    excludes: Iterable[str] = (),
+    filters: Iterable[str] = (),
 ) -> SyncReport:
-    """Local `source` (file or directory) -> remote `destination`."""
+    """Local `source` (file or directory) -> remote `destination`.
+
+    `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore).
+    """
     excludes = list(excludes)
+    merge = DirMergeFilters(filters)
     destination = remote_path(destination)
     report = SyncReport()
     if not source.exists():
@@ -115,9 +148,12 @@ def sync_up(
     for directory, subdirs, files in os.walk(source):
         relative_dir = Path(directory).relative_to(source).as_posix()
         relative_dir = "" if relative_dir == "." else relative_dir
+        if merge:
+            merge.load(relative_dir, _read_local(Path(directory)))
         subdirs[:] = sorted(
             name for name in subdirs
             if not is_excluded(posixpath.join(relative_dir, name), excludes)
+            and not merge.excluded(posixpath.join(relative_dir, name), is_dir=True)
         )
         remote_dir = posixpath.join(destination, relative_dir) if relative_dir else destination
         listing = _remote_listing(sftp, remote_dir)
@@ -126,7 +162,7 @@ def sync_up(
                 sftp.mkdir(posixpath.join(remote_dir, name))
         for name in sorted(files):
             relative = posixpath.join(relative_dir, name)
-            if is_excluded(relative, excludes):
+            if is_excluded(relative, excludes) or merge.excluded(relative, is_dir=False):
                 continue
             local = Path(directory) / name
             st = local.stat()
@@ -154,10 +190,15 @@ def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFT
 
 
 def sync_down(
-    sftp: paramiko.SFTPClient, source: str, destination: Path, excludes: Iterable[str] = ()
+    sftp: paramiko.SFTPClient,
+    source: str,
+    destination: Path,
+    excludes: Iterable[str] = (),
+    filters: Iterable[str] = (),
 ) -> SyncReport:
-    """Remote `source` (file or directory) -> local `destination`."""
+    """Remote `source` (file or directory) -> local `destination`; filter files read remotely."""
     excludes = list(excludes)
+    merge = DirMergeFilters(filters)
     source = remote_path(source)
     report = SyncReport()
     try:
@@ -183,11 +224,16 @@ def sync_down(
         remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
         local_dir = destination / relative_dir
         local_dir.mkdir(parents=True, exist_ok=True)
-        for attr in sorted(sftp.listdir_attr(remote_dir), key=lambda a: a.filename):
+        entries = sorted(sftp.listdir_attr(remote_dir), key=lambda a: a.filename)
+        if merge:
+            names = {attr.filename for attr in entries}
+            merge.load(relative_dir, _read_remote(sftp, remote_dir, names))
+        for attr in entries:
             relative = posixpath.join(relative_dir, attr.filename)
-            if is_excluded(relative, excludes):
+            is_dir = stat.S_ISDIR(attr.st_mode or 0)
+            if is_excluded(relative, excludes) or merge.excluded(relative, is_dir):
                 continue
-            if stat.S_ISDIR(attr.st_mode or 0):
+            if is_dir:
                 pending.append(relative)
                 continue
             local = destination / relative
@@ -202,7 +248,11 @@ def sync_down(
 
 
 def rsync_up_nodes(
-    connector: Connector, nodes: list[Node], pairs: dict[str, str], excludes: list[str]
+    connector: Connector,
+    nodes: list[Node],
+    pairs: dict[str, str],
+    excludes: list[str],
+    filters: list[str] | None = None,
 ) -> dict[str, SyncReport]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node."""
     connector.head()  # pin the jump host once before threads share it
@@ -212,7 +262,7 @@ def rsync_up_nodes(
         sftp = connector.node(node).open_sftp()
         try:
             for remote, local in pairs.items():
-                report = sync_up(sftp, Path(local), remote, excludes)
+                report = sync_up(sftp, Path(local), remote, excludes, filters or ())
                 total.sent += [posixpath.join(remote, path) for path in report.sent]
                 total.unchanged += report.unchanged
         finally:
@@ -225,7 +275,7 @@ def rsync_up_nodes(
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
-    from ops.cluster_file import file_mounts, rsync_excludes
+    from ops.cluster_file import file_mounts, rsync_excludes, rsync_filters
     from ops.ssh import connect_stack
 
     with connect_stack(stack) as connector:
@@ -237,6 +287,8 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
                 return
         head = Node(outputs.head_name, "", "head", outputs.head_internal_ip, None, "")
         nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [head]
-        reports = rsync_up_nodes(connector, nodes, pairs, rsync_excludes(outputs))
+        reports = rsync_up_nodes(
+            connector, nodes, pairs, rsync_excludes(outputs), rsync_filters(outputs)
+        )
         for name, report in reports.items():
             print(f"{name}: {report.summary()}")

@@ -2,15 +2,23 @@
 
 Each stub appends one line `<name> <args>` to a calls file, so tests read back exactly which
 commands the script ran and in what order. User commands in the test configs call `record`.
+`FakeGoogle` stands in, on 127.0.0.1, for the metadata server and Secret Manager.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
 import os
+import signal
 import subprocess
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from infra.config import ClusterConfig, parse_cluster_config
 
@@ -74,8 +82,10 @@ def run_script(
     tmp_path: Path,
     metadata: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
+    keep_watcher: bool = False,
 ) -> ScriptRun:
-    """Run `script` in local mode (metadata from a directory) with the stubs first on PATH."""
+    """Run `script` in local mode (metadata from a directory) with the stubs first on PATH.
+    A head starts a detached config watcher: it is stopped here unless `keep_watcher`."""
     stub_dir, metadata_dir = tmp_path / "stubs", tmp_path / "metadata"
     stub_dir.mkdir(exist_ok=True)
     metadata_dir.mkdir(exist_ok=True)
@@ -97,8 +107,12 @@ def run_script(
         "RAY_BOOTSTRAP_RESOLVE_DELAY": "0",
         **(env or {}),
     })
-    result = subprocess.run(["sh", str(metadata_dir / "startup-script")], env=full_env,
-                            capture_output=True, text=True, timeout=60)
+    try:
+        result = subprocess.run(["sh", str(metadata_dir / "startup-script")], env=full_env,
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        if not keep_watcher:
+            stop_config_watcher(tmp_path)
     status_file = tmp_path / "guest-attributes" / "ray-bootstrap" / "status"
     return ScriptRun(
         result.returncode,
@@ -107,3 +121,132 @@ def run_script(
         status_file.read_text() if status_file.exists() else "",
         home,
     )
+
+
+def watcher_pid_file(tmp_path: Path) -> Path:
+    """Where a head run by `run_script` keeps its config watcher's pid (local mode)."""
+    return tmp_path / "state" / "config-watcher.pid"
+
+
+def stop_config_watcher(tmp_path: Path) -> None:
+    """Stop the watcher's whole process group (it leads one: the script starts it with
+    setsid), so no sleep or curl of it outlives the test."""
+    pid_file = watcher_pid_file(tmp_path)
+    with contextlib.suppress(OSError, ValueError):
+        os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+
+
+@dataclass
+class FakeGoogle:
+    """The metadata server (token, attributes with ETag long polls) and Secret Manager's
+    `versions/*:access`, on 127.0.0.1. Point the script at it with `env()`."""
+
+    token: str = "ya29.fake-token"
+    secrets: dict[str, bytes] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+    denials: int = 0  # answer the next N access calls 403, as before IAM has propagated
+    requests: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._versions: dict[str, int] = dict.fromkeys(self.attributes, 1)
+        self._changed = threading.Condition()
+        self._closing = False
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def env(self) -> dict[str, str]:
+        return {
+            "RAY_BOOTSTRAP_METADATA_URL": f"{self.url}/computeMetadata/v1",
+            "RAY_BOOTSTRAP_SECRET_MANAGER_URL": f"{self.url}/v1",
+        }
+
+    def set_attribute(self, key: str, value: str) -> None:
+        with self._changed:
+            self.attributes[key] = value
+            self._versions[key] = self._versions.get(key, 0) + 1
+            self._changed.notify_all()
+
+    def etag(self, key: str) -> str:
+        return f"{self._versions.get(key, 0):016x}"
+
+    def __enter__(self) -> FakeGoogle:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def wait_for_change(self, key: str, last_etag: str, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._closing or self.etag(key) != last_etag, timeout=timeout
+            )
+
+
+def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            fake.requests.append(self.path)
+            url = urlsplit(self.path)
+            query = {k: v[0] for k, v in parse_qs(url.query).items()}
+            if url.path.startswith("/computeMetadata/v1/"):
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self._send(403, "Missing Metadata-Flavor:Google header.")
+                return self._metadata(url.path.removeprefix("/computeMetadata/v1/"), query)
+            if url.path.startswith("/v1/") and url.path.endswith(":access"):
+                return self._access(url.path.removeprefix("/v1/").removesuffix(":access"))
+            return self._send(404, "not found")
+
+        def _metadata(self, path: str, query: dict[str, str]) -> None:
+            if path == "instance/service-accounts/default/token":
+                return self._send(200, json.dumps(
+                    {"access_token": fake.token, "expires_in": 3599, "token_type": "Bearer"}))
+            key = path.removeprefix("instance/attributes/")
+            if query.get("wait_for_change") == "true":
+                fake.wait_for_change(key, query.get("last_etag", ""),
+                                     float(query.get("timeout_sec", "60")))
+            if key not in fake.attributes:
+                return self._send(404, "not found")
+            return self._send(200, fake.attributes[key], {"ETag": fake.etag(key)})
+
+        def _access(self, name: str) -> None:
+            if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                return self._send(401, _error(401, "Request had invalid authentication "
+                                              "credentials.", "UNAUTHENTICATED"))
+            if fake.denials > 0:
+                fake.denials -= 1
+                return self._send(403, _error(403, f"Permission 'secretmanager.versions."
+                                              f"access' denied for resource '{name}'",
+                                              "PERMISSION_DENIED"))
+            if name not in fake.secrets:
+                return self._send(404, _error(404, f"Secret [{name}] not found",
+                                              "NOT_FOUND"))
+            data = base64.b64encode(fake.secrets[name]).decode()
+            return self._send(200, json.dumps({"name": name, "payload": {"data": data}}))
+
+        def _send(self, code: int, body: str, headers: dict[str, str] | None = None) -> None:
+            encoded = body.encode()
+            self.send_response(code)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(encoded)))
+            self.end_headers()
+            self.wfile.write(encoded)
+
+    return Handler
+
+
+def _error(code: int, message: str, status: str) -> str:
+    return json.dumps({"error": {"code": code, "message": message, "status": status}})

@@ -22,6 +22,34 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
     """Outputs file + state dir for one test, exported like a user's environment would be."""
+    return make_stack(sshd, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def home_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A stack on an sshd of its own whose sessions get `workdir/home` as HOME and the PATH
+    `home/fastbin:/usr/local/bin:/usr/bin:/bin`, so a test controls ~/.profile, what is on the
+    PATH before any profile runs, and where tmux/screen keep their sockets."""
+    home = tmp_path / "home"
+    (home / "fastbin").mkdir(parents=True)
+    sockets = tmp_path / "sockets"
+    sockets.mkdir(mode=0o700)
+    server_dir = tmp_path / "sshd"
+    server_dir.mkdir()
+    settings = {
+        "HOME": str(home),
+        "PATH": f"{home / 'fastbin'}:/usr/local/bin:/usr/bin:/bin",
+        "TMUX_TMPDIR": str(sockets),
+        "SCREENDIR": str(sockets / "screen"),
+    }
+    server = LocalSshd(server_dir, set_env=settings).start()
+    try:
+        yield make_stack(server, tmp_path, monkeypatch)
+    finally:
+        server.stop()
+
+
+def make_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
     mounts = tmp_path / "mounts"
     mounts.mkdir()
     (mounts / "data.txt").write_text("mounted\n")

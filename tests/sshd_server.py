@@ -35,9 +35,13 @@ def keygen(path: Path, kind: str = "ed25519") -> Path:
 
 
 class LocalSshd:
-    """sshd -D -e with its own host key, authorized key and config in `workdir`."""
+    """sshd -D -e with its own host key, authorized key and config in `workdir`.
 
-    def __init__(self, workdir: Path) -> None:
+    `set_env` goes to sshd's SetEnv, which overrides the session's defaults: HOME there gives
+    the remote shells a home of the test's own (its .profile, tmux sockets), PATH a known PATH.
+    """
+
+    def __init__(self, workdir: Path, set_env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.user = getpass.getuser()
@@ -45,6 +49,10 @@ class LocalSshd:
         self.user_key = keygen(workdir / "user_ed25519")
         (workdir / "authorized_keys").write_text(Path(f"{self.user_key}.pub").read_text())
         self.config = workdir / "sshd_config"
+        # one line: sshd keeps the first SetEnv it reads
+        set_env_lines = (
+            ["SetEnv " + " ".join(f'"{k}={v}"' for k, v in set_env.items())] if set_env else []
+        )
         self.config.write_text(
             "\n".join([
                 f"Port {self.port}",
@@ -65,6 +73,7 @@ class LocalSshd:
                 "MaxStartups 200",
                 "MaxSessions 100",
                 "Subsystem sftp internal-sftp",
+                *set_env_lines,
                 "",
             ])
         )
@@ -171,6 +180,7 @@ cluster_name: local
 provider: {type: gcp, region: us-west1, availability_zone: us-west1-a, project_id: test-project}
 auth: {ssh_user: ubuntu}
 rsync_exclude: ["**/.git", "*.pyc", "build/"]
+rsync_filter: [".gitignore"]
 file_mounts:
   "{remote}": "{local}"
 """

@@ -81,3 +81,30 @@ def test_missing_node_body_is_an_error_naming_the_type():
     config = cluster()
     with pytest.raises(ValueError, match="worker_t"):
         autoscaler_config(config, {"head_t": {}})
+
+
+def test_min_workers_rises_to_the_count_pulumi_keeps_so_the_autoscaler_keeps_them():
+    config = cluster(max_workers=3, available_node_types={
+        "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+        "worker_t": {"resources": {"CPU": 4}, "min_workers": 1, "max_workers": 3,
+                     "node_config": {"machineType": "n1-standard-2"}},
+        "other_t": {"resources": {"CPU": 8}, "min_workers": 1, "max_workers": 2,
+                    "node_config": {"machineType": "n1-standard-8"}},
+    })
+    types = autoscaler_config(config, _bodies(config), {"worker_t": 3})["available_node_types"]
+    assert types["worker_t"]["min_workers"] == 3
+    assert types["other_t"]["min_workers"] == 1  # no count given: the YAML's own
+    assert types["head_t"]["min_workers"] == 0
+
+
+def test_count_below_min_workers_keeps_min_workers():
+    config = cluster()
+    types = autoscaler_config(config, _bodies(config), {"worker_t": 0})["available_node_types"]
+    assert types["worker_t"]["min_workers"] == 1
+
+
+def test_raised_min_workers_never_exceeds_the_types_max_workers():
+    config = cluster()  # worker_t: min 1, max 2
+    types = autoscaler_config(config, _bodies(config), {"worker_t": 9})["available_node_types"]
+    assert types["worker_t"]["min_workers"] == 2
+    validate_config(autoscaler_config(config, _bodies(config), {"worker_t": 9}))

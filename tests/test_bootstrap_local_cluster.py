@@ -74,6 +74,8 @@ def test_teardown_leaves_no_process_of_the_cluster(config):
     cluster = local_up(config)
     running = processes_matching(cluster.markers())
     assert running, "the cluster should have running processes before teardown"
+    watcher = int((cluster.root / "head" / "state" / "config-watcher.pid").read_text())
+    assert watcher in running  # the head's config watcher goes down with the cluster
     stopped = cluster.down()
     assert running <= stopped
     assert not any_alive(stopped)

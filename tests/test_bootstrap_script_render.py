@@ -12,7 +12,7 @@ import pytest
 from bootstrap_stubs import SHIPPED_STACKS, cluster
 
 from bootstrap import node_metadata, render_startup_script
-from bootstrap.startup_script import STAGES
+from bootstrap.startup_script import HEAD_ONLY_STAGES, STAGES
 from infra.config import load_cluster_config
 
 
@@ -55,7 +55,8 @@ def test_every_shipped_node_script_is_shellcheck_clean(stack, role, node_type, t
 def test_stages_follow_rays_order(stack, role, node_type):
     config = load_cluster_config(stack)
     stages = _stages(render_startup_script(config, role, node_type))
-    expected = [s for s in STAGES if config.docker.enabled or not s.startswith("docker-")]
+    expected = [s for s in STAGES if (config.docker.enabled or not s.startswith("docker-"))
+                and (role == "head" or s not in HEAD_ONLY_STAGES)]
     assert stages == expected
 
 
@@ -119,3 +120,25 @@ def test_node_metadata_turns_on_guest_attributes_for_status():
     metadata = node_metadata(cluster(), "worker", "worker_t")
     assert metadata["enable-guest-attributes"] == "TRUE"
     assert metadata["startup-script"].startswith("#!/bin/sh\n")
+
+
+def test_node_types_own_docker_settings_apply_to_its_workers_only():
+    config = cluster(
+        docker={"image": "base:1", "run_options": ["--a"], "worker_run_options": ["--w"]},
+        available_node_types={
+            "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"},
+                       "docker": {"worker_image": "own:1", "worker_run_options": ["--own"],
+                                  "pull_before_run": False}},
+            "worker_t": {"resources": {"CPU": 4}, "min_workers": 1,
+                         "node_config": {"machineType": "n1-standard-2"},
+                         "docker": {"worker_image": "own:1", "worker_run_options": ["--own"],
+                                    "pull_before_run": False}},
+        })
+    worker = render_startup_script(config, "worker", "worker_t")
+    assert "DOCKER_IMAGE='own:1'" in worker
+    assert "DOCKER_RUN_OPTIONS='--a --own'" in worker
+    assert "DOCKER_PULL_BEFORE_RUN='false'" in worker
+    head = render_startup_script(config, "head", "head_t")
+    assert "DOCKER_IMAGE='base:1'" in head
+    assert "DOCKER_RUN_OPTIONS='--a'" in head
+    assert "DOCKER_PULL_BEFORE_RUN='true'" in head

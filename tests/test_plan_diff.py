@@ -1,12 +1,15 @@
 """`invoke diff` rows: each YAML change shows up as exactly the rows a reviewer expects.
 
 Every scenario edits a copy of stacks/clusters/full.yaml; expected rows and values are read
-from the edit itself. All stacks are planned at once, each in its own interpreter.
+from the edit itself. All stacks are planned at once, each in its own interpreter. The head
+carries the autoscaler's copy of the cluster config (`ray-bootstrap-config`), so every node
+type change also updates the head, summarised by the config paths that changed.
 """
 
 from __future__ import annotations
 
 import copy
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,8 +20,8 @@ import yaml
 from infra.config.urls import short_name
 from infra.stack_config import PROJECT_ROOT
 from ops.plan import Plan, collect_plan, plan_stack_isolated
-from ops.plan_base import diff_stack_markdown
-from ops.plan_diff import WORKER_GROUP_IN_PLACE, DiffRow, diff_plans
+from ops.plan_base import PLANNER, changed_stacks, diff_stack_markdown
+from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow, diff_plans
 from ops.plan_markdown import change_lines, render_markdown
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
@@ -102,6 +105,14 @@ def only_row(rows: list[DiffRow], subject: str) -> DiffRow:
     return matching[0]
 
 
+def head_config_line(rows: list[DiffRow]) -> str:
+    """The head's `ray-bootstrap-config` change line (exactly one expected)."""
+    prefix = f"head.metadata.{BOOTSTRAP_CONFIG_KEY}: "
+    lines = [line for line in change_lines(only_row(rows, "head")) if line.startswith(prefix)]
+    assert len(lines) == 1, change_lines(only_row(rows, "head"))
+    return lines[0]
+
+
 def test_same_config_has_no_rows(plans: dict[str, Plan]) -> None:
     assert diff_plans(plans["base"], plans["base"]) == []
 
@@ -109,11 +120,24 @@ def test_same_config_has_no_rows(plans: dict[str, Plan]) -> None:
 def test_worker_count_change_is_one_in_place_update(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["base"], plans["more_workers"])
     node_type = BASE_YAML["available_node_types"][WORKER]
-    assert actions(rows) == {("update", WORKER)}
-    assert change_lines(rows[0]) == [
+    assert actions(rows) == {("update", WORKER), ("update", "head")}
+    worker = only_row(rows, WORKER)
+    assert change_lines(worker) == [
         f"{WORKER}.count: {node_type['min_workers']} -> {node_type['max_workers']}"
     ]
-    assert rows[0].kind == "WorkerGroup"
+    assert worker.kind == "WorkerGroup"
+
+
+def test_worker_count_change_updates_the_head_config_by_path_not_by_text(
+    plans: dict[str, Plan],
+) -> None:
+    rows = diff_plans(plans["base"], plans["more_workers"])
+    node_type = BASE_YAML["available_node_types"][WORKER]
+    assert head_config_line(rows) == (
+        f"head.metadata.{BOOTSTRAP_CONFIG_KEY}: 1 change: available_node_types.{WORKER}."
+        f"min_workers: {node_type['min_workers']} -> {node_type['max_workers']}"
+    )
+    assert change_lines(only_row(rows, "head")) == [head_config_line(rows)]
 
 
 def test_head_machine_type_change_replaces_the_head_under_a_new_name(
@@ -144,10 +168,14 @@ def test_worker_machine_type_change_replaces_the_group_with_a_cost_hint(
     plans: dict[str, Plan],
 ) -> None:
     rows = diff_plans(plans["base"], plans["bigger_workers"])
-    assert actions(rows) == {("replace", WORKER)}
+    assert actions(rows) == {("replace", WORKER), ("update", "head")}
     old_type = BASE_YAML["available_node_types"][WORKER]["node_config"]["machineType"]
-    assert f"{WORKER}.machineType: {old_type} -> n2-standard-4" in change_lines(rows[0])
-    markdown = render_markdown(rows, "s", "`main`", "working tree", 0)
+    assert f"{WORKER}.machineType: {old_type} -> n2-standard-4" in change_lines(
+        only_row(rows, WORKER))
+    assert head_config_line(rows).endswith(
+        f"1 change: available_node_types.{WORKER}.node_config.machineType: "
+        f"{old_type} -> n2-standard-4")
+    markdown = render_markdown([only_row(rows, WORKER)], "s", "`main`", "working tree", 0)
     count = BASE_YAML["available_node_types"][WORKER]["min_workers"]
     assert f"cost hint: {old_type} $" in markdown
     assert f"for {count} node" in markdown
@@ -155,14 +183,20 @@ def test_worker_machine_type_change_replaces_the_group_with_a_cost_hint(
 
 def test_adding_a_gpu_type_adds_only_its_worker_group(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["base"], plans["with_gpu"])
-    assert actions(rows) == {("add", "ray_worker_gpu")}
-    assert rows[0].kind == "WorkerGroup"
+    assert actions(rows) == {("add", "ray_worker_gpu"), ("update", "head")}
+    assert only_row(rows, "ray_worker_gpu").kind == "WorkerGroup"
+    assert head_config_line(rows).endswith(
+        "1 change: available_node_types.ray_worker_gpu added")
 
 
 def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
     plans: dict[str, Plan],
 ) -> None:
-    rows = diff_plans(plans["base"], plans["with_tpu"])
+    all_rows = diff_plans(plans["base"], plans["with_tpu"])
+    # The sweeper learns to sweep TPU VMs too, in place.
+    (sweeper,) = [row for row in all_rows if row.subject.endswith("sweeper")]
+    assert sweeper.action == "update"
+    rows = [row for row in all_rows if row.subject != "head" and row is not sweeper]
     iam = [row for row in rows if row.type == IAM_MEMBER]
     assert {row.action for row in rows} == {"add"}
     assert {row.subject for row in rows} - {row.subject for row in iam} == {"ray_tpu"}
@@ -171,21 +205,87 @@ def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
 
 def test_removing_a_type_removes_only_its_worker_group(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["with_gpu"], plans["base"])
-    assert actions(rows) == {("remove", "ray_worker_gpu")}
+    assert actions(rows) == {("remove", "ray_worker_gpu"), ("update", "head")}
+    assert head_config_line(rows).endswith(
+        "1 change: available_node_types.ray_worker_gpu removed")
 
 
-def test_worker_group_in_place_keys_match_the_provider() -> None:
-    from infra.workers.provider import IN_PLACE_KEYS
+def _head(plan: Plan) -> dict[str, Any]:
+    return next(r for r in plan["resources"]
+                if r["type"] == "gcp:compute/instance:Instance"
+                and r["inputs"]["labels"].get("ray-node-type") == "head")
 
-    assert set(IN_PLACE_KEYS) == WORKER_GROUP_IN_PLACE
+
+def test_changed_startup_script_is_summarised_by_line_counts_not_dumped(
+    plans: dict[str, Plan],
+) -> None:
+    after = copy.deepcopy(plans["base"])
+    script = _head(plans["base"])["inputs"]["metadata"]["startup-script"]
+    edited_script = script.replace("\n", "\n# reviewed\n", 1) + "echo one more line\n"
+    _head(after)["inputs"]["metadata"]["startup-script"] = edited_script
+
+    rows = diff_plans(plans["base"], after)
+
+    assert actions(rows) == {("update", "head")}
+    assert change_lines(rows[0]) == [
+        f"head.metadata.startup-script: changed (+2/-0 of "
+        f"{len(edited_script.splitlines())} lines)"
+    ]
+    markdown = render_markdown(rows, "s", "`main`", "working tree", 0)
+    assert "echo one more line" not in markdown and "# reviewed" not in markdown
 
 
-def test_diff_against_a_git_ref_plans_the_committed_yaml(tmp_path: Path) -> None:
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+def test_new_metadata_entry_holding_a_file_is_summarised_as_added(
+    plans: dict[str, Plan],
+) -> None:
+    after = copy.deepcopy(plans["base"])
+    content = "line one\nline two\nline three\n"
+    _head(after)["inputs"]["metadata"]["ray-file-mount-extra"] = content
+
+    rows = diff_plans(plans["base"], after)
+
+    assert change_lines(only_row(rows, "head")) == [
+        f"head.metadata.ray-file-mount-extra: added ({len(content.splitlines())} lines)"
+    ]
+
+
+def test_metadata_no_longer_masked_is_listed_by_entry_without_script_text(
+    plans: dict[str, Plan],
+) -> None:
+    """The base from before the key left metadata had it all as one [secret]."""
+    before = copy.deepcopy(plans["base"])
+    _head(before)["inputs"]["metadata"] = "[secret]"
+    metadata = _head(plans["base"])["inputs"]["metadata"]
+
+    lines = change_lines(only_row(diff_plans(before, plans["base"]), "head"))
+
+    assert f"head.metadata: [secret] -> <{len(metadata)} entries>" in lines
+    script = metadata["startup-script"]
+    assert (f"head.metadata.startup-script: added ({len(script.splitlines())} lines)"
+            in lines)
+    long_lines = [line for line in script.splitlines() if len(line) > 40]
+    assert long_lines and not any(part in line for line in lines for part in long_lines)
+
+
+def test_bootstrap_config_key_matches_bootstrap() -> None:
+    from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY as BOOTSTRAP_KEY
+
+    assert BOOTSTRAP_CONFIG_KEY == BOOTSTRAP_KEY
+
+
+def git_commit_all(root: Path, message: str) -> None:
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    if not (root / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", message], check=True)
+
+
+def test_diff_against_a_ref_without_a_planner_plans_its_yaml_and_says_so(
+    tmp_path: Path,
+) -> None:
     write_stack(tmp_path, "s", BASE_YAML)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "base"], check=True)
+    git_commit_all(tmp_path, "base")
     write_stack(tmp_path, "s", edited(_more_workers))
 
     markdown = diff_stack_markdown("s", "HEAD", root=tmp_path)
@@ -193,7 +293,72 @@ def test_diff_against_a_git_ref_plans_the_committed_yaml(tmp_path: Path) -> None
     node_type = BASE_YAML["available_node_types"][WORKER]
     assert f"`{WORKER}.count: {node_type['min_workers']} -> {node_type['max_workers']}`" \
         in markdown
-    assert "1 to update" in markdown and "0 to replace" in markdown
+    assert "0 to replace" in markdown
+    assert f"`HEAD` has no `{PLANNER}`" in markdown
     assert (tmp_path / "stacks/clusters/s.yaml").read_text() == yaml.safe_dump(
         edited(_more_workers)
     ), "the working tree must not be touched"
+
+
+PROJECT_PARTS = ("infra", "bootstrap", "ops", "stacks", "pyproject.toml")
+DEFAULTS = "infra/config/gcp_defaults.yaml"
+
+
+def copy_project(dest: Path) -> None:
+    for part in PROJECT_PARTS:
+        source = PROJECT_ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, dest / part,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, dest / part)
+
+
+def test_program_only_change_is_diffed_with_the_base_trees_own_program(
+    tmp_path: Path,
+) -> None:
+    """The base commit's program has another default; the stack files are the same on both
+    sides, so only running the base tree's own program can show the row."""
+    copy_project(tmp_path)
+    defaults = (tmp_path / DEFAULTS).read_text()
+    current = yaml.safe_load(defaults)["idle_timeout_minutes"]
+    line = f"idle_timeout_minutes: {current}\n"
+    assert line in defaults
+    (tmp_path / DEFAULTS).write_text(defaults.replace(line, f"idle_timeout_minutes: "
+                                                            f"{current + 2}\n"))
+    git_commit_all(tmp_path, "base: another default")
+    (tmp_path / DEFAULTS).write_text(defaults)
+
+    markdown = diff_stack_markdown("minimal", "HEAD", root=tmp_path)
+
+    assert (f"`head.metadata.{BOOTSTRAP_CONFIG_KEY}: 1 change: idle_timeout_minutes: "
+            f"{current + 2} -> {current}`") in markdown
+    assert "has no" not in markdown, "the base tree has a planner: no fallback note"
+    assert (tmp_path / DEFAULTS).read_text() == defaults, "the working tree is untouched"
+    assert changed_stacks("HEAD", root=tmp_path) == sorted(
+        p.name[len("Pulumi."):-len(".yaml")] for p in (tmp_path / "stacks").glob("Pulumi.*"))
+
+
+def test_changed_stacks_are_only_the_touched_ones_unless_the_program_changed(
+    tmp_path: Path,
+) -> None:
+    write_stack(tmp_path, "a", BASE_YAML)
+    write_stack(tmp_path, "b", BASE_YAML)
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra/program.py").write_text("X = 1\n")
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "ops/plan_extra.py").write_text("Y = 1\n")
+    (tmp_path / "ops/ssh.py").write_text("Z = 1\n")
+    (tmp_path / "README.md").write_text("readme\n")
+    git_commit_all(tmp_path, "base")
+    assert changed_stacks("HEAD", root=tmp_path) == []
+
+    (tmp_path / "ops/ssh.py").write_text("Z = 2\n")
+    (tmp_path / "README.md").write_text("more\n")
+    write_stack(tmp_path, "a", edited(_more_workers))
+    assert changed_stacks("HEAD", root=tmp_path) == ["a"]
+
+    for program_file in ("infra/program.py", "ops/plan_extra.py", "pyproject.toml"):
+        git_commit_all(tmp_path, "next")
+        (tmp_path / program_file).write_text("changed = True\n")
+        assert changed_stacks("HEAD", root=tmp_path) == ["a", "b"], program_file

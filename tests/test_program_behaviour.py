@@ -133,3 +133,23 @@ def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
         runpy.run_path(str(PROJECT_ROOT / "infra" / "__main__.py"))
     assert "provider.project_id" in str(caught.value)
     assert "set it to your GCP project id" in str(caught.value)
+
+
+def test_head_autoscaler_keeps_at_least_the_stack_worker_count():
+    run = run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": 2})
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    bootstrap = yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
+    assert bootstrap["available_node_types"]["ray_worker_small"]["min_workers"] == 2
+
+
+def test_sweeper_is_created_first_so_destroy_removes_it_last():
+    """Pulumi destroys dependents first: the head and every worker group depend on the sweeper,
+    so its delete runs after theirs and catches the autoscaler's nodes and leftovers."""
+    run = run_inline(stack_yaml("tpu"))
+    sweepers = [r for r in run.of_type("pulumi-python:dynamic:Resource")
+                if r.name.endswith("-sweeper")]
+    assert [s.inputs["cluster_name"] for s in sweepers] == ["tputest"]
+    assert sweepers[0].inputs["has_tpu"] is True
+    sweeper_urn = run.urns[sweepers[0].name]
+    dependents = [r.name for r in run.resources if sweeper_urn in r.dependencies]
+    assert "tputest-head" in dependents and "tputest-ray_tpu" in dependents

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import http.server
+import os
+import shutil
+import subprocess
 import sys
 import threading
 import urllib.request
@@ -88,3 +91,56 @@ def test_port_forward_reaches_a_server_on_the_head(stack, dashboard):
         child.expect(pexpect.EOF)
     finally:
         child.close()
+
+
+def spawn_session(stack, *args: str) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable, ["-m", "invoke", "attach", *args], cwd=str(PROJECT_ROOT),
+        env={**stack.env, "TERM": "xterm-256color"}, encoding="utf-8", timeout=30,
+        dimensions=(40, 120),
+    )
+
+
+@pytest.fixture
+def remote_sessions(home_stack):
+    """The tmux/screen sockets of `home_stack`'s sessions; its servers are stopped afterwards."""
+    sockets = home_stack.workdir / "sockets"
+    yield sockets
+    env = {**os.environ, "TMUX_TMPDIR": str(sockets), "SCREENDIR": str(sockets / "screen")}
+    if shutil.which("tmux"):
+        subprocess.run(["tmux", "kill-server"], env=env, capture_output=True)
+    if shutil.which("screen"):
+        subprocess.run(["screen", "-S", "ray", "-X", "quit"], env=env, capture_output=True)
+
+
+SESSIONS = [
+    pytest.param("--tmux", "\x02d", "tmux", id="tmux"),  # Ctrl-b d
+    pytest.param("--screen", "\x01d", "screen", id="screen"),  # Ctrl-a d
+]
+
+
+@pytest.mark.parametrize(("flag", "detach_keys", "program"), SESSIONS)
+def test_session_survives_detach_and_reattach(home_stack, remote_sessions, flag, detach_keys,
+                                              program):
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed (apt-get install {program})")
+    (remote_sessions / "screen").mkdir(mode=0o700)
+    first = spawn_session(home_stack, flag)
+    try:
+        first.sendline("REMEMBERED=kept-$((40+2))")
+        first.sendline("echo set-$((1+1))")
+        first.expect_exact("set-2")
+        first.send(detach_keys)
+        first.expect(pexpect.EOF)
+    finally:
+        first.close()
+    assert first.exitstatus == 0  # detaching ends the attach with success, the shell lives on
+
+    second = spawn_session(home_stack, flag)
+    try:
+        second.sendline('echo "again:$REMEMBERED"')
+        second.expect_exact("again:kept-42")  # the same shell: its variable survived
+        second.sendline("exit")
+        second.expect(pexpect.EOF)
+    finally:
+        second.close()

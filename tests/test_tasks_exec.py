@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 
 from sshd_server import PROJECT_ROOT
 
@@ -73,3 +75,76 @@ def test_docker_commands_run_inside_the_container():
 
     wrapped = in_container("ray status", "ray_container")
     assert wrapped == "docker exec ray_container /bin/bash -lc 'ray status'"
+
+
+def test_submit_passes_arguments_with_spaces_and_quotes_unchanged(stack, tmp_path):
+    script = tmp_path / "argv.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    args = ["--name", "a b", "x y", "it's \"quoted\"", "$HOME", "*", ""]
+    result = stack.invoke("submit", str(script), "--", *args)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == args
+
+
+def test_remainder_falls_back_to_shell_words_when_argv_does_not_match():
+    from ops.remote import remainder_argv
+
+    assert remainder_argv("--name a b", ["invoke", "submit", "s.py", "--", "--name", "a b"]) == [
+        "--name", "a b",
+    ]
+    # called with a remainder that is not this process's command line: shell-split it
+    assert remainder_argv("--name 'a b'", ["pytest"]) == ["--name", "a b"]
+    assert remainder_argv("", ["invoke", "submit", "s.py"]) == []
+
+
+def write_executable(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def test_exec_finds_ray_that_only_the_login_profile_puts_on_path(home_stack):
+    home = home_stack.workdir / "home"
+    write_executable(home / "bin" / "ray", "#!/bin/sh\necho ray from profile \"$@\"\n")
+    (home / ".profile").write_text('PATH="$HOME/bin:$PATH"\n')
+    result = home_stack.invoke("exec", "ray status")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ray from profile status\n"
+
+
+def test_exec_reads_the_login_profile_only_when_ray_needs_it_or_when_asked(home_stack):
+    home = home_stack.workdir / "home"
+    write_executable(home / "fastbin" / "ray", "#!/bin/sh\necho ray on path\n")
+    (home / ".profile").write_text("export FROM_PROFILE=yes\n")
+    command = 'echo "profile=${FROM_PROFILE:-no} shell=$0"; ray'
+    plain = home_stack.invoke("exec", command)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "profile=no shell=bash\nray on path\n"
+    login = home_stack.invoke("exec", "--login", 'echo "profile=${FROM_PROFILE:-no}"')
+    assert login.returncode == 0, login.stderr
+    assert login.stdout == "profile=yes\n"
+
+
+def test_exec_keeps_status_and_quoting_through_the_shell_wrapper(home_stack):
+    command = """printf '%s|' "a  b" 'it'"'"'s' "$((2+2))"; exit 9"""
+    for ray_on_path in (False, True):
+        if ray_on_path:
+            write_executable(home_stack.workdir / "home" / "fastbin" / "ray", "#!/bin/sh\n")
+        result = home_stack.invoke("exec", command)
+        assert result.returncode == 9
+        assert result.stdout == "a  b|it's|4|"
+
+
+def test_exec_does_not_import_pulumi_pydantic_or_google(stack):
+    # these take longer to import than the whole ssh round trip; exec needs none of them
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "invoke", "exec", "true"],
+        cwd=PROJECT_ROOT, env=stack.env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "paramiko" in imported  # the probe sees exec's imports
+    heavy = sorted(name for name in imported
+                   if name.split(".")[0] in {"pulumi", "pulumi_gcp", "pydantic", "google", "infra"})
+    assert heavy == []

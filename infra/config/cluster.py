@@ -385,6 +385,31 @@ class ClusterConfig(StrictModel):
         own = self.available_node_types[node_type].worker_setup_commands
         return [*self.setup_commands, *(own if own is not None else self.worker_setup_commands)]
 
+    def docker_image_for(self, role: Literal["head", "worker"], node_type: str) -> str:
+        """The image a node runs: the type's own `docker.worker_image` wins on a worker (Ray
+        applies per-type docker settings to workers only), then the role's, then `image`."""
+        own = self._type_docker(role, node_type)
+        return (own.worker_image if own else None) or self.docker.image_for(role)
+
+    def docker_run_options_for(self, role: Literal["head", "worker"], node_type: str) -> list[str]:
+        """`run_options` plus the role's own; a type's `worker_run_options` replaces the
+        cluster's `worker_run_options` on its workers."""
+        own = self._type_docker(role, node_type)
+        if own is not None and own.worker_run_options is not None:
+            return [*self.docker.run_options, *own.worker_run_options]
+        return self.docker.run_options_for(role)
+
+    def docker_pull_before_run_for(self, role: Literal["head", "worker"], node_type: str) -> bool:
+        own = self._type_docker(role, node_type)
+        if own is not None and own.pull_before_run is not None:
+            return own.pull_before_run
+        return self.docker.pull_before_run
+
+    def _type_docker(
+        self, role: Literal["head", "worker"], node_type: str
+    ) -> NodeTypeDocker | None:
+        return self.available_node_types[node_type].docker if role == "worker" else None
+
     def start_commands_for(self, role: Literal["head", "worker"]) -> list[str]:
         return list(
             self.head_start_ray_commands if role == "head" else self.worker_start_ray_commands

@@ -1,14 +1,23 @@
 """Ray workers as one Pulumi resource per node type, talking to the Compute/TPU APIs itself.
 
 `WorkerGroup` is a dynamic resource; `WorkerGroupProvider` does the work (see provider.py).
+`ClusterSweeper` makes `pulumi destroy` delete every node of the cluster (see sweeper.py).
+Importing this package does not import the google-cloud client libraries: the providers
+import them when they first build a client.
 """
 
+from infra.workers.apis import Deadlines
 from infra.workers.nodes import WorkerGroupError
-from infra.workers.provider import Deadlines, WorkerGroupProvider
-from infra.workers.resource import WorkerGroup, WorkerGroupArgs
+from infra.workers.provider import WorkerGroupProvider
+from infra.workers.resource import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 from infra.workers.retry import RetryPolicy
+from infra.workers.sweeper import ClusterSweeperProvider, ClusterSweepError
 
 __all__ = [
+    "ClusterSweepError",
+    "ClusterSweeper",
+    "ClusterSweeperArgs",
+    "ClusterSweeperProvider",
     "Deadlines",
     "RetryPolicy",
     "WorkerGroup",

@@ -3,6 +3,10 @@
 Credentials arrive as a (secret) input on every call, never inside the serialized provider.
 An `api_endpoint` means an emulator or the test fake: plain http and, unless credentials are
 given, anonymous — the convention Google's own emulators follow.
+
+The google-cloud client libraries are imported where a client is built, not at module load:
+the program imports `infra.workers` for its resource classes on every preview, and
+`google.cloud.compute_v1` alone costs over a second to import.
 """
 
 from __future__ import annotations
@@ -10,15 +14,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from google.auth.credentials import AnonymousCredentials, Credentials
-from google.cloud import compute_v1, tpu_v2
-from google.cloud.compute_v1.services.instances.transports import InstancesRestTransport
-from google.cloud.compute_v1.services.zone_operations.transports import (
-    ZoneOperationsRestTransport,
-)
-from google.cloud.tpu_v2.services.tpu.transports import TpuRestTransport
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+    from google.cloud import compute_v1, tpu_v2
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 C = TypeVar("C")
@@ -40,7 +40,11 @@ def build_credentials(secret: str | None, api_endpoint: str | None) -> Credentia
         from google.oauth2.credentials import Credentials as TokenCredentials
 
         return TokenCredentials(token=secret.strip())
-    return AnonymousCredentials() if api_endpoint else None
+    if api_endpoint:
+        from google.auth.credentials import AnonymousCredentials
+
+        return AnonymousCredentials()
+    return None
 
 
 class ApiClients:
@@ -65,29 +69,34 @@ class ApiClients:
 
     @property
     def instances(self) -> compute_v1.InstancesClient:
-        return self._cached(
-            "instances",
-            lambda: compute_v1.InstancesClient(
-                transport=InstancesRestTransport(**self._transport_args("compute.googleapis.com"))
-            ),
-        )
+        return self._cached("instances", self._build_instances)
 
     @property
     def zone_operations(self) -> compute_v1.ZoneOperationsClient:
-        return self._cached(
-            "zone_operations",
-            lambda: compute_v1.ZoneOperationsClient(
-                transport=ZoneOperationsRestTransport(
-                    **self._transport_args("compute.googleapis.com")
-                )
-            ),
-        )
+        return self._cached("zone_operations", self._build_zone_operations)
 
     @property
     def tpu(self) -> tpu_v2.TpuClient:
-        return self._cached(
-            "tpu",
-            lambda: tpu_v2.TpuClient(
-                transport=TpuRestTransport(**self._transport_args("tpu.googleapis.com"))
-            ),
+        return self._cached("tpu", self._build_tpu)
+
+    def _build_instances(self) -> compute_v1.InstancesClient:
+        from google.cloud.compute_v1 import InstancesClient
+        from google.cloud.compute_v1.services.instances.transports import InstancesRestTransport
+
+        args = self._transport_args("compute.googleapis.com")
+        return InstancesClient(transport=InstancesRestTransport(**args))
+
+    def _build_zone_operations(self) -> compute_v1.ZoneOperationsClient:
+        from google.cloud.compute_v1 import ZoneOperationsClient
+        from google.cloud.compute_v1.services.zone_operations.transports import (
+            ZoneOperationsRestTransport,
         )
+
+        args = self._transport_args("compute.googleapis.com")
+        return ZoneOperationsClient(transport=ZoneOperationsRestTransport(**args))
+
+    def _build_tpu(self) -> tpu_v2.TpuClient:
+        from google.cloud.tpu_v2 import TpuClient
+        from google.cloud.tpu_v2.services.tpu.transports import TpuRestTransport
+
+        return TpuClient(transport=TpuRestTransport(**self._transport_args("tpu.googleapis.com")))

@@ -2,30 +2,41 @@
 
 `bulkInsert` takes InstanceProperties, which lack a few Instance fields (e.g. `hostname`); a
 body using those falls back to one `insert` per instance, issued in parallel.
+
+`google.cloud.compute_v1` is imported inside the calls (see clients.py for why).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud import compute_v1
 
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import Node, Phase, WorkerGroupError
 from infra.workers.parallel import run_all
 from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
 
-_BULK_FIELDS = frozenset(f.json_name for f in compute_v1.InstanceProperties.pb().DESCRIPTOR.fields)
+if TYPE_CHECKING:
+    from google.cloud import compute_v1
+
 _LIVE = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING"}
 _STOPPED = {"STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED"}
-_DONE = compute_v1.Operation.Status.DONE
 # zoneOperations.wait returns after at most ~2 minutes even if the operation still runs.
 _WAIT_CALL_S = 130.0
+
+
+@functools.cache
+def _bulk_fields() -> frozenset[str]:
+    """The body fields `bulkInsert`'s InstanceProperties can carry."""
+    from google.cloud import compute_v1
+
+    return frozenset(f.json_name for f in compute_v1.InstanceProperties.pb().DESCRIPTOR.fields)
 
 
 def label_filter(labels: dict[str, str]) -> str:
@@ -97,6 +108,8 @@ class ComputeNodes:
         self._deadline_s = operation_deadline_s
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
+        from google.cloud import compute_v1
+
         request = compute_v1.ListInstancesRequest(
             project=self.project, zone=self.zone, filter=label_filter(labels)
         )
@@ -111,7 +124,7 @@ class ComputeNodes:
     def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
         if not names:
             return
-        if set(body) <= _BULK_FIELDS:
+        if set(body) <= _bulk_fields():
             operations, failures = [self._bulk_insert(names, body)], {}
         else:
             started, failures = run_all(list(names), lambda n: self._insert(n, body))
@@ -128,6 +141,8 @@ class ComputeNodes:
             )
 
     def _bulk_insert(self, names: Sequence[str], body: dict[str, Any]) -> str:
+        from google.cloud import compute_v1
+
         properties = instance_properties(body)
         resource = compute_v1.BulkInsertInstanceResource(
             count=len(names),
@@ -148,6 +163,8 @@ class ComputeNodes:
         return operation.name
 
     def _insert(self, name: str, body: dict[str, Any]) -> str:
+        from google.cloud import compute_v1
+
         instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
         request = compute_v1.InsertInstanceRequest(
             project=self.project,
@@ -221,6 +238,8 @@ class ComputeNodes:
         return errors + [error for error in results.values() if error]
 
     def _wait(self, operation_name: str) -> str | None:
+        from google.cloud import compute_v1
+
         give_up_at = time.monotonic() + self._deadline_s
         while True:
             remaining = give_up_at - time.monotonic()
@@ -239,7 +258,7 @@ class ComputeNodes:
                 ),
                 self._retry,
             )
-            if operation.status == _DONE:
+            if operation.status == compute_v1.Operation.Status.DONE:
                 return _operation_error(operation)
 
 

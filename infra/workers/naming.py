@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 GROUP_LABEL = "ray-gcp-group"
+CLUSTER_LABEL = "ray-cluster-name"
 MAX_NAME_LENGTH = 63
 
 # What decides which nodes a group owns; a change to any of these makes a new group.
@@ -35,7 +36,7 @@ def resource_id(props: Mapping[str, Any]) -> str:
 def ray_worker_labels(cluster_name: str, node_type: str) -> dict[str, str]:
     """The labels every worker of this type carries, ours or the autoscaler's."""
     return {
-        "ray-cluster-name": cluster_name,
+        CLUSTER_LABEL: cluster_name,
         "ray-node-type": "worker",
         "ray-user-node-type": node_type,
     }

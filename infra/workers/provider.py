@@ -9,7 +9,6 @@ credentials come with each call's properties.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pulumi.dynamic import (
@@ -20,8 +19,9 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from infra.workers.clients import ApiClients, build_credentials
-from infra.workers.compute_api import ComputeNodes
+# Deadlines stays importable from here: providers pickled into existing stacks name it
+# `infra.workers.provider.Deadlines`.
+from infra.workers.apis import Deadlines, node_api
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
@@ -33,19 +33,9 @@ from infra.workers.naming import (
 from infra.workers.nodes import Node, NodeApi
 from infra.workers.plan import plan_scale
 from infra.workers.retry import RetryPolicy
-from infra.workers.tpu_api import TpuNodes
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead.
 IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint")
-
-
-@dataclass(frozen=True)
-class Deadlines:
-    """How long one long-running operation may take (Ray: 60 s compute, 480 s TPU)."""
-
-    compute_s: float = 600.0
-    tpu_s: float = 1800.0
-    tpu_poll_s: float = 5.0
 
 
 def changed_keys(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -123,19 +113,8 @@ class WorkerGroupProvider(ResourceProvider):
         return ours, foreign
 
     def _api(self, props: Mapping[str, Any]) -> NodeApi:
-        endpoint = props.get("api_endpoint") or None
-        clients = ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)
-        if props["kind"] == "tpu":
-            return TpuNodes(
-                props["project"],
-                props["zone"],
-                clients,
-                self.retry,
-                self.deadlines.tpu_s,
-                self.deadlines.tpu_poll_s,
-            )
-        return ComputeNodes(
-            props["project"], props["zone"], clients, self.retry, self.deadlines.compute_s
+        return node_api(
+            "tpu" if props["kind"] == "tpu" else "compute", props, self.retry, self.deadlines
         )
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""`WorkerGroup`: the Pulumi resource the program declares, one per worker node type."""
+"""The Pulumi resources the program declares: `WorkerGroup`, one per worker node type, and
+`ClusterSweeper`, one per cluster, which `pulumi destroy` deletes last."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pulumi
 from pulumi.dynamic import Resource
 
 from infra.workers.provider import WorkerGroupProvider
+from infra.workers.sweeper import ClusterSweeperProvider
 
 
 @dataclass
@@ -65,13 +67,61 @@ class WorkerGroup(Resource):
                 "body": args.body,
                 "count": args.count,
                 "cache_stopped_nodes": args.cache_stopped_nodes,
-                "credentials": (
-                    pulumi.Output.secret(args.credentials) if args.credentials is not None else None
-                ),
+                "credentials": _secret(args.credentials),
                 "api_endpoint": args.api_endpoint,
             }
         )
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
         super().__init__(
             WorkerGroupProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret_state)
+        )
+
+
+def _secret(value: pulumi.Input[str] | None) -> pulumi.Output[str] | None:
+    return pulumi.Output.secret(value) if value is not None else None
+
+
+@dataclass
+class ClusterSweeperArgs:
+    """Where the cluster's nodes live and how to reach the API; nothing is created from it."""
+
+    project: pulumi.Input[str]
+    zone: pulumi.Input[str]
+    cluster_name: pulumi.Input[str]
+    has_tpu: pulumi.Input[bool] = False
+    """Also sweep TPU nodes (only then is the TPU API called)."""
+    credentials: pulumi.Input[str] | None = None
+    """Service-account JSON (or an OAuth token); kept secret in the state. None: ADC."""
+    api_endpoint: str | None = None
+    """host:port of an emulator or the test fake, spoken to over plain http."""
+
+
+class ClusterSweeper(Resource):
+    """Deleting it deletes every instance (and TPU node) labelled `ray-cluster-name=<cluster>`.
+
+    Create it before everything else and make the head and each WorkerGroup `depends_on` it:
+    destroy then deletes it last, after what Pulumi tracks, and it removes what Pulumi does
+    not (the autoscaler's workers, nodes of a create that failed half-way). Creating or
+    updating it calls no API.
+    """
+
+    project: pulumi.Output[str]
+    zone: pulumi.Output[str]
+    cluster_name: pulumi.Output[str]
+    has_tpu: pulumi.Output[bool]
+
+    def __init__(
+        self, name: str, args: ClusterSweeperArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        props: dict[str, Any] = {
+            "project": args.project,
+            "zone": args.zone,
+            "cluster_name": args.cluster_name,
+            "has_tpu": args.has_tpu,
+            "credentials": _secret(args.credentials),
+            "api_endpoint": args.api_endpoint,
+        }
+        secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
+        super().__init__(
+            ClusterSweeperProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret_state)
         )

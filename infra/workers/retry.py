@@ -6,25 +6,31 @@ Every retry loop is bounded by both an attempt count and a wall-clock deadline, 
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import requests
 from google.api_core import exceptions as api_exceptions
 
 T = TypeVar("T")
 
-RETRYABLE: tuple[type[BaseException], ...] = (
-    api_exceptions.TooManyRequests,
-    api_exceptions.InternalServerError,
-    api_exceptions.BadGateway,
-    api_exceptions.ServiceUnavailable,
-    api_exceptions.GatewayTimeout,
-    requests.ConnectionError,
-)
+
+@functools.cache
+def retryable() -> tuple[type[BaseException], ...]:
+    """The transient faults. Built on first use: `requests` is only needed once calls run."""
+    import requests
+
+    return (
+        api_exceptions.TooManyRequests,
+        api_exceptions.InternalServerError,
+        api_exceptions.BadGateway,
+        api_exceptions.ServiceUnavailable,
+        api_exceptions.GatewayTimeout,
+        requests.ConnectionError,
+    )
 
 
 @dataclass(frozen=True)
@@ -47,10 +53,11 @@ def call_with_retry(
     """Run `call`, retrying transient faults; the last fault is raised when the budget ends."""
     give_up_at = time.monotonic() + policy.deadline_s
     attempt = 0
+    transient = retryable()
     while True:
         try:
             return call()
-        except RETRYABLE:
+        except transient:
             attempt += 1
             pause = policy.delay(attempt - 1)
             if attempt >= policy.max_attempts or time.monotonic() + pause > give_up_at:

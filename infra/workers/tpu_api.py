@@ -2,21 +2,25 @@
 
 The TPU API has no bulk create for plain nodes, so "the same way" means: all creates go out
 at once and their long-running operations are polled together, with the TPU deadline.
+
+`google.cloud.tpu_v2` is imported inside the calls (see clients.py for why).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
-from google.cloud import tpu_v2
 
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import Node, Phase, WorkerGroupError
 from infra.workers.parallel import run_all
 from infra.workers.retry import RetryPolicy, call_with_retry, poll_until
+
+if TYPE_CHECKING:
+    from google.cloud import tpu_v2
 
 _LIVE = {"CREATING", "READY", "RESTARTING", "REIMAGING", "REPAIRING", "STARTING"}
 _STOPPED = {"STOPPING", "STOPPED"}
@@ -29,8 +33,14 @@ def _phase(state: str) -> Phase:
     return "stopped" if state in _STOPPED else "dead"
 
 
+def _state(node: tpu_v2.Node) -> str:
+    from google.cloud import tpu_v2
+
+    return tpu_v2.Node.State(node.state).name
+
+
 def _node(node: tpu_v2.Node) -> Node:
-    state = tpu_v2.Node.State(node.state).name
+    state = _state(node)
     endpoint = node.network_endpoints[0] if node.network_endpoints else None
     return Node(
         name=node.name.rsplit("/", 1)[-1],
@@ -68,12 +78,13 @@ class TpuNodes:
         nodes = [
             _node(n)
             for n in listed
-            if all(n.labels.get(k) == v for k, v in labels.items())
-            and tpu_v2.Node.State(n.state).name not in _GONE
+            if all(n.labels.get(k) == v for k, v in labels.items()) and _state(n) not in _GONE
         ]
         return sorted(nodes, key=lambda n: (n.created, n.name))
 
     def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
+        from google.cloud import tpu_v2
+
         node = tpu_v2.Node.from_json(json.dumps(body))
         started, failures = run_all(list(names), lambda name: self._create_one(name, node))
         errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
@@ -88,6 +99,8 @@ class TpuNodes:
             )
 
     def _create_one(self, name: str, node: tpu_v2.Node) -> str:
+        from google.cloud import tpu_v2
+
         request = tpu_v2.CreateNodeRequest(parent=self.parent, node_id=name, node=node)
         future = call_with_retry(
             lambda: self._clients.tpu.create_node(request=request, retry=None), self._retry

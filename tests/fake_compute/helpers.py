@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.workers import Deadlines, RetryPolicy, WorkerGroupProvider
+from infra.workers import ClusterSweeperProvider, Deadlines, RetryPolicy, WorkerGroupProvider
 
 PROJECT, ZONE, CLUSTER, NODE_TYPE = "my-proj", "us-west1-a", "full", "ray_worker_small"
 
@@ -45,8 +45,27 @@ def group_props(endpoint: str, count: int, **overrides: Any) -> dict[str, Any]:
     return props
 
 
+def fast_retry(max_attempts: int = 10) -> RetryPolicy:
+    return RetryPolicy(initial_s=0.005, cap_s=0.05, max_attempts=max_attempts, deadline_s=10)
+
+
+FAST_DEADLINES = Deadlines(compute_s=10, tpu_s=10, tpu_poll_s=0.02)
+
+
 def fast_provider(max_attempts: int = 10) -> WorkerGroupProvider:
     """Millisecond backoff and short deadlines: the fake's operations take 50 ms."""
-    return WorkerGroupProvider(
-        retry=RetryPolicy(initial_s=0.005, cap_s=0.05, max_attempts=max_attempts, deadline_s=10),
-        deadlines=Deadlines(compute_s=10, tpu_s=10, tpu_poll_s=0.02))
+    return WorkerGroupProvider(retry=fast_retry(max_attempts), deadlines=FAST_DEADLINES)
+
+
+def sweeper_props(endpoint: str, **overrides: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "project": PROJECT, "zone": ZONE, "cluster_name": CLUSTER, "has_tpu": True,
+        "credentials": None, "api_endpoint": endpoint,
+    }
+    props.update(overrides)
+    return props
+
+
+def fast_sweeper(max_attempts: int = 10, passes: int = 2) -> ClusterSweeperProvider:
+    return ClusterSweeperProvider(
+        retry=fast_retry(max_attempts), deadlines=FAST_DEADLINES, passes=passes)

@@ -1,0 +1,46 @@
+"""A `NodeApi` for one kind of node, built per call from a resource's properties.
+
+Shared by the WorkerGroup and ClusterSweeper providers: credentials and endpoint come from the
+call's (secret) inputs, the retry policy and deadlines from the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infra.workers.clients import ApiClients, build_credentials
+from infra.workers.compute_api import ComputeNodes
+from infra.workers.nodes import NodeApi
+from infra.workers.retry import RetryPolicy
+from infra.workers.tpu_api import TpuNodes
+
+Kind = Literal["compute", "tpu"]
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """How long one long-running operation may take (Ray: 60 s compute, 480 s TPU)."""
+
+    compute_s: float = 600.0
+    tpu_s: float = 1800.0
+    tpu_poll_s: float = 5.0
+
+
+def node_api(
+    kind: Kind, props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
+) -> NodeApi:
+    """Instances (`compute`) or TPU VMs (`tpu`) of `props`' project and zone."""
+    endpoint = props.get("api_endpoint") or None
+    clients = ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)
+    if kind == "tpu":
+        return TpuNodes(
+            props["project"],
+            props["zone"],
+            clients,
+            retry,
+            deadlines.tpu_s,
+            deadlines.tpu_poll_s,
+        )
+    return ComputeNodes(props["project"], props["zone"], clients, retry, deadlines.compute_s)

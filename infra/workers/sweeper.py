@@ -1,0 +1,155 @@
+"""The ClusterSweeper provider: `pulumi destroy` leaves no node of the cluster, tracked or not.
+
+Pulumi's destroy deletes what its state records. Two kinds of node are not in it: workers Ray's
+autoscaler launched from the head (no `ray-gcp-group` label), and nodes a WorkerGroup create
+left when it raised (Pulumi records nothing for a failed create). Both carry
+`ray-cluster-name=<cluster>`, as does every node `up` makes.
+
+The program creates the sweeper first and makes the head and every worker group depend on it,
+so destroy deletes it last. Its `delete` lists every instance of the zone (and TPU node, when
+the cluster has TPU types) labelled with the cluster, whatever its `ray-node-type`, deletes them
+all at once with the usual retries and operation waits, and lists again: a node that is still
+there is named in the error. `create` and `update` only record the inputs: no API call, so
+`up` pays nothing for the sweeper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+from infra.workers.apis import Deadlines, Kind, node_api
+from infra.workers.naming import CLUSTER_LABEL
+from infra.workers.nodes import NodeApi, WorkerGroupError
+from infra.workers.parallel import run_all
+from infra.workers.retry import RetryPolicy
+
+# Which cluster is swept: a change replaces the sweeper, and deleting the old one (at the end of
+# that `up`) sweeps what is left of the old cluster, whose head and groups are replaced too.
+SWEEPER_IDENTITY_KEYS = ("project", "zone", "cluster_name")
+# How it talks to the cloud: updated in place, never a reason to sweep.
+SWEEPER_IN_PLACE_KEYS = ("has_tpu", "credentials", "api_endpoint")
+
+_WHAT = {"compute": "instance", "tpu": "TPU node"}
+
+
+class ClusterSweepError(RuntimeError):
+    """Nodes of the cluster that the sweep could not delete; `remaining` names them."""
+
+    def __init__(self, message: str, remaining: list[str]) -> None:
+        self.remaining = list(remaining)
+        super().__init__(message)
+
+
+def sweeper_id(props: Mapping[str, Any]) -> str:
+    return (
+        f"projects/{props['project']}/zones/{props['zone']}/clusterSweepers/{props['cluster_name']}"
+    )
+
+
+def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: props.get(key) for key in (*SWEEPER_IDENTITY_KEYS, *SWEEPER_IN_PLACE_KEYS)}
+
+
+class ClusterSweeperProvider(ResourceProvider):
+    """Holds no state or secrets (it is pickled into the stack): credentials come per call.
+
+    `passes` bounds how often the sweep lists and deletes before it checks what is left; a
+    second pass catches nodes whose delete failed for good the first time or that appeared
+    meanwhile (an insert still running when the head went away).
+    """
+
+    def __init__(
+        self,
+        retry: RetryPolicy | None = None,
+        deadlines: Deadlines | None = None,
+        passes: int = 2,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self.deadlines = deadlines or Deadlines()
+        self.passes = passes
+
+    # ------------------------------------------------------------------ CRUD
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(sweeper_id(props), _inputs(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        replaces = [k for k in SWEEPER_IDENTITY_KEYS if olds.get(k) != news.get(k)]
+        updates = [k for k in SWEEPER_IN_PLACE_KEYS if olds.get(k) != news.get(k)]
+        return DiffResult(
+            changes=bool(replaces or updates),
+            replaces=replaces,
+            stables=[],
+            delete_before_replace=False,
+        )
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(_inputs(news))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        self.sweep(props)
+
+    # ------------------------------------------------------------------ the sweep
+
+    def sweep(self, props: Mapping[str, Any]) -> list[str]:
+        """Delete every node labelled with the cluster; the names of those that were deleted.
+
+        Instances and TPU nodes are swept at the same time. Raises ClusterSweepError, naming
+        each node still there (or the kind that could not be listed), if any is left.
+        """
+        kinds: list[Kind] = ["compute", "tpu"] if props.get("has_tpu") else ["compute"]
+        labels = {CLUSTER_LABEL: str(props["cluster_name"])}
+        results, failures = run_all(
+            kinds,
+            lambda kind: self._sweep_kind(
+                node_api(kind, props, self.retry, self.deadlines), labels
+            ),
+        )
+        deleted: list[str] = []
+        remaining: list[str] = []
+        problems: list[str] = []
+        for kind in kinds:
+            if kind in failures:
+                problems.append(f"{_WHAT[kind]}s: {_short(failures[kind])}")
+                continue
+            gone, left, errors = results[kind]
+            deleted += gone
+            remaining += [f"{name} ({_WHAT[kind]})" for name in left]
+            if left:
+                problems += errors
+        if remaining or failures:
+            parts = [f"still there: {', '.join(remaining)}"] if remaining else []
+            raise ClusterSweepError(
+                f"could not delete every node of Ray cluster {props['cluster_name']!r} in zone "
+                f"{props['zone']} of project {props['project']}; "
+                + "; ".join(parts + problems)
+                + ". What is left keeps running (and billing): delete it by hand or run "
+                "`pulumi destroy` again.",
+                remaining,
+            )
+        return deleted
+
+    def _sweep_kind(
+        self, api: NodeApi, labels: dict[str, str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """(deleted, still there, delete errors) for one API."""
+        attempted: list[str] = []
+        errors: list[str] = []
+        for _ in range(self.passes):
+            names = [node.name for node in api.list_nodes(labels)]
+            if not names:
+                return attempted, [], errors
+            attempted += [name for name in names if name not in attempted]
+            try:
+                api.delete(names)
+            except WorkerGroupError as exc:
+                errors.append(str(exc))
+        left = [node.name for node in api.list_nodes(labels)]
+        return [name for name in attempted if name not in left], left, errors
+
+
+def _short(exc: Exception) -> str:
+    return getattr(exc, "message", None) or str(exc)

@@ -6,9 +6,11 @@ call's (secret) inputs, the retry policy and deadlines from the provider.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from pulumi.dynamic import DiffResult
 
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.compute_api import ComputeNodes
@@ -17,6 +19,23 @@ from infra.workers.retry import RetryPolicy
 from infra.workers.tpu_api import TpuNodes
 
 Kind = Literal["compute", "tpu"]
+
+
+def keyed_diff(
+    olds: Mapping[str, Any],
+    news: Mapping[str, Any],
+    replace_keys: Sequence[str],
+    in_place_keys: Sequence[str],
+) -> DiffResult:
+    """A dynamic provider's diff by key: identity keys replace (new first), others update."""
+    replaces = [k for k in replace_keys if olds.get(k) != news.get(k)]
+    updates = [k for k in in_place_keys if olds.get(k) != news.get(k)]
+    return DiffResult(
+        changes=bool(replaces or updates),
+        replaces=replaces,
+        stables=[],
+        delete_before_replace=False,
+    )
 
 
 @dataclass(frozen=True)

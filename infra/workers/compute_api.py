@@ -12,14 +12,14 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import Node, Phase, WorkerGroupError
-from infra.workers.parallel import run_all
+from infra.workers.parallel import act_on_all, run_all, short_error, wait_all
 from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
 
 if TYPE_CHECKING:
@@ -129,8 +129,8 @@ class ComputeNodes:
         else:
             started, failures = run_all(list(names), lambda n: self._insert(n, body))
             operations = list(started.values())
-        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
-        errors += self._wait_all(operations)
+        errors = [f"{name}: {short_error(exc)}" for name, exc in failures.items()]
+        errors += wait_all(operations, self._wait)
         if errors:
             existing = {n.name for n in self._get_existing(names)}
             created = [n for n in names if n in existing]
@@ -219,23 +219,10 @@ class ComputeNodes:
 
         return call
 
-    def _each(self, verb: str, names: Sequence[str], call) -> None:  # noqa: ANN001
-        started, failures = run_all(list(names), call)
-        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
-        errors += self._wait_all([op for op in started.values() if op])
-        if errors:
-            raise WorkerGroupError(
-                f"could not {verb} {len(errors)} of {len(names)} instances "
-                f"in {self.zone}: {'; '.join(errors)}"
-            )
+    def _each(self, verb: str, names: Sequence[str], call: Callable[[str], str | None]) -> None:
+        act_on_all(verb, f"instances in {self.zone}", names, call, self._wait)
 
     # ------------------------------------------------------------------ operations
-
-    def _wait_all(self, operations: Sequence[str]) -> list[str]:
-        """Wait for every operation at once; the errors of those that failed."""
-        results, failures = run_all(list(operations), self._wait)
-        errors = [f"{op}: {_short(exc)}" for op, exc in failures.items()]
-        return errors + [error for error in results.values() if error]
 
     def _wait(self, operation_name: str) -> str | None:
         from google.cloud import compute_v1
@@ -261,6 +248,3 @@ class ComputeNodes:
             if operation.status == compute_v1.Operation.Status.DONE:
                 return _operation_error(operation)
 
-
-def _short(exc: Exception) -> str:
-    return getattr(exc, "message", None) or str(exc)

@@ -21,7 +21,7 @@ from pulumi.dynamic import (
 
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
-from infra.workers.apis import Deadlines, node_api
+from infra.workers.apis import Deadlines, keyed_diff, node_api
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
@@ -36,13 +36,6 @@ from infra.workers.retry import RetryPolicy
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead.
 IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint")
-
-
-def changed_keys(olds: Mapping[str, Any], news: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(keys that replace the group, keys that update it in place), in input order."""
-    replaces = [k for k in IDENTITY_KEYS if olds.get(k) != news.get(k)]
-    updates = [k for k in IN_PLACE_KEYS if olds.get(k) != news.get(k)]
-    return replaces, updates
 
 
 class WorkerGroupProvider(ResourceProvider):
@@ -61,13 +54,7 @@ class WorkerGroupProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """A count change updates in place; an identity change replaces, new nodes first."""
-        replaces, updates = changed_keys(olds, news)
-        return DiffResult(
-            changes=bool(replaces or updates),
-            replaces=replaces,
-            stables=[],
-            delete_before_replace=False,
-        )
+        return keyed_diff(olds, news, IDENTITY_KEYS, IN_PLACE_KEYS)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(self._reconcile(news))

@@ -20,10 +20,10 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
-from infra.workers.apis import Deadlines, Kind, node_api
+from infra.workers.apis import Deadlines, Kind, keyed_diff, node_api
 from infra.workers.naming import CLUSTER_LABEL
 from infra.workers.nodes import NodeApi, WorkerGroupError
-from infra.workers.parallel import run_all
+from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy
 
 # Which cluster is swept: a change replaces the sweeper, and deleting the old one (at the end of
@@ -77,14 +77,7 @@ class ClusterSweeperProvider(ResourceProvider):
         return CreateResult(sweeper_id(props), _inputs(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        replaces = [k for k in SWEEPER_IDENTITY_KEYS if olds.get(k) != news.get(k)]
-        updates = [k for k in SWEEPER_IN_PLACE_KEYS if olds.get(k) != news.get(k)]
-        return DiffResult(
-            changes=bool(replaces or updates),
-            replaces=replaces,
-            stables=[],
-            delete_before_replace=False,
-        )
+        return keyed_diff(olds, news, SWEEPER_IDENTITY_KEYS, SWEEPER_IN_PLACE_KEYS)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(_inputs(news))
@@ -113,7 +106,7 @@ class ClusterSweeperProvider(ResourceProvider):
         problems: list[str] = []
         for kind in kinds:
             if kind in failures:
-                problems.append(f"{_WHAT[kind]}s: {_short(failures[kind])}")
+                problems.append(f"{_WHAT[kind]}s: {short_error(failures[kind])}")
                 continue
             gone, left, errors = results[kind]
             deleted += gone
@@ -150,6 +143,3 @@ class ClusterSweeperProvider(ResourceProvider):
         left = [node.name for node in api.list_nodes(labels)]
         return [name for name in attempted if name not in left], left, errors
 
-
-def _short(exc: Exception) -> str:
-    return getattr(exc, "message", None) or str(exc)

@@ -16,7 +16,7 @@ from google.api_core import exceptions as api_exceptions
 
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import Node, Phase, WorkerGroupError
-from infra.workers.parallel import run_all
+from infra.workers.parallel import act_on_all, start_and_wait
 from infra.workers.retry import RetryPolicy, call_with_retry, poll_until
 
 if TYPE_CHECKING:
@@ -86,9 +86,7 @@ class TpuNodes:
         from google.cloud import tpu_v2
 
         node = tpu_v2.Node.from_json(json.dumps(body))
-        started, failures = run_all(list(names), lambda name: self._create_one(name, node))
-        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
-        errors += self._wait_all(list(started.values()))
+        errors = start_and_wait(names, lambda name: self._create_one(name, node), self._wait)
         if errors:
             existing = {n.name for n in self.list_nodes({})}
             created = [n for n in names if n in existing]
@@ -128,20 +126,7 @@ class TpuNodes:
                 return None
             return future.operation.name
 
-        started, failures = run_all(list(names), call)
-        errors = [f"{name}: {_short(exc)}" for name, exc in failures.items()]
-        errors += self._wait_all([op for op in started.values() if op])
-        if errors:
-            raise WorkerGroupError(
-                f"could not {verb} {len(errors)} of {len(names)} TPU nodes "
-                f"in {self.zone}: {'; '.join(errors)}"
-            )
-
-    def _wait_all(self, operations: Sequence[str]) -> list[str]:
-        results, failures = run_all(list(operations), self._wait)
-        return [f"{op}: {_short(exc)}" for op, exc in failures.items()] + [
-            error for error in results.values() if error
-        ]
+        act_on_all(verb, f"TPU nodes in {self.zone}", names, call, self._wait)
 
     def _wait(self, operation_name: str) -> str | None:
         latest: dict[str, Any] = {}
@@ -162,6 +147,3 @@ class TpuNodes:
         operation = latest["op"]
         return operation.error.message if operation.HasField("error") else None
 
-
-def _short(exc: Exception) -> str:
-    return getattr(exc, "message", None) or str(exc)

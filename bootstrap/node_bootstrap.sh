@@ -16,7 +16,13 @@
 #   RAY_HEAD_IP                  the head's address; when set it wins over metadata
 #
 # Exit codes besides a failed command's own: 2 no head address, 3 head unresolvable,
-# 4 file mount missing, 5 head key unreadable from Secret Manager, 6 config watcher not started.
+# 4 file mount missing, 5 head key unreadable from Secret Manager, 6 config watcher not started;
+# the rendered script's loader exits 7 (stage `library`) when it cannot decode this library.
+#
+# The rendered script ships this file gzip+base64 (its full-line comments dropped) and sources
+# it: check it on its own with `shellcheck -s sh bootstrap/node_bootstrap.sh`.
+# The node data (NODE_*, DOCKER_*, ...) is assigned by the rendered script, not here.
+# shellcheck shell=sh disable=SC2153
 
 METADATA_URL=${RAY_BOOTSTRAP_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}/instance
 SECRET_MANAGER_URL=${RAY_BOOTSTRAP_SECRET_MANAGER_URL:-https://secretmanager.googleapis.com/v1}

@@ -25,6 +25,11 @@ BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
 BOOTSTRAP_SSH_KEY_SECRET_KEY = "ray-bootstrap-ssh-key-secret"
 STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`
 LOG_FILE = "/var/log/ray-bootstrap.log"
+# GCE refuses one metadata value over 256 KB and an instance's metadata over 512 KB in all. The
+# head's `ray-bootstrap-config` holds every node type's node_config, each with its own
+# startup-script (about 9.5 KB: its library travels compressed).
+METADATA_VALUE_LIMIT = 256 * 1024
+METADATA_TOTAL_LIMIT = 512 * 1024
 
 
 def node_metadata(

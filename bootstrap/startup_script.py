@@ -5,11 +5,28 @@ fixed library in `node_bootstrap.sh` and the ordered steps for the node's role a
 file mounts, initialization commands (host), docker pull/run, setup commands, `ray stop`, start
 commands with `$RAY_HEAD_IP` and Ray's resource override exported. It logs each stage and
 reports progress and failures where `status` can read them.
+
+The script stays self-contained (Ray's autoscaler launches workers from node_configs that carry
+it, and they boot themselves), but the library travels compressed: every node_config in the
+head's `ray-bootstrap-config` holds a whole script, and GCE caps one metadata value at 256 KB.
+Header, node data and steps stay plain text (readable in previews); the library, its full-line
+comments dropped, is a gzip+base64 payload that the script decodes into a private temporary
+file (a `mktemp -d` directory, 0700, the file 0600), sources, and removes before the first
+step. Decoding needs only POSIX sh, `mktemp`, `base64 -d` (coreutils) and `gzip -dc`, present
+on every GCE and TPU VM image; when it fails the node reports `failed:library:7`. The payload is
+out of shellcheck's sight in the script: the tests check `node_bootstrap.sh` on its own.
+
+The payload is deterministic (gzip mtime 0, header OS byte 255): the same library renders the
+same bytes on every run and machine with the same zlib. Another deflate implementation (zlib-ng,
+as some distributions ship) may compress differently and so change the script.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +53,10 @@ STAGES = (
     "config-watcher",
 )
 HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher")
+# Before any stage: the library cannot be decoded (`failed:library:7`).
+LIBRARY_STAGE = "library"
+LIBRARY_EXIT_CODE = 7
+LIBRARY_DELIMITER = "RAY_BOOTSTRAP_LIBRARY"  # ends the payload's here-document
 WATCH_CONFIG_ARG = "watch-config"  # `sh <script> watch-config HOME RUN_AS`: the head's watcher
 
 
@@ -57,13 +78,79 @@ def render_startup_script(
         f"# Ray {role} bootstrap for cluster {config.cluster_name!r}, node type {node_type!r}.",
         "# Rendered by the bootstrap package from the cluster YAML: edit the YAML, not this.",
         "# User commands are single-quoted data; their $RAY_HEAD_IP expands when they run.",
-        "# shellcheck disable=SC2016",
+        "# The node data is used by the library, which the script decodes and sources below.",
+        "# shellcheck disable=SC2016,SC2034",
         "set -u",
         "",
         _node_data(config, role, node_type, plan),
-        LIBRARY.read_text(),
+        _library_loader(),
         _steps(config, role, node_type, plan),
     ])
+
+
+def library_payload() -> str:
+    """`node_bootstrap.sh` without its comment lines, gzip-compressed, base64 on one line: the
+    same bytes on every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib)."""
+    compressed = bytearray(gzip.compress(library_code().encode(), compresslevel=9, mtime=0))
+    compressed[9] = 255  # the gzip header's OS field: "unknown"
+    return base64.b64encode(bytes(compressed)).decode()
+
+
+def library_code() -> str:
+    """The library as nodes run it: full-line comments dropped (they are a quarter of it and
+    live on in the repository), here-document bodies kept as they are."""
+    kept: list[str] = []
+    delimiter = None
+    for line in LIBRARY.read_text().splitlines():
+        if delimiter is not None:
+            delimiter = None if line.lstrip("\t") == delimiter else delimiter
+        elif line.lstrip().startswith("#"):
+            continue
+        elif match := _HEREDOC.search(line):
+            delimiter = match.group(1)
+        kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+# A here-document's delimiter (`<< EOF`, `<<-'EOF'`): its body keeps lines that start with #.
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)")
+
+
+def _library_loader() -> str:
+    """Shell that decodes the library into a private file, sources it and removes it."""
+    return (_LOADER.replace("@STATUS@", f"failed:{LIBRARY_STAGE}:{LIBRARY_EXIT_CODE}")
+            .replace("@STAGE@", LIBRARY_STAGE).replace("@CODE@", str(LIBRARY_EXIT_CODE))
+            .replace("@DELIMITER@", LIBRARY_DELIMITER).replace("@PAYLOAD@", library_payload()))
+
+
+# Until the library is sourced there is no `fail`: library_failed logs and reports as it would.
+_LOADER = r"""# ---- the library (node_bootstrap.sh): decoded into a private file and sourced
+library_failed() {
+    line="$(date -u +%Y-%m-%dT%H:%M:%SZ) [ray-bootstrap] stage=@STAGE@ failed exit=@CODE@: $1"
+    printf '%s\n' "$line" >&2
+    (printf '%s\n' "$line" >> "${RAY_BOOTSTRAP_LOG:-/var/log/ray-bootstrap.log}") 2> /dev/null
+    if [ -n "${RAY_BOOTSTRAP_STATUS_DIR:-}${RAY_BOOTSTRAP_METADATA_DIR:-}" ]; then
+        status=${RAY_BOOTSTRAP_STATUS_DIR:-$RAY_BOOTSTRAP_METADATA_DIR/../guest-attributes}
+        mkdir -p "$status/ray-bootstrap" && printf @STATUS@ > "$status/ray-bootstrap/status"
+    else
+        url=${RAY_BOOTSTRAP_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}
+        curl -fsS -X PUT --data @STATUS@ -H 'Metadata-Flavor: Google' \
+            "$url/instance/guest-attributes/ray-bootstrap/status" > /dev/null 2>&1
+    fi
+    exit @CODE@
+}
+BOOTSTRAP_LIBRARY_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ray-bootstrap.XXXXXX") \
+    || library_failed "mktemp -d cannot create a private directory"
+trap 'rm -rf "$BOOTSTRAP_LIBRARY_DIR"' EXIT
+(umask 077 && base64 -d | gzip -dc > "$BOOTSTRAP_LIBRARY_DIR/node_bootstrap.sh") \
+    << '@DELIMITER@' || library_failed "cannot decode it (base64 -d | gzip -dc)"
+@PAYLOAD@
+@DELIMITER@
+# shellcheck source=/dev/null
+. "$BOOTSTRAP_LIBRARY_DIR/node_bootstrap.sh"
+rm -rf "$BOOTSTRAP_LIBRARY_DIR"
+trap - EXIT
+"""
 
 
 def _assign(name: str, value: str) -> str:

@@ -6,6 +6,7 @@ Merged, not overwritten: a user's `install-nvidia-driver` survives next to the s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 
@@ -24,6 +25,7 @@ __all__ = [
     "BOOTSTRAP_SSH_KEY_SECRET_KEY",
     "HEAD_ADDRESS_KEY",
     "merge_metadata",
+    "ray_node_config",
 ]
 
 
@@ -49,3 +51,15 @@ def merge_metadata(
         "ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line])),
         **extra,
     }
+
+
+def ray_node_config(config: ClusterConfig, node_type: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A worker body without bootstrap's entries (startup script, small file mounts) or the
+    head's address: the node_config Ray's autoscaler launches its own workers from."""
+    bootstrap_keys = {*bootstrap_metadata(config, "worker", node_type), HEAD_ADDRESS_KEY}
+    metadata = body["metadata"]
+    if "items" in metadata:  # a Compute Engine body
+        kept: Any = {"items": [i for i in metadata["items"] if i["key"] not in bootstrap_keys]}
+    else:  # a TPU node body
+        kept = {k: v for k, v in metadata.items() if k not in bootstrap_keys}
+    return {**body, "metadata": kept}

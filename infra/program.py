@@ -9,6 +9,7 @@ import pulumi_gcp as gcp
 
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from infra.metadata_limits import check_metadata_limits
 from infra.plan import plan_cluster
 from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
 
@@ -59,6 +60,7 @@ def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
+    check_metadata_limits(plan)
     provider = gcp_provider(config)
     credentials = config.provider.gcp_credentials
     cluster = RayCluster(

@@ -1,19 +1,32 @@
 """The rendered startup script: one per shipped stack and node, shellcheck-clean, with its
-stages, docker steps and resources in the right place."""
+stages, docker steps and resources in the right place; small and deterministic, the library
+compressed and the node's own data and steps in plain text."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from bootstrap_stubs import SHIPPED_STACKS, cluster
 
 from bootstrap import node_metadata, render_startup_script
-from bootstrap.startup_script import HEAD_ONLY_STAGES, STAGES
+from bootstrap.startup_script import (
+    HEAD_ONLY_STAGES,
+    LIBRARY,
+    LIBRARY_DELIMITER,
+    STAGES,
+    library_code,
+)
 from infra.config import load_cluster_config
+
+SCRIPT_SIZE_BOUND = 12 * 1024  # was ~22 KB with the library in plain text
 
 
 def _nodes(stack: Path) -> list[tuple[str, str]]:
@@ -35,6 +48,20 @@ def _steps(script: str) -> str:
     return script.split("# ---- the steps, in order", 1)[1]
 
 
+def _payload(script: str) -> str:
+    """The library's gzip+base64 here-document body."""
+    body = script.split(f"<< '{LIBRARY_DELIMITER}'", 1)[1].split("\n", 1)[1]
+    return body.split(f"\n{LIBRARY_DELIMITER}\n", 1)[0]
+
+
+def _shellcheck(path: Path) -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    result = subprocess.run(["shellcheck", "-s", "sh", str(path)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout
+
+
 def _stages(script: str) -> list[str]:
     return re.findall(r"^begin_stage (\S+)$", script, re.MULTILINE)
 
@@ -44,11 +71,74 @@ def test_every_shipped_node_script_is_shellcheck_clean(stack, role, node_type, t
     script = tmp_path / "startup-script"
     script.write_text(render_startup_script(load_cluster_config(stack), role, node_type))
     assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
-    result = subprocess.run(["shellcheck", "-s", "sh", str(script)], capture_output=True,
-                            text=True)
-    assert result.returncode == 0, result.stdout
+    _shellcheck(script)
+
+
+def test_library_is_shellcheck_clean_on_its_own():
+    """The script carries it compressed, out of shellcheck's sight: it is checked here."""
+    assert subprocess.run(["sh", "-n", str(LIBRARY)]).returncode == 0
+    _shellcheck(LIBRARY)
+
+
+@pytest.mark.parametrize(("stack", "role", "node_type"), CASES)
+def test_every_shipped_node_script_stays_under_the_size_bound(stack, role, node_type):
+    """Every node_config in the head's bootstrap config carries a whole script, and GCE caps
+    one metadata value at 256 KB: the script's size decides how many node types fit."""
+    script = render_startup_script(load_cluster_config(stack), role, node_type)
+    assert len(script.encode()) < SCRIPT_SIZE_BOUND
+
+
+def test_library_payload_decodes_to_the_library_without_its_comment_lines():
+    config = cluster()
+    payload = _payload(render_startup_script(config, "worker", "worker_t"))
+    decoded = gzip.decompress(base64.b64decode(payload)).decode()
+    assert decoded == library_code()
+    code_lines = [line for line in LIBRARY.read_text().splitlines()
+                  if not line.lstrip().startswith("#")]
+    assert decoded.splitlines() == code_lines
+    assert "docker_start() {" in decoded and "watch_config() {" in decoded
+
+
+def test_comment_lines_inside_a_here_document_are_kept(tmp_path, monkeypatch):
+    library = tmp_path / "node_bootstrap.sh"
+    library.write_text("# dropped\nf() {\n    # dropped too\n    cat << 'EOF' > out\n"
+                       "# kept: data\nEOF\n    # dropped again\n}\n")
+    monkeypatch.setattr("bootstrap.startup_script.LIBRARY", library)
+    assert library_code() == "f() {\n    cat << 'EOF' > out\n# kept: data\nEOF\n}\n"
+
+
+def test_rendered_script_is_byte_identical_across_runs():
+    """Pulumi compares metadata byte for byte: a second process (another hash seed) renders
+    the very same script, so an unchanged cluster shows no diff."""
+    render = ("import sys; from bootstrap import render_startup_script; "
+              "from infra.config import load_cluster_config; "
+              "c = load_cluster_config(sys.argv[1]); "
+              "sys.stdout.write(render_startup_script(c, 'head', c.head_node_type))")
+    full = next(s for s in SHIPPED_STACKS if s.stem == "full")
+    config = load_cluster_config(full)
+    here = render_startup_script(config, "head", config.head_node_type)
+    assert render_startup_script(config, "head", config.head_node_type) == here
+    other = subprocess.run([sys.executable, "-c", render, str(full)], capture_output=True,
+                           text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "12345"},
+                           cwd=Path(__file__).resolve().parent.parent)
+    assert other.stdout == here
+
+
+def test_node_data_and_steps_stay_plain_text_next_to_the_payload():
+    """A preview shows what the node will do: its values single-quoted, its commands in
+    order; only the fixed library is compressed."""
+    tricky = """record "it's" '$(echo injected)'"""
+    config = cluster(setup_commands=[tricky], docker={"image": "rayproject/ray:2.9"})
+    script = render_startup_script(config, "worker", "worker_t")
+    before_payload = script.split(f"<< '{LIBRARY_DELIMITER}'", 1)[0]
+    for line in ("NODE_CLUSTER='stubbed'", "NODE_TYPE='worker_t'", "NODE_SSH_USER='ubuntu'",
+                 """RESOURCES_JSON='{"CPU": 4, "custom": 1}'""",
+                 "DOCKER_IMAGE='rayproject/ray:2.9'"):
+        assert f"\n{line}\n" in before_payload
+    steps = _steps(script)
+    assert """run_node 'record "it'"'"'s" '"'"'$(echo injected)'"'"''""" in steps
+    assert "run_node 'ray start --address=$RAY_HEAD_IP:6379'" in steps
+    assert "prepare_node() {" not in script  # the library's code is in the payload only
 
 
 @pytest.mark.parametrize(("stack", "role", "node_type"), CASES)

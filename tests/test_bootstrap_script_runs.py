@@ -1,15 +1,18 @@
 """The rendered startup script run for real (stub `ray`/`docker`/`getent`): head address,
-docker idempotence, failure reporting, quoting, file mounts and resources."""
+docker idempotence, failure reporting, quoting, file mounts and resources, and the compressed
+library decoded into a private file that does not outlive the run."""
 
 from __future__ import annotations
 
 import base64
 import json
+import shutil
 import stat
 
-from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script
+from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script, stop_config_watcher
 
 from bootstrap import node_metadata, render_startup_script
+from bootstrap.startup_script import LIBRARY_DELIMITER
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
 
@@ -166,3 +169,47 @@ def test_tpu_pod_host_zero_alone_carries_the_pod_head_resource(tmp_path):
         resources[number] = json.loads(start_env.split("RES=", 1)[1])
     assert resources["0"] == {"TPU": 4, "TPU-v4-16-head": 1}
     assert resources["1"] == {"TPU": 4}
+
+
+def test_library_is_decoded_into_a_private_file_removed_before_the_steps(tmp_path):
+    """A `gzip` wrapper records the modes of the file it decodes into and of its directory;
+    afterwards TMPDIR is empty, though the head's config watcher (a copy of the same script,
+    decoding its own library) still runs."""
+    stubs, tmpdir = tmp_path / "stubs", tmp_path / "tmpdir"
+    stubs.mkdir()
+    tmpdir.mkdir()
+    (stubs / "gzip").write_text(
+        "#!/bin/sh\n"
+        'target=$(readlink "/proc/$$/fd/1")\n'
+        'printf \'gzip-modes %s %s\\n\' "$(stat -c %a "$(dirname "$target")")" '
+        '"$(stat -c %a "$target")" >> "$STUB_CALLS"\n'
+        f'exec {shutil.which("gzip")} "$@"\n')
+    (stubs / "gzip").chmod(0o755)
+    script = render_startup_script(cluster(), "head", "head_t")
+    run = run_script(script, tmp_path, {"ray-bootstrap-config": "max_workers: 2\n"},
+                     env={"RAY_HEAD_IP": "10.0.0.2", "TMPDIR": str(tmpdir)}, keep_watcher=True)
+    try:
+        assert run.returncode == 0, run.log
+        assert run.status == "ready"
+        assert run.calls[0] == "gzip-modes 700 600"
+        assert list(tmpdir.iterdir()) == []
+    finally:
+        stop_config_watcher(tmp_path)
+
+
+def test_undecodable_library_fails_in_the_library_stage(tmp_path):
+    """A payload cut short (as by a truncated metadata value) stops the node before any step,
+    reported where `status` reads it."""
+    script = render_startup_script(cluster(), "worker", "worker_t")
+    start = script.index("\n", script.index(f"<< '{LIBRARY_DELIMITER}'")) + 1
+    end = script.index(f"\n{LIBRARY_DELIMITER}\n", start)
+    corrupt = script[:start + (end - start) // 2] + script[end:]
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    run = run_script(corrupt, tmp_path, {"ray-head-address": "10.0.0.9"},
+                     env={"TMPDIR": str(tmpdir)})
+    assert run.returncode == 7
+    assert run.status == "failed:library:7"
+    assert "stage=library failed exit=7: cannot decode it (base64 -d | gzip -dc)" in run.log
+    assert run.calls == []  # no step ran
+    assert list(tmpdir.iterdir()) == []

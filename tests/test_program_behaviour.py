@@ -153,3 +153,32 @@ def test_sweeper_is_created_first_so_destroy_removes_it_last():
     sweeper_urn = run.urns[sweepers[0].name]
     dependents = [r.name for r in run.resources if sweeper_urn in r.dependencies]
     assert "tputest-head" in dependents and "tputest-ray_tpu" in dependents
+
+
+def test_head_metadata_over_gce_limits_is_refused_at_plan_time():
+    """GCE caps one metadata value at 256 KB: the head's autoscaler config holds every
+    command of the cluster, so a huge one is refused before anything is created."""
+    raw = stack_yaml("full")
+    raw["setup_commands"] = [f"echo {'x' * 1000} {index}" for index in range(300)]
+    with pytest.raises(ConfigError) as caught:
+        run_inline(raw)
+    assert "256 KB" in str(caught.value)
+
+
+def test_fifty_node_types_keep_the_heads_config_small():
+    """Ray's autoscaler launches from node_configs without our startup script (its updater
+    sets its nodes up over SSH), so the head's config grows by a node_config per type."""
+    raw = stack_yaml("full")
+    worker = raw["available_node_types"]["ray_worker_small"]
+    raw["max_workers"] = 100
+    for index in range(50):
+        raw["available_node_types"][f"extra_{index}"] = {**worker, "min_workers": 0}
+    run = run_inline(raw)
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    bootstrap = head.inputs["metadata"]["ray-bootstrap-config"]
+    assert len(bootstrap) < 256 * 1024
+    node_config = yaml.safe_load(bootstrap)["available_node_types"]["extra_7"]["node_config"]
+    keys = {item["key"] for item in node_config["metadata"]["items"]}
+    assert "startup-script" not in keys and "ssh-keys" in keys
+    ours = run.named("full-extra_7").inputs["body"]["metadata"]["items"]
+    assert "startup-script" in {item["key"] for item in ours}, "our workers boot themselves"

@@ -259,17 +259,13 @@ def plan(c, stack=None, out=None, format="json", root=None):  # noqa: A002
     """Offline plan (no cloud, no pulumi CLI): every resource the program would register."""
     from pathlib import Path
 
-    from infra.config.errors import ConfigError
     from infra.stack_config import PROJECT_ROOT
-    from ops.errors import OpsError, user_errors
+    from ops.errors import user_errors
     from ops.plan import plan_stack, render, stack_or_env
 
     with user_errors():
-        try:
-            planned = plan_stack(stack_or_env(stack), Path(root) if root else PROJECT_ROOT)
-            text = render(planned, format)
-        except ConfigError as exc:
-            raise OpsError(str(exc)) from None
+        planned = plan_stack(stack_or_env(stack), Path(root) if root else PROJECT_ROOT)
+        text = render(planned, format)
         if out:
             Path(out).write_text(text)
         else:
@@ -328,8 +324,10 @@ def local_up(c, config="", keep=False):
     from bootstrap.local_cluster import DEFAULT_CONFIG
     from bootstrap.local_cluster import local_up as start_local_cluster
     from infra.config import load_cluster_config
+    from ops.errors import user_errors
 
-    cluster = start_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), print)
+    with user_errors():
+        cluster = start_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), print)
     try:
         report = cluster.run_program()
         for node in report["nodes"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,7 +17,8 @@ class OpsError(Exception):
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Inside a task: OpsError becomes invoke's Exit, so the user sees the message, not a trace."""
+    """Inside a task: OpsError and a cluster YAML's ConfigError become invoke's Exit, so the
+    user sees the message, not a trace."""
     from invoke.exceptions import Exit
 
     try:
@@ -25,6 +27,17 @@ def user_errors() -> Iterator[None]:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
     except KeyboardInterrupt:
         raise Exit("interrupted", code=130) from None
+    except Exception as exc:
+        if _is_config_error(exc):
+            raise Exit(f"error: {exc}", code=1) from None
+        raise
+
+
+def _is_config_error(exc: Exception) -> bool:
+    # Only a task that loaded the config model can raise its errors: `exec` never pays for
+    # importing pydantic just to check.
+    errors = sys.modules.get("infra.config.errors")
+    return errors is not None and isinstance(exc, errors.ConfigError)
 
 
 def exit_status(status: int) -> None:

@@ -43,9 +43,16 @@ def autoscaler_config(
     data["file_mounts"] = {target: target for target in config.file_mounts}
     data["no_restart"] = False
     data["provider"] = _provider(config)
+    # `ray up` writes the prepared config, whose role commands already begin with
+    # `setup_commands` (Ray's merge_setup_commands); the head's autoscaler reads it as is when
+    # it sets up the workers it launches.
+    data["head_setup_commands"] = config.setup_commands_for("head", config.head_node_type)
+    data["worker_setup_commands"] = [*config.setup_commands, *config.worker_setup_commands]
     counts = worker_counts or {}
     for name, node_type in data["available_node_types"].items():
         node_type["node_config"] = copy.deepcopy(node_configs[name])
+        if "worker_setup_commands" in node_type:
+            node_type["worker_setup_commands"] = config.setup_commands_for("worker", name)
         kept = max(node_type.get("min_workers", 0), counts.get(name, 0))
         node_type["min_workers"] = min(kept, node_type.get("max_workers", kept))
     return data

@@ -132,3 +132,30 @@ def test_twenty_node_types_with_their_startup_scripts_fit_one_metadata_value():
     text = yaml.safe_dump(autoscaler_config(config, bodies), sort_keys=True)
     assert len(config.available_node_types) == 20
     assert len(text.encode()) < METADATA_VALUE_LIMIT
+
+
+@pytest.mark.parametrize("stack", SHIPPED_STACKS, ids=lambda p: p.stem)
+def test_role_commands_are_prepared_like_ray_up_writes_them(stack):
+    """The head's autoscaler reads the file as is (no merge of its own) when it sets up the
+    workers it launches: their commands must already start with `setup_commands`."""
+    from ray.autoscaler._private.util import prepare_config
+
+    config = load_cluster_config(stack)
+    written = autoscaler_config(config, _bodies(config))
+    raw = {**config.ray_dict(), "provider": written["provider"], "auth": written["auth"]}
+    prepared = prepare_config(copy.deepcopy(raw))
+    for key in ("head_setup_commands", "worker_setup_commands"):
+        assert written[key] == prepared[key]
+        assert written[key][: len(config.setup_commands)] == config.setup_commands
+
+
+def test_a_types_own_worker_setup_commands_follow_setup_commands():
+    config = load_cluster_config(
+        next(p for p in SHIPPED_STACKS if p.stem == "full"))
+    data = config.ray_dict()
+    data["setup_commands"] = ["echo common"]
+    data["available_node_types"]["ray_worker_small"]["worker_setup_commands"] = ["echo own"]
+    typed = parse_cluster_config(data)
+    written = autoscaler_config(typed, _bodies(typed))
+    assert written["available_node_types"]["ray_worker_small"]["worker_setup_commands"] == [
+        "echo common", "echo own"]

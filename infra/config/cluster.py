@@ -418,6 +418,9 @@ class ClusterConfig(StrictModel):
     def ray_dict(self) -> dict[str, Any]:
         """The config as Ray reads it: YAML key names, URLs normalised, secrets left out."""
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not self.docker.enabled:
+            # Ray treats a container_name without an image as a broken docker config.
+            data["docker"] = {}
         data["provider"].pop("gcp_credentials", None)
         data["provider"].pop("ssh_source_ranges", None)
         for name, node_type in self.available_node_types.items():

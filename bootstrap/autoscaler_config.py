@@ -19,6 +19,7 @@ from infra.config import ClusterConfig
 REMOTE_KEY_PATH = "~/ray_bootstrap_key.pem"
 REMOTE_CONFIG_PATH = "~/ray_bootstrap_config.yaml"
 HAS_TPU_PROVIDER_FIELD = "_has_tpus"  # ray.autoscaler._private.gcp.config
+DISABLE_NODE_UPDATERS_FIELD = "disable_node_updaters"  # ray.autoscaler._private.constants
 
 
 def autoscaler_config(
@@ -69,6 +70,9 @@ def _provider(config: ClusterConfig) -> dict[str, Any]:
         "availability_zone": provider.availability_zone,
         "cache_stopped_nodes": provider.cache_stopped_nodes,
         "use_internal_ips": provider.use_internal_ips,
+        # Every node sets itself up from its startup script, the autoscaler's own included:
+        # Ray's SSH updaters would race it (`ray stop` mid-boot), as they do for KubeRay.
+        DISABLE_NODE_UPDATERS_FIELD: True,
     }
     if config.has_tpu:
         section[HAS_TPU_PROVIDER_FIELD] = True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import pulumi
@@ -19,7 +18,6 @@ from infra.metadata import (
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     merge_metadata,
-    ray_node_config,
 )
 from infra.network import ClusterNetwork
 from infra.node_resources import HeadNode
@@ -73,20 +71,14 @@ class RayCluster(pulumi.ComponentResource):
         )
         head_name = plan.head.instance_name
 
-        # Every node type in the worker role, as our worker groups create it: it boots itself
-        # from its startup script.
+        # Every node type in the worker role: what Ray's autoscaler launches from the head's
+        # bootstrap config, and exactly what our worker groups create. Each boots itself from
+        # its startup script.
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
             node_type: _body(
                 config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name}
             )
             for node_type, group in plan.node_types.items()
-        }
-        # What the head's autoscaler launches workers from: the same body without bootstrap's
-        # entries. Its own updater sets those nodes up over SSH, as after `ray up`, and the
-        # head's config stays far below GCE's metadata limits however many types there are.
-        ray_node_configs = {
-            node_type: body.apply(functools.partial(ray_node_config, config, node_type))
-            for node_type, body in worker_bodies.items()
         }
         auth = pulumi.Output.all(self.ssh_key.private_key).apply(
             lambda key: {"ssh_user": user, "ssh_private_key": key[0]}
@@ -94,7 +86,7 @@ class RayCluster(pulumi.ComponentResource):
         # The head's autoscaler keeps at least what the worker groups keep, or it would retire
         # idle workers that the next `up` brings back.
         worker_counts = {group.node_type: group.count for group in plan.workers}
-        bootstrap_yaml = pulumi.Output.all(**ray_node_configs).apply(
+        bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
             lambda bodies: yaml.safe_dump(
                 autoscaler_config(config, bodies, worker_counts), sort_keys=True
             )
@@ -112,7 +104,7 @@ class RayCluster(pulumi.ComponentResource):
                     BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
                 },
             ),
-            labels=_labels(plan.head, ray_node_configs[plan.head.node_type], auth),
+            labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.network, self.key_secret],
@@ -124,7 +116,7 @@ class RayCluster(pulumi.ComponentResource):
                 plan,
                 group,
                 worker_bodies[group.node_type],
-                _labels(group, ray_node_configs[group.node_type], auth),
+                _labels(group, worker_bodies[group.node_type], auth),
                 credentials,
                 pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.head]),
             )

@@ -6,7 +6,6 @@ Merged, not overwritten: a user's `install-nvidia-driver` survives next to the s
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pulumi
 
@@ -25,7 +24,6 @@ __all__ = [
     "BOOTSTRAP_SSH_KEY_SECRET_KEY",
     "HEAD_ADDRESS_KEY",
     "merge_metadata",
-    "ray_node_config",
 ]
 
 
@@ -52,14 +50,3 @@ def merge_metadata(
         **extra,
     }
 
-
-def ray_node_config(config: ClusterConfig, node_type: str, body: dict[str, Any]) -> dict[str, Any]:
-    """A worker body without bootstrap's entries (startup script, small file mounts) or the
-    head's address: the node_config Ray's autoscaler launches its own workers from."""
-    bootstrap_keys = {*bootstrap_metadata(config, "worker", node_type), HEAD_ADDRESS_KEY}
-    metadata = body["metadata"]
-    if "items" in metadata:  # a Compute Engine body
-        kept: Any = {"items": [i for i in metadata["items"] if i["key"] not in bootstrap_keys]}
-    else:  # a TPU node body
-        kept = {k: v for k, v in metadata.items() if k not in bootstrap_keys}
-    return {**body, "metadata": kept}

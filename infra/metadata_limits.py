@@ -1,10 +1,10 @@
 """GCE's metadata limits, checked before anything is created.
 
 GCE refuses a metadata value over 256 KB and an instance whose metadata adds up to over 512 KB.
-The head carries its startup script, small file mounts and its autoscaler config, which holds
-every node type's node_config and all the cluster's commands: a very large cluster YAML can
-cross the limit, and the user should hear so from the plan, with the fix, not from the API
-halfway through `up`.
+The head carries its autoscaler config, which holds every node type's worker body, startup
+script included (Ray's autoscaler launches its workers from them, and they boot themselves):
+some two dozen node types, or very long commands, cross the limit, and the user should hear so
+from the plan, with the fix, not from the API halfway through `up`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,27 @@ from bootstrap.node_metadata import (
 from infra.config import ConfigError
 from infra.plan import ClusterPlan
 
-# What the program adds to each node_config after this check: the subnet's network interface,
-# the service account and the `ssh-keys` line.
+# What the program adds to each worker body after this check: the subnet's network interface,
+# the service account, the `ssh-keys` line and the head's address.
 PER_TYPE_ALLOWANCE = 2048
 
 
 def check_metadata_limits(plan: ClusterPlan) -> None:
     """Raise a ConfigError when the head's metadata would break GCE's limits."""
     config = plan.config
-    bodies = {node_type: group.node_config.body() for node_type, group in plan.node_types.items()}
+    bodies = {
+        node_type: {
+            **group.node_config.body(),
+            "metadata": {"items": [
+                {"key": key, "value": value}
+                for key, value in {
+                    **group.node_config.metadata,
+                    **bootstrap_metadata(config, "worker", node_type),
+                }.items()
+            ]},
+        }
+        for node_type, group in plan.node_types.items()
+    }
     counts = {group.node_type: group.count for group in plan.workers}
     config_size = len(yaml.safe_dump(autoscaler_config(config, bodies, counts), sort_keys=True))
     config_size += PER_TYPE_ALLOWANCE * len(bodies)
@@ -41,8 +53,8 @@ def check_metadata_limits(plan: ClusterPlan) -> None:
         problems.append(("available_node_types", (
             f"the head's autoscaler config ({BOOTSTRAP_CONFIG_KEY}) would be about "
             f"{config_size // 1024} KB, over GCE's {METADATA_VALUE_LIMIT // 1024} KB limit for "
-            "one metadata value: shorten the node_configs and commands, or move long setup "
-            "commands into a script in file_mounts")))
+            "one metadata value: declare fewer node types, or move long setup commands into "
+            "a script in file_mounts")))
     elif total > METADATA_TOTAL_LIMIT:
         problems.append(("available_node_types", (
             f"the head's metadata would add up to about {total // 1024} KB, over GCE's "

@@ -159,3 +159,14 @@ def test_a_types_own_worker_setup_commands_follow_setup_commands():
     written = autoscaler_config(typed, _bodies(typed))
     assert written["available_node_types"]["ray_worker_small"]["worker_setup_commands"] == [
         "echo common", "echo own"]
+
+
+def test_rays_node_updaters_are_off_because_every_node_boots_itself():
+    """Ray's autoscaler would otherwise SSH into each new node and rerun setup and `ray stop`
+    while the node's own startup script is still at work."""
+    from ray.autoscaler._private.constants import DISABLE_NODE_UPDATERS_KEY
+
+    config = cluster()
+    written = autoscaler_config(config, _bodies(config))
+    assert written["provider"][DISABLE_NODE_UPDATERS_KEY] is True
+    validate_config(written)

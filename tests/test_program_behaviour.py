@@ -165,20 +165,31 @@ def test_head_metadata_over_gce_limits_is_refused_at_plan_time():
     assert "256 KB" in str(caught.value)
 
 
-def test_fifty_node_types_keep_the_heads_config_small():
-    """Ray's autoscaler launches from node_configs without our startup script (its updater
-    sets its nodes up over SSH), so the head's config grows by a node_config per type."""
+def test_fifty_node_types_are_refused_before_gce_would_refuse_them():
+    """Every type's worker body (startup script included) sits in the head's autoscaler
+    config, one metadata value of at most 256 KB."""
     raw = stack_yaml("full")
     worker = raw["available_node_types"]["ray_worker_small"]
     raw["max_workers"] = 100
     for index in range(50):
         raw["available_node_types"][f"extra_{index}"] = {**worker, "min_workers": 0}
+    with pytest.raises(ConfigError) as caught:
+        run_inline(raw)
+    assert "declare fewer node types" in str(caught.value)
+
+
+def test_a_dozen_node_types_fit_and_the_autoscalers_workers_boot_themselves():
+    raw = stack_yaml("full")
+    worker = raw["available_node_types"]["ray_worker_small"]
+    raw["max_workers"] = 20
+    for index in range(12):
+        raw["available_node_types"][f"extra_{index}"] = {**worker, "min_workers": 0}
     run = run_inline(raw)
     (head,) = run.of_type("gcp:compute/instance:Instance")
-    bootstrap = head.inputs["metadata"]["ray-bootstrap-config"]
-    assert len(bootstrap) < 256 * 1024
-    node_config = yaml.safe_load(bootstrap)["available_node_types"]["extra_7"]["node_config"]
+    bootstrap_text = head.inputs["metadata"]["ray-bootstrap-config"]
+    assert len(bootstrap_text) < 256 * 1024
+    bootstrap = yaml.safe_load(bootstrap_text)
+    assert bootstrap["provider"]["disable_node_updaters"] is True
+    node_config = bootstrap["available_node_types"]["extra_7"]["node_config"]
     keys = {item["key"] for item in node_config["metadata"]["items"]}
-    assert "startup-script" not in keys and "ssh-keys" in keys
-    ours = run.named("full-extra_7").inputs["body"]["metadata"]["items"]
-    assert "startup-script" in {item["key"] for item in ours}, "our workers boot themselves"
+    assert {"startup-script", "ssh-keys", "ray-head-address"} <= keys

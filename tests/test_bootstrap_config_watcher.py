@@ -48,6 +48,14 @@ def _watchers(state_dir: Path) -> list[int]:
     return found
 
 
+def _replace_metadata(tmp_path: Path, key: str, value: str) -> None:
+    """Replace a metadata value whole, as the metadata server serves a new one: a watcher
+    polling the directory never sees it half written."""
+    staged = tmp_path / "metadata" / f".{key}.new"
+    staged.write_text(value)
+    staged.rename(tmp_path / "metadata" / key)
+
+
 @pytest.fixture
 def head(tmp_path):
     """Run the head script (local mode) on demand; its watcher is stopped afterwards."""
@@ -67,10 +75,12 @@ def test_changed_config_metadata_rewrites_the_config_file(head, tmp_path):
     assert run.returncode == 0, run.log
     config_file = run.home / "ray_bootstrap_config.yaml"
     assert config_file.read_text() == "max_workers: 2\n"
-    (tmp_path / "metadata" / BOOTSTRAP_CONFIG_KEY).write_text("max_workers: 5\n")
+    _replace_metadata(tmp_path, BOOTSTRAP_CONFIG_KEY, "max_workers: 5\n")
     _wait_for(lambda: config_file.read_text() == "max_workers: 5\n", "config rewritten")
-    log = (tmp_path / "bootstrap.log").read_text()
-    assert "metadata ray-bootstrap-config changed: rewrote" in log
+    # The watcher logs just after the rename that the line above saw: wait for it too.
+    log_file = tmp_path / "bootstrap.log"
+    _wait_for(lambda: "metadata ray-bootstrap-config changed: rewrote" in log_file.read_text(),
+              "the rewrite logged")
     assert not config_file.with_name("ray_bootstrap_config.yaml.tmp").exists()
 
 
@@ -140,7 +150,7 @@ def test_with_docker_the_new_config_is_copied_into_the_container(tmp_path):
                          env={"RAY_HEAD_IP": "10.0.0.2", "RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1"},
                          keep_watcher=True)
         assert run.returncode == 0, run.log
-        (tmp_path / "metadata" / BOOTSTRAP_CONFIG_KEY).write_text("max_workers: 5\n")
+        _replace_metadata(tmp_path, BOOTSTRAP_CONFIG_KEY, "max_workers: 5\n")
         copied = (f"docker cp {run.home}/ray_bootstrap_config.yaml "
                   "rc:/root/ray_bootstrap_config.yaml.tmp")
         calls = tmp_path / "calls"

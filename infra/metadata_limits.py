@@ -3,7 +3,7 @@
 GCE refuses a metadata value over 256 KB and an instance whose metadata adds up to over 512 KB.
 The head carries its autoscaler config, which holds every node type's worker body, startup
 script included (Ray's autoscaler launches its workers from them, and they boot themselves):
-some two dozen node types, or very long commands, cross the limit, and the user should hear so
+about twenty node types, or very long commands, cross the limit, and the user should hear so
 from the plan, with the fix, not from the API halfway through `up`.
 """
 

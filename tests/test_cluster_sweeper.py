@@ -15,9 +15,11 @@ from tests.fake_compute.helpers import (
     CLUSTER,
     PROJECT,
     ZONE,
+    RegisteringMocks,
     fast_provider,
     fast_sweeper,
     group_props,
+    install_registering_mocks,
     sweeper_props,
     tpu_body,
 )
@@ -175,23 +177,9 @@ def test_serialized_sweeper_provider_holds_no_credentials():
     assert len(serialized) < 20_000
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.registered: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.registered.append(args)
-        return f"{args.name}-id", dict(args.inputs)
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
-
-
 @pytest.fixture
-def mocks() -> Mocks:
-    mocks = Mocks()
-    pulumi.runtime.set_mocks(mocks, preview=False)
-    return mocks
+def mocks() -> RegisteringMocks:
+    return install_registering_mocks()
 
 
 @pulumi.runtime.test

@@ -11,27 +11,14 @@ from pulumi.dynamic.dynamic import serialize_provider
 from infra.workers import WorkerGroupProvider
 from infra.workers.clients import build_credentials
 from infra.workers.retry import RetryPolicy, call_with_retry
+from tests.fake_compute.helpers import RegisteringMocks, install_registering_mocks
 
 SECRET = "very-secret-token-value"
 
 
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.registered: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.registered.append(args)
-        return f"{args.name}-id", dict(args.inputs)
-
-    def call(self, args: pulumi.runtime.MockCallArgs):
-        return {}
-
-
 @pytest.fixture
-def mocks():
-    mocks = Mocks()
-    pulumi.runtime.set_mocks(mocks, preview=False)
-    yield mocks
+def mocks() -> RegisteringMocks:
+    return install_registering_mocks()
 
 
 @pulumi.runtime.test

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulumi
+
 from infra.workers import ClusterSweeperProvider, Deadlines, RetryPolicy, WorkerGroupProvider
 
 PROJECT, ZONE, CLUSTER, NODE_TYPE = "my-proj", "us-west1-a", "full", "ray_worker_small"
@@ -69,3 +71,23 @@ def sweeper_props(endpoint: str, **overrides: Any) -> dict[str, Any]:
 def fast_sweeper(max_attempts: int = 10, passes: int = 2) -> ClusterSweeperProvider:
     return ClusterSweeperProvider(
         retry=fast_retry(max_attempts), deadlines=FAST_DEADLINES, passes=passes)
+
+
+class RegisteringMocks(pulumi.runtime.Mocks):
+    """Pulumi mocks that keep every registration, to inspect how a resource was declared."""
+
+    def __init__(self) -> None:
+        self.registered: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        self.registered.append(args)
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        return {}
+
+
+def install_registering_mocks() -> RegisteringMocks:
+    mocks = RegisteringMocks()
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    return mocks

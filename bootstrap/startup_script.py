@@ -24,6 +24,7 @@ as some distributions ship) may compress differently and so change the script.
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import json
 import re
@@ -88,9 +89,11 @@ def render_startup_script(
     ])
 
 
+@functools.cache
 def library_payload() -> str:
     """`node_bootstrap.sh` without its comment lines, gzip-compressed, base64 on one line: the
-    same bytes on every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib)."""
+    same bytes on every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib). Built
+    once a process: every node type's script embeds the same payload."""
     compressed = bytearray(gzip.compress(library_code().encode(), compresslevel=9, mtime=0))
     compressed[9] = 255  # the gzip header's OS field: "unknown"
     return base64.b64encode(bytes(compressed)).decode()

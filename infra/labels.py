@@ -12,7 +12,6 @@ NODE_KIND = "ray-node-type"  # Ray's tag key: "head" or "worker"
 NODE_NAME = "ray-node-name"
 USER_NODE_TYPE = "ray-user-node-type"
 LAUNCH_CONFIG = "ray-launch-config"
-NODE_STATUS = "ray-node-status"
 
 
 def node_name_prefix(cluster_name: str, role: Literal["head", "worker"]) -> str:

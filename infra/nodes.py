@@ -119,7 +119,7 @@ def _boot_disk(disk: AttachedDisk) -> dict[str, Any]:
 
 def _scheduling(config: ComputeNodeConfig) -> dict[str, Any]:
     s = config.scheduling
-    preemptible = bool(s.preemptible) or s.provisioning_model == "SPOT"
+    preemptible = s.is_preemptible
     args = {
         "preemptible": preemptible,
         # GCE refuses automatic restart on preemptible VMs.

@@ -84,10 +84,6 @@ class ClusterPlan:
     def region(self) -> str:
         return self.config.provider.region
 
-    @property
-    def groups(self) -> list[NodeGroupPlan]:
-        return [self.head, *self.workers]
-
 
 def resolve_worker_counts(
     config: ClusterConfig, overrides: Mapping[str, object] | None

@@ -19,10 +19,6 @@ def resolve_cluster_path(value: str) -> Path:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
-def stack_file(stack: str) -> Path:
-    return STACKS_DIR / f"Pulumi.{stack}.yaml"
-
-
 def stack_names() -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
 

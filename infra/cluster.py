@@ -83,8 +83,7 @@ class RayCluster(pulumi.ComponentResource):
         auth = pulumi.Output.all(self.ssh_key.private_key).apply(
             lambda key: {"ssh_user": user, "ssh_private_key": key[0]}
         )
-        # The head's autoscaler keeps at least what the worker groups keep, or it would retire
-        # idle workers that the next `up` brings back.
+        # The head's autoscaler counts the worker groups' nodes towards each type's minimum.
         worker_counts = {group.node_type: group.count for group in plan.workers}
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
             lambda bodies: yaml.safe_dump(

@@ -93,7 +93,8 @@ def test_each_worker_type_gets_min_workers_nodes(stack: str):
         assert group.type == DYNAMIC
         assert group.inputs["count"] == count
         body = group.inputs["body"]
-        assert body["labels"]["ray-node-type"] == "worker"
+        assert body["labels"]["ray-node-type"] == "unmanaged"
+        assert body["labels"]["ray-node-status"] == "up-to-date"
         assert body["labels"]["ray-node-name"] == f"ray-{cluster}-worker"
         assert body["labels"]["ray-user-node-type"] == name
         if is_tpu(node_config):

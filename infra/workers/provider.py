@@ -26,8 +26,10 @@ from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
     group_id,
+    is_autoscaler_worker,
     new_node_name,
-    ray_worker_labels,
+    node_type_labels,
+    owned_worker_labels,
     resource_id,
 )
 from infra.workers.nodes import Node, NodeApi
@@ -94,9 +96,9 @@ class WorkerGroupProvider(ResourceProvider):
         Nodes with another group's label (the old group during a replacement) are neither.
         """
         gid = self._group(props)
-        workers = api.list_nodes(ray_worker_labels(props["cluster_name"], props["node_type"]))
+        workers = api.list_nodes(node_type_labels(props["cluster_name"], props["node_type"]))
         ours = [n for n in workers if n.labels.get(GROUP_LABEL) == gid]
-        foreign = [n for n in workers if GROUP_LABEL not in n.labels and n.phase != "dead"]
+        foreign = [n for n in workers if is_autoscaler_worker(n.labels) and n.phase != "dead"]
         return ours, foreign
 
     def _api(self, props: Mapping[str, Any]) -> NodeApi:
@@ -109,11 +111,8 @@ class WorkerGroupProvider(ResourceProvider):
         return props.get("group_id") or group_id(props)
 
     def _labels(self, props: Mapping[str, Any]) -> dict[str, str]:
-        """Ray's worker labels plus our group label, put on every node we create."""
-        return {
-            **ray_worker_labels(props["cluster_name"], props["node_type"]),
-            GROUP_LABEL: self._group(props),
-        }
+        """Ray's labels of a node Pulumi keeps plus our group label, on every node we create."""
+        return owned_worker_labels(props["cluster_name"], props["node_type"], self._group(props))
 
     def _outputs(
         self, props: Mapping[str, Any], ours: list[Node], foreign: list[Node]

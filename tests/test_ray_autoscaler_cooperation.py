@@ -17,7 +17,7 @@ import copy
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,18 +216,38 @@ def ip_of(instance: dict[str, Any]) -> str:
     return instance["networkInterfaces"][0]["networkIP"]
 
 
+@pytest.fixture
+def head_for(
+    fake: FakeComputeServer,
+    ray_apis_at_fake: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[[Cluster], RayHead]:
+    """Start Ray's monitor loop on a head reading this cluster's bootstrap config."""
+    return lambda cluster: RayHead(cluster, fake, tmp_path, monkeypatch)
+
+
+@dataclass
+class Running:
+    cluster: Cluster
+    nodes: list[str]  # the head, then the worker groups' nodes
+    head: RayHead
+
+
+@pytest.fixture
+def full(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]) -> Running:
+    """The `full` stack up: its head and its worker group's node, Ray's autoscaler on it."""
+    cluster = planned("full")
+    nodes = start_cluster(cluster, fake)
+    assert nodes[1:], "the full stack keeps a worker"
+    return Running(cluster, nodes, head_for(cluster))
+
+
 # ---------------------------------------------------------------------------- scenarios
 
 
-def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(
-    fake: FakeComputeServer, ray_apis_at_fake: None, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    cluster = planned("full")
-    nodes = start_cluster(cluster, fake)
-    ours = nodes[1:]
-    assert ours, "the full stack keeps a worker"
-    head = RayHead(cluster, fake, tmp_path, monkeypatch)
+def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(full: Running) -> None:
+    cluster, nodes, head = full.cluster, full.nodes, full.head
 
     for _ in range(CYCLES):
         head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in nodes})
@@ -241,12 +261,9 @@ def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(
 
 
 def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(
-    fake: FakeComputeServer, ray_apis_at_fake: None, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    full: Running, fake: FakeComputeServer
 ) -> None:
-    cluster = planned("full")
-    nodes = start_cluster(cluster, fake)
-    head = RayHead(cluster, fake, tmp_path, monkeypatch)
+    cluster, nodes, head = full.cluster, full.nodes, full.head
     worker_type = cluster.groups[0]["node_type"]
     per_node = cluster.yaml["available_node_types"][worker_type]["resources"]
 
@@ -279,14 +296,8 @@ def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(
     assert fake.instances(cluster.project, cluster.zone) == {}
 
 
-def test_autoscalers_own_worker_retires_when_idle_and_ours_stays(
-    fake: FakeComputeServer, ray_apis_at_fake: None, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    cluster = planned("full")
-    nodes = start_cluster(cluster, fake)
-    ours = nodes[1:]
-    head = RayHead(cluster, fake, tmp_path, monkeypatch)
+def test_autoscalers_own_worker_retires_when_idle_and_ours_stays(full: Running) -> None:
+    cluster, nodes, head = full.cluster, full.nodes, full.head
     worker_type = cluster.groups[0]["node_type"]
     per_node = cluster.yaml["available_node_types"][worker_type]["resources"]
     head.cycle(busy=set(nodes), demand=[dict(per_node)])
@@ -301,13 +312,11 @@ def test_autoscalers_own_worker_retires_when_idle_and_ours_stays(
     # Then its own idles too: it retires it, and only it.
     for _ in range(CYCLES):
         head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in (*nodes, its_own)})
-    assert set(head.running()) == set(nodes)
-    assert all(name in head.running() for name in ours)
+    assert set(head.running()) == set(nodes)  # the head and ours stay
 
 
 def test_scale_up_with_a_cycle_between_head_config_and_group_create_adds_no_extra_vm(
-    fake: FakeComputeServer, ray_apis_at_fake: None, tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
 ) -> None:
     before = planned("minimal")
     worker_type = next(
@@ -320,7 +329,7 @@ def test_scale_up_with_a_cycle_between_head_config_and_group_create_adds_no_extr
 
     # `pulumi up` has updated the head's metadata (its watcher rewrote the config) but the
     # group has not created its worker yet: the autoscaler runs in between.
-    head = RayHead(after, fake, tmp_path, monkeypatch)
+    head = head_for(after)
     for _ in range(CYCLES):
         head.cycle(idle_s={before.head_name: IDLE_FOR_AN_HOUR})
     assert set(head.running()) == {before.head_name}

@@ -4,6 +4,7 @@ registers them) checked through the real google-cloud-tpu client against the fak
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from ops.plan_engine import ProgramRun
-from ops.preempted import kept_slices, up_replacing_reclaimed
+from ops.preempted import cluster_credentials, kept_slices, up_replacing_reclaimed
 from tests.fake_compute import FakeComputeServer
 from tests.program_runs import run_stack, stack_yaml
 from tests.test_program_behaviour import run_inline
@@ -125,3 +126,12 @@ def test_a_tpu_api_refusal_is_one_warning_and_the_up_still_runs(fake):
     assert stack.calls == ["refresh", "export", "up"] and stack.replaced is None
     (line,) = out.getvalue().splitlines()
     assert "could not ask the TPU API" in line and "replaces none" in line
+
+
+def test_the_tpu_api_is_asked_with_the_stacks_own_credentials():
+    raw = stack_yaml("tpu")
+    token = "ya29.a-token-from-the-yaml"
+    raw["provider"]["gcp_credentials"] = {"type": "credentials_token", "credentials": token}
+    inline = {"ray-gcp:clusterConfig": json.dumps(raw)}
+    assert cluster_credentials(inline) == token
+    assert cluster_credentials({"ray-gcp:cluster": "stacks/clusters/tpu.yaml"}) is None

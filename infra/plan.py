@@ -50,6 +50,13 @@ class NodeGroupPlan:
         digest = short_hash([identity_labels(self.labels), self.node_config.body()])
         return f"{self.name_prefix}-{digest}-{self.kind}"
 
+    def node_name(self, index: int) -> str:
+        """The name of the group's `index`-th node that Pulumi keeps as its own resource (a
+        TPU slice): stable for the same config and index, so a count change adds or removes
+        only the highest indices, and a config change renames every one."""
+        digest = short_hash([self.labels, self.node_config.body(), index])
+        return f"{self.name_prefix}-{digest}-{self.kind}"
+
 
 @dataclass(frozen=True)
 class FirewallPlan:

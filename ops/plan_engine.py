@@ -129,10 +129,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
                 "private_key": PLANNED_PRIVATE_KEY,
             }
-        prefix, kind = inputs.get("name_prefix", name), inputs.get("kind", "compute")
+        prefix = inputs.get("name_prefix", name)
         count = int(inputs.get("count") or 0)
         names = [
-            f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-{kind}"
+            f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-compute"
             for i in range(count)
         ]
         instances = [

@@ -74,7 +74,7 @@ GPU_TYPE = {
     },
 }
 TPU_TYPE = {
-    "min_workers": 0,
+    "min_workers": 1,
     "max_workers": 1,
     "resources": {"TPU": 4},
     "node_config": {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"},
@@ -208,6 +208,9 @@ def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
     assert {row.action for row in rows} == {"add"}
     assert {row.subject for row in rows} - {row.subject for row in iam} == {"ray_tpu"}
     assert len(iam) == 1 and iam[0].subject.endswith("tpu-admin")
+    # The reviewer sees the slice itself: a V2Vm of its own, not hidden in a WorkerGroup.
+    (tpu_slice,) = [row for row in rows if row.type == "gcp:tpu/v2Vm:V2Vm"]
+    assert tpu_slice.new_name == f"{BASE_YAML['cluster_name']}-ray_tpu-0"
 
 
 def test_removing_a_type_removes_only_its_worker_group(plans: dict[str, Plan]) -> None:

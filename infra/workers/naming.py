@@ -20,7 +20,7 @@ GROUP_LABEL = "ray-gcp-group"
 MAX_NAME_LENGTH = 63
 
 # What decides which nodes a group owns; a change to any of these makes a new group.
-IDENTITY_KEYS = ("project", "zone", "kind", "cluster_name", "node_type", "name_prefix", "body")
+IDENTITY_KEYS = ("project", "zone", "cluster_name", "node_type", "name_prefix", "body")
 
 
 def group_id(props: Mapping[str, Any]) -> str:
@@ -53,10 +53,9 @@ def is_autoscaler_worker(labels: Mapping[str, str]) -> bool:
     return labels.get(NODE_KIND) == KIND_WORKER and GROUP_LABEL not in labels
 
 
-def new_node_name(name_prefix: str, kind: str) -> str:
-    """`<prefix>-<8 hex>-compute` (or `-tpu`), as Ray's node provider names nodes."""
-    suffix = "tpu" if kind == "tpu" else "compute"
-    name = f"{name_prefix}-{secrets.token_hex(4)}-{suffix}"
+def new_node_name(name_prefix: str) -> str:
+    """`<prefix>-<8 hex>-compute`, as Ray's node provider names instances."""
+    name = f"{name_prefix}-{secrets.token_hex(4)}-compute"
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(
             f"node name {name!r} is longer than {MAX_NAME_LENGTH} characters: "

@@ -21,7 +21,7 @@ from pulumi.dynamic import (
 
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
-from infra.workers.apis import Deadlines, keyed_diff, node_api
+from infra.workers.apis import Deadlines, compute_nodes, keyed_diff
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
@@ -80,7 +80,7 @@ class WorkerGroupProvider(ResourceProvider):
         if plan.start:
             api.start(plan.start)
         if plan.create:
-            names = [new_node_name(props["name_prefix"], props["kind"]) for _ in range(plan.create)]
+            names = [new_node_name(props["name_prefix"]) for _ in range(plan.create)]
             body = dict(props["body"])
             body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
             api.create(names, body)
@@ -102,9 +102,7 @@ class WorkerGroupProvider(ResourceProvider):
         return ours, foreign
 
     def _api(self, props: Mapping[str, Any]) -> NodeApi:
-        return node_api(
-            "tpu" if props["kind"] == "tpu" else "compute", props, self.retry, self.deadlines
-        )
+        return compute_nodes(props, self.retry, self.deadlines)
 
     @staticmethod
     def _group(props: Mapping[str, Any]) -> str:

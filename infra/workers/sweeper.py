@@ -22,7 +22,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateRes
 
 from infra.labels import CLUSTER_NAME
 from infra.workers.apis import Deadlines, Kind, keyed_diff, node_api
-from infra.workers.nodes import NodeApi, WorkerGroupError
+from infra.workers.nodes import NodeLister, WorkerGroupError
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy
 
@@ -126,7 +126,7 @@ class ClusterSweeperProvider(ResourceProvider):
         return deleted
 
     def _sweep_kind(
-        self, api: NodeApi, labels: dict[str, str]
+        self, api: NodeLister, labels: dict[str, str]
     ) -> tuple[list[str], list[str], list[str]]:
         """(deleted, still there, delete errors) for one API."""
         attempted: list[str] = []

@@ -324,6 +324,11 @@ class FakeCloud:
                 raise ApiError(404, f"node {node_id} not found", "notFound")
             return copy.deepcopy(node)
 
+    def preempt_node(self, project: str, location: str, node_id: str) -> None:
+        """A spot or preemptible TPU VM that GCP reclaimed: it stays, in state PREEMPTED."""
+        with self.lock:
+            self.location_nodes(project, location)[node_id]["state"] = "PREEMPTED"
+
     def change_node(self, project: str, location: str, node_id: str, action: str) -> Operation:
         with self.lock:
             self.get_node(project, location, node_id)

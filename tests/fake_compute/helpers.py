@@ -38,7 +38,7 @@ def tpu_body() -> dict[str, Any]:
 
 def group_props(endpoint: str, count: int, **overrides: Any) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "project": PROJECT, "zone": ZONE, "kind": "compute", "cluster_name": CLUSTER,
+        "project": PROJECT, "zone": ZONE, "cluster_name": CLUSTER,
         "node_type": NODE_TYPE, "name_prefix": f"ray-{CLUSTER}-worker",
         "body": compute_body(), "count": count, "cache_stopped_nodes": False,
         "credentials": None, "api_endpoint": endpoint,

@@ -375,3 +375,16 @@ def test_pulumis_workers_are_a_kind_rays_autoscaler_never_manages() -> None:
         assert labels["ray-node-type"] == NODE_KIND_UNMANAGED
         assert labels["ray-node-status"] == STATUS_UP_TO_DATE
         assert labels["ray-user-node-type"] == group["node_type"]
+
+
+@pytest.mark.parametrize("stack", ["tpu", "tpu-pod", "tpu-pod-topology"])
+def test_pulumis_tpu_slices_are_a_kind_rays_autoscaler_never_manages(stack: str) -> None:
+    from ray.autoscaler.tags import NODE_KIND_UNMANAGED, STATUS_UP_TO_DATE
+
+    run = run_program({"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}, stack=stack)
+    slices = [vm for vm in run.of_type("gcp:tpu/v2Vm:V2Vm")
+              if vm.inputs["labels"]["ray-node-type"] != "head"]
+    assert slices, f"the {stack} stack keeps a TPU slice"
+    for vm in slices:
+        assert vm.inputs["labels"]["ray-node-type"] == NODE_KIND_UNMANAGED
+        assert vm.inputs["labels"]["ray-node-status"] == STATUS_UP_TO_DATE

@@ -96,11 +96,12 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     )
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
+    # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.
     pulumi.export(
         "node_names",
-        pulumi.Output.all(
-            **{node_type: group.instance_names for node_type, group in groups.items()}
-        ).apply(lambda names: _node_names(config, head.name, names)),
+        pulumi.Output.all(*[group.instance_names for group in groups.values()]).apply(
+            lambda names: _node_names(config, head.name, dict(zip(groups, names, strict=True)))
+        ),
     )
     pulumi.export(
         "nodes",

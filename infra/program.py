@@ -59,6 +59,8 @@ def gcp_provider(config: ClusterConfig) -> gcp.Provider | None:
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
+    for warning in config.warnings:
+        pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)
     provider = gcp_provider(config)

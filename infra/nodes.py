@@ -10,7 +10,7 @@ from typing import Any
 
 from infra.config import ComputeNodeConfig, TpuNodeConfig
 from infra.config.node_config import AttachedDisk
-from infra.config.urls import short_name
+from infra.config.urls import resource_path, short_name
 from infra.plan import NodeGroupPlan
 
 
@@ -49,7 +49,8 @@ def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:
     """pulumi-gcp `compute.Instance` inputs for what the node_config fixes statically."""
     boot = config.boot_disk
     args: dict[str, Any] = {
-        "machine_type": config.machine_type,
+        # The bare name, as the provider stores it: a partial URL would show a diff each `up`.
+        "machine_type": short_name(config.machine_type),
         "boot_disk": _boot_disk(boot) if boot else None,
         "attached_disks": [
             {"source": d.source, "device_name": d.device_name, "mode": d.mode}
@@ -197,9 +198,10 @@ def tpu_network_config(config: TpuNodeConfig, interfaces: list[dict[str, Any]]) 
     if config.network_config is not None:
         return config.network_config.body()
     first = interfaces[0] if interfaces else {}
+    # The TPU API documents `projects/...` paths, not Compute self-links.
     network = {
-        "network": first.get("network"),
-        "subnetwork": first.get("subnetwork"),
+        "network": resource_path(first["network"]) if first.get("network") else None,
+        "subnetwork": resource_path(first["subnetwork"]) if first.get("subnetwork") else None,
         "enableExternalIps": bool(first.get("accessConfigs")),
     }
     return {k: v for k, v in network.items() if v is not None}

@@ -54,7 +54,8 @@ def test_head_instance_inputs_come_from_the_yaml(stack: str):
     head_type = raw.get("head_node_type", "ray_head_default")
     node_config = (raw.get("available_node_types") or {}).get(head_type, {}).get(
         "node_config", {"machineType": "n1-standard-2"})
-    assert head.inputs["machineType"] == f"zones/{zone}/machineTypes/{node_config['machineType']}"
+    # The bare name the provider stores, so a second `up` shows no diff.
+    assert head.inputs["machineType"] == node_config["machineType"]
     assert head.inputs["zone"] == zone and head.inputs["project"] == project
     cluster = raw["cluster_name"]
     assert head.inputs["name"].startswith(f"ray-{cluster}-head-")
@@ -102,6 +103,11 @@ def test_each_worker_type_gets_min_workers_nodes(stack: str):
             for key in ("acceleratorType", "acceleratorConfig"):
                 assert body.get(key) == node_config.get(key)
             assert body["networkConfig"]["enableExternalIps"] is True
+            # The TPU API's documented forms, not Compute self-links.
+            project, region = raw["provider"]["project_id"], raw["provider"]["region"]
+            assert body["networkConfig"]["network"] == f"projects/{project}/global/networks/default"
+            assert body["networkConfig"]["subnetwork"] == (
+                f"projects/{project}/regions/{region}/subnetworks/default")
             assert body["metadata"]["ray-head-address"].startswith(f"ray-{cluster}-head-")
             assert "startup-script" in body["metadata"]
             continue

@@ -33,6 +33,8 @@ from infra.config.urls import (
     disk_type_url,
     machine_type_url,
     service_account_email,
+    tpu_network_path,
+    tpu_subnetwork_path,
 )
 
 DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
@@ -393,7 +395,8 @@ class ClusterConfig(StrictModel):
         zone, project = self.provider.availability_zone, self.provider.project
         for node_type in self.available_node_types.values():
             config = node_type.node_config
-            if not isinstance(config, ComputeNodeConfig):
+            if isinstance(config, TpuNodeConfig):
+                self._normalise_tpu_network(config)
                 continue
             config.machine_type = machine_type_url(zone, config.machine_type)
             for accelerator in config.guest_accelerators:
@@ -404,6 +407,17 @@ class ClusterConfig(StrictModel):
                 params = disk.initialize_params
                 if params is not None and params.disk_type:
                     params.disk_type = disk_type_url(zone, params.disk_type)
+
+    def _normalise_tpu_network(self, config: TpuNodeConfig) -> None:
+        network, project = config.network_config, self.provider.project
+        if network is None:
+            return
+        if network.network:
+            network.network = tpu_network_path(project, network.network)
+        if network.subnetwork:
+            network.subnetwork = tpu_subnetwork_path(
+                project, self.provider.region, network.subnetwork
+            )
 
     # -------------------------------------------------------------- derived views
 

@@ -31,3 +31,35 @@ def short_name(url: str) -> str:
 
 def service_account_email(account_id: str, project: str) -> str:
     return f"{account_id}@{project}.iam.gserviceaccount.com"
+
+
+_COMPUTE_API_ROOTS = (
+    "https://www.googleapis.com/compute/v1/",
+    "https://compute.googleapis.com/compute/v1/",
+)
+
+
+def resource_path(url: str) -> str:
+    """A Compute self-link without its API root: `projects/p/global/networks/n`."""
+    for root in _COMPUTE_API_ROOTS:
+        if url.startswith(root):
+            return url[len(root) :]
+    return url
+
+
+def tpu_network_path(project: str, network: str) -> str:
+    """The TPU API's documented form `projects/<p>/global/networks/<n>` from a short name,
+    `global/networks/<n>` or a self-link."""
+    path = resource_path(network)
+    if "/" not in path:
+        path = f"global/networks/{path}"
+    return path if path.startswith("projects/") else f"projects/{project}/{path}"
+
+
+def tpu_subnetwork_path(project: str, region: str, subnetwork: str) -> str:
+    """`projects/<p>/regions/<r>/subnetworks/<s>` from a short name, `regions/...` or a
+    self-link."""
+    path = resource_path(subnetwork)
+    if "/" not in path:
+        path = f"regions/{region}/subnetworks/{path}"
+    return path if path.startswith("projects/") else f"projects/{project}/{path}"

@@ -8,14 +8,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.config import TpuNodeConfig
-from infra.config.urls import short_name
-from infra.nodes import (
+from infra.instance_args import (
+    data_disk_args,
     instance_args,
     network_interface_args,
     new_data_disks,
-    snake_keys,
-    tpu_args,
 )
+from infra.nodes import snake_keys, tpu_args
 from infra.plan import ClusterPlan, NodeGroupPlan
 
 
@@ -83,25 +82,33 @@ def create_node(
             tpu.state,
         )
     static = instance_args(config)
+    created = new_data_disks(config)
     disks = [
         gcp.compute.Disk(
             f"{name}-disk-{index}",
             name=f"{name}-disk-{index}",
             project=plan.project,
             zone=plan.zone,
-            image=disk.initialize_params.source_image,
-            size=disk.initialize_params.disk_size_gb,
-            type=short_name(disk.initialize_params.disk_type or "") or None,
-            labels=disk.initialize_params.labels,
+            **data_disk_args(disk),
             opts=child,
         )
-        for index, disk in enumerate(new_data_disks(config), start=1)
-        if disk.initialize_params is not None
+        for index, disk in enumerate(created, start=1)
     ]
     if disks:
         static["attached_disks"] = [
             *static.get("attached_disks", []),
-            *({"source": d.self_link} for d in disks),
+            *(
+                {
+                    k: v
+                    for k, v in {
+                        "source": d.self_link,
+                        "device_name": spec.device_name,
+                        "mode": spec.mode,
+                    }.items()
+                    if v is not None
+                }
+                for d, spec in zip(disks, created, strict=True)
+            ),
         ]
     instance = gcp.compute.Instance(
         name,

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from infra.config import parse_cluster_config
-from infra.nodes import instance_args
+from infra.instance_args import instance_args
 from tests.program_runs import PROJECT_ROOT
 
 

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from infra.config.errors import PathError
+from infra.config.head_instance import head_unsupported
 from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
 from infra.config.ray_merge import fill_like_ray
 from infra.config.urls import (
@@ -364,6 +365,15 @@ class ClusterConfig(StrictModel):
                     )
                 )
             config = node_type.node_config
+            if name == self.head_node_type and isinstance(config, ComputeNodeConfig):
+                problems += [
+                    (
+                        f"{path}.node_config.{field}",
+                        f"{why}, so the head cannot have it: remove it from the head's type "
+                        "(worker types take it)",
+                    )
+                    for field, why in head_unsupported(config.body())
+                ]
             if (
                 isinstance(config, ComputeNodeConfig)
                 and config.has_gpu

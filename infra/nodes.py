@@ -66,6 +66,11 @@ def tpu_args(config: TpuNodeConfig) -> dict[str, Any]:
         "data_disks": (
             [snake_keys(d.body()) for d in config.data_disks] if config.data_disks else None
         ),
+        "shielded_instance_config": (
+            snake_keys(config.shielded_instance_config.body())
+            if config.shielded_instance_config
+            else None
+        ),
     }
     return {k: v for k, v in args.items() if v is not None}
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi_gcp.compute as gcp_compute
 import pulumi_gcp.compute._inputs as gcp_inputs
+import pulumi_gcp.tpu as gcp_tpu
 import pytest
 
 from infra.config import ConfigError, parse_cluster_config
@@ -218,3 +219,21 @@ def test_each_field_refused_for_the_head_really_has_no_pulumi_gcp_input(path: st
     cls = gcp_compute.InstanceArgs if prefix == "Instance" else getattr(
         gcp_inputs, f"{prefix}Args")
     assert re.sub(r"(?<!^)([A-Z])", r"_\1", field).lower() not in _parameters(cls)
+
+
+def test_tpu_head_takes_shielded_boot_and_refuses_the_boot_disk_key_v2vm_lacks():
+    raw = stack_yaml("tpu")
+    head = raw["head_node_type"]
+    tpu = dict(raw["available_node_types"]["ray_tpu"]["node_config"])
+    raw["available_node_types"][head]["node_config"] = {
+        **tpu, "shieldedInstanceConfig": {"enableSecureBoot": True}}
+    run = run_program({"ray-gcp:clusterConfig": json.dumps(raw)}, stack="tpu-head")
+    (vm,) = run.of_type("gcp:tpu/v2Vm:V2Vm")
+    assert vm.inputs["shieldedInstanceConfig"] == {"enableSecureBoot": True}
+    assert "boot_disk_config" not in _parameters(gcp_tpu.V2VmArgs)
+    raw["available_node_types"][head]["node_config"]["bootDiskConfig"] = {
+        "customerEncryptionKey": {"kmsKeyName": KMS}}
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_config(raw)
+    assert "tpu.V2Vm" in dict(caught.value.problems)[
+        f"available_node_types.{head}.node_config.bootDiskConfig"]

@@ -365,7 +365,16 @@ class ClusterConfig(StrictModel):
                     )
                 )
             config = node_type.node_config
-            if name == self.head_node_type and isinstance(config, ComputeNodeConfig):
+            is_head = name == self.head_node_type
+            if is_head and isinstance(config, TpuNodeConfig) and config.boot_disk_config:
+                problems.append(
+                    (
+                        f"{path}.node_config.bootDiskConfig",
+                        "pulumi-gcp's tpu.V2Vm has no input for it, so the head cannot "
+                        "have it: remove it from the head's type (worker types take it)",
+                    )
+                )
+            if is_head and isinstance(config, ComputeNodeConfig):
                 problems += [
                     (
                         f"{path}.node_config.{field}",

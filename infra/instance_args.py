@@ -131,12 +131,13 @@ def data_disk_args(disk: AttachedDisk) -> dict[str, Any]:
 
 def _boot_disk(disk: AttachedDisk) -> dict[str, Any]:
     params = disk.initialize_params
-    initialize: dict[str, Any] = {}
+    initialize: dict[str, Any] = {"size": disk.disk_size_gb}
     if params is not None:
         initialize = {
             "image": params.source_image,
             "snapshot": params.source_snapshot,
-            "size": params.disk_size_gb,
+            # GCE reads a boot disk's size from either place; pulumi-gcp from this one.
+            "size": params.disk_size_gb or disk.disk_size_gb,
             "type": short_name(params.disk_type) if params.disk_type else None,
             "labels": params.labels,
             "provisioned_iops": params.provisioned_iops,

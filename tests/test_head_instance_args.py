@@ -237,3 +237,24 @@ def test_tpu_head_takes_shielded_boot_and_refuses_the_boot_disk_key_v2vm_lacks()
         parse_cluster_config(raw)
     assert "tpu.V2Vm" in dict(caught.value.problems)[
         f"available_node_types.{head}.node_config.bootDiskConfig"]
+
+
+def test_several_resource_policies_go_to_workers_and_are_refused_for_the_head():
+    policies = [f"projects/p/regions/us-west1/resourcePolicies/{name}"
+                for name in ("placement", "schedule")]
+    worker = merged(NODE_CONFIG, {"resourcePolicies": policies})
+    config = parse_cluster_config(with_node_configs(NODE_CONFIG, worker))
+    body = config.available_node_types["ray_worker_small"].node_config.body()
+    assert body["resourcePolicies"] == policies
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_config(with_node_configs(worker, NODE_CONFIG))
+    assert "takes one policy" in dict(caught.value.problems)[
+        "available_node_types.ray_head_default.node_config.resourcePolicies"]
+
+
+def test_a_boot_disk_size_given_beside_initialize_params_reaches_the_head():
+    head = merged(NODE_CONFIG, {"disks": [{"boot": True, "diskSizeGb": 80,
+                                           "initializeParams": {"sourceImage": "img"}}]})
+    config = parse_cluster_config(with_node_configs(head, NODE_CONFIG))
+    assert instance_args(config.head_type.node_config)["boot_disk"]["initialize_params"] == {
+        "image": "img", "size": 80}

@@ -262,3 +262,22 @@ def test_we_accept_and_fill_what_ray_accepts_and_refuse_what_it_refuses(raw: dic
     assert_same_as_ray(ours, expected)
     for key in set(raw) - set(expected):  # what Ray dropped, we dropped with a warning
         assert any(w.startswith(f"{key}:") for w in ours.warnings), key
+
+
+# Keys Ray's schema takes that this project cannot honour: refused, saying why.
+NOT_HONOURED = {
+    "auth.ssh_proxy_command": lambda raw: raw["auth"].update(ssh_proxy_command="nc %h %p"),
+    "auth.ssh_proxy_use_node_id": lambda raw: raw["auth"].update(
+        ssh_proxy_use_node_id=True, ssh_proxy_command="nc %h %p"),
+    "docker.use_podman": lambda raw: raw["docker"].update(use_podman=True),
+}
+
+
+@pytest.mark.parametrize("path", sorted(NOT_HONOURED))
+def test_ray_keys_we_cannot_honour_are_refused_saying_why(path: str):
+    raw = bases()["ours/full.yaml"]
+    NOT_HONOURED[path](raw)
+    assert not isinstance(ray_loads(raw), Exception), "Ray takes it"
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_config(raw)
+    assert "remove" in dict(caught.value.problems)[path]

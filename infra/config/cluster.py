@@ -156,16 +156,20 @@ class Auth(StrictModel):
     ssh_user: str = "ubuntu"
     ssh_private_key: str | None = None
     ssh_public_key: str | None = None
-    ssh_proxy_use_node_id: Literal[False] = False
 
     @model_validator(mode="before")
     @classmethod
     def _no_proxy(cls, data: Any) -> Any:
         """Ray's schema takes an SSH ProxyCommand; our tasks connect directly (paramiko)."""
-        if isinstance(data, dict) and data.get("ssh_proxy_command") is not None:
-            raise PathError([("ssh_proxy_command", "the invoke tasks connect directly and run "
-                                                   "no ProxyCommand: remove ssh_proxy_command")])
-        return data
+        if not isinstance(data, dict):
+            return data
+        used = [key for key in ("ssh_proxy_command", "ssh_proxy_use_node_id") if data.get(key)]
+        if used:
+            raise PathError(
+                [(key, f"the invoke tasks connect directly, through no proxy: remove {key}")
+                 for key in used]
+            )
+        return {k: v for k, v in data.items() if k != "ssh_proxy_use_node_id"}
 
     @field_validator("ssh_user")
     @classmethod
@@ -365,24 +369,6 @@ class ClusterConfig(StrictModel):
                     )
                 )
             config = node_type.node_config
-            is_head = name == self.head_node_type
-            if is_head and isinstance(config, TpuNodeConfig) and config.boot_disk_config:
-                problems.append(
-                    (
-                        f"{path}.node_config.bootDiskConfig",
-                        "pulumi-gcp's tpu.V2Vm has no input for it, so the head cannot "
-                        "have it: remove it from the head's type (worker types take it)",
-                    )
-                )
-            if is_head and isinstance(config, ComputeNodeConfig):
-                problems += [
-                    (
-                        f"{path}.node_config.{field}",
-                        f"{why}, so the head cannot have it: remove it from the head's type "
-                        "(worker types take it)",
-                    )
-                    for field, why in head_unsupported(config.body())
-                ]
             if (
                 isinstance(config, ComputeNodeConfig)
                 and config.has_gpu
@@ -395,6 +381,8 @@ class ClusterConfig(StrictModel):
                         "migrate: set scheduling.onHostMaintenance: TERMINATE",
                     )
                 )
+        if self.head_node_type in self.available_node_types:
+            problems += self._head_problems()
         total_min = sum(t.min_workers for t in self.available_node_types.values())
         if total_min > self.max_workers:
             problems.append(
@@ -426,6 +414,25 @@ class ClusterConfig(StrictModel):
                 params = disk.initialize_params
                 if params is not None and params.disk_type:
                     params.disk_type = disk_type_url(zone, params.disk_type)
+
+    def _head_problems(self) -> list[tuple[str, str]]:
+        """Fields GCE takes that the head's pulumi-gcp resource cannot express (a worker
+        type takes them: its body goes to the API as written)."""
+        config = self.head_type.node_config
+        if isinstance(config, ComputeNodeConfig):
+            found = head_unsupported(config.body())
+        else:
+            no_input = "pulumi-gcp's tpu.V2Vm has no input for it"
+            found = [("bootDiskConfig", no_input)] if config.boot_disk_config else []
+        path = f"available_node_types.{self.head_node_type}.node_config"
+        return [
+            (
+                f"{path}.{field}",
+                f"{why}, so the head cannot have it: remove it from the head's type "
+                "(worker types take it)",
+            )
+            for field, why in found
+        ]
 
     def _normalise_tpu_network(self, config: TpuNodeConfig) -> None:
         network, project = config.network_config, self.provider.project

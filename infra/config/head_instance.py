@@ -80,6 +80,8 @@ def _disk_problems(disk: dict[str, Any]) -> Iterator[tuple[str, str]]:
         allowed, how = _EXISTING_KEYS, "an attached existing disk"
     else:
         allowed, how = _CREATED_KEYS, "a data disk it creates (compute.Disk)"
+        if not params:
+            yield ("initializeParams", "a data disk needs a source or initializeParams: add one")
         yield from (
             (f"initializeParams.{key}", f"pulumi-gcp has no input for it on {how}")
             for key in params

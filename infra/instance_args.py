@@ -201,7 +201,7 @@ def _reservation_affinity(config: ComputeNodeConfig) -> dict[str, Any] | None:
 
 
 # Scheduling fields pulumi-gcp lacks; the config refuses them for the head.
-_SCHEDULING_WITHOUT_INPUT = {"locationHint", "exposeHostTopology", "protectionTier"}
+_SCHEDULING_WITHOUT_INPUT = {"locationHint", "exposeHostTopology"}
 
 
 def _scheduling(config: ComputeNodeConfig) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import googleapiclient
 import pytest
 import yaml
+from google.cloud import compute_v1, tpu_v2
 
 from infra.config import ComputeNodeConfig, ConfigError, TpuNodeConfig, parse_cluster_config
 from infra.config.node_config import ApiModel
@@ -74,6 +75,34 @@ def test_every_api_field_is_taken_or_refused_with_a_reason(document, schema, mod
     found: dict[str, list[str]] = {"missing": [], "bad_enum": [], "stale_refusal": []}
     walk(schemas(document), schema, model, schema, found)
     assert found == {"missing": [], "bad_enum": [], "stale_refusal": []}
+
+
+def unsendable(model: type[ApiModel], message: Any, path: str) -> list[str]:
+    """Fields the model takes that the client's protobuf message cannot carry; and refused
+    "no such field" keys that it could."""
+    fields = {f.json_name: f for f in message.fields}
+    found = [f"{path}.{key} (refused, but the client has it)"
+             for key, why in model.refused.items() if "no such field" in why and key in fields]
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        if field.exclude:
+            continue
+        if alias not in fields:
+            found.append(f"{path}.{alias}")
+            continue
+        for nested in nested_models(field.annotation):
+            if fields[alias].message_type is not None:
+                found += unsendable(nested, fields[alias].message_type, f"{path}.{alias}")
+    return found
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    (ComputeNodeConfig, compute_v1.Instance), (TpuNodeConfig, tpu_v2.Node)])
+def test_every_taken_field_is_one_the_worker_groups_client_can_send(model, message):
+    """The WorkerGroup parses each body into google-cloud-compute / -tpu messages: a field
+    their version lacks would fail at deploy, so the model refuses it up front."""
+    found = unsendable(model, message.pb().DESCRIPTOR, message.__name__)
+    assert found == (["Node.machineType"] if model is TpuNodeConfig else [])
 
 
 def full_yaml() -> dict:

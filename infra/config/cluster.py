@@ -416,14 +416,12 @@ class ClusterConfig(StrictModel):
                     params.disk_type = disk_type_url(zone, params.disk_type)
 
     def _head_problems(self) -> list[tuple[str, str]]:
-        """Fields GCE takes that the head's pulumi-gcp resource cannot express (a worker
-        type takes them: its body goes to the API as written)."""
+        """Fields GCE takes that pulumi-gcp's compute.Instance cannot express (a worker type
+        takes them: its body goes to the API as written)."""
         config = self.head_type.node_config
-        if isinstance(config, ComputeNodeConfig):
-            found = head_unsupported(config.body())
-        else:
-            no_input = "pulumi-gcp's tpu.V2Vm has no input for it"
-            found = [("bootDiskConfig", no_input)] if config.boot_disk_config else []
+        if not isinstance(config, ComputeNodeConfig):
+            return []
+        found = head_unsupported(config.body())
         path = f"available_node_types.{self.head_node_type}.node_config"
         return [
             (

@@ -63,6 +63,9 @@ def _metadata_items(value: Any) -> Any:
 
 
 _UPDATE_ONLY = "GCE takes it only to update an existing instance, never to create one"
+# The WorkerGroup sends bodies through google-cloud-compute / google-cloud-tpu, whose
+# messages lag the discovery documents by a few fields.
+_NO_CLIENT_FIELD = "the Google Cloud client the worker groups send bodies with has no such field"
 _PLAIN_KEY = (
     "a raw key would sit in plain text in the stack state and in the head's metadata: "
     "use kmsKeyName"
@@ -136,10 +139,11 @@ class AccessConfig(ApiModel):
     network_tier: NetworkTier | None = None
     external_ipv6: str | None = None
     external_ipv6_prefix_length: int | None = None
-    ip_collection: str | None = None
     public_ptr_domain_name: str | None = None
     set_public_ptr: bool | None = None
     security_policy: str | None = None
+
+    refused: ClassVar[dict[str, str]] = {"ipCollection": _NO_CLIENT_FIELD}
 
 
 class Ipv6AccessConfig(AccessConfig):
@@ -216,7 +220,8 @@ class Scheduling(ApiModel):
     skip_guest_os_shutdown: bool | None = None
     location_hint: str | None = None
     expose_host_topology: bool | None = None
-    protection_tier: str | None = None
+
+    refused: ClassVar[dict[str, str]] = {"protectionTier": _NO_CLIENT_FIELD}
 
     @model_validator(mode="before")
     @classmethod
@@ -268,15 +273,11 @@ class AdvancedMachineFeatures(ApiModel):
     visible_core_count: int | None = None
 
 
-class ConfidentialParavisorConfig(ApiModel):
-    confidential_tpm_type: str | None = None
-    sev_snp_irq_mode: str | None = None
-
-
 class ConfidentialInstanceConfig(ApiModel):
     confidential_instance_type: str | None = None
     enable_confidential_compute: bool | None = None
-    confidential_paravisor_config: ConfidentialParavisorConfig | None = None
+
+    refused: ClassVar[dict[str, str]] = {"confidentialParavisorConfig": _NO_CLIENT_FIELD}
 
 
 class NetworkPerformanceConfig(ApiModel):
@@ -295,7 +296,8 @@ class InstanceParams(ApiModel):
 class WorkloadIdentityConfig(ApiModel):
     identity: str | None = None
     identity_certificate_enabled: bool | None = None
-    identity_type: str | None = None
+
+    refused: ClassVar[dict[str, str]] = {"identityType": _NO_CLIENT_FIELD}
 
 
 class ComputeNodeConfig(ApiModel):
@@ -432,14 +434,6 @@ class TpuShieldedInstanceConfig(ApiModel):
     enable_secure_boot: bool | None = None
 
 
-class TpuCustomerEncryptionKey(ApiModel):
-    kms_key_name: str | None = None
-
-
-class TpuBootDiskConfig(ApiModel):
-    customer_encryption_key: TpuCustomerEncryptionKey | None = None
-
-
 class TpuNodeConfig(ApiModel):
     """The TPU v2 node body (`projects.locations.nodes.create`)."""
 
@@ -457,13 +451,13 @@ class TpuNodeConfig(ApiModel):
     cidr_block: str | None = None
     machine_type: str | None = None
     shielded_instance_config: TpuShieldedInstanceConfig | None = None
-    boot_disk_config: TpuBootDiskConfig | None = None
 
     kind: Literal["tpu"] = Field(default="tpu", exclude=True)
 
     refused: ClassVar[dict[str, str]] = {
         "networkConfigs": "every node of the cluster joins one network: use networkConfig",
         "health": "the TPU service reports it",
+        "bootDiskConfig": _NO_CLIENT_FIELD,
     }
 
     _metadata = field_validator("metadata", mode="before")(

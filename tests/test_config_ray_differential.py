@@ -281,3 +281,17 @@ def test_ray_keys_we_cannot_honour_are_refused_saying_why(path: str):
     with pytest.raises(ConfigError) as caught:
         parse_cluster_config(raw)
     assert "remove" in dict(caught.value.problems)[path]
+
+
+def test_own_types_without_head_node_type_take_rays_default_or_say_what_to_set():
+    """Ray's example-minimal-pinned.yaml names its types like the defaults and sets no
+    head_node_type: Ray's default applies. With other names, the fix is named."""
+    raw = bases()["ours/full.yaml"]
+    del raw["head_node_type"]
+    assert parse_cluster_config(copy.deepcopy(raw)).head_node_type == "ray_head_default"
+    types = raw["available_node_types"]
+    types["head"] = types.pop("ray_head_default")
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_config(raw)
+    assert "set head_node_type to one of ['head', 'ray_worker_small']" in dict(
+        caught.value.problems)["head_node_type"]

@@ -43,7 +43,9 @@ def fill_like_ray(
         merged.pop(key)
     types = data.get("available_node_types")
     default_head = merged.get("head_node_type")
-    if isinstance(types, dict) and "head_node_type" not in data and default_head not in types:
+    if isinstance(types, dict) and types and "head_node_type" not in data and (
+        default_head not in types
+    ):
         refusals.append(
             (
                 "head_node_type",

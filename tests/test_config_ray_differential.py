@@ -166,6 +166,7 @@ VARIANTS: dict[str, Variant] = {
     "max_workers-10": _set("max_workers", 10),
     "max_workers-0": _set("max_workers", 0),
     "idle-1": _set("idle_timeout_minutes", 1),
+    "upscaling-0": _set("upscaling_speed", 0),
     "own-setup": _set("setup_commands", ["echo common"]),
     "own-worker-setup": _set("worker_setup_commands", ["echo worker"]),
     "own-init": _set("initialization_commands", ["echo init"]),
@@ -262,6 +263,36 @@ def test_we_accept_and_fill_what_ray_accepts_and_refuse_what_it_refuses(raw: dic
     assert_same_as_ray(ours, expected)
     for key in set(raw) - set(expected):  # what Ray dropped, we dropped with a warning
         assert any(w.startswith(f"{key}:") for w in ours.warnings), key
+
+
+def _worker(raw: dict[str, Any]) -> dict[str, Any]:
+    return raw["available_node_types"]["ray_worker_small"]
+
+
+# YAMLs Ray's loader takes that GCE (or the per-type range) would refuse later: refused now,
+# at the path, with the fix.
+STRICTER_THAN_RAY = {
+    "cluster_name": lambda raw: raw.update(cluster_name="My_Cluster"),  # prefixes GCE names
+    "available_node_types.ray_worker_small.min_workers": lambda raw: _worker(raw).update(
+        min_workers=2, max_workers=1),
+    "available_node_types.a.b": lambda raw: raw["available_node_types"].update(
+        {"a.b": copy.deepcopy(_worker(raw))}),  # a type name is a GCE label value
+    "provider.availability_zone": lambda raw: raw["provider"].update(
+        availability_zone="us-east1-b"),
+    "available_node_types.ray_worker_small.node_config.scheduling": lambda raw: _worker(
+        raw)["node_config"].update(guestAccelerators=[{"acceleratorType": "nvidia-tesla-t4"}],
+                                   scheduling={"onHostMaintenance": "MIGRATE"}),
+}
+
+
+@pytest.mark.parametrize("path", sorted(STRICTER_THAN_RAY))
+def test_what_gce_would_refuse_later_is_refused_now_at_its_path(path: str):
+    raw = bases()["ours/full.yaml"]
+    STRICTER_THAN_RAY[path](raw)
+    assert not isinstance(ray_loads(raw), Exception), "Ray's loader takes it"
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_config(raw)
+    assert path in dict(caught.value.problems)
 
 
 # Keys Ray's schema takes that this project cannot honour: refused, saying why.

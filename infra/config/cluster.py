@@ -270,7 +270,8 @@ class ClusterConfig(StrictModel):
 
     cluster_name: str = "default"
     max_workers: int = Field(default=2, ge=0)
-    upscaling_speed: float = Field(default=1.0, gt=0)
+    # Ray's schema allows 0, which its autoscaler reads as the default 1.0.
+    upscaling_speed: float = Field(default=1.0, ge=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
     docker: Docker = Field(default_factory=Docker)
     provider: Provider

@@ -129,6 +129,11 @@ def data_disk_args(disk: AttachedDisk) -> dict[str, Any]:
     )
 
 
+def created_disk_attachment(disk: AttachedDisk, source: Any) -> dict[str, Any]:
+    """The `attached_disks` entry for a data disk created as its own `compute.Disk`."""
+    return _drop_none({"source": source, "device_name": disk.device_name, "mode": disk.mode})
+
+
 def _boot_disk(disk: AttachedDisk) -> dict[str, Any]:
     params = disk.initialize_params
     initialize: dict[str, Any] = {"size": disk.disk_size_gb}

@@ -9,6 +9,7 @@ import pulumi_gcp as gcp
 
 from infra.config import TpuNodeConfig
 from infra.instance_args import (
+    created_disk_attachment,
     data_disk_args,
     instance_args,
     network_interface_args,
@@ -98,16 +99,8 @@ def create_node(
         static["attached_disks"] = [
             *static.get("attached_disks", []),
             *(
-                {
-                    k: v
-                    for k, v in {
-                        "source": d.self_link,
-                        "device_name": spec.device_name,
-                        "mode": spec.mode,
-                    }.items()
-                    if v is not None
-                }
-                for d, spec in zip(disks, created, strict=True)
+                created_disk_attachment(spec, disk.self_link)
+                for disk, spec in zip(disks, created, strict=True)
             ),
         ]
     instance = gcp.compute.Instance(

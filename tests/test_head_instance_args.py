@@ -262,3 +262,20 @@ def test_a_boot_disk_size_given_beside_initialize_params_reaches_the_head():
     config = parse_cluster_config(with_node_configs(head, NODE_CONFIG))
     assert instance_args(config.head_type.node_config)["boot_disk"]["initialize_params"] == {
         "image": "img", "size": 80}
+
+
+def test_a_head_data_disk_is_a_disk_resource_attached_by_its_device_name():
+    disk = {"boot": False, "type": "PERSISTENT", "deviceName": "data", "mode": "READ_WRITE",
+            "initializeParams": {"sourceSnapshot": "projects/p/global/snapshots/data",
+                                 "diskSizeGb": 500, "diskType": "pd-ssd"}}
+    head = merged(NODE_CONFIG, {"disks": [*NODE_CONFIG["disks"], disk]})
+    raw = with_node_configs(head, NODE_CONFIG)
+    run = run_program({"ray-gcp:clusterConfig": json.dumps(raw)}, stack="data-disk")
+    (created,) = run.of_type("gcp:compute/disk:Disk")
+    assert {k: created.inputs[k] for k in ("snapshot", "size", "type")} == {
+        "snapshot": "projects/p/global/snapshots/data", "size": 500, "type": "pd-ssd"}
+    (instance,) = run.of_type("gcp:compute/instance:Instance")
+    project, name = raw["provider"]["project_id"], created.inputs["name"]
+    assert instance.inputs["attachedDisks"] == [{
+        "source": f"projects/{project}/zones/us-west1-a/disks/{name}",
+        "deviceName": "data", "mode": "READ_WRITE"}]

@@ -217,7 +217,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     if role == "head":
         lines += ["begin_stage bootstrap-files", "write_bootstrap_files"]
     lines.append("begin_stage initialization")
-    lines += [f"run_host {_quote(c)}" for c in config.initialization_commands]
+    lines += [f"run_host {_quote(c)}" for c in config.initialization_commands_for(role, node_type)]
     if docker:
         lines += ["begin_stage docker-pull", "docker_pull", "begin_stage docker-run",
                   "docker_start"]

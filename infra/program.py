@@ -59,6 +59,8 @@ def gcp_provider(config: ClusterConfig) -> gcp.Provider | None:
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
+    for warning in config.warnings:
+        pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)
     provider = gcp_provider(config)
@@ -96,11 +98,12 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     )
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
+    # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.
     pulumi.export(
         "node_names",
-        pulumi.Output.all(
-            **{node_type: group.instance_names for node_type, group in groups.items()}
-        ).apply(lambda names: _node_names(config, head.name, names)),
+        pulumi.Output.all(*[group.instance_names for group in groups.values()]).apply(
+            lambda names: _node_names(config, head.name, dict(zip(groups, names, strict=True)))
+        ),
     )
     pulumi.export(
         "nodes",

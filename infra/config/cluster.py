@@ -18,18 +18,24 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
 
 from infra.config.errors import PathError
+from infra.config.head_instance import head_unsupported
 from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
+from infra.config.ray_merge import fill_like_ray
 from infra.config.urls import (
     accelerator_type_url,
     disk_type_url,
     machine_type_url,
     service_account_email,
+    tpu_network_path,
+    tpu_subnetwork_path,
 )
 
 DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
@@ -151,6 +157,20 @@ class Auth(StrictModel):
     ssh_private_key: str | None = None
     ssh_public_key: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_proxy(cls, data: Any) -> Any:
+        """Ray's schema takes an SSH ProxyCommand; our tasks connect directly (paramiko)."""
+        if not isinstance(data, dict):
+            return data
+        used = [key for key in ("ssh_proxy_command", "ssh_proxy_use_node_id") if data.get(key)]
+        if used:
+            raise PathError(
+                [(key, f"the invoke tasks connect directly, through no proxy: remove {key}")
+                 for key in used]
+            )
+        return {k: v for k, v in data.items() if k != "ssh_proxy_use_node_id"}
+
     @field_validator("ssh_user")
     @classmethod
     def _posix_user(cls, value: str) -> str:
@@ -170,6 +190,30 @@ class Docker(StrictModel):
     worker_run_options: list[str] = Field(default_factory=list)
     disable_automatic_runtime_detection: bool = False
     disable_shm_size_detection: bool = False
+    use_podman: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_with_container(cls, data: Any) -> Any:
+        """Ray's `validate_docker_config`: an image needs a container name and vice versa."""
+        if not isinstance(data, dict):
+            return data
+        image = data.get("image")
+        head, worker = data.get("head_image", image), data.get("worker_image", image)
+        has_image = bool(image or (head and worker))
+        has_name = bool(data.get("container_name"))
+        if has_image and not has_name:
+            raise PathError([("container_name", "Ray needs a container name with an image: "
+                                                "add container_name: ray_container")])
+        if has_name and not has_image:
+            raise PathError([("image", "a container needs an image: set image (or both "
+                                       "head_image and worker_image), or remove docker")])
+        if not has_image and (head or worker):
+            raise PathError([("image", "set image, or both head_image and worker_image")])
+        if data.get("use_podman"):
+            raise PathError([("use_podman", "the node scripts run docker, not podman: remove "
+                                            "use_podman")])
+        return data
 
     @property
     def enabled(self) -> bool:
@@ -193,13 +237,28 @@ class NodeTypeDocker(StrictModel):
 
 
 class NodeType(StrictModel):
-    resources: dict[str, int | float] = Field(default_factory=dict)
+    # Required, whole numbers: Ray's schema refuses a node type without them (GCP does not
+    # detect an instance's resources); `{}` is allowed.
+    resources: dict[str, int]
     min_workers: int = Field(default=0, ge=0)
     max_workers: int | None = Field(default=None, ge=0)
     node_config: NodeConfig
     labels: dict[str, str] = Field(default_factory=dict)
+    # Ray's per-type overrides: on this type's workers they replace the cluster's lists whole.
+    initialization_commands: list[str] | None = None
     worker_setup_commands: list[str] | None = None
     docker: NodeTypeDocker | None = None
+    # Read by Ray's autoscaler on the head only (carried in its config).
+    idle_timeout_s: float | None = None
+    priority: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resources_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "resources" not in data:
+            raise PathError([("resources", "Ray requires the resources of every node type: "
+                                           "add e.g. resources: {CPU: 2} ({} is allowed)")])
+        return data
 
     @property
     def is_tpu(self) -> bool:
@@ -211,7 +270,8 @@ class ClusterConfig(StrictModel):
 
     cluster_name: str = "default"
     max_workers: int = Field(default=2, ge=0)
-    upscaling_speed: float = Field(default=1.0, gt=0)
+    # Ray's schema allows 0, which its autoscaler reads as the default 1.0.
+    upscaling_speed: float = Field(default=1.0, ge=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
     docker: Docker = Field(default_factory=Docker)
     provider: Provider
@@ -230,19 +290,31 @@ class ClusterConfig(StrictModel):
     head_start_ray_commands: list[str] = Field(default_factory=list)
     worker_start_ray_commands: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="before")
+    # Ray's schema lets users keep their own data here; Ray does not read it, nor do we.
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _fill_defaults(cls, data: Any) -> Any:
-        """Ray's merge: every top-level key the YAML leaves out comes from the GCP defaults."""
+    def _fill_defaults(cls, data: Any, handler: ModelWrapValidatorHandler) -> ClusterConfig:
+        """Ray's merge: every top-level key the YAML leaves out comes from the GCP defaults,
+        and the keys Ray drops are dropped here too, each with a warning."""
+        if isinstance(data, ClusterConfig):
+            return handler(data)
         if not isinstance(data, dict):
             raise ValueError("a cluster YAML must be a mapping of keys such as cluster_name")
-        merged = dict(gcp_defaults())
-        if "available_node_types" in data:
-            merged.pop("head_node_type")
-        merged.update(data)
-        if merged.get("docker") is None:
-            merged["docker"] = {}
-        return merged
+        merged, warnings, refusals = fill_like_ray(data, gcp_defaults(), Provider.model_fields)
+        if refusals:
+            raise PathError(refusals)
+        config = handler(merged)
+        config._warnings = warnings
+        return config
+
+    @property
+    def warnings(self) -> list[str]:
+        """Keys Ray would drop from this YAML (legacy, unused provider keys): one line each."""
+        return list(self._warnings)
 
     @field_validator("cluster_name")
     @classmethod
@@ -310,6 +382,8 @@ class ClusterConfig(StrictModel):
                         "migrate: set scheduling.onHostMaintenance: TERMINATE",
                     )
                 )
+        if self.head_node_type in self.available_node_types:
+            problems += self._head_problems()
         total_min = sum(t.min_workers for t in self.available_node_types.values())
         if total_min > self.max_workers:
             problems.append(
@@ -329,7 +403,8 @@ class ClusterConfig(StrictModel):
         zone, project = self.provider.availability_zone, self.provider.project
         for node_type in self.available_node_types.values():
             config = node_type.node_config
-            if not isinstance(config, ComputeNodeConfig):
+            if isinstance(config, TpuNodeConfig):
+                self._normalise_tpu_network(config)
                 continue
             config.machine_type = machine_type_url(zone, config.machine_type)
             for accelerator in config.guest_accelerators:
@@ -340,6 +415,34 @@ class ClusterConfig(StrictModel):
                 params = disk.initialize_params
                 if params is not None and params.disk_type:
                     params.disk_type = disk_type_url(zone, params.disk_type)
+
+    def _head_problems(self) -> list[tuple[str, str]]:
+        """Fields GCE takes that pulumi-gcp's compute.Instance cannot express (a worker type
+        takes them: its body goes to the API as written)."""
+        config = self.head_type.node_config
+        if not isinstance(config, ComputeNodeConfig):
+            return []
+        found = head_unsupported(config.body())
+        path = f"available_node_types.{self.head_node_type}.node_config"
+        return [
+            (
+                f"{path}.{field}",
+                f"{why}, so the head cannot have it: remove it from the head's type "
+                "(worker types take it)",
+            )
+            for field, why in found
+        ]
+
+    def _normalise_tpu_network(self, config: TpuNodeConfig) -> None:
+        network, project = config.network_config, self.provider.project
+        if network is None:
+            return
+        if network.network:
+            network.network = tpu_network_path(project, network.network)
+        if network.subnetwork:
+            network.subnetwork = tpu_subnetwork_path(
+                project, self.provider.region, network.subnetwork
+            )
 
     # -------------------------------------------------------------- derived views
 
@@ -379,11 +482,22 @@ class ClusterConfig(StrictModel):
         return bool(computes) and all(c.network_interfaces for c in computes)
 
     def setup_commands_for(self, role: Literal["head", "worker"], node_type: str) -> list[str]:
-        """`setup_commands` then the role's own, as Ray's `merge_setup_commands` orders them."""
+        """`setup_commands` then the role's own, as Ray's `merge_setup_commands` orders them.
+        A type's own `worker_setup_commands` replace both on its workers (Ray's schema: it
+        "will override the global setup_commands and worker_setup_commands")."""
         if role == "head":
             return [*self.setup_commands, *self.head_setup_commands]
         own = self.available_node_types[node_type].worker_setup_commands
-        return [*self.setup_commands, *(own if own is not None else self.worker_setup_commands)]
+        return list(own) if own is not None else [*self.setup_commands, *self.worker_setup_commands]
+
+    def initialization_commands_for(
+        self, role: Literal["head", "worker"], node_type: str
+    ) -> list[str]:
+        """The cluster's `initialization_commands`, or on a worker its type's own list."""
+        own = self.available_node_types[node_type].initialization_commands
+        if role == "worker" and own is not None:
+            return list(own)
+        return list(self.initialization_commands)
 
     def docker_image_for(self, role: Literal["head", "worker"], node_type: str) -> str:
         """The image a node runs: the type's own `docker.worker_image` wins on a worker (Ray

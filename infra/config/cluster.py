@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -112,6 +113,11 @@ class Provider(StrictModel):
     @field_validator("ssh_source_ranges")
     @classmethod
     def _cidrs(cls, ranges: list[str]) -> list[str]:
+        if not ranges:
+            raise ValueError(
+                "an empty list leaves the SSH firewall rule without a source: list the ranges "
+                "that may reach the head, e.g. [203.0.113.0/24] (or [0.0.0.0/0] for anywhere)"
+            )
         for cidr in ranges:
             try:
                 ipaddress.ip_network(cidr, strict=False)
@@ -150,6 +156,10 @@ class Auth(StrictModel):
     ssh_user: str = "ubuntu"
     ssh_private_key: str | None = None
     ssh_public_key: str | None = None
+
+    _key_files = field_validator("ssh_private_key", "ssh_public_key")(
+        classmethod(lambda cls, value: _not_an_empty_file(value))
+    )
 
     @field_validator("ssh_user")
     @classmethod
@@ -196,6 +206,29 @@ class NodeType(StrictModel):
     resources: dict[str, int | float] = Field(default_factory=dict)
     min_workers: int = Field(default=0, ge=0)
     max_workers: int | None = Field(default=None, ge=0)
+
+    _counts = field_validator("min_workers", "max_workers", mode="before")(
+        classmethod(lambda cls, value: _not_a_bool(value))
+    )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resource_amounts(cls, resources: Any) -> Any:
+        """Ray resources are amounts: a finite number, zero or more (YAML's `true`, `-1`
+        and `.nan` all parse as numbers)."""
+        if isinstance(resources, dict):
+            problems = [
+                (str(name), f"{amount!r} is not an amount: use a number of 0 or more, "
+                            "e.g. CPU: 4")
+                for name, amount in resources.items()
+                if isinstance(amount, bool)
+                or not isinstance(amount, int | float)
+                or not math.isfinite(amount)
+                or amount < 0
+            ]
+            if problems:
+                raise PathError(problems)
+        return resources
     node_config: NodeConfig
     labels: dict[str, str] = Field(default_factory=dict)
     worker_setup_commands: list[str] | None = None
@@ -213,6 +246,10 @@ class ClusterConfig(StrictModel):
     max_workers: int = Field(default=2, ge=0)
     upscaling_speed: float = Field(default=1.0, gt=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
+
+    _numbers = field_validator(
+        "max_workers", "upscaling_speed", "idle_timeout_minutes", mode="before"
+    )(classmethod(lambda cls, value: _not_a_bool(value)))
     docker: Docker = Field(default_factory=Docker)
     provider: Provider
     auth: Auth = Field(default_factory=Auth)
@@ -426,6 +463,24 @@ class ClusterConfig(StrictModel):
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data
+
+
+def _not_a_bool(value: Any) -> Any:
+    """YAML's `true` is not a count (pydantic would take it as 1), nor `.nan` or `.inf` one."""
+    if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+        shown = str(value).lower()
+        raise ValueError(f"{shown} is not a number: write a finite number such as 2")
+    return value
+
+
+def _not_an_empty_file(value: str | None) -> str | None:
+    """A key path naming an empty file would deploy a cluster nobody can reach."""
+    if value is not None:
+        path = Path(value).expanduser()
+        if path.is_file() and not path.read_bytes().strip():
+            raise ValueError(f"{value} is empty: point it at the key file, or remove the key "
+                             "to have one generated")
+    return value
 
 
 def gcp_defaults() -> dict[str, Any]:

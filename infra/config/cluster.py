@@ -11,6 +11,7 @@ import ipaddress
 import json
 import math
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,6 +182,10 @@ class Docker(StrictModel):
     disable_automatic_runtime_detection: bool = False
     disable_shm_size_detection: bool = False
 
+    _shell_words = field_validator("run_options", "head_run_options", "worker_run_options")(
+        classmethod(lambda cls, value: _shell_words(value))
+    )
+
     @property
     def enabled(self) -> bool:
         return bool(self.image or self.head_image or self.worker_image)
@@ -200,6 +205,10 @@ class NodeTypeDocker(StrictModel):
     worker_image: str | None = None
     pull_before_run: bool | None = None
     worker_run_options: list[str] | None = None
+
+    _shell_words = field_validator("worker_run_options")(
+        classmethod(lambda cls, value: _shell_words(value))
+    )
 
 
 class NodeType(StrictModel):
@@ -463,6 +472,18 @@ class ClusterConfig(StrictModel):
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data
+
+
+def _shell_words(options: list[str] | None) -> list[str] | None:
+    """docker run options are split into words with the shell's quoting rules at plan time
+    (bootstrap passes them to docker as data): each must split on its own."""
+    for index, option in enumerate(options or []):
+        try:
+            shlex.split(option)
+        except ValueError as exc:
+            raise ValueError(f"option {index} ({option!r}) does not split into shell words "
+                             f"({str(exc).lower()}): close its quote or escape") from None
+    return options
 
 
 def _not_a_bool(value: Any) -> Any:

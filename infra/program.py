@@ -66,9 +66,11 @@ def define_cluster() -> RayCluster:
     cluster = RayCluster(
         config.cluster_name,
         plan,
+        # Either type (service-account JSON or OAuth token): the worker groups and the sweeper
+        # call Google APIs as the same identity as the gcp provider, never ADC behind its back.
         credentials=(
             pulumi.Output.secret(credentials.credentials.get_secret_value())
-            if credentials is not None and credentials.type == "service_account"
+            if credentials is not None
             else None
         ),
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),

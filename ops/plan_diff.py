@@ -305,19 +305,35 @@ def _row(action: Action, old: dict[str, Any] | None, new: dict[str, Any] | None)
     )
 
 
+def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, str]]:
+    """New resource key -> the old key Pulumi sees as the same resource: the same (type, name),
+    or an old name the new resource lists among its aliases (a rename, not a replacement)."""
+    old_keys = {(r["type"], r["name"]) for r in base["resources"]}
+    new_keys = {(r["type"], r["name"]) for r in head["resources"]}
+    pairs = {key: key for key in old_keys & new_keys}
+    for resource in head["resources"]:
+        key = (resource["type"], resource["name"])
+        for alias in resource.get("aliases", []):
+            old_key = (resource["type"], alias)
+            if key not in pairs and old_key in old_keys - new_keys:
+                pairs[key] = old_key
+    return pairs
+
+
 def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:
     """Rows for every resource that differs, ordered by action then subject."""
     old_by_key = {(r["type"], r["name"]): r for r in base["resources"]}
     new_by_key = {(r["type"], r["name"]): r for r in head["resources"]}
+    pairs = matched_pairs(base, head)
     rows: list[DiffRow] = []
-    for key in sorted(old_by_key.keys() & new_by_key.keys()):
-        old, new = old_by_key[key], new_by_key[key]
+    for key in sorted(pairs):
+        old, new = old_by_key[pairs[key]], new_by_key[key]
         if old["inputs"] == new["inputs"] and old["parent"] == new["parent"]:
             continue
         rows.append(_row("replace" if _replaces(old, new) else "update", old, new))
 
-    removed = [old_by_key[k] for k in sorted(old_by_key.keys() - new_by_key.keys())]
-    added = [new_by_key[k] for k in sorted(new_by_key.keys() - old_by_key.keys())]
+    removed = [old_by_key[k] for k in sorted(old_by_key.keys() - set(pairs.values()))]
+    added = [new_by_key[k] for k in sorted(new_by_key.keys() - pairs.keys())]
     removed_by_role: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for resource in removed:
         role = _role(resource)
@@ -338,7 +354,8 @@ def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:
 
 def unchanged_count(base: Plan, head: Plan) -> int:
     old = {(r["type"], r["name"]): r for r in base["resources"]}
+    pairs = matched_pairs(base, head)
     return sum(1 for r in head["resources"]
-               if (r["type"], r["name"]) in old
-               and old[(r["type"], r["name"])]["inputs"] == r["inputs"]
-               and old[(r["type"], r["name"])]["parent"] == r["parent"])
+               if (key := (r["type"], r["name"])) in pairs
+               and old[pairs[key]]["inputs"] == r["inputs"]
+               and old[pairs[key]]["parent"] == r["parent"])

@@ -31,6 +31,8 @@ class RecordedResource:
     inputs: dict[str, Any]
     custom: bool
     dependencies: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)  # earlier logical names (a rename)
+    urn: str = ""
 
 
 @dataclass
@@ -199,9 +201,22 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     inputs=_mask_secrets(inputs),
                     custom=bool(request.custom),
                     dependencies=sorted(request.dependencies),
+                    aliases=sorted(_alias_names(request)),
+                    urn=response.urn,
                 )
             )
         return response
+
+
+def _alias_names(request: Any) -> set[str]:
+    """The old logical names a resource's aliases give (a spec's name, or a URN's last part)."""
+    names = set()
+    for alias in request.aliases:
+        if alias.HasField("spec") and alias.spec.name:
+            names.add(alias.spec.name)
+        elif alias.urn:
+            names.add(alias.urn.rsplit("::", 1)[-1])
+    return names
 
 
 def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = True) -> ProgramRun:

@@ -67,6 +67,7 @@ class FakeComputeServer:
     def __init__(self, faults: Faults | None = None, wait_max_s: float = 5.0) -> None:
         self.faults = faults or Faults()
         self.cloud = FakeCloud(self.faults)
+        self.authorizations: list[str] = []  # each request's Authorization header, in order
         self.wait_max_s = wait_max_s
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._http.daemon_threads = True
@@ -239,6 +240,7 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self, verb: str) -> None:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            server.authorizations.append(self.headers.get("Authorization") or "")
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:

@@ -54,6 +54,12 @@ INLINE_LIMIT = 60
 BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
 CONFIG_CHANGES_SHOWN = 3
 VALUE_LIMIT = 40
+# Values never printed, whatever either plan says: file_mounts content (metadata keys
+# `ray-file-mount-<n>`; a plan made by older code may hold it unmasked) and credentials.
+HIDDEN_PREFIX = "ray-file-mount-"
+HIDDEN_KEYS = frozenset({"credentials", "accessToken", "private_key", "ssh_private_key",
+                         "secretData"})
+HIDDEN = "[secret]"
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,8 @@ def display(path: str, value: Any) -> str:
     if value is _MISSING:
         return ABSENT
     leaf = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    if is_hidden(leaf):
+        return HIDDEN
     if isinstance(value, str):
         if leaf in URL_KEYS and "/" in value:
             return short_name(value)
@@ -149,6 +157,22 @@ def display(path: str, value: Any) -> str:
 
 
 _MISSING = object()
+
+
+def is_hidden(key: str) -> bool:
+    """Whether the value under this key is never shown (compared, yes; printed, no)."""
+    return key.startswith(HIDDEN_PREFIX) or key in HIDDEN_KEYS
+
+
+def _scrub(value: Any) -> Any:
+    """`value` with every hidden entry (a key, or a GCE `{key, value}` item) masked."""
+    if isinstance(value, dict):
+        if _is_key_values([value]) and is_hidden(str(value["key"])):
+            return {"key": value["key"], "value": HIDDEN}
+        return {k: HIDDEN if is_hidden(str(k)) else _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(item) for item in value]
+    return value
 
 
 def _show_path(resource: dict[str, Any], path: str) -> str:
@@ -180,7 +204,7 @@ def _line_summary(old: Any, new: Any) -> str:
 def _short(path: str, value: Any) -> str:
     """A config value in a few characters: URLs by their last segment, long text by lines."""
     structured = isinstance(value, dict | list) and value
-    text = json.dumps(value, sort_keys=True) if structured else display(path, value)
+    text = json.dumps(_scrub(value), sort_keys=True) if structured else display(path, value)
     return text if len(text) <= VALUE_LIMIT else text[:VALUE_LIMIT - 1] + "…"
 
 

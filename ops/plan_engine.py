@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from google.protobuf import struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.settings import get_root_resource, set_root_resource
@@ -56,6 +57,22 @@ def _mask_secrets(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask_secrets(v) for v in value]
     return value
+
+
+def _recorded(value: Any) -> Any:
+    """A serialized input as plain values, each secret masked where it is marked. (Pulumi's
+    `deserialize_properties` pushes a nested secret's mark up to its whole mapping or list:
+    one secret metadata entry would hide all of the head's metadata.)"""
+    if isinstance(value, struct_pb2.Struct):
+        if rpc._special_sig_key in value:
+            if value[rpc._special_sig_key] == rpc._special_secret_sig:
+                return SECRET_MASK
+            return _mask_secrets(rpc.deserialize_properties(value))  # an asset or a reference
+        items = {key: _recorded(item) for key, item in value.items()}
+        return {key: item for key, item in items.items() if item is not None}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_recorded(item) for item in value]
+    return rpc.deserialize_property(value)
 
 
 def _unwrap(value: Any) -> Any:
@@ -191,14 +208,14 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self.urn_names[response.urn] = request.name
         self.run.urns[request.name] = response.urn
         if request.type != "pulumi:pulumi:Stack":
-            inputs = rpc.deserialize_properties(request.object)
+            inputs = _recorded(request.object)
             inputs.pop("__provider", None)
             self.run.resources.append(
                 RecordedResource(
                     type=request.type,
                     name=request.name,
                     parent=self.urn_names.get(request.parent),
-                    inputs=_mask_secrets(inputs),
+                    inputs=inputs,
                     custom=bool(request.custom),
                     dependencies=sorted(request.dependencies),
                     aliases=sorted(_alias_names(request)),

@@ -110,6 +110,8 @@ class Provider(StrictModel):
     cache_stopped_nodes: bool = False
     use_internal_ips: bool = False
     ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+    inline_secret_file_mounts: bool = False
+    """Let file_mounts that look like keys or credentials travel in instance metadata."""
 
     @field_validator("ssh_source_ranges")
     @classmethod
@@ -469,6 +471,7 @@ class ClusterConfig(StrictModel):
             data["docker"] = {}
         data["provider"].pop("gcp_credentials", None)
         data["provider"].pop("ssh_source_ranges", None)
+        data["provider"].pop("inline_secret_file_mounts", None)
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data

@@ -11,12 +11,16 @@ why, and the caller falls back to pinning on first use.
 
 `RAY_GCP_COMPUTE_ENDPOINT=host:port` points the lookup at an emulator or the test fake (plain
 http, anonymous); otherwise it asks compute.googleapis.com with Application Default Credentials.
+The Google libraries are slower to import than a whole SSH round trip, so they are imported
+only on a first contact and only when such credentials can exist (the key file, gcloud's ADC
+file, or a GCE machine).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 COMPUTE_ENDPOINT_ENV = "RAY_GCP_COMPUTE_ENDPOINT"
 COMPUTE_READONLY = "https://www.googleapis.com/auth/compute.readonly"
@@ -36,6 +40,10 @@ def published_host_keys(project: str, zone: str, instance: str) -> PublishedKeys
     """The keys GCE publishes for `instance`; empty with a reason when none can be had."""
     if not (project and zone and instance):
         return PublishedKeys(frozenset(), "the stack outputs name no project, zone or instance")
+    if not (os.environ.get(COMPUTE_ENDPOINT_ENV) or _credentials_may_exist()):
+        return PublishedKeys(frozenset(), "no Application Default Credentials to ask the "
+                                          "Compute API with (`gcloud auth application-default "
+                                          "login`)")
     from google.api_core import exceptions as api_errors
     from google.auth import exceptions as auth_errors
 
@@ -60,6 +68,22 @@ def published_host_keys(project: str, zone: str, instance: str) -> PublishedKeys
         if item.namespace == HOSTKEYS_PATH.rstrip("/") and item.value.strip()
     )
     return PublishedKeys(keys, "" if keys else "none published yet")
+
+
+def _credentials_may_exist() -> bool:
+    """Where google.auth.default() finds credentials, checked without importing it."""
+    if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return True
+    gcloud = os.environ.get("CLOUDSDK_CONFIG") or (
+        Path(os.environ.get("APPDATA", ""), "gcloud") if os.name == "nt"
+        else Path.home() / ".config" / "gcloud"
+    )
+    if Path(gcloud, "application_default_credentials.json").is_file():
+        return True
+    try:  # a GCE machine has its service account's credentials on the metadata server
+        return "Google" in Path("/sys/class/dmi/id/product_name").read_text()
+    except OSError:
+        return False
 
 
 def _instances_client():

@@ -98,9 +98,12 @@ def test_key_like_files_are_held_back_from_metadata_unless_asked(tmp_path):
 
 
 @pytest.mark.parametrize("inline", [False, True])
-def test_plan_and_state_show_no_key_material(tmp_path, inline):
+def test_plan_and_state_show_no_key_material(tmp_path, inline, caplog):
     files = secret_files(tmp_path / "secrets")
     plan = plan_of(tmp_path / "root", "sec", cluster_mounting(files, inline))
+    warned = [r.getMessage() for r in caplog.records if "looks like a key" in r.getMessage()]
+    assert len(warned) == (0 if inline else 3)
+    assert inline or "file_mounts ~/secrets/id_rsa: looks like a key" in " ".join(warned)
     assert_no_material(render_json(plan), files)
     head = resource(plan, INSTANCE)
     mounts = {k: v for k, v in head["inputs"]["metadata"].items()

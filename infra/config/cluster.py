@@ -499,11 +499,15 @@ def _not_a_bool(value: Any) -> Any:
 
 def _not_an_empty_file(value: str | None) -> str | None:
     """A key path naming an empty file would deploy a cluster nobody can reach."""
-    if value is not None:
-        path = Path(value).expanduser()
-        if path.is_file() and not path.read_bytes().strip():
-            raise ValueError(f"{value} is empty: point it at the key file, or remove the key "
-                             "to have one generated")
+    if value is None:
+        return value
+    try:
+        empty = not Path(value).expanduser().read_bytes().strip()
+    except OSError:
+        return value  # missing or unreadable: the program says so when it reads the key
+    if empty:
+        raise ValueError(f"{value} is empty: point it at the key file, or remove the key "
+                         "to have one generated")
     return value
 
 

@@ -94,7 +94,10 @@ class RayCluster(pulumi.ComponentResource):
         self.head = HeadNode(
             f"{name}-head",
             plan,
-            body=_body(config, plan.head, self.network, self.ssh_key, {}),
+            # Its metadata goes apart (it holds secrets): the body only gives its networking.
+            body=pulumi.Output.from_input(self.network.interfaces_for(plan.head)).apply(
+                lambda interfaces: node_body(plan.head, interfaces, {})
+            ),
             metadata=merge_metadata(
                 config,
                 plan.head,

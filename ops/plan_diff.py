@@ -139,7 +139,7 @@ def display(path: str, value: Any) -> str:
     if value is _MISSING:
         return ABSENT
     leaf = path.rsplit(".", 1)[-1].split("[", 1)[0]
-    if is_hidden(leaf):
+    if is_hidden(leaf) and value is not None:
         return HIDDEN
     if isinstance(value, str):
         if leaf in URL_KEYS and "/" in value:

@@ -132,3 +132,22 @@ def test_diff_never_prints_file_mount_content_even_from_an_older_unmasked_plan(
     assert_no_material(markdown, before)  # ... its values are not
     assert_no_material(markdown, after)
     assert "rotated-secret" not in markdown
+
+
+def test_diff_of_an_unmasked_autoscaler_config_hides_file_mount_values():
+    def plan(value: str) -> dict:
+        config = {"available_node_types": {"w": {"node_config": {"metadata": {"items": [
+            {"key": "ray-file-mount-0", "value": value},
+            {"key": "startup-script", "value": "#!/bin/sh"}]}}}}}
+        head = {"type": INSTANCE, "kind": "Instance", "name": "head", "parent": "full",
+                "custom": True, "inputs": {"metadata": {
+                    "ray-bootstrap-config": yaml.safe_dump(config) + "#" * 80,
+                    "ray-file-mount-0": value}}}
+        return {"resources": [head]}
+
+    rows = diff_plans(plan("c2VjcmV0LW9uZQ=="), plan("c2VjcmV0LXR3bw=="))
+    markdown = render_markdown(rows, "s", "`main`", "working tree", 0)
+    assert "available_node_types.w.node_config.metadata.ray-file-mount-0: [secret] -> " \
+        "[secret]" in markdown
+    assert "head.metadata.ray-file-mount-0" in markdown
+    assert "c2VjcmV0" not in markdown

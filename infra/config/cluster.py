@@ -184,7 +184,7 @@ class Docker(StrictModel):
     disable_automatic_runtime_detection: bool = False
     disable_shm_size_detection: bool = False
 
-    _shell_words = field_validator("run_options", "head_run_options", "worker_run_options")(
+    _run_option_words = field_validator("run_options", "head_run_options", "worker_run_options")(
         classmethod(lambda cls, value: _shell_words(value))
     )
 
@@ -208,7 +208,7 @@ class NodeTypeDocker(StrictModel):
     pull_before_run: bool | None = None
     worker_run_options: list[str] | None = None
 
-    _shell_words = field_validator("worker_run_options")(
+    _run_option_words = field_validator("worker_run_options")(
         classmethod(lambda cls, value: _shell_words(value))
     )
 

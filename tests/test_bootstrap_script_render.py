@@ -161,7 +161,7 @@ def test_docker_stack_pulls_and_runs_before_setup_and_start_inside_container():
         "run_node 'ray start --head")]
     assert order == sorted(order)
     assert "DOCKER_IMAGE='rayproject/ray-ml:latest-gpu'" in script
-    assert "DOCKER_RUN_OPTIONS='--ulimit nofile=65536:65536'" in script
+    assert "docker_start '--ulimit' 'nofile=65536:65536'" in steps
 
 
 def test_stack_without_docker_has_no_docker_steps():
@@ -229,9 +229,9 @@ def test_node_types_own_docker_settings_apply_to_its_workers_only():
         })
     worker = render_startup_script(config, "worker", "worker_t")
     assert "DOCKER_IMAGE='own:1'" in worker
-    assert "DOCKER_RUN_OPTIONS='--a --own'" in worker
+    assert "docker_start '--a' '--own'" in _steps(worker)
     assert "DOCKER_PULL_BEFORE_RUN='false'" in worker
     head = render_startup_script(config, "head", "head_t")
     assert "DOCKER_IMAGE='base:1'" in head
-    assert "DOCKER_RUN_OPTIONS='--a'" in head
+    assert "docker_start '--a'" in _steps(head)
     assert "DOCKER_PULL_BEFORE_RUN='true'" in head

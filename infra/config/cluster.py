@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -114,10 +116,17 @@ class Provider(StrictModel):
     cache_stopped_nodes: bool = False
     use_internal_ips: bool = False
     ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+    inline_secret_file_mounts: bool = False
+    """Let file_mounts that look like keys or credentials travel in instance metadata."""
 
     @field_validator("ssh_source_ranges")
     @classmethod
     def _cidrs(cls, ranges: list[str]) -> list[str]:
+        if not ranges:
+            raise ValueError(
+                "an empty list leaves the SSH firewall rule without a source: list the ranges "
+                "that may reach the head, e.g. [203.0.113.0/24] (or [0.0.0.0/0] for anywhere)"
+            )
         for cidr in ranges:
             try:
                 ipaddress.ip_network(cidr, strict=False)
@@ -171,6 +180,10 @@ class Auth(StrictModel):
             )
         return {k: v for k, v in data.items() if k != "ssh_proxy_use_node_id"}
 
+    _key_files = field_validator("ssh_private_key", "ssh_public_key")(
+        classmethod(lambda cls, value: _not_an_empty_file(value))
+    )
+
     @field_validator("ssh_user")
     @classmethod
     def _posix_user(cls, value: str) -> str:
@@ -215,6 +228,10 @@ class Docker(StrictModel):
                                             "use_podman")])
         return data
 
+    _run_option_words = field_validator("run_options", "head_run_options", "worker_run_options")(
+        classmethod(lambda cls, value: _shell_words(value))
+    )
+
     @property
     def enabled(self) -> bool:
         return bool(self.image or self.head_image or self.worker_image)
@@ -235,6 +252,10 @@ class NodeTypeDocker(StrictModel):
     pull_before_run: bool | None = None
     worker_run_options: list[str] | None = None
 
+    _run_option_words = field_validator("worker_run_options")(
+        classmethod(lambda cls, value: _shell_words(value))
+    )
+
 
 class NodeType(StrictModel):
     # Required, whole numbers: Ray's schema refuses a node type without them (GCP does not
@@ -242,6 +263,29 @@ class NodeType(StrictModel):
     resources: dict[str, int]
     min_workers: int = Field(default=0, ge=0)
     max_workers: int | None = Field(default=None, ge=0)
+
+    _counts = field_validator("min_workers", "max_workers", mode="before")(
+        classmethod(lambda cls, value: _not_a_bool(value))
+    )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resource_amounts(cls, resources: Any) -> Any:
+        """Ray resources are amounts: a finite number, zero or more (YAML's `true`, `-1`
+        and `.nan` all parse as numbers)."""
+        if isinstance(resources, dict):
+            problems = [
+                (str(name), f"{amount!r} is not an amount: use a number of 0 or more, "
+                            "e.g. CPU: 4")
+                for name, amount in resources.items()
+                if isinstance(amount, bool)
+                or not isinstance(amount, int | float)
+                or not math.isfinite(amount)
+                or amount < 0
+            ]
+            if problems:
+                raise PathError(problems)
+        return resources
     node_config: NodeConfig
     labels: dict[str, str] = Field(default_factory=dict)
     # Ray's per-type overrides: on this type's workers they replace the cluster's lists whole.
@@ -273,6 +317,10 @@ class ClusterConfig(StrictModel):
     # Ray's schema allows 0, which its autoscaler reads as the default 1.0.
     upscaling_speed: float = Field(default=1.0, ge=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
+
+    _numbers = field_validator(
+        "max_workers", "upscaling_speed", "idle_timeout_minutes", mode="before"
+    )(classmethod(lambda cls, value: _not_a_bool(value)))
     docker: Docker = Field(default_factory=Docker)
     provider: Provider
     auth: Auth = Field(default_factory=Auth)
@@ -537,9 +585,44 @@ class ClusterConfig(StrictModel):
             data["docker"] = {}
         data["provider"].pop("gcp_credentials", None)
         data["provider"].pop("ssh_source_ranges", None)
+        data["provider"].pop("inline_secret_file_mounts", None)
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data
+
+
+def _shell_words(options: list[str] | None) -> list[str] | None:
+    """docker run options are split into words with the shell's quoting rules at plan time
+    (bootstrap passes them to docker as data): each must split on its own."""
+    for index, option in enumerate(options or []):
+        try:
+            shlex.split(option)
+        except ValueError as exc:
+            raise ValueError(f"option {index} ({option!r}) does not split into shell words "
+                             f"({str(exc).lower()}): close its quote or escape") from None
+    return options
+
+
+def _not_a_bool(value: Any) -> Any:
+    """YAML's `true` is not a count (pydantic would take it as 1), nor `.nan` or `.inf` one."""
+    if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+        shown = str(value).lower()
+        raise ValueError(f"{shown} is not a number: write a finite number such as 2")
+    return value
+
+
+def _not_an_empty_file(value: str | None) -> str | None:
+    """A key path naming an empty file would deploy a cluster nobody can reach."""
+    if value is None:
+        return value
+    try:
+        empty = not Path(value).expanduser().read_bytes().strip()
+    except OSError:
+        return value  # missing or unreadable: the program says so when it reads the key
+    if empty:
+        raise ValueError(f"{value} is empty: point it at the key file, or remove the key "
+                         "to have one generated")
+    return value
 
 
 def gcp_defaults() -> dict[str, Any]:

@@ -71,6 +71,31 @@ _PLAIN_KEY = (
     "use kmsKeyName"
 )
 
+def _gce_labels(labels: Any) -> Any:
+    """GCE refuses the instance for a bad label: say which one at plan time. Keys start with a
+    lowercase letter; keys and values hold lowercase letters, digits, `_` and `-`, 63 at most;
+    64 labels at most."""
+    if not isinstance(labels, dict):
+        return labels
+    problems = [
+        (str(key), f"{key}: {value} is not a GCE label: keys start with a lowercase letter; "
+                   "keys and values use lowercase letters, digits, '_' or '-' (63 at most)")
+        for key, value in labels.items()
+        if not _label_text(key, key=True) or not _label_text(value, key=False)
+    ]
+    if len(labels) > 64:
+        problems.append(("", f"{len(labels)} labels: GCE allows 64 at most, drop some"))
+    if problems:
+        raise PathError(problems)
+    return labels
+
+
+def _label_text(text: Any, key: bool) -> bool:
+    if not isinstance(text, str) or len(text) > 63 or (key and not text[:1].islower()):
+        return False
+    return all(c.islower() or c.isdigit() or c in "_-" for c in text)
+
+
 # ---------------------------------------------------------------- compute (GCE) instances
 
 
@@ -349,6 +374,7 @@ class ComputeNodeConfig(ApiModel):
     _metadata = field_validator("metadata", mode="before")(
         classmethod(lambda cls, v: _metadata_items(v))
     )
+    _labels = field_validator("labels", mode="before")(classmethod(lambda cls, v: _gce_labels(v)))
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -463,6 +489,7 @@ class TpuNodeConfig(ApiModel):
     _metadata = field_validator("metadata", mode="before")(
         classmethod(lambda cls, v: _metadata_items(v))
     )
+    _labels = field_validator("labels", mode="before")(classmethod(lambda cls, v: _gce_labels(v)))
 
     @model_validator(mode="after")
     def _one_accelerator_form(self) -> TpuNodeConfig:

@@ -54,13 +54,21 @@ quote() {
 
 # Where `status` reads progress: a guest attribute on GCE, a file in local mode.
 report_status() {
+    report_attribute "$STATUS_ATTRIBUTE" "$1"
+}
+
+# Guest attribute $1 = $2 (a file in local mode); on GCE also a file under the state dir, so
+# `invoke status` reads it over SSH.
+report_attribute() {
     if is_local || [ -n "${RAY_BOOTSTRAP_STATUS_DIR:-}" ]; then
-        status_file="${RAY_BOOTSTRAP_STATUS_DIR:-$RAY_BOOTSTRAP_METADATA_DIR/../guest-attributes}/$STATUS_ATTRIBUTE"
-        mkdir -p "$(dirname "$status_file")" && printf '%s' "$1" > "$status_file"
+        status_file="${RAY_BOOTSTRAP_STATUS_DIR:-$RAY_BOOTSTRAP_METADATA_DIR/../guest-attributes}/$1"
+        mkdir -p "$(dirname "$status_file")" && printf '%s' "$2" > "$status_file"
     else
-        curl -fsS -X PUT --data "$1" -H 'Metadata-Flavor: Google' \
-            "$METADATA_URL/guest-attributes/$STATUS_ATTRIBUTE" > /dev/null 2>&1 \
-            || log "could not write guest attribute $STATUS_ATTRIBUTE"
+        mirror="$(state_dir)/guest-attributes/$1"
+        mkdir -p "$(dirname "$mirror")" && printf '%s' "$2" > "$mirror"
+        curl -fsS -X PUT --data "$2" -H 'Metadata-Flavor: Google' \
+            "$METADATA_URL/guest-attributes/$1" > /dev/null 2>&1 \
+            || log "could not write guest attribute $1"
     fi
 }
 

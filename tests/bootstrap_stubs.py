@@ -85,7 +85,8 @@ def run_script(
     keep_watcher: bool = False,
 ) -> ScriptRun:
     """Run `script` in local mode (metadata from a directory) with the stubs first on PATH.
-    A head starts a detached config watcher: it is stopped here unless `keep_watcher`."""
+    Nodes start a detached node watcher (the head a config watcher too): they are stopped
+    here unless `keep_watcher`."""
     stub_dir, metadata_dir = tmp_path / "stubs", tmp_path / "metadata"
     stub_dir.mkdir(exist_ok=True)
     metadata_dir.mkdir(exist_ok=True)
@@ -112,7 +113,7 @@ def run_script(
                                 capture_output=True, text=True, timeout=60)
     finally:
         if not keep_watcher:
-            stop_config_watcher(tmp_path)
+            stop_watchers(tmp_path)
     status_file = tmp_path / "guest-attributes" / "ray-bootstrap" / "status"
     return ScriptRun(
         result.returncode,
@@ -134,6 +135,18 @@ def stop_config_watcher(tmp_path: Path) -> None:
     pid_file = watcher_pid_file(tmp_path)
     with contextlib.suppress(OSError, ValueError):
         os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+
+
+def node_watcher_pid_file(tmp_path: Path) -> Path:
+    """Where a node run by `run_script` keeps its re-apply watcher's pid (local mode)."""
+    return tmp_path / "state" / "node-watcher.pid"
+
+
+def stop_watchers(tmp_path: Path) -> None:
+    """Stop the config watcher and the node watcher (with a re-apply it may be running)."""
+    stop_config_watcher(tmp_path)
+    with contextlib.suppress(OSError, ValueError):
+        os.killpg(int(node_watcher_pid_file(tmp_path).read_text()), signal.SIGTERM)
 
 
 @dataclass

@@ -1,0 +1,186 @@
+"""Re-apply on a running node: the node runs the rendered script of version 1, is handed
+version 2 through the metadata its watcher reads, and converges: changed stages rerun once,
+unchanged ones do not, Ray restarts with the new start command; restart-only / no-restart
+behave as named; a failing rerun is reported and leaves Ray running."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from bootstrap_stubs import cluster, node_watcher_pid_file, run_script, stop_watchers
+
+from bootstrap import node_metadata
+from bootstrap.node_metadata import VERSION_KEY
+from bootstrap.startup_script import script_version
+
+WAIT_SECONDS = 30  # an upper bound for a slow machine, not a speed requirement
+HEAD_ADDRESS = {"ray-head-address": "10.0.0.9"}
+V1_START = "ray start --address=10.0.0.9:6379"
+V2_START = "ray start --address=10.0.0.9:6379 --num-gpus=0"
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {WAIT_SECONDS}s")
+        time.sleep(0.05)
+
+
+class Node:
+    """A worker booted from version 1 with its node watcher left running."""
+
+    def __init__(self, tmp_path: Path, role: str = "worker", node_type: str = "worker_t"):
+        self.tmp_path, self.role, self.node_type = tmp_path, role, node_type
+        self.head_status = tmp_path / "head-guest-attributes" / "ray-bootstrap"
+        self.head_status.mkdir(parents=True)
+        (self.head_status / "status").write_text("ready")
+        entries = node_metadata(cluster(), role, node_type, base_dir=tmp_path)
+        self.env = {"RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1",
+                    "RAY_BOOTSTRAP_HEAD_STATUS_DIR": str(self.head_status.parent),
+                    "RAY_BOOTSTRAP_HEAD_WAIT_DELAY": "0.1"}
+        if role == "head":
+            self.env["RAY_HEAD_IP"] = "10.0.0.9"
+        self.boot = run_script(entries.pop("startup-script"), tmp_path,
+                               {**entries, **HEAD_ADDRESS}, self.env, keep_watcher=True)
+        assert self.boot.returncode == 0, self.boot.log
+        self.v1 = entries[VERSION_KEY]
+
+    def calls(self) -> list[str]:
+        return [c for c in (self.tmp_path / "calls").read_text().splitlines()
+                if not c.startswith("ray-env")]
+
+    def attribute(self, name: str) -> str:
+        path = self.tmp_path / "guest-attributes" / "ray-bootstrap" / name
+        return path.read_text() if path.exists() else ""
+
+    def hand(self, request: str = "", **overrides) -> str:
+        """Publish the script of `cluster(**overrides)` as the metadata server would: the
+        script first, then the version key the watcher follows. Returns its version."""
+        entries = node_metadata(cluster(**overrides), self.role, self.node_type,
+                                base_dir=self.tmp_path, request=request)
+        metadata = self.tmp_path / "metadata"
+        for key in ("startup-script", VERSION_KEY):
+            staged = metadata / f".{key}.new"
+            staged.write_text(entries[key])
+            staged.rename(metadata / key)
+        return script_version(entries["startup-script"])
+
+    def wait_applied(self, version: str) -> None:
+        _wait_for(lambda: self.attribute("version") == version
+                  and self.attribute("status") == "ready", f"version {version} applied")
+
+    def wait_log(self, text: str) -> None:
+        _wait_for(lambda: text in (self.tmp_path / "bootstrap.log").read_text(),
+                  f"log line {text!r}")
+
+    def boot_log(self) -> str:
+        return (self.tmp_path / "bootstrap.log").read_text()
+
+    def new_calls(self, before: int) -> list[str]:
+        return self.calls()[before:]
+
+
+@pytest.fixture
+def worker(tmp_path):
+    node = Node(tmp_path)
+    yield node
+    stop_watchers(tmp_path)
+
+
+def test_changed_setup_and_start_rerun_once_and_ray_restarts_with_the_new_command(worker):
+    before = len(worker.calls())
+    version = worker.hand(setup_commands=["record setup-common-v2"],
+                          worker_start_ray_commands=[V2_START.replace("10.0.0.9", "$RAY_HEAD_IP")])
+    worker.wait_applied(version)
+    assert worker.new_calls(before) == [
+        "record setup-common-v2", "record setup-worker", "ray stop", V2_START]
+    assert "re-apply: stage initialization unchanged: skipped" in worker.boot_log()
+
+
+def test_unchanged_stages_do_not_rerun_and_ray_keeps_running_when_nothing_it_runs_changed(
+    worker,
+):
+    before = len(worker.calls())
+    version = worker.hand(initialization_commands=["record init-2"])
+    worker.wait_applied(version)
+    # initialization changed, so Ray restarts: it may depend on what the host has.
+    assert worker.new_calls(before) == ["record init-2", "ray stop", V1_START]
+    again = len(worker.calls())
+    same = worker.hand(initialization_commands=["record init-2"], request="")
+    assert same == version
+    worker.wait_log(f"node watcher pid={_pid(worker)} runs version {version}")
+    assert worker.new_calls(again) == []
+
+
+def test_restart_only_restarts_ray_without_rerunning_setup(worker):
+    before = len(worker.calls())
+    version = worker.hand(request="restart-only 2026-12-03T10:00:00Z",
+                          setup_commands=["record setup-common-v2"])
+    worker.wait_applied(version)
+    assert worker.new_calls(before) == ["ray stop", V1_START]
+
+
+def test_restart_only_with_an_unchanged_script_still_restarts_ray(worker):
+    before = len(worker.calls())
+    worker.hand(request="restart-only 2026-12-03T10:00:00Z")
+    worker.wait_log("re-applying version")
+    worker.wait_applied(script_version((worker.tmp_path / "metadata" / "startup-script")
+                                       .read_text()))
+    _wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START], "Ray restarted")
+
+
+def test_no_restart_applies_setup_without_restarting_ray(worker):
+    before = len(worker.calls())
+    version = worker.hand(request="no-restart 2026-12-03T10:00:00Z",
+                          setup_commands=["record setup-common-v2"])
+    worker.wait_applied(version)
+    assert worker.new_calls(before) == ["record setup-common-v2", "record setup-worker"]
+    assert "re-apply (no-restart): Ray keeps running as it was" in worker.boot_log()
+
+
+def test_failing_rerun_is_reported_with_its_stage_and_leaves_ray_running(worker):
+    before = len(worker.calls())
+    version = worker.hand(setup_commands=["record setup-v2", "exit 9"])
+    _wait_for(lambda: worker.attribute("status") == "failed:setup:9", "failure reported")
+    worker.wait_log(f"re-apply of version {version} failed")
+    assert worker.new_calls(before) == ["record setup-v2"]  # no `ray stop`: Ray runs on
+    assert worker.attribute("version") == script_version(
+        (worker.tmp_path / "state" / "node-script.sh").read_text())
+    assert worker.attribute("version") != version
+    # The next change is tried again, and converges.
+    fixed = worker.hand(setup_commands=["record setup-v3"])
+    worker.wait_applied(fixed)
+    assert worker.new_calls(before)[1:] == ["record setup-v3", "record setup-worker",
+                                            "ray stop", V1_START]
+
+
+def test_worker_restarts_its_ray_after_the_head_restarted_its_own(worker):
+    (worker.head_status / "ray-started").write_text("aaaa 2026-12-03T10:00:00Z 1")
+    worker.wait_log("node watcher pid=")
+    time.sleep(0.5)  # let the watcher take the head's first value as its baseline
+    before = len(worker.calls())
+    (worker.head_status / "ray-started").write_text("bbbb 2026-12-03T10:05:00Z 2")
+    _wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START],
+              "Ray restarted after the head")
+    assert "the head restarted Ray (bbbb" in worker.boot_log()
+
+
+def test_head_reapply_restarts_ray_and_tells_workers(tmp_path):
+    head = Node(tmp_path, role="head", node_type="head_t")
+    try:
+        first = head.attribute("ray-started")
+        before = len(head.calls())
+        version = head.hand(head_start_ray_commands=["ray start --head --port=6380"])
+        head.wait_applied(version)
+        assert head.new_calls(before) == ["ray stop", "ray start --head --port=6380"]
+        assert head.attribute("ray-started").startswith(version)
+        assert head.attribute("ray-started") != first
+    finally:
+        stop_watchers(tmp_path)
+
+
+def _pid(node: Node) -> int:
+    return int(node_watcher_pid_file(node.tmp_path).read_text())

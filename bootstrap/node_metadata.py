@@ -30,6 +30,10 @@ STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `
 # It changes with the script, so it adds no replacement of its own.
 VERSION_KEY = "ray-bootstrap-version"
 VERSION_GUEST_ATTRIBUTE = "ray-bootstrap/version"  # the script version a node last applied
+# `invoke up --restart-only / --no-restart` sets this for the program: "<mode> <stamp>", put in
+# the head's ray-bootstrap-version. Only the head gets it: a worker's metadata is part of its
+# group's identity (a change would replace the group); workers restart Ray after the head does.
+REAPPLY_ENV = "RAY_GCP_REAPPLY"
 # On GCE the node also mirrors its guest attributes here, for `invoke status` over SSH.
 STATE_DIR = "/run/ray-bootstrap"
 LOG_FILE = "/var/log/ray-bootstrap.log"
@@ -58,3 +62,15 @@ def node_metadata(
         "enable-guest-attributes": "TRUE",
         **plan.metadata_entries(),
     }
+
+
+def script_versions(config: ClusterConfig, base_dir: Path | None = None) -> dict[str, str]:
+    """What each node should report once converged: `head` and every worker type -> the
+    SCRIPT_VERSION of its startup script (exported for `invoke status`)."""
+    plan = plan_file_mounts(config, base_dir)
+    versions = {"head": script_version(
+        render_startup_script(config, "head", config.head_node_type, plan))}
+    for node_type in config.worker_types:
+        versions[node_type] = script_version(
+            render_startup_script(config, "worker", node_type, plan))
+    return versions

@@ -14,6 +14,7 @@ from bootstrap.node_metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
+    REAPPLY_ENV,
 )
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
@@ -23,6 +24,7 @@ __all__ = [
     "BOOTSTRAP_CONFIG_KEY",
     "BOOTSTRAP_SSH_KEY_SECRET_KEY",
     "HEAD_ADDRESS_KEY",
+    "REAPPLY_ENV",
     "merge_metadata",
 ]
 
@@ -32,12 +34,14 @@ def merge_metadata(
     group: NodeGroupPlan,
     public_key: pulumi.Input[str],
     extra: Mapping[str, pulumi.Input[str]],
+    request: str = "",
 ) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
 
     Keys are known now and values may be outputs, so a secret value (the head's key) stays
     secret alone and the rest shows in previews. A user's own `ssh-keys` line is kept next to
-    the cluster's key, not replaced by it."""
+    the cluster's key, not replaced by it. `request` asks the node watcher for a re-apply
+    mode (the head only: see REAPPLY_ENV)."""
     own = dict(group.node_config.metadata)
     user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
     cluster_line = pulumi.Output.from_input(public_key).apply(
@@ -45,7 +49,7 @@ def merge_metadata(
     )
     return {
         **own,
-        **bootstrap_metadata(config, group.role, group.node_type),
+        **bootstrap_metadata(config, group.role, group.node_type, request=request),
         "ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line])),
         **extra,
     }

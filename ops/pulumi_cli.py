@@ -103,8 +103,11 @@ def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> None:
-    """Run one lifecycle operation on a stack, streaming engine events as progress lines."""
+def run_operation(
+    name: str, operation: Operation, out: TextIO = sys.stdout, **options: Any
+) -> None:
+    """Run one lifecycle operation on a stack, streaming engine events as progress lines;
+    `options` go to the Automation API call (e.g. destroy's `target`)."""
     from pulumi import automation as auto
 
     stack = select_stack(name)
@@ -117,7 +120,7 @@ def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> 
         "refresh": stack.refresh,
     }
     try:
-        actions[operation](on_event=printer)
+        actions[operation](on_event=printer, **options)
     except auto.CommandError as exc:
         # The engine's diagnostics were already streamed; keep the exit message to one line.
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]

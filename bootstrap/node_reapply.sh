@@ -33,6 +33,7 @@ STAGE_RAN=false
 CONTAINER_REPLACED=false
 PENDING_STAGE=
 PENDING_HASH=
+HEAD_IP_GIVEN=${RAY_HEAD_IP:-}
 
 # `sh SCRIPT reapply MODE`: full (changed stages, then Ray), restart-only, no-restart.
 begin_reapply() {
@@ -101,10 +102,16 @@ restart_ray() {
     return 0
 }
 
-# After the start commands: remember their hash and tell workers the head's Ray restarted.
+# After the start commands: remember their hash; the head tells workers its Ray restarted, a
+# worker remembers which start of the head's Ray it joined (its node watcher follows it).
 ray_started() {
     record_stage_hash ray-start "$PENDING_HASH"
-    report_attribute "$RAY_STARTED_ATTRIBUTE" "$SCRIPT_VERSION $(date -u +%Y-%m-%dT%H:%M:%SZ) $$"
+    if [ "$NODE_ROLE" = head ]; then
+        report_attribute "$RAY_STARTED_ATTRIBUTE" \
+            "$SCRIPT_VERSION $(date -u +%Y-%m-%dT%H:%M:%SZ) $$"
+    elif joined=$(head_attribute ray-started) && [ -n "$joined" ]; then
+        printf '%s\n' "$joined" > "$(state_dir)/head-ray-started"
+    fi
 }
 
 report_applied() {
@@ -183,7 +190,9 @@ start_node_watcher() {
     fi
     mv "$copy.new" "$copy" || fail 6
     rm -f "$pid_file"
-    setsid sh "$copy" watch-script < /dev/null >> "$log_file" 2>&1 &
+    # Each re-apply resolves the head anew (it may have been replaced), unless RAY_HEAD_IP
+    # came from our own environment.
+    RAY_HEAD_IP=$HEAD_IP_GIVEN setsid sh "$copy" watch-script < /dev/null >> "$log_file" 2>&1 &
     tries=0
     until [ -s "$pid_file" ]; do
         tries=$((tries + 1))
@@ -215,7 +224,6 @@ watch_script() {
     value=$(metadata_attr "$VERSION_KEY")
     last_request=$(request_of "$value")
     failed_version=
-    head_started=$(follow_value)
     etag=
     while [ "$(cat "$pid_file" 2> /dev/null)" = "$$" ]; do
         wait_for_version
@@ -292,22 +300,16 @@ reapply_script() {
         "the next change of $VERSION_KEY is tried"
 }
 
-# What the head's guest attribute $RAY_STARTED_ATTRIBUTE says (a worker follows it).
-follow_value() {
-    [ "$NODE_ROLE" = head ] && return
-    head_attribute ray-started
-}
-
-# A worker restarts its Ray after the head restarted the head's.
+# A worker restarts its Ray once the head's guest attribute $RAY_STARTED_ATTRIBUTE differs
+# from the start of the head's Ray this worker joined (once per change, failed or not).
 follow_head() {
     [ "$NODE_ROLE" = head ] && return
-    now=$(follow_value) || return
-    [ -n "$now" ] && [ "$now" != "$head_started" ] || return
-    if [ -z "$head_started" ]; then
-        head_started=$now
-        return
-    fi
-    head_started=$now
+    now=$(head_attribute ray-started) && [ -n "$now" ] || return
+    joined_file="$dir/head-ray-started"
+    joined=$(cat "$joined_file" 2> /dev/null)
+    [ "$now" = "$joined" ] && return
+    printf '%s\n' "$now" > "$joined_file"
+    [ -n "$joined" ] || return
     log "node watcher: the head restarted Ray ($now): restarting Ray here"
     sh "$copy" reapply restart-only || log "node watcher: restarting Ray after the head failed"
 }

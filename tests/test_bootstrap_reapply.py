@@ -5,11 +5,20 @@ behave as named; a failing rerun is reported and leaves Ray running."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from bootstrap_stubs import cluster, node_watcher_pid_file, run_script, stop_watchers
+from bootstrap_stubs import (
+    STUBS,
+    FakeGoogle,
+    cluster,
+    node_watcher_pid_file,
+    run_script,
+    stop_watchers,
+)
 
 from bootstrap import node_metadata
 from bootstrap.node_metadata import VERSION_KEY
@@ -37,6 +46,7 @@ class Node:
         self.head_status = tmp_path / "head-guest-attributes" / "ray-bootstrap"
         self.head_status.mkdir(parents=True)
         (self.head_status / "status").write_text("ready")
+        (self.head_status / "ray-started").write_text("aaaa 2026-12-03T10:00:00Z 1")
         entries = node_metadata(cluster(), role, node_type, base_dir=tmp_path)
         self.env = {"RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1",
                     "RAY_BOOTSTRAP_HEAD_STATUS_DIR": str(self.head_status.parent),
@@ -158,9 +168,6 @@ def test_failing_rerun_is_reported_with_its_stage_and_leaves_ray_running(worker)
 
 
 def test_worker_restarts_its_ray_after_the_head_restarted_its_own(worker):
-    (worker.head_status / "ray-started").write_text("aaaa 2026-12-03T10:00:00Z 1")
-    worker.wait_log("node watcher pid=")
-    time.sleep(0.5)  # let the watcher take the head's first value as its baseline
     before = len(worker.calls())
     (worker.head_status / "ray-started").write_text("bbbb 2026-12-03T10:05:00Z 2")
     _wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START],
@@ -184,3 +191,65 @@ def test_head_reapply_restarts_ray_and_tells_workers(tmp_path):
 
 def _pid(node: Node) -> int:
     return int(node_watcher_pid_file(node.tmp_path).read_text())
+
+
+HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
+
+
+def test_on_gce_the_watcher_long_polls_its_version_and_follows_the_head_through_compute(
+    tmp_path,
+):
+    """No metadata dir: the metadata server (ETag long polls) and the Compute API's
+    getGuestAttributes (the head's attributes, with the node's token), as on GCE."""
+    config = cluster(auth={"ssh_user": "root"})  # root: no user is created on this machine
+    entries = node_metadata(config, "worker", "worker_t")
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for name, text in STUBS.items():
+        (stubs / name).write_text(text)
+        (stubs / name).chmod(0o755)
+    script = tmp_path / "startup-script"
+    script.write_text(entries["startup-script"])
+    calls = tmp_path / "calls"
+    head = {"ray-bootstrap/status": "ready", "ray-bootstrap/ray-started": "aaaa t0 1"}
+    with FakeGoogle(attributes={**entries, "ray-head-address": HEAD_NAME},
+                    guest_attributes={HEAD_NAME: head}) as fake:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("RAY_BOOTSTRAP_") and k != "RAY_HEAD_IP"}
+        env.update(fake.env(), PATH=f"{stubs}:{os.environ['PATH']}", STUB_CALLS=str(calls),
+                   STUB_HEAD_NAME=HEAD_NAME, HOME=str(tmp_path),
+                   RAY_BOOTSTRAP_COMPUTE_URL=f"{fake.url}/compute/v1",
+                   RAY_BOOTSTRAP_LOG=str(tmp_path / "bootstrap.log"),
+                   RAY_BOOTSTRAP_STATE_DIR=str(tmp_path / "state"),
+                   RAY_BOOTSTRAP_STATUS_DIR=str(tmp_path / "guest-attributes"),
+                   RAY_BOOTSTRAP_FOLLOW_INTERVAL="1", RAY_BOOTSTRAP_WATCH_INTERVAL="0.1")
+        try:
+            boot = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
+                                  timeout=60)
+            log = tmp_path / "bootstrap.log"
+            assert boot.returncode == 0, log.read_text()
+            _wait_for(lambda: any("ray-bootstrap-version?wait_for_change=true" in r
+                                  for r in fake.requests), "a long poll of the version")
+            before = len(calls.read_text().splitlines())
+            v2 = node_metadata(cluster(auth={"ssh_user": "root"},
+                                       worker_setup_commands=["record setup-worker-v2"]),
+                               "worker", "worker_t")
+            fake.set_attribute("startup-script", v2["startup-script"])
+            fake.set_attribute(VERSION_KEY, v2[VERSION_KEY])
+            version = (tmp_path / "guest-attributes" / "ray-bootstrap" / "version")
+            _wait_for(lambda: version.read_text() == v2[VERSION_KEY], "version 2 applied")
+            applied = [c for c in calls.read_text().splitlines()[before:]
+                       if not c.startswith(("ray-env", "getent"))]
+            assert applied == ["record setup-common", "record setup-worker-v2", "ray stop",
+                               "ray start --address=10.128.0.7:6379"]
+            # The head restarts its Ray: the worker sees it through the Compute API.
+            before = len(calls.read_text().splitlines())
+            head["ray-bootstrap/ray-started"] = "bbbb t1 2"
+            _wait_for(lambda: "ray start --address=10.128.0.7:6379"
+                      in calls.read_text().splitlines()[before:], "Ray restarted after the head")
+            assert "the head restarted Ray (bbbb t1 2)" in log.read_text()
+        finally:
+            stop_watchers(tmp_path)
+    guest_reads = [r for r in fake.requests if "getGuestAttributes" in r]
+    assert (f"/compute/v1/projects/my-gcp-project/zones/us-west1-a/instances/{HEAD_NAME}/"
+            "getGuestAttributes?variableKey=ray-bootstrap/ray-started") in guest_reads

@@ -1,4 +1,5 @@
-"""A one-line progress bar on stderr for long operations (cluster-dump), no dependency.
+"""A one-line progress bar on stderr for long operations (cluster-dump, rsync-up to many
+nodes), no dependency.
 
 On a terminal the line is redrawn in place; elsewhere (CI logs, pipes) each step prints one
 line, so logs stay readable.
@@ -40,8 +41,10 @@ class ProgressBar:
 
     def _draw(self, note: str) -> None:
         filled = WIDTH * self.done // max(self.total, 1)
-        line = (f"{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] "
-                f"{self.done}/{self.total} nodes, {self.bytes / 1e6:.1f} MB")
+        bar = "#" * filled + "." * (WIDTH - filled)
+        line = f"{self.label} [{bar}] {self.done}/{self.total} nodes"
+        if self.bytes:
+            line += f", {self.bytes / 1e6:.1f} MB"
         if note:
             line += f": {note}"
         if self._tty:

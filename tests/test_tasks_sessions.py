@@ -185,4 +185,5 @@ def test_rsync_up_all_nodes_sends_to_every_node(stack, tmp_path):
     result = stack.invoke("rsync-up", str(source), str(target), "--all-nodes")
     assert result.returncode == 0, result.stderr
     assert (target / "a.txt").read_text() == "to every node\n"
-    assert "ray-local-worker-0001" in result.stdout + result.stderr
+    assert "ray-local-worker-0001: " in result.stdout
+    assert "rsync-up [" in result.stderr and "2/2 nodes" in result.stderr  # progress

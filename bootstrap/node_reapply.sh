@@ -68,6 +68,11 @@ stage() {
             log "re-apply: stage $1 unchanged: skipped"
             return 1
         fi
+        if [ "$1" = docker-run ] && [ "$REAPPLY_MODE" = no-restart ]; then
+            log "re-apply (no-restart): the container's settings changed: they apply with" \
+                "the next restart (replacing the container would stop Ray)"
+            return 1
+        fi
         log "re-apply: stage $1 changed: running it"
         STAGE_RAN=true
         if [ "$1" = docker-run ]; then

@@ -41,13 +41,15 @@ def _wait_for(condition, what: str) -> None:
 class Node:
     """A worker booted from version 1 with its node watcher left running."""
 
-    def __init__(self, tmp_path: Path, role: str = "worker", node_type: str = "worker_t"):
+    def __init__(self, tmp_path: Path, role: str = "worker", node_type: str = "worker_t",
+                 **config):
         self.tmp_path, self.role, self.node_type = tmp_path, role, node_type
+        self.config = config
         self.head_status = tmp_path / "head-guest-attributes" / "ray-bootstrap"
         self.head_status.mkdir(parents=True)
         (self.head_status / "status").write_text("ready")
         (self.head_status / "ray-started").write_text("aaaa 2026-12-03T10:00:00Z 1")
-        entries = node_metadata(cluster(), role, node_type, base_dir=tmp_path)
+        entries = node_metadata(cluster(**config), role, node_type, base_dir=tmp_path)
         self.env = {"RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1",
                     "RAY_BOOTSTRAP_HEAD_STATUS_DIR": str(self.head_status.parent),
                     "RAY_BOOTSTRAP_HEAD_WAIT_DELAY": "0.1"}
@@ -69,7 +71,8 @@ class Node:
     def hand(self, request: str = "", **overrides) -> str:
         """Publish the script of `cluster(**overrides)` as the metadata server would: the
         script first, then the version key the watcher follows. Returns its version."""
-        entries = node_metadata(cluster(**overrides), self.role, self.node_type,
+        entries = node_metadata(cluster(**{**self.config, **overrides}), self.role,
+                                self.node_type,
                                 base_dir=self.tmp_path, request=request)
         metadata = self.tmp_path / "metadata"
         for key in ("startup-script", VERSION_KEY):
@@ -165,6 +168,41 @@ def test_failing_rerun_is_reported_with_its_stage_and_leaves_ray_running(worker)
     worker.wait_applied(fixed)
     assert worker.new_calls(before)[1:] == ["record setup-v3", "record setup-worker",
                                             "ray stop", V1_START]
+
+
+def test_a_new_image_replaces_the_container_then_reruns_setup_and_ray_in_it(tmp_path):
+    docker = {"image": "rayproject/ray:2.9", "container_name": "rc"}
+    node = Node(tmp_path, docker=docker)
+    try:
+        before = len(node.calls())
+        version = node.hand(docker={**docker, "image": "rayproject/ray:2.10"})
+        node.wait_applied(version)
+        calls = [c for c in node.new_calls(before)
+                 if not c.startswith(("docker inspect", "docker image", "docker exec"))]
+        run = next(c for c in calls if c.startswith("docker run"))
+        assert run.endswith("rayproject/ray:2.10 bash")
+        # Setup did not change, but the new container has not run it: it reruns there.
+        assert calls == ["docker pull rayproject/ray:2.10", "docker rm -f rc", "docker rm -f rc",
+                         run, "record setup-common", "record setup-worker", "ray stop",
+                         V1_START]
+        assert "record init-1" not in calls
+    finally:
+        stop_watchers(tmp_path)
+
+
+def test_no_restart_keeps_the_running_container(tmp_path):
+    docker = {"image": "rayproject/ray:2.9", "container_name": "rc"}
+    node = Node(tmp_path, docker=docker)
+    try:
+        before = len(node.calls())
+        version = node.hand(request="no-restart 2026-12-03T10:00:00Z",
+                            docker={**docker, "image": "rayproject/ray:2.10"})
+        node.wait_applied(version)
+        calls = node.new_calls(before)
+        assert calls == ["docker pull rayproject/ray:2.10"]  # no `docker rm`, no `ray stop`
+        assert "they apply with the next restart" in node.boot_log()
+    finally:
+        stop_watchers(tmp_path)
 
 
 def test_worker_restarts_its_ray_after_the_head_restarted_its_own(worker):

@@ -162,6 +162,8 @@ write_file_mount() {
     log "file mount $2 <- metadata $1"
 }
 
+# ---- head only (to the end marker): workers' scripts leave it out (startup_script.py).
+
 # The head's autoscaler config and the key it uses to reach the workers it launches.
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
@@ -252,6 +254,8 @@ sys.stdout.buffer.write(base64.b64decode(json.load(sys.stdin)["payload"]["data"]
     [ "$decoded" = 0 ] || log "the Secret Manager answer for $1 has no base64 payload.data"
     return "$decoded"
 )
+
+# ---- end of head only
 
 # Run user command text on the host, as the node user, in a login shell like Ray's.
 run_host() {
@@ -424,6 +428,8 @@ state_dir() {
         printf '/run/ray-bootstrap'
     fi
 }
+
+# ---- head only (to the end of the file): workers' scripts leave it out.
 
 # The pid in pid file $1 when that process is a config watcher.
 running_watcher() {

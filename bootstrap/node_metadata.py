@@ -39,7 +39,8 @@ STATE_DIR = "/run/ray-bootstrap"
 LOG_FILE = "/var/log/ray-bootstrap.log"
 # GCE refuses one metadata value over 256 KB and an instance's metadata over 512 KB in all. The
 # head's `ray-bootstrap-config` holds every node type's node_config, each with its own
-# startup-script (about 11.5 KB: its library travels compressed).
+# startup-script (a worker's is about 10.5 KB: its library travels compressed, without the
+# head's parts).
 METADATA_VALUE_LIMIT = 256 * 1024
 METADATA_TOTAL_LIMIT = 512 * 1024
 

@@ -82,7 +82,7 @@ def render_startup_script(
         )
     plan = file_mounts or FileMountPlan()
     data = _node_data(config, role, node_type, plan)
-    body = [data, _library_loader(), _steps(config, role, node_type, plan, data)]
+    body = [data, _library_loader(role), _steps(config, role, node_type, plan, data)]
     version = hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
     return "\n".join([
         "#!/bin/sh",
@@ -99,42 +99,62 @@ def render_startup_script(
 
 
 @functools.cache
-def library_payload() -> str:
+def library_payload(role: Role = "head") -> str:
     """The library (`library_code`) gzip-compressed, base64 on one line: the same bytes on
-    every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib). Built once a process:
-    every node type's script embeds the same payload."""
-    compressed = bytearray(gzip.compress(library_code().encode(), compresslevel=9, mtime=0))
+    every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib). Built once a process
+    and role: every node type's script embeds the same payload."""
+    compressed = bytearray(gzip.compress(library_code(role).encode(), compresslevel=9, mtime=0))
     compressed[9] = 255  # the gzip header's OS field: "unknown"
     return base64.b64encode(bytes(compressed)).decode()
 
 
-def library_code() -> str:
+def library_code(role: Role = "head") -> str:
     """The library (node_bootstrap.sh, then node_reapply.sh) as nodes run it: full-line
-    comments dropped (they are a quarter of it and
-    live on in the repository), here-document bodies kept as they are."""
+    comments dropped (they are a quarter of it and live on in the repository), here-document
+    bodies kept as they are. A worker's leaves out the sections marked head only (the
+    autoscaler config, its key, the config watcher): the head's autoscaler config carries a
+    worker script per node type, within GCE's 256 KB for one metadata value."""
+    kept: list[str] = []
+    for path in (LIBRARY, REAPPLY_LIBRARY):
+        kept += _code_lines(path.read_text(), role)
+    return "\n".join(kept) + "\n"
+
+
+def _code_lines(text: str, role: Role) -> list[str]:
+    """One file's lines as nodes run them (see library_code); a head-only section ends at
+    its end marker or at the end of the file."""
     kept: list[str] = []
     delimiter = None
-    for line in [line for path in (LIBRARY, REAPPLY_LIBRARY)
-                 for line in path.read_text().splitlines()]:
+    head_only = False
+    for line in text.splitlines():
         if delimiter is not None:
             delimiter = None if line.lstrip("\t") == delimiter else delimiter
+        elif line.startswith(HEAD_ONLY_MARKER):
+            head_only = True
+            continue
+        elif line.startswith(HEAD_ONLY_END_MARKER):
+            head_only = False
+            continue
         elif line.lstrip().startswith("#"):
             continue
         elif match := _HEREDOC.search(line):
             delimiter = match.group(1)
-        kept.append(line)
-    return "\n".join(kept) + "\n"
+        if role == "head" or not head_only:
+            kept.append(line)
+    return kept
 
 
+HEAD_ONLY_MARKER = "# ---- head only"
+HEAD_ONLY_END_MARKER = "# ---- end of head only"
 # A here-document's delimiter (`<< EOF`, `<<-'EOF'`): its body keeps lines that start with #.
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)")
 
 
-def _library_loader() -> str:
+def _library_loader(role: Role) -> str:
     """Shell that decodes the library into a private file, sources it and removes it."""
     return (_LOADER.replace("@STATUS@", f"failed:{LIBRARY_STAGE}:{LIBRARY_EXIT_CODE}")
             .replace("@STAGE@", LIBRARY_STAGE).replace("@CODE@", str(LIBRARY_EXIT_CODE))
-            .replace("@DELIMITER@", LIBRARY_DELIMITER).replace("@PAYLOAD@", library_payload()))
+            .replace("@DELIMITER@", LIBRARY_DELIMITER).replace("@PAYLOAD@", library_payload(role)))
 
 
 # Until the library is sourced there is no `fail`: library_failed logs and reports as it would.

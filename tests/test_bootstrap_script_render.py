@@ -92,13 +92,24 @@ def test_every_shipped_node_script_stays_under_the_size_bound(stack, role, node_
 
 def test_library_payload_decodes_to_the_library_without_its_comment_lines():
     config = cluster()
-    payload = _payload(render_startup_script(config, "worker", "worker_t"))
+    payload = _payload(render_startup_script(config, "head", "head_t"))
     decoded = gzip.decompress(base64.b64decode(payload)).decode()
-    assert decoded == library_code()
+    assert decoded == library_code("head")
     code_lines = [line for path in (LIBRARY, REAPPLY_LIBRARY)
                   for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
     assert decoded.splitlines() == code_lines
     assert "docker_start() {" in decoded and "watch_script() {" in decoded
+
+
+def test_a_workers_library_leaves_out_the_head_only_sections():
+    """Smaller worker scripts: the head's autoscaler config holds one per node type."""
+    payload = _payload(render_startup_script(cluster(), "worker", "worker_t"))
+    decoded = gzip.decompress(base64.b64decode(payload)).decode()
+    assert decoded == library_code("worker")
+    for head_only in ("write_bootstrap_files() {", "access_secret() (", "watch_config() {"):
+        assert head_only not in decoded and head_only in library_code("head")
+    for shared in ("state_dir() {", "run_node() {", "watch_script() {", "stop_ray() {"):
+        assert shared in decoded
 
 
 def test_comment_lines_inside_a_here_document_are_kept(tmp_path, monkeypatch):

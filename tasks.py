@@ -516,14 +516,15 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
 @task(klass=_VerbTask, help={
     "stack": _STACK_HELP,
     "yes": "do not ask for confirmation",
+    "hard": "delete the instance through the API instead of `ray stop` on it",
 })
-def kill_random_node(c, stack=None, yes=False):
+def kill_random_node(c, stack=None, yes=False, hard=False):
     """Stop Ray on a random worker (`ray stop`), for failure drills; asks first."""
     from ops.errors import user_errors
     from ops.kill_node import kill_random_node as kill
     from ops.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
-        node = kill(connector, yes)
+        node = kill(connector, yes, hard)
     if node is not None:
         print(f"Killed node with IP {node.internal_ip}")

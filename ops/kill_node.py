@@ -1,11 +1,14 @@
 """`invoke kill-random-node`: stop Ray on one random worker, for failure drills.
 
-As `ray kill-random-node` does by default (a soft kill): `ray stop` on the node, which stays
-up; asks first unless --yes. With no workers it says so and succeeds, as Ray does.
+As `ray kill-random-node` does: by default a soft kill (`ray stop` on the node, which stays
+up); `--hard` deletes the instance (or TPU VM) through the API with Application Default
+Credentials, as Ray's node provider terminates it. Asks first unless --yes. With no workers it
+says so and succeeds, as Ray does. A worker of a WorkerGroup is brought back by the next `up`.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +20,8 @@ from ops.stack_outputs import Node
 
 KILL_COMMAND = "ray stop"
 PROMPT = "A random node will be killed. Confirm [y/N]: "
+# host:port of an emulator or the tests' fake Compute/TPU API (plain http, anonymous).
+API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
 
 
 def confirmed(ask: Callable[[str], str] = input) -> bool:
@@ -29,10 +34,11 @@ def confirmed(ask: Callable[[str], str] = input) -> bool:
 def kill_random_node(
     connector: Connector,
     yes: bool,
+    hard: bool = False,
     ask: Callable[[str], str] = input,
     choose: Callable[[Sequence[Node]], Node] = random.choice,
 ) -> Node | None:
-    """The node whose Ray was stopped; None when the stack has no workers."""
+    """The node whose Ray was stopped (or that was deleted); None when there are no workers."""
     workers = connector.outputs.workers
     if not workers:
         print("No worker nodes detected.")
@@ -40,6 +46,10 @@ def kill_random_node(
     if not yes and not confirmed(ask):
         raise OpsError("aborted: nothing was killed (pass --yes to skip the question)")
     node = choose(workers)
+    if hard:
+        print(f"Terminating {node.name}", flush=True)
+        terminate(connector.outputs.project, connector.outputs.zone, node)
+        return node
     command = KILL_COMMAND
     if connector.outputs.docker_container_name:
         command = in_container(command, connector.outputs.docker_container_name)
@@ -49,3 +59,26 @@ def kill_random_node(
     if status != 0:
         raise OpsError(f"`{KILL_COMMAND}` on {node.name} exited {status}", exit_code=status)
     return node
+
+
+def terminate(project: str, zone: str, node: Node) -> None:
+    """Delete the instance (names ending `-tpu`: the TPU VM) and wait for it to go."""
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
+
+    from infra.workers.apis import Deadlines, node_api
+    from infra.workers.nodes import WorkerGroupError
+    from infra.workers.retry import RetryPolicy
+
+    if not (project and zone):
+        raise OpsError("the stack's outputs have no project or zone: run `invoke up` again")
+    props = {"project": project, "zone": zone,
+             "api_endpoint": os.environ.get(API_ENDPOINT_ENV) or None}
+    kind = "tpu" if node.name.endswith("-tpu") else "compute"
+    try:
+        node_api(kind, props, RetryPolicy(), Deadlines()).delete([node.name])
+    except GoogleAuthError as exc:
+        raise OpsError(f"no Google Cloud credentials to delete {node.name}: run `gcloud auth "
+                       f"application-default login` ({exc})") from None
+    except (GoogleAPICallError, WorkerGroupError) as exc:
+        raise OpsError(f"deleting {node.name} failed: {exc}") from None

@@ -231,6 +231,32 @@ def test_kill_random_node_with_yes_stops_ray_on_a_worker(stack, monkeypatch, cap
     assert out.rstrip().endswith("Killed node with IP 127.0.0.1")
 
 
+def test_kill_random_node_hard_deletes_the_instance_through_the_api(stack, monkeypatch,
+                                                                     capsys):
+    from tests.fake_compute import FakeComputeServer
+    from tests.fake_compute.helpers import compute_body
+
+    with FakeComputeServer() as fake:
+        fake.cloud.insert_instances("test-project", "us-west1-a", [WORKER, "bystander"],
+                                    compute_body(), "bulkInsert", None)
+        monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
+        assert _run_task("kill-random-node", "--yes", "--hard") == 0
+        assert set(fake.instances("test-project", "us-west1-a")) == {"bystander"}
+    out = capsys.readouterr().out
+    assert f"Terminating {WORKER}" in out and "Killed node with IP 127.0.0.1" in out
+
+
+def test_kill_random_node_hard_failure_is_one_line(stack, monkeypatch, capsys):
+    from tests.fake_compute import FakeComputeServer
+
+    with FakeComputeServer() as fake:
+        fake.faults.fail_next(403, methods={"delete"})  # the account may not delete
+        monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
+        assert _run_task("kill-random-node", "--yes", "--hard") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: deleting {WORKER} failed") and "Traceback" not in err
+
+
 def test_kill_random_node_without_workers_says_so(stack, sshd):
     outputs = stack_outputs_for(sshd)
     outputs["nodes"] = outputs["nodes"][:1]

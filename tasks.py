@@ -22,8 +22,8 @@ def _lifecycle(stack: str | None, operation: str) -> None:
 
 @task(help={
     "stack": _STACK_HELP,
-    "restart-only": "running nodes restart Ray without rerunning setup (issue 13)",
-    "no-restart": "running nodes rerun changed setup without restarting Ray (issue 13)",
+    "restart-only": "running nodes restart Ray without rerunning setup",
+    "no-restart": "running nodes rerun changed setup without restarting Ray",
 })
 def up(c, stack=None, restart_only=False, no_restart=False):
     """Create or update the cluster (pulumi up) with live progress; running nodes re-apply
@@ -44,12 +44,12 @@ def preview(c, stack=None):
 
 @task(help={
     "stack": _STACK_HELP,
-    "workers-only": "only delete the workers (their groups and the autoscaler's); keep the head",
+    "workers-only": "only delete the worker groups (the head and the autoscaler's nodes stay)",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
 })
 def down(c, stack=None, workers_only=False, keep_min_workers=False):
     """Delete every resource of the cluster (pulumi destroy), or only its workers."""
-    if workers_only or keep_min_workers:  # issue 13
+    if workers_only or keep_min_workers:
         from ops.down_workers import down_workers
         from ops.errors import user_errors
         from ops.stack_outputs import resolve_stack_name
@@ -122,24 +122,20 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False,  
     """Run a command on the head or every node, with its exit status."""
     from ops.errors import exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
-    from ops.sessions import attach_hint, detached_command, forwarding
+    from ops.sessions import attach_hint, detacher, forwarding, one_node_only
     from ops.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
+        wrap = detacher(tmux, screen)
         if all:
-            if tmux or screen or port_forward:  # issue 13
-                from ops.errors import OpsError
-
-                raise OpsError("--tmux, --screen and --port-forward work on one node: drop --all")
+            one_node_only(wrap, port_forward)
             status = exec_on_all(connector, cmd, docker, login)
         else:
             target = connector.outputs.node(node) if node else None
-            detached = tmux or screen
-            wrap = (lambda shell: detached_command(shell, tmux, screen)) if detached else None
             client = connector.node(target) if target else connector.head()
             with forwarding(client, port_forward):
                 status = exec_on_node(connector, target, cmd, docker, login, wrap)
-            if detached and status == 0:
+            if wrap and status == 0:
                 print(attach_hint(tmux))
     exit_status(status)
 
@@ -167,20 +163,19 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import remainder_argv
     from ops.remote import submit as submit_script
-    from ops.sessions import attach_hint, detached_command, forwarding
+    from ops.sessions import attach_hint, detacher, forwarding
     from ops.ssh import connect_stack
 
     script_args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
     with user_errors(), connect_stack(stack) as connector:
-        if args is not None:  # issue 13: Ray's `--args`
+        if args is not None:  # Ray's deprecated `--args "..."`
             if script_args:
                 raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")
             script_args = shlex.split(args)
-        detached = tmux or screen
-        wrap = (lambda shell: detached_command(shell, tmux, screen)) if detached else None
+        wrap = detacher(tmux, screen)
         with forwarding(connector.head(), port_forward):
             status = submit_script(connector, Path(script), script_args, docker, login, wrap)
-        if detached and status == 0:
+        if wrap and status == 0:
             print(attach_hint(tmux))
     exit_status(status)
 
@@ -251,7 +246,7 @@ def status(c, stack=None):
     with user_errors(), connect_stack(stack) as connector:
         print(nodes_table(connector.outputs), flush=True)
         print()
-        print(bootstrap_table(read_nodes(connector)), flush=True)  # issue 13: versions
+        print(bootstrap_table(read_nodes(connector)), flush=True)
         print()
         print(ray_status(connector))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import paramiko
 
@@ -21,10 +21,14 @@ from ops.errors import OpsError
 SESSION = "ray"
 
 
-def detached_command(command: str, tmux: bool, screen: bool) -> str:
-    """Shell that starts `command` in the `ray` session and returns at once."""
+def _one_multiplexer(tmux: bool, screen: bool) -> None:
     if tmux and screen:
         raise OpsError("--tmux and --screen are alternatives: pick one")
+
+
+def detached_command(command: str, tmux: bool, screen: bool) -> str:
+    """Shell that starts `command` in the `ray` session and returns at once."""
+    _one_multiplexer(tmux, screen)
     # A subshell: `command` may `exec` (node_shell does), and the window must keep its shell.
     body = shlex.quote(f"( {command} ); exec bash")
     if tmux:
@@ -34,14 +38,26 @@ def detached_command(command: str, tmux: bool, screen: bool) -> str:
             f" || screen -L -dmS {SESSION} bash -c {body}")
 
 
+def detacher(tmux: bool, screen: bool) -> Callable[[str], str] | None:
+    """What turns a node's shell command into a detached one; None without --tmux/--screen."""
+    if not (tmux or screen):
+        return None
+    _one_multiplexer(tmux, screen)  # before anything runs
+    return lambda shell: detached_command(shell, tmux, screen)
+
+
+def one_node_only(wrap: Callable[[str], str] | None, port_forward: list[str] | None) -> None:
+    if wrap or port_forward:
+        raise OpsError("--tmux, --screen and --port-forward work on one node: drop --all")
+
+
 def attach_hint(tmux: bool) -> str:
     return f"Run `invoke attach --{'tmux' if tmux else 'screen'}` to check command status."
 
 
 def new_session_command(tmux: bool, screen: bool) -> str:
     """`attach --new`: a new session rather than the shared `ray` one (Ray's `--new`)."""
-    if tmux and screen:
-        raise OpsError("--tmux and --screen are alternatives: pick one")
+    _one_multiplexer(tmux, screen)
     if tmux:
         return "tmux new-session"
     if screen:

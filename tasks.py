@@ -10,6 +10,20 @@ from invoke import Task, task  # noqa: F401  (tasks are added below, one section
 _STACK_HELP = "Pulumi stack (default: $PULUMI_STACK or the selected stack)"
 
 
+def _long_only(*names: str) -> type[Task]:
+    """A Task class giving `names` no short flag: flags issue 13 added to existing tasks get
+    only `ray`'s long names, so no letter means two things across tasks."""
+
+    class LongOnly(Task):
+        def arg_opts(self, name: str, default: object, taken_names: set[str]) -> dict:
+            opts = super().arg_opts(name, default, taken_names)
+            if name in names:
+                opts["names"] = opts["names"][:1]
+            return opts
+
+    return LongOnly
+
+
 def _lifecycle(stack: str | None, operation: str) -> None:
     from ops.errors import user_errors
     from ops.pulumi_cli import require_cli, run_operation
@@ -20,7 +34,7 @@ def _lifecycle(stack: str | None, operation: str) -> None:
         run_operation(resolve_stack_name(stack), operation)
 
 
-@task(help={
+@task(klass=_long_only("restart_only", "no_restart"), help={
     "stack": _STACK_HELP,
     "restart-only": "running nodes restart Ray without rerunning setup",
     "no-restart": "running nodes rerun changed setup without restarting Ray",
@@ -42,7 +56,7 @@ def preview(c, stack=None):
     _lifecycle(stack, "preview")
 
 
-@task(help={
+@task(klass=_long_only("workers_only", "keep_min_workers"), help={
     "stack": _STACK_HELP,
     "workers-only": "only delete the worker groups (the head and the autoscaler's nodes stay)",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
@@ -76,6 +90,7 @@ def refresh(c, stack=None):
         "new": "with --tmux/--screen: start a new session instead of the shared `ray` one",
     },
     iterable=["port_forward"],
+    klass=_long_only("new"),
 )
 def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
     """Interactive shell on the head (or --node) with port forwards."""
@@ -116,6 +131,7 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
         "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node while it runs",
     },
     iterable=["port_forward"],
+    klass=_long_only("tmux", "screen"),
 )
 def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False,  # noqa: A002
           tmux=False, screen=False, port_forward=None):
@@ -152,6 +168,7 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False,  
         "args": "the script's arguments as one string (Ray's deprecated form of `-- ARGS`)",
     },
     iterable=["port_forward"],
+    klass=_long_only("tmux", "screen", "args"),
 )
 def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=False,
            port_forward=None, args=None):
@@ -187,7 +204,8 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
         "stack": _STACK_HELP,
         "all": "send to every node, not only the head",
         "all-nodes": "the same as --all, as `ray rsync-up` names it",
-    }
+    },
+    klass=_long_only("all_nodes"),
 )
 def rsync_up(c, source, target, stack=None, all=False, all_nodes=False):  # noqa: A002
     """Send changed files to the head or --all nodes (rsync_exclude, rsync_filter)."""

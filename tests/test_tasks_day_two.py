@@ -299,3 +299,39 @@ def test_status_says_a_node_is_converging_until_it_reports_the_wanted_version(st
     with Connector(load_outputs(), announce=io.StringIO()) as connector:
         states = {r.name: r.state for r in read_nodes(connector, attributes_dir=str(attributes))}
     assert states == {HEAD: "running:setup", WORKER: "converging (running:setup)"}
+
+
+# ---------------------------------------------------------------- flags
+
+
+NEW_TASKS = ["dashboard", "get_head_ip", "get_worker_ips", "monitor", "cluster_dump",
+             "kill_random_node"]
+NEW_FLAGS = {"up": {"restart_only", "no_restart"}, "down": {"workers_only", "keep_min_workers"},
+             "attach": {"new"}, "exec_": {"tmux", "screen", "port_forward"},
+             "submit": {"tmux", "screen", "port_forward", "args"}, "rsync_up": {"all_nodes"}}
+# The only short letters of the flags above, each meaning one thing in every task.
+SHORT = {"s": "stack", "y": "yes", "o": "output", "p": "port-forward"}
+
+
+def test_new_flags_use_rays_long_names_and_no_letter_means_two_things():
+    import tasks
+
+    flags = [(name, argument) for name in NEW_TASKS
+             for argument in getattr(tasks, name).get_arguments()]
+    flags += [(name, argument) for name, added in NEW_FLAGS.items()
+              for argument in getattr(tasks, name).get_arguments()
+              if argument.attr_name in added]
+    for task_name, argument in flags:
+        long_name, *short = argument.names
+        assert all(SHORT.get(letter) == long_name for letter in short), (task_name, long_name)
+    assert {argument.names[0] for name, argument in flags if name == "kill_random_node"} == {
+        "stack", "yes", "hard"}
+
+
+def test_list_shows_every_new_task_with_help_and_a_stack_flag(stack):
+    listing = stack.invoke("--list").stdout
+    for name in ("dashboard", "get-head-ip", "get-worker-ips", "monitor", "cluster-dump",
+                 "kill-random-node"):
+        line = next(line for line in listing.splitlines() if line.strip().startswith(name + " "))
+        assert len(line.split(maxsplit=1)) == 2, f"{name} has no help"
+        assert "-s STRING, --stack=STRING" in stack.invoke("--help", name).stdout

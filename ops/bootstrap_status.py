@@ -13,13 +13,15 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from bootstrap.node_metadata import LOG_FILE, STATE_DIR
 from ops.errors import OpsError
 from ops.remote import run_captured
 from ops.ssh import Connector
 from ops.stack_outputs import Node
+from ops.status import BOOTSTRAP_LOG
 
-ATTRIBUTES_DIR = f"{STATE_DIR}/guest-attributes/ray-bootstrap"
+# bootstrap.node_metadata.STATE_DIR's mirror of the guest attributes (a test keeps them equal;
+# importing bootstrap here would cost `invoke status` the config model's import).
+ATTRIBUTES_DIR = "/run/ray-bootstrap/guest-attributes/ray-bootstrap"
 LOG_TAIL_LINES = 15
 
 
@@ -46,7 +48,7 @@ def read_node(connector: Connector, node: Node, attributes_dir: str | None = Non
     directory = shlex.quote(attributes_dir or ATTRIBUTES_DIR)
     command = (f"cat {directory}/version 2>/dev/null; echo; cat {directory}/status 2>/dev/null;"
                f" echo; case $(cat {directory}/status 2>/dev/null) in failed:*) "
-               f"tail -n {LOG_TAIL_LINES} {shlex.quote(log_file or LOG_FILE)} 2>&1;; esac")
+               f"tail -n {LOG_TAIL_LINES} {shlex.quote(log_file or BOOTSTRAP_LOG)} 2>&1;; esac")
     try:
         _, out, _ = run_captured(connector.node(node), command)
     except OpsError as exc:

@@ -18,12 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from bootstrap.node_metadata import LOG_FILE
 from ops.errors import OpsError
 from ops.progress import ProgressBar
 from ops.remote import in_container, node_shell
 from ops.ssh import Connector
 from ops.stack_outputs import Node
+from ops.status import BOOTSTRAP_LOG
 
 SESSION_DIR = "/tmp/ray/session_latest"  # where Ray keeps the current session's logs
 _CHUNK = 65536
@@ -53,8 +53,9 @@ def collect_command(parts: DumpParts, session_dir: str = "", log_file: str = "")
     if parts.pip:
         lines.append('{ python -m pip freeze || python3 -m pip freeze; } > "$work/pip_packages.txt"'
                      ' 2>&1; set -- "$@" pip_packages.txt')
-    lines.append(f'tail -n 2000 {shlex.quote(log_file or LOG_FILE)} > "$work/ray-bootstrap.log"'
-                 ' 2>&1; set -- "$@" ray-bootstrap.log')
+    bootstrap_log = shlex.quote(log_file or BOOTSTRAP_LOG)
+    lines.append(f'tail -n 2000 {bootstrap_log} > "$work/ray-bootstrap.log" 2>&1;'
+                 ' set -- "$@" ray-bootstrap.log')
     if parts.logs:
         lines.append(f'[ -d {session}/logs ] && set -- "$@" -C "$(readlink -f {session})" logs')
     elif parts.debug_state:

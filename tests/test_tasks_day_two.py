@@ -9,6 +9,7 @@ import http.server
 import io
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 import urllib.request
@@ -335,3 +336,17 @@ def test_list_shows_every_new_task_with_help_and_a_stack_flag(stack):
         line = next(line for line in listing.splitlines() if line.strip().startswith(name + " "))
         assert len(line.split(maxsplit=1)) == 2, f"{name} has no help"
         assert "-s STRING, --stack=STRING" in stack.invoke("--help", name).stdout
+
+
+def test_status_reads_where_nodes_write_and_stays_light():
+    from bootstrap.node_metadata import LOG_FILE, STATE_DIR, VERSION_GUEST_ATTRIBUTE
+    from ops.bootstrap_status import ATTRIBUTES_DIR
+    from ops.status import BOOTSTRAP_LOG
+
+    assert f"{ATTRIBUTES_DIR}/version" == f"{STATE_DIR}/guest-attributes/{VERSION_GUEST_ATTRIBUTE}"
+    assert BOOTSTRAP_LOG == LOG_FILE
+    imported = subprocess.run(
+        [sys.executable, "-c", "import sys, ops.bootstrap_status, ops.cluster_dump; "
+         "print('infra.config' in sys.modules)"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
+    assert imported.stdout == "False\n"

@@ -350,3 +350,14 @@ def test_status_reads_where_nodes_write_and_stays_light():
          "print('infra.config' in sys.modules)"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert imported.stdout == "False\n"
+
+
+def test_status_names_an_unreachable_worker_in_its_row(stack, sshd, tmp_path):
+    outputs = stack_outputs_for(sshd)
+    outputs["nodes"][1]["internal_ip"] = "127.0.0.2"  # sshd listens on 127.0.0.1 only
+    stack.write_outputs(outputs)
+    with Connector(load_outputs(), announce=io.StringIO()) as connector:
+        reports = read_nodes(connector, attributes_dir=str(tmp_path / "none"))
+    states = {report.name: report.state for report in reports}
+    assert states[HEAD] == "no status yet"
+    assert states[WORKER].startswith("unreachable: the head could not reach worker")

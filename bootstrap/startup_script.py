@@ -65,7 +65,6 @@ LIBRARY_DELIMITER = "RAY_BOOTSTRAP_LIBRARY"  # ends the payload's here-document
 WATCH_CONFIG_ARG = "watch-config"  # `sh <script> watch-config HOME RUN_AS`: the head's watcher
 WATCH_SCRIPT_ARG = "watch-script"  # `sh <script> watch-script`: every node's re-apply watcher
 REAPPLY_ARG = "reapply"  # `sh <script> reapply MODE`: converge a running node on this script
-REAPPLY_MODES = ("full", "restart-only", "no-restart")
 
 
 def render_startup_script(

@@ -6,6 +6,11 @@ file mounts, initialization commands (host), docker pull/run, setup commands, `r
 commands with `$RAY_HEAD_IP` and Ray's resource override exported. It logs each stage and
 reports progress and failures where `status` can read them.
 
+The same script converges a running node on a newer one (`sh SCRIPT reapply MODE`, run by the
+node watcher of node_reapply.sh): each changeable stage carries the hash of what it runs, and
+only stages whose hash differs from the one the node recorded run again before Ray restarts.
+The script's own SCRIPT_VERSION is what the node reports once it has applied it.
+
 The script stays self-contained (Ray's autoscaler launches workers from node_configs that carry
 it, and they boot themselves), but the library travels compressed: every node_config in the
 head's `ray-bootstrap-config` holds a whole script, and GCE caps one metadata value at 256 KB.

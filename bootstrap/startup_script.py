@@ -244,6 +244,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     node data it reads), so a re-apply reruns only stages whose hash differs from the one the
     node recorded (see node_reapply.sh); `prepare` and `head-address` always run."""
     docker = bool(config.docker.enabled)
+    docker_data = _data_of(data, ("DOCKER_",))
     lines = []
     if role == "head":  # the same script, run detached, is the head's config watcher
         lines += [f'if [ "${{1:-}}" = {WATCH_CONFIG_ARG} ]; then',
@@ -256,27 +257,36 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     lines += ["begin_stage prepare", "prepare_node"]
     mounts = [f"write_file_mount {_quote(m.key)} {_quote(m.target)}" for m in plan.in_metadata]
     lines += _stage("file-mounts", mounts,
-                    "".join(m.content_base64 for m in plan.in_metadata) + data)
+                    "".join(m.content_base64 for m in plan.in_metadata) + docker_data)
     if role == "head":
         lines += _stage("bootstrap-files", ["write_bootstrap_files"])
     lines += _stage("initialization",
                     [f"run_host {_quote(c)}" for c in config.initialization_commands])
     if docker:
-        lines += _stage("docker-pull", ["docker_pull"], data)
+        lines += _stage("docker-pull", ["docker_pull"], docker_data)
         run = ["docker_start"] + (["docker_copy_bootstrap_files"] if role == "head" else [])
-        lines += _stage("docker-run", run, data)
+        lines += _stage("docker-run", run, docker_data)
     lines += ["begin_stage head-address", "resolve_head_ip"]
     lines += _stage("setup", [f"run_node {_quote(c)}"
                               for c in config.setup_commands_for(role, node_type)])
     start = ["begin_stage ray-stop", "stop_ray", "begin_stage ray-start", "export_resources",
              *[f"run_node {_quote(c)}" for c in config.start_commands_for(role)], "ray_started"]
-    lines += [f"if restart_ray {_quote(_hash(start, data))}; then",
+    lines += [f"if restart_ray {_quote(_hash(start, _data_of(data, _START_DATA)))}; then",
               *(f"    {line}" for line in start), "fi"]
     if role == "head":
         lines += ["begin_stage config-watcher", "start_config_watcher"]
     lines += ["begin_stage node-watcher", "start_node_watcher"]
     lines += ["report_applied", "finish", ""]
     return "\n".join(lines)
+
+
+# The node data `ray start` reads (through export_resources).
+_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=")
+
+
+def _data_of(data: str, prefixes: tuple[str, ...]) -> str:
+    """The node data lines a stage reads: a change elsewhere does not rerun it."""
+    return "\n".join(line for line in data.splitlines() if line.startswith(prefixes))
 
 
 def _stage(name: str, body: list[str], extra: str = "") -> list[str]:

@@ -128,6 +128,20 @@ def test_unchanged_stages_do_not_rerun_and_ray_keeps_running_when_nothing_it_run
     assert worker.new_calls(again) == []
 
 
+def test_new_resources_restart_ray_with_them_and_rerun_nothing_else(worker):
+    types = {
+        "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+        "worker_t": {"resources": {"CPU": 8}, "min_workers": 1,
+                     "node_config": {"machineType": "n1-standard-2"}},
+    }
+    before = len(worker.calls())
+    version = worker.hand(available_node_types=types)
+    worker.wait_applied(version)
+    assert worker.new_calls(before) == ["ray stop", V1_START]
+    raw = (worker.tmp_path / "calls").read_text().splitlines()
+    assert raw[-1] == 'ray-env HEAD=10.0.0.9 RES={"CPU": 8}'
+
+
 def test_restart_only_restarts_ray_without_rerunning_setup(worker):
     before = len(worker.calls())
     version = worker.hand(request="restart-only 2026-12-03T10:00:00Z",

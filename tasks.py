@@ -58,7 +58,7 @@ def preview(c, stack=None):
 
 @task(klass=_long_only("workers_only", "keep_min_workers"), help={
     "stack": _STACK_HELP,
-    "workers-only": "only delete the worker groups (the head and the autoscaler's nodes stay)",
+    "workers-only": "only delete the workers (the groups' and the autoscaler's); keep the head",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
 })
 def down(c, stack=None, workers_only=False, keep_min_workers=False):

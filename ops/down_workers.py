@@ -1,9 +1,10 @@
 """`invoke down --workers-only [--keep-min-workers]`, as `ray down` names them.
 
 --workers-only destroys only the stack's WorkerGroup resources (targeted `pulumi destroy`,
-which deletes their instances); the head and the rest stay, and the next `up` brings the
-groups back. --keep-min-workers instead scales every worker type to its `min_workers` (the
-counts are written to the stack file, as `invoke scale` does) and runs `up`.
+which deletes their instances), then, as `ray down --workers-only` does, the workers Ray's
+autoscaler launched itself; the head and the rest stay, and the next `up` brings the groups
+back. --keep-min-workers instead scales every worker type to its `min_workers` (the counts are
+written to the stack file, as `invoke scale` does) and runs `up`.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import load_cluster_config
+from infra.labels import CLUSTER_NAME, NODE_KIND
 from infra.stack_config import cluster_path_for_stack
+from infra.workers.naming import GROUP_LABEL
+from ops.cloud_api import api_errors, nodes_api
 from ops.errors import OpsError
 from ops.pulumi_cli import require_cli, run_operation, select_stack
 from ops.scale import ScaleError, set_worker_count
+from ops.stack_outputs import load_outputs
 
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 
@@ -51,8 +56,23 @@ def down_workers(stack: str, keep_min: bool, workers_only: bool) -> None:
               + ", ".join(f"{name}={count}" for name, count in counts.items()), flush=True)
         run_operation(stack, "up")
         return
+    outputs = load_outputs(stack)
     urns = worker_group_urns(select_stack(stack).export_stack().deployment or {})
-    if not urns:
-        print(f"stack {stack!r} has no worker groups: nothing to delete")
-        return
-    run_operation(stack, "destroy", target=urns, target_dependents=True)
+    if urns:
+        run_operation(stack, "destroy", target=urns, target_dependents=True)
+    else:
+        print(f"stack {stack!r} has no worker groups")
+    deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
+    print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler"
+          + (f": {', '.join(deleted)}" if deleted else ""))
+
+
+def delete_autoscaler_workers(project: str, zone: str, cluster_name: str) -> list[str]:
+    """The cluster's Ray workers that no group owns (the autoscaler's), deleted."""
+    with api_errors("deleting the autoscaler's workers"):
+        api = nodes_api(project, zone)
+        workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: "worker"})
+        names = [node.name for node in workers if GROUP_LABEL not in node.labels]
+        if names:
+            api.delete(names)
+    return names

@@ -8,7 +8,6 @@ says so and succeeds, as Ray does. A worker of a WorkerGroup is brought back by 
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 from collections.abc import Callable, Sequence
@@ -20,8 +19,6 @@ from ops.stack_outputs import Node
 
 KILL_COMMAND = "ray stop"
 PROMPT = "A random node will be killed. Confirm [y/N]: "
-# host:port of an emulator or the tests' fake Compute/TPU API (plain http, anonymous).
-API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
 
 
 def confirmed(ask: Callable[[str], str] = input) -> bool:
@@ -63,22 +60,8 @@ def kill_random_node(
 
 def terminate(project: str, zone: str, node: Node) -> None:
     """Delete the instance (names ending `-tpu`: the TPU VM) and wait for it to go."""
-    from google.api_core.exceptions import GoogleAPICallError
-    from google.auth.exceptions import GoogleAuthError
+    from ops.cloud_api import api_errors, nodes_api
 
-    from infra.workers.apis import Deadlines, node_api
-    from infra.workers.nodes import WorkerGroupError
-    from infra.workers.retry import RetryPolicy
-
-    if not (project and zone):
-        raise OpsError("the stack's outputs have no project or zone: run `invoke up` again")
-    props = {"project": project, "zone": zone,
-             "api_endpoint": os.environ.get(API_ENDPOINT_ENV) or None}
     kind = "tpu" if node.name.endswith("-tpu") else "compute"
-    try:
-        node_api(kind, props, RetryPolicy(), Deadlines()).delete([node.name])
-    except GoogleAuthError as exc:
-        raise OpsError(f"no Google Cloud credentials to delete {node.name}: run `gcloud auth "
-                       f"application-default login` ({exc})") from None
-    except (GoogleAPICallError, WorkerGroupError) as exc:
-        raise OpsError(f"deleting {node.name} failed: {exc}") from None
+    with api_errors(f"deleting {node.name}"):
+        nodes_api(project, zone, kind).delete([node.name])

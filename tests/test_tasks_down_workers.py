@@ -15,7 +15,12 @@ import yaml
 from infra.config import load_cluster_config
 from infra.workers.provider import WorkerGroupProvider
 from infra.workers.sweeper import ClusterSweeperProvider
-from ops.down_workers import DYNAMIC_TYPE, keep_min_workers, worker_group_urns
+from ops.down_workers import (
+    DYNAMIC_TYPE,
+    delete_autoscaler_workers,
+    keep_min_workers,
+    worker_group_urns,
+)
 from ops.errors import OpsError
 from ops.reapply import reapply_request
 from tests.program_runs import PROJECT_ROOT, run_stack
@@ -89,3 +94,18 @@ def test_each_request_is_stamped_so_a_second_one_is_new():
     assert reapply_request(False, False) == ""
     with pytest.raises(OpsError):
         reapply_request(True, True)
+
+
+def test_workers_only_deletes_the_autoscalers_workers_and_nothing_else(monkeypatch):
+    from tests.fake_compute import FakeComputeServer
+
+    cluster = {"ray-cluster-name": "c1"}
+    with FakeComputeServer() as fake:
+        add = fake.cloud.add_foreign_instance
+        add("p", "z", "autoscaled", {**cluster, "ray-node-type": "worker"})
+        add("p", "z", "grouped", {**cluster, "ray-node-type": "worker", "ray-gcp-group": "g1"})
+        add("p", "z", "head", {**cluster, "ray-node-type": "head"})
+        add("p", "z", "other", {"ray-cluster-name": "c2", "ray-node-type": "worker"})
+        monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
+        assert delete_autoscaler_workers("p", "z", "c1") == ["autoscaled"]
+        assert set(fake.instances("p", "z")) == {"grouped", "head", "other"}

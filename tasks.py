@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from invoke import task  # noqa: F401  (tasks are added below, one section per room)
+from invoke import Task, task  # noqa: F401  (tasks are added below, one section per room)
 
 # --- lifecycle and day two over SSH (issue 3): the logic lives in ops/ ------------------------
 # ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
 
 _STACK_HELP = "Pulumi stack (default: $PULUMI_STACK or the selected stack)"
+
+
+def _long_only(*names: str) -> type[Task]:
+    """A Task class giving `names` no short flag: flags issue 13 added to existing tasks get
+    only `ray`'s long names, so no letter means two things across tasks."""
+
+    class LongOnly(Task):
+        def arg_opts(self, name: str, default: object, taken_names: set[str]) -> dict:
+            opts = super().arg_opts(name, default, taken_names)
+            if name in names:
+                opts["names"] = opts["names"][:1]
+            return opts
+
+    return LongOnly
 
 
 def _lifecycle(stack: str | None, operation: str) -> None:
@@ -20,9 +34,19 @@ def _lifecycle(stack: str | None, operation: str) -> None:
         run_operation(resolve_stack_name(stack), operation)
 
 
-@task(help={"stack": _STACK_HELP})
-def up(c, stack=None):
-    """Create or update the cluster (refresh, then pulumi up replacing preempted TPU slices)."""
+@task(klass=_long_only("restart_only", "no_restart"), help={
+    "stack": _STACK_HELP,
+    "restart-only": "running nodes restart Ray without rerunning setup",
+    "no-restart": "running nodes rerun changed setup without restarting Ray",
+})
+def up(c, stack=None, restart_only=False, no_restart=False):
+    """Create or update the cluster: refresh, then pulumi up (replacing preempted TPU slices)
+    with live progress; running nodes re-apply a changed startup script themselves."""
+    from ops.errors import user_errors
+    from ops.reapply import export_request, reapply_request
+
+    with user_errors():
+        export_request(reapply_request(restart_only, no_restart))
     _lifecycle(stack, "up")
 
 
@@ -32,9 +56,21 @@ def preview(c, stack=None):
     _lifecycle(stack, "preview")
 
 
-@task(help={"stack": _STACK_HELP})
-def down(c, stack=None):
-    """Delete every resource of the cluster (pulumi destroy)."""
+@task(klass=_long_only("workers_only", "keep_min_workers"), help={
+    "stack": _STACK_HELP,
+    "workers-only": "only delete the workers (the groups' and the autoscaler's); keep the head",
+    "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
+})
+def down(c, stack=None, workers_only=False, keep_min_workers=False):
+    """Delete every resource of the cluster (pulumi destroy), or only its workers."""
+    if workers_only or keep_min_workers:
+        from ops.down_workers import down_workers
+        from ops.errors import user_errors
+        from ops.stack_outputs import resolve_stack_name
+
+        with user_errors():
+            down_workers(resolve_stack_name(stack), keep_min_workers, workers_only)
+        return
     _lifecycle(stack, "destroy")
 
 
@@ -51,17 +87,20 @@ def refresh(c, stack=None):
         "screen": "attach to (or start) the screen session `ray`",
         "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node, e.g. 8265; repeatable",
         "node": "attach to this worker (reached through the head) instead of the head",
+        "new": "with --tmux/--screen: start a new session instead of the shared `ray` one",
     },
     iterable=["port_forward"],
+    klass=_long_only("new"),
 )
-def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None):
+def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
     """Interactive shell on the head (or --node) with port forwards."""
     from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
+    from ops.sessions import new_session_command
     from ops.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
-        command = session_command(tmux, screen)
+        command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
         forwards = [
@@ -87,20 +126,33 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
+        "tmux": "run it detached in a window of the tmux session `ray` (see `attach --tmux`)",
+        "screen": "run it detached in a window of the screen session `ray`",
+        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node while it runs",
     },
+    iterable=["port_forward"],
+    klass=_long_only("tmux", "screen"),
 )
-def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False):  # noqa: A002
+def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False,  # noqa: A002
+          tmux=False, screen=False, port_forward=None):
     """Run a command on the head or every node, with its exit status."""
     from ops.errors import exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
+    from ops.sessions import attach_hint, detacher, forwarding, one_node_only
     from ops.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
+        wrap = detacher(tmux, screen)
         if all:
+            one_node_only(wrap, port_forward)
             status = exec_on_all(connector, cmd, docker, login)
         else:
             target = connector.outputs.node(node) if node else None
-            status = exec_on_node(connector, target, cmd, docker, login)
+            client = connector.node(target) if target else connector.head()
+            with forwarding(client, port_forward):
+                status = exec_on_node(connector, target, cmd, docker, login, wrap)
+            if wrap and status == 0:
+                print(attach_hint(tmux))
     exit_status(status)
 
 
@@ -110,21 +162,38 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False): 
         "stack": _STACK_HELP,
         "docker": "run it inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
-    }
+        "tmux": "run it detached in a window of the tmux session `ray` (see `attach --tmux`)",
+        "screen": "run it detached in a window of the screen session `ray`",
+        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the head while it runs",
+        "args": "the script's arguments as one string (Ray's deprecated form of `-- ARGS`)",
+    },
+    iterable=["port_forward"],
+    klass=_long_only("tmux", "screen", "args"),
 )
-def submit(c, script, stack=None, docker=False, login=False):
+def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=False,
+           port_forward=None, args=None):
     """Upload a script and run it on the head: s.py -- ARGS."""
+    import shlex
     import sys
     from pathlib import Path
 
-    from ops.errors import exit_status, user_errors
+    from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import remainder_argv
     from ops.remote import submit as submit_script
+    from ops.sessions import attach_hint, detacher, forwarding
     from ops.ssh import connect_stack
 
-    args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
+    script_args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
     with user_errors(), connect_stack(stack) as connector:
-        status = submit_script(connector, Path(script), args, docker, login)
+        if args is not None:  # Ray's deprecated `--args "..."`
+            if script_args:
+                raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")
+            script_args = shlex.split(args)
+        wrap = detacher(tmux, screen)
+        with forwarding(connector.head(), port_forward):
+            status = submit_script(connector, Path(script), script_args, docker, login, wrap)
+        if wrap and status == 0:
+            print(attach_hint(tmux))
     exit_status(status)
 
 
@@ -134,15 +203,17 @@ def submit(c, script, stack=None, docker=False, login=False):
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP,
         "all": "send to every node, not only the head",
-    }
+        "all-nodes": "the same as --all, as `ray rsync-up` names it",
+    },
+    klass=_long_only("all_nodes"),
 )
-def rsync_up(c, source, target, stack=None, all=False):  # noqa: A002
+def rsync_up(c, source, target, stack=None, all=False, all_nodes=False):  # noqa: A002
     """Send changed files to the head or --all nodes (rsync_exclude, rsync_filter)."""
     from ops.errors import user_errors
     from ops.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(stack, {target: source}, all_nodes=all)
+        rsync_up_stack(stack, {target: source}, all_nodes=all or all_nodes)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -183,13 +254,17 @@ def rsync_down(c, source, target, stack=None):
 
 @task(help={"stack": _STACK_HELP})
 def status(c, stack=None):
-    """Nodes of the stack (type, kind, state, IPs) and `ray status`."""
+    """Nodes of the stack (type, kind, state, IPs), each node's applied startup script version
+    and bootstrap stage, and `ray status`."""
+    from ops.bootstrap_status import bootstrap_table, read_nodes
     from ops.errors import user_errors
     from ops.ssh import connect_stack
     from ops.status import nodes_table, ray_status
 
     with user_errors(), connect_stack(stack) as connector:
         print(nodes_table(connector.outputs), flush=True)
+        print()
+        print(bootstrap_table(read_nodes(connector)), flush=True)
         print()
         print(ray_status(connector))
 
@@ -345,3 +420,124 @@ def local_down(c):
     from bootstrap.local_cluster import local_down as stop_local_cluster
 
     stop_local_cluster(print)
+
+
+# --- the rest of `ray`'s cluster verbs (issue 13): the logic lives in ops/ ------------------
+# Their only short flags are these, each with one meaning in every task (as `ray` spells them).
+_VERB_SHORT_FLAGS = {"stack": "s", "yes": "y", "output": "o"}
+
+
+class _VerbTask(Task):
+    """A task whose short flags come from _VERB_SHORT_FLAGS, not from first letters."""
+
+    def arg_opts(self, name: str, default: object, taken_names: set[str]) -> dict:
+        opts = super().arg_opts(name, default, taken_names)
+        short = _VERB_SHORT_FLAGS.get(name)
+        opts["names"] = opts["names"][:1] + ([short] if short and short not in taken_names else [])
+        return opts
+
+
+@task(klass=_VerbTask, help={
+    "stack": _STACK_HELP,
+    "port": "local port to forward (default 8265; the next free one if busy; 0: any)",
+    "remote-port": "the dashboard's port on the head (default 8265)",
+})
+def dashboard(c, stack=None, port=8265, remote_port=8265):
+    """Forward the head's Ray dashboard to this machine and print its URL (Ctrl-C stops)."""
+    import threading
+
+    from ops.dashboard import forward_dashboard
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+
+    with user_errors(), connect_stack(stack) as connector:
+        forward = forward_dashboard(connector, int(port), int(remote_port))
+        print(f"dashboard: http://127.0.0.1:{forward.local_port} (Ctrl-C stops)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            print("stopped")
+        finally:
+            forward.close()
+
+
+@task(klass=_VerbTask,
+      help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})
+def get_head_ip(c, stack=None, internal=False):
+    """Print the head's IP (external unless --internal), for scripts."""
+    from ops.cluster_ips import head_ip
+    from ops.errors import user_errors
+    from ops.stack_outputs import load_outputs
+
+    with user_errors():
+        print(head_ip(load_outputs(stack), internal))
+
+
+@task(klass=_VerbTask,
+      help={"stack": _STACK_HELP, "internal": "print internal IPs, not external ones"})
+def get_worker_ips(c, stack=None, internal=False):
+    """Print each worker's IP, one a line (external, or internal where a node has none)."""
+    from ops.cluster_ips import worker_ips
+    from ops.errors import user_errors
+    from ops.stack_outputs import load_outputs
+
+    with user_errors():
+        for ip in worker_ips(load_outputs(stack), internal):
+            print(ip)
+
+
+@task(klass=_VerbTask,
+      help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)"})
+def monitor(c, stack=None, lines=100):
+    """Follow the autoscaler's log on the head (monitor.*), as `ray monitor` does."""
+    from ops.errors import exit_status, user_errors
+    from ops.monitor import monitor as follow_monitor
+    from ops.ssh import connect_stack
+
+    with user_errors(), connect_stack(stack) as connector:
+        status = follow_monitor(connector, int(lines))
+    exit_status(status)
+
+
+@task(klass=_VerbTask, help={
+    "stack": _STACK_HELP,
+    "output": "archive to write (default collected_logs_<date>_<time>.tar.gz)",
+    "logs": "the session's Ray logs (default on; --no-logs skips them)",
+    "debug-state": "Ray's debug_state*.txt (default on; part of the logs)",
+    "pip": "`pip freeze` of each node (default on)",
+    "processes": "the process list of each node (default on)",
+    "processes-verbose": "the full command lines in it (default on)",
+})
+def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=True,
+                 processes=True, processes_verbose=True):
+    """Collect Ray's logs and debug state from every node into one local archive."""
+    from pathlib import Path
+
+    from ops.cluster_dump import DumpParts, default_output
+    from ops.cluster_dump import cluster_dump as dump
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+
+    parts = DumpParts(logs, debug_state, pip, processes, processes_verbose)
+    with user_errors(), connect_stack(stack) as connector:
+        archive, failed = dump(connector, Path(output) if output else default_output(), parts)
+    for line in failed:
+        print(f"warning: not in the archive: {line}")
+    print(f"wrote {archive}")
+
+
+@task(klass=_VerbTask, help={
+    "stack": _STACK_HELP,
+    "yes": "do not ask for confirmation",
+    "hard": "delete the instance through the API instead of `ray stop` on it",
+})
+def kill_random_node(c, stack=None, yes=False, hard=False):
+    """Stop Ray on a random worker (`ray stop`), for failure drills; asks first."""
+    from ops.errors import user_errors
+    from ops.kill_node import kill_random_node as kill
+    from ops.ssh import connect_stack
+
+    with user_errors(), connect_stack(stack) as connector:
+        node = kill(connector, yes, hard)
+    if node is not None:
+        print(f"Killed node with IP {node.internal_ip}")

@@ -142,6 +142,8 @@ class LocalCluster:
         })
         if node.role == "head":
             env["RAY_HEAD_IP"] = self.node_ip
+        else:  # the worker's node watcher follows the head's Ray restarts (node_reapply.sh)
+            env["RAY_BOOTSTRAP_HEAD_STATUS_DIR"] = str(self.root / "head" / "guest-attributes")
         progress(f"{node.role}: running its startup script (log: {node.log_file})")
         script = metadata_dir / "startup-script"
         process = subprocess.Popen(["sh", str(script)], env=env, stdin=subprocess.DEVNULL)

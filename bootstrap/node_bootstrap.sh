@@ -54,13 +54,21 @@ quote() {
 
 # Where `status` reads progress: a guest attribute on GCE, a file in local mode.
 report_status() {
+    report_attribute "$STATUS_ATTRIBUTE" "$1"
+}
+
+# Guest attribute $1 = $2 (a file in local mode); on GCE also a file under the state dir, so
+# `invoke status` reads it over SSH.
+report_attribute() {
     if is_local || [ -n "${RAY_BOOTSTRAP_STATUS_DIR:-}" ]; then
-        status_file="${RAY_BOOTSTRAP_STATUS_DIR:-$RAY_BOOTSTRAP_METADATA_DIR/../guest-attributes}/$STATUS_ATTRIBUTE"
-        mkdir -p "$(dirname "$status_file")" && printf '%s' "$1" > "$status_file"
+        status_file="${RAY_BOOTSTRAP_STATUS_DIR:-$RAY_BOOTSTRAP_METADATA_DIR/../guest-attributes}/$1"
+        mkdir -p "$(dirname "$status_file")" && printf '%s' "$2" > "$status_file"
     else
-        curl -fsS -X PUT --data "$1" -H 'Metadata-Flavor: Google' \
-            "$METADATA_URL/guest-attributes/$STATUS_ATTRIBUTE" > /dev/null 2>&1 \
-            || log "could not write guest attribute $STATUS_ATTRIBUTE"
+        mirror="$(state_dir)/guest-attributes/$1"
+        mkdir -p "$(dirname "$mirror")" && printf '%s' "$2" > "$mirror"
+        curl -fsS -X PUT --data "$2" -H 'Metadata-Flavor: Google' \
+            "$METADATA_URL/guest-attributes/$1" > /dev/null 2>&1 \
+            || log "could not write guest attribute $1"
     fi
 }
 
@@ -156,6 +164,8 @@ write_file_mount() {
     log "file mount $2 <- metadata $1"
 }
 
+# ---- head only (to the end marker): workers' scripts leave it out (startup_script.py).
+
 # The head's autoscaler config and the key it uses to reach the workers it launches.
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
@@ -246,6 +256,8 @@ sys.stdout.buffer.write(base64.b64decode(json.load(sys.stdin)["payload"]["data"]
     [ "$decoded" = 0 ] || log "the Secret Manager answer for $1 has no base64 payload.data"
     return "$decoded"
 )
+
+# ---- end of head only
 
 # Run user command text on the host, as the node user, in a login shell like Ray's.
 run_host() {
@@ -429,6 +441,8 @@ state_dir() {
         printf '/run/ray-bootstrap'
     fi
 }
+
+# ---- head only (to the end of the file): workers' scripts leave it out.
 
 # The pid in pid file $1 when that process is a config watcher.
 running_watcher() {

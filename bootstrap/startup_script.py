@@ -6,6 +6,11 @@ file mounts, initialization commands (host), docker pull/run, setup commands, `r
 commands with `$RAY_HEAD_IP` and Ray's resource override exported. It logs each stage and
 reports progress and failures where `status` can read them.
 
+The same script converges a running node on a newer one (`sh SCRIPT reapply MODE`, run by the
+node watcher of node_reapply.sh): each changeable stage carries the hash of what it runs, and
+only stages whose hash differs from the one the node recorded run again before Ray restarts.
+The script's own SCRIPT_VERSION is what the node reports once it has applied it.
+
 The script stays self-contained (Ray's autoscaler launches workers from node_configs that carry
 it, and they boot themselves), but the library travels compressed: every node_config in the
 head's `ray-bootstrap-config` holds a whole script, and GCE caps one metadata value at 256 KB.
@@ -26,6 +31,7 @@ from __future__ import annotations
 import base64
 import functools
 import gzip
+import hashlib
 import json
 import re
 import shlex
@@ -37,6 +43,8 @@ from infra.config import ClusterConfig, TpuNodeConfig
 
 Role = Literal["head", "worker"]
 LIBRARY = Path(__file__).with_name("node_bootstrap.sh")
+# The re-apply watcher, shipped in the same payload after the library.
+REAPPLY_LIBRARY = Path(__file__).with_name("node_reapply.sh")
 DOCKER_MOUNT_ROOT = "/tmp/ray_tmp_mount"  # Ray's get_docker_host_mount_location
 
 # Stage names in the order a node goes through them (`docker-*` only with docker, the head's
@@ -53,6 +61,7 @@ STAGES = (
     "ray-stop",
     "ray-start",
     "config-watcher",
+    "node-watcher",
 )
 HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher")
 # Before any stage: the library cannot be decoded (`failed:library:7`).
@@ -60,6 +69,8 @@ LIBRARY_STAGE = "library"
 LIBRARY_EXIT_CODE = 7
 LIBRARY_DELIMITER = "RAY_BOOTSTRAP_LIBRARY"  # ends the payload's here-document
 WATCH_CONFIG_ARG = "watch-config"  # `sh <script> watch-config HOME RUN_AS`: the head's watcher
+WATCH_SCRIPT_ARG = "watch-script"  # `sh <script> watch-script`: every node's re-apply watcher
+REAPPLY_ARG = "reapply"  # `sh <script> reapply MODE`: converge a running node on this script
 
 
 def render_startup_script(
@@ -75,6 +86,9 @@ def render_startup_script(
             f"{sorted(config.available_node_types)}"
         )
     plan = file_mounts or FileMountPlan()
+    data = _node_data(config, role, node_type, plan)
+    body = [data, _library_loader(role), _steps(config, role, node_type, plan, data)]
+    version = hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
     return "\n".join([
         "#!/bin/sh",
         f"# Ray {role} bootstrap for cluster {config.cluster_name!r}, node type {node_type!r}.",
@@ -84,47 +98,68 @@ def render_startup_script(
         "# shellcheck disable=SC2016,SC2034",
         "set -u",
         "",
-        _node_data(config, role, node_type, plan),
-        _library_loader(),
-        _steps(config, role, node_type, plan),
+        _assign("SCRIPT_VERSION", version),
+        *body,
     ])
 
 
 @functools.cache
-def library_payload() -> str:
-    """`node_bootstrap.sh` without its comment lines, gzip-compressed, base64 on one line: the
-    same bytes on every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib). Built
-    once a process: every node type's script embeds the same payload."""
-    compressed = bytearray(gzip.compress(library_code().encode(), compresslevel=9, mtime=0))
+def library_payload(role: Role = "head") -> str:
+    """The library (`library_code`) gzip-compressed, base64 on one line: the same bytes on
+    every run (mtime 0; OS byte 255, which Python 3.11 leaves to zlib). Built once a process
+    and role: every node type's script embeds the same payload."""
+    compressed = bytearray(gzip.compress(library_code(role).encode(), compresslevel=9, mtime=0))
     compressed[9] = 255  # the gzip header's OS field: "unknown"
     return base64.b64encode(bytes(compressed)).decode()
 
 
-def library_code() -> str:
-    """The library as nodes run it: full-line comments dropped (they are a quarter of it and
-    live on in the repository), here-document bodies kept as they are."""
+def library_code(role: Role = "head") -> str:
+    """The library (node_bootstrap.sh, then node_reapply.sh) as nodes run it: full-line
+    comments dropped (they are a quarter of it and live on in the repository), here-document
+    bodies kept as they are. A worker's leaves out the sections marked head only (the
+    autoscaler config, its key, the config watcher): the head's autoscaler config carries a
+    worker script per node type, within GCE's 256 KB for one metadata value."""
+    kept: list[str] = []
+    for path in (LIBRARY, REAPPLY_LIBRARY):
+        kept += _code_lines(path.read_text(), role)
+    return "\n".join(kept) + "\n"
+
+
+def _code_lines(text: str, role: Role) -> list[str]:
+    """One file's lines as nodes run them (see library_code); a head-only section ends at
+    its end marker or at the end of the file."""
     kept: list[str] = []
     delimiter = None
-    for line in LIBRARY.read_text().splitlines():
+    head_only = False
+    for line in text.splitlines():
         if delimiter is not None:
             delimiter = None if line.lstrip("\t") == delimiter else delimiter
+        elif line.startswith(HEAD_ONLY_MARKER):
+            head_only = True
+            continue
+        elif line.startswith(HEAD_ONLY_END_MARKER):
+            head_only = False
+            continue
         elif line.lstrip().startswith("#"):
             continue
         elif match := _HEREDOC.search(line):
             delimiter = match.group(1)
-        kept.append(line)
-    return "\n".join(kept) + "\n"
+        if role == "head" or not head_only:
+            kept.append(line)
+    return kept
 
 
+HEAD_ONLY_MARKER = "# ---- head only"
+HEAD_ONLY_END_MARKER = "# ---- end of head only"
 # A here-document's delimiter (`<< EOF`, `<<-'EOF'`): its body keeps lines that start with #.
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)")
 
 
-def _library_loader() -> str:
+def _library_loader(role: Role) -> str:
     """Shell that decodes the library into a private file, sources it and removes it."""
     return (_LOADER.replace("@STATUS@", f"failed:{LIBRARY_STAGE}:{LIBRARY_EXIT_CODE}")
             .replace("@STAGE@", LIBRARY_STAGE).replace("@CODE@", str(LIBRARY_EXIT_CODE))
-            .replace("@DELIMITER@", LIBRARY_DELIMITER).replace("@PAYLOAD@", library_payload()))
+            .replace("@DELIMITER@", LIBRARY_DELIMITER).replace("@PAYLOAD@", library_payload(role)))
 
 
 # Until the library is sourced there is no `fail`: library_failed logs and reports as it would.
@@ -204,36 +239,47 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
     return "\n".join(lines)
 
 
-def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPlan) -> str:
+def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPlan,
+           data: str) -> str:
+    """The ordered stages. Each changeable stage carries the hash of what it runs (and of the
+    node data it reads), so a re-apply reruns only stages whose hash differs from the one the
+    node recorded (see node_reapply.sh); `prepare` and `head-address` always run."""
     docker = bool(config.docker.enabled)
+    docker_data = _data_of(data, ("DOCKER_",))
     lines = []
     if role == "head":  # the same script, run detached, is the head's config watcher
         lines += [f'if [ "${{1:-}}" = {WATCH_CONFIG_ARG} ]; then',
                   '    open_log', '    watch_config "$2" "${3:-}"', "    exit", "fi", ""]
+    lines += [f'if [ "${{1:-}}" = {WATCH_SCRIPT_ARG} ]; then',
+              "    open_log", "    watch_script", "    exit", "fi",
+              f'if [ "${{1:-}}" = {REAPPLY_ARG} ]; then', '    begin_reapply "${2:-full}"', "fi",
+              ""]
     lines += ["# ---- the steps, in order", "open_log", 'log "bootstrap starts"']
     lines += ["begin_stage prepare", "prepare_node"]
-    lines.append("begin_stage file-mounts")
-    lines += [f"write_file_mount {_quote(m.key)} {_quote(m.target)}"
-              for m in plan.in_metadata]
+    mounts = [f"write_file_mount {_quote(m.key)} {_quote(m.target)}" for m in plan.in_metadata]
+    lines += _stage("file-mounts", mounts,
+                    "".join(m.content_base64 for m in plan.in_metadata) + docker_data)
     if role == "head":
-        lines += ["begin_stage bootstrap-files", "write_bootstrap_files"]
-    lines.append("begin_stage initialization")
-    lines += [f"run_host {_quote(c)}" for c in config.initialization_commands_for(role, node_type)]
+        lines += _stage("bootstrap-files", ["write_bootstrap_files"])
+    lines += _stage("initialization", [
+        f"run_host {_quote(c)}" for c in config.initialization_commands_for(role, node_type)
+    ])
     if docker:
-        lines += ["begin_stage docker-pull", "docker_pull", "begin_stage docker-run",
-                  " ".join(["docker_start", *map(_quote, docker_run_words(config, role,
-                                                                           node_type))])]
-        if role == "head":
-            lines.append("docker_copy_bootstrap_files")
+        lines += _stage("docker-pull", ["docker_pull"], docker_data)
+        start = " ".join(["docker_start", *map(_quote, docker_run_words(config, role, node_type))])
+        run = [start] + (["docker_copy_bootstrap_files"] if role == "head" else [])
+        lines += _stage("docker-run", run, docker_data)
     lines += ["begin_stage head-address", "resolve_head_ip"]
-    lines.append("begin_stage setup")
-    lines += [f"run_node {_quote(c)}" for c in config.setup_commands_for(role, node_type)]
-    lines += ["begin_stage ray-stop", "stop_ray"]
-    lines += ["begin_stage ray-start", "export_resources"]
-    lines += [f"run_node {_quote(c)}" for c in config.start_commands_for(role)]
+    lines += _stage("setup", [f"run_node {_quote(c)}"
+                              for c in config.setup_commands_for(role, node_type)])
+    start = ["begin_stage ray-stop", "stop_ray", "begin_stage ray-start", "export_resources",
+             *[f"run_node {_quote(c)}" for c in config.start_commands_for(role)], "ray_started"]
+    lines += [f"if restart_ray {_quote(_hash(start, _data_of(data, _START_DATA)))}; then",
+              *(f"    {line}" for line in start), "fi"]
     if role == "head":
         lines += ["begin_stage config-watcher", "start_config_watcher"]
-    lines += ["finish", ""]
+    lines += ["begin_stage node-watcher", "start_node_watcher"]
+    lines += ["report_applied", "finish", ""]
     return "\n".join(lines)
 
 
@@ -243,6 +289,33 @@ def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[
     the words to docker as quoted data: quotes group as in a shell, and nothing in them
     (`$(...)`, backticks, `;`, `|`, `&&`, `$VAR`) is ever run or expanded on the node."""
     return shlex.split(" ".join(config.docker_run_options_for(role, node_type)))
+
+
+# The node data `ray start` reads (through export_resources).
+_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=")
+
+
+def _data_of(data: str, prefixes: tuple[str, ...]) -> str:
+    """The node data lines a stage reads: a change elsewhere does not rerun it."""
+    return "\n".join(line for line in data.splitlines() if line.startswith(prefixes))
+
+
+def _stage(name: str, body: list[str], extra: str = "") -> list[str]:
+    """`if stage NAME HASH; then BODY; stage_done; fi`: run at boot, on re-apply when changed."""
+    return [f"if stage {name} {_quote(_hash(body, extra))}; then",
+            *(f"    {line}" for line in body), "    stage_done", "fi"]
+
+
+def _hash(lines: list[str], extra: str = "") -> str:
+    return hashlib.sha256(("\n".join(lines) + "\0" + extra).encode()).hexdigest()[:16]
+
+
+def script_version(script: str) -> str:
+    """The `SCRIPT_VERSION` a rendered script carries: what a node reports once applied."""
+    match = re.search(r"^SCRIPT_VERSION='([0-9a-f]+)'$", script, re.MULTILINE)
+    if match is None:
+        raise ValueError("not a rendered startup script: it has no SCRIPT_VERSION line")
+    return match.group(1)
 
 
 def _json(value: dict) -> str:

@@ -38,6 +38,7 @@ class RayCluster(pulumi.ComponentResource):
         plan: ClusterPlan,
         credentials: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        reapply_request: str = "",
     ) -> None:
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
@@ -107,6 +108,7 @@ class RayCluster(pulumi.ComponentResource):
                     BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
                     BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
                 },
+                request=reapply_request,
             ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(

@@ -15,6 +15,7 @@ from bootstrap.node_metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
+    REAPPLY_ENV,
 )
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
@@ -24,6 +25,7 @@ __all__ = [
     "BOOTSTRAP_CONFIG_KEY",
     "BOOTSTRAP_SSH_KEY_SECRET_KEY",
     "HEAD_ADDRESS_KEY",
+    "REAPPLY_ENV",
     "merge_metadata",
 ]
 
@@ -33,12 +35,14 @@ def merge_metadata(
     group: NodeGroupPlan,
     public_key: pulumi.Input[str],
     extra: Mapping[str, pulumi.Input[str]],
+    request: str = "",
 ) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
 
     Keys are known now and values may be outputs, so a secret value (file_mounts content, the
     head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
-    line is kept next to the cluster's key, not replaced by it."""
+    line is kept next to the cluster's key, not replaced by it. `request` asks the node watcher
+    for a re-apply mode (the head only: see REAPPLY_ENV)."""
     own = dict(group.node_config.metadata)
     user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
     cluster_line = pulumi.Output.from_input(public_key).apply(
@@ -46,7 +50,9 @@ def merge_metadata(
     )
     bootstrap = {
         key: pulumi.Output.secret(value) if is_file_mount_key(key) else value
-        for key, value in bootstrap_metadata(config, group.role, group.node_type).items()
+        for key, value in bootstrap_metadata(
+            config, group.role, group.node_type, request=request
+        ).items()
     }
     return {
         **own,

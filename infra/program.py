@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap.file_mounts import plan_file_mounts
+from bootstrap.node_metadata import script_versions
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from infra.metadata import REAPPLY_ENV
 from infra.metadata_limits import check_metadata_limits
 from infra.plan import plan_cluster
 from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
@@ -89,6 +92,7 @@ def define_cluster() -> RayCluster:
             else None
         ),
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
+        reapply_request=os.environ.get(REAPPLY_ENV, ""),
     )
     export_outputs(cluster, config, config_file)
     return cluster
@@ -111,6 +115,8 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     pulumi.export(
         "docker_container_name", config.docker.container_name if config.docker.enabled else ""
     )
+    # What each node reports once it runs the current script (`invoke status` compares).
+    pulumi.export("script_versions", script_versions(config))
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
     # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.

@@ -5,6 +5,7 @@ machine type changes."""
 from __future__ import annotations
 
 from ops.plan_diff import ACTION_ORDER, DiffRow
+from ops.plan_effects import node_effect
 from ops.prices import cost_hint, price_note
 
 COMMENT_MARKER = "<!-- ray-gcp-plan-diff:{stack} -->"
@@ -76,6 +77,9 @@ def render_markdown(
             lines += [f"  - {_code(line)}" for line in shown[:MAX_CHANGES_SHOWN]]
             if len(shown) > MAX_CHANGES_SHOWN:
                 lines.append(f"  - … and {len(shown) - MAX_CHANGES_SHOWN} more")
+            effect = node_effect(row)  # issue 13: in place, stop/start or new nodes
+            if effect:
+                lines.append(f"  - effect: {effect}")
             hint = machine_type_hint(row)
             if hint:
                 priced = True

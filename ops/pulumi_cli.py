@@ -75,7 +75,9 @@ class EventPrinter:
             meta = event.resource_pre_event.metadata
             if meta.op.value == "same":
                 return None
-            return f"  {meta.op.value:<8} {_urn_name(meta.urn)} ({meta.type})..."
+            line = f"  {meta.op.value:<8} {_urn_name(meta.urn)} ({meta.type})..."
+            effect = step_effect(meta.type, meta.op.value, meta.detailed_diff, meta.diffs)
+            return f"{line} {effect}" if effect else line
         if event.res_outputs_event is not None:
             meta = event.res_outputs_event.metadata
             if meta.op.value == "same":
@@ -99,13 +101,33 @@ class EventPrinter:
         return None
 
 
+def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
+                diffs: list[str] | None) -> str | None:
+    """What a step does to a running node (ops.plan_effects), for nodes Pulumi updates or
+    replaces itself; paths from the engine's detailed diff (`metadata.startup-script`)."""
+    from ops.plan_diff import INSTANCE_TYPE, TPU_VM_TYPE
+    from ops.plan_effects import NEW_NODE_NOTE, effect_of_paths
+
+    if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
+        return None
+    if op in ("replace", "create-replacement"):
+        return f"({NEW_NODE_NOTE})"
+    if op != "update":
+        return None
+    effect = effect_of_paths(list(detailed_diff or {}) or list(diffs or []))
+    return f"({effect})" if effect else None
+
+
 def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> None:
-    """Run one lifecycle operation on a stack, streaming engine events as progress lines.
-    `up` refreshes first and replaces TPU slices GCP reclaimed (see ops/preempted.py)."""
+def run_operation(
+    name: str, operation: Operation, out: TextIO = sys.stdout, **options: Any
+) -> None:
+    """Run one lifecycle operation on a stack, streaming engine events as progress lines;
+    `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
+    and replaces TPU slices GCP reclaimed (see ops/preempted.py)."""
     from pulumi import automation as auto
 
     from ops.preempted import up_replacing_reclaimed
@@ -120,7 +142,7 @@ def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> 
         "refresh": stack.refresh,
     }
     try:
-        actions[operation](on_event=printer)
+        actions[operation](on_event=printer, **options)
     except auto.CommandError as exc:
         # The engine's diagnostics were already streamed; keep the exit message to one line.
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]

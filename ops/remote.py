@@ -152,13 +152,16 @@ def exec_on_node(
     command: str,
     docker: bool = False,
     login: bool = False,
+    wrap: Callable[[str], str] | None = None,
 ) -> int:
-    """One node (the head by default), output straight to ours; the remote status is returned."""
+    """One node (the head by default), output straight to ours; the remote status is returned.
+    `wrap` turns the final shell command into another (e.g. a detached tmux window)."""
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     client = connector.node(node) if node else connector.head()
+    shell = node_shell(command, login)
     return stream_command(
-        client, node_shell(command, login), sys.stdout.buffer, sys.stderr.buffer
+        client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer
     )
 
 
@@ -193,9 +196,15 @@ def exec_on_all(
 
 
 def submit(
-    connector: Connector, script: Path, args: list[str], docker: bool = False, login: bool = False
+    connector: Connector,
+    script: Path,
+    args: list[str],
+    docker: bool = False,
+    login: bool = False,
+    wrap: Callable[[str], str] | None = None,
 ) -> int:
-    """Upload `script` to the head's home over SFTP and run it there with python."""
+    """Upload `script` to the head's home over SFTP and run it there with python; `wrap`
+    turns the final shell command into another (e.g. a detached tmux window)."""
     if not script.is_file():
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
     client = connector.head()
@@ -216,6 +225,7 @@ def submit(
     else:
         # `python` as Ray runs it; stock Ubuntu images only have python3
         command = f'PY=$(command -v python || command -v python3); exec "$PY" {argv}'
+    shell = node_shell(command, login)
     return stream_command(
-        client, node_shell(command, login), sys.stdout.buffer, sys.stderr.buffer
+        client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer
     )

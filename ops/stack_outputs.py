@@ -46,6 +46,12 @@ class StackOutputs:
     dashboard_url: str = ""
     cluster_config_file: str = ""
     nodes: tuple[Node, ...] = ()
+    # `head` and each worker type -> the startup script version its nodes should report.
+    script_versions: dict[str, str] = field(default_factory=dict)
+
+    def wanted_version(self, node: Node) -> str:
+        key = "head" if node.kind == "head" or node.name == self.head_name else node.node_type
+        return self.script_versions.get(key, "")
 
     @property
     def head_address(self) -> str:
@@ -102,6 +108,7 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
         dashboard_url=raw.get("dashboard_url", ""),
         cluster_config_file=raw.get("cluster_config_file", ""),
         nodes=nodes,
+        script_versions=dict(raw.get("script_versions") or {}),
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import paramiko
 
 from ops.errors import OpsError
+from ops.progress import ProgressBar
 from ops.ssh import Connector
 from ops.stack_outputs import Node
 from ops.sync_filter import DirMergeFilters
@@ -256,6 +257,7 @@ def rsync_up_nodes(
 ) -> dict[str, SyncReport]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node."""
     connector.head()  # pin the jump host once before threads share it
+    bar = ProgressBar("rsync-up", len(nodes)) if len(nodes) > 1 else None
 
     def send(node: Node) -> SyncReport:
         total = SyncReport()
@@ -267,10 +269,15 @@ def rsync_up_nodes(
                 total.unchanged += report.unchanged
         finally:
             sftp.close()
+        if bar is not None:
+            bar.step(node.name)
         return total
 
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
-        return dict(zip([node.name for node in nodes], pool.map(send, nodes), strict=True))
+        reports = dict(zip([node.name for node in nodes], pool.map(send, nodes), strict=True))
+    if bar is not None:
+        bar.close()
+    return reports
 
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:

@@ -85,7 +85,8 @@ def run_script(
     keep_watcher: bool = False,
 ) -> ScriptRun:
     """Run `script` in local mode (metadata from a directory) with the stubs first on PATH.
-    A head starts a detached config watcher: it is stopped here unless `keep_watcher`."""
+    Nodes start a detached node watcher (the head a config watcher too): they are stopped
+    here unless `keep_watcher`."""
     stub_dir, metadata_dir = tmp_path / "stubs", tmp_path / "metadata"
     stub_dir.mkdir(exist_ok=True)
     metadata_dir.mkdir(exist_ok=True)
@@ -112,7 +113,7 @@ def run_script(
                                 capture_output=True, text=True, timeout=60)
     finally:
         if not keep_watcher:
-            stop_config_watcher(tmp_path)
+            stop_watchers(tmp_path)
     status_file = tmp_path / "guest-attributes" / "ray-bootstrap" / "status"
     return ScriptRun(
         result.returncode,
@@ -136,6 +137,18 @@ def stop_config_watcher(tmp_path: Path) -> None:
         os.killpg(int(pid_file.read_text()), signal.SIGTERM)
 
 
+def node_watcher_pid_file(tmp_path: Path) -> Path:
+    """Where a node run by `run_script` keeps its re-apply watcher's pid (local mode)."""
+    return tmp_path / "state" / "node-watcher.pid"
+
+
+def stop_watchers(tmp_path: Path) -> None:
+    """Stop the config watcher and the node watcher (with a re-apply it may be running)."""
+    stop_config_watcher(tmp_path)
+    with contextlib.suppress(OSError, ValueError):
+        os.killpg(int(node_watcher_pid_file(tmp_path).read_text()), signal.SIGTERM)
+
+
 @dataclass
 class FakeGoogle:
     """The metadata server (token, attributes with ETag long polls) and Secret Manager's
@@ -146,6 +159,11 @@ class FakeGoogle:
     attributes: dict[str, str] = field(default_factory=dict)
     denials: int = 0  # answer the next N access calls 403, as before IAM has propagated
     requests: list[str] = field(default_factory=list)
+    # Other instances' guest attributes, as the Compute API's getGuestAttributes reads them:
+    # instance name -> {"ray-bootstrap/status": ..., ...}
+    guest_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    project: str = "my-gcp-project"
+    zone: str = "us-west1-a"
 
     def __post_init__(self) -> None:
         self._versions: dict[str, int] = dict.fromkeys(self.attributes, 1)
@@ -207,9 +225,30 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
                 return self._metadata(url.path.removeprefix("/computeMetadata/v1/"), query)
             if url.path.startswith("/v1/") and url.path.endswith(":access"):
                 return self._access(url.path.removeprefix("/v1/").removesuffix(":access"))
+            if url.path.startswith("/compute/v1/") and url.path.endswith("/getGuestAttributes"):
+                return self._guest_attribute(url.path, query.get("variableKey", ""))
             return self._send(404, "not found")
 
+        def _guest_attribute(self, path: str, key: str) -> None:
+            """compute.instances.getGuestAttributes with variableKey (one value)."""
+            if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                return self._send(401, _error(401, "Request had invalid authentication "
+                                              "credentials.", "UNAUTHENTICATED"))
+            parts = path.split("/")  # /compute/v1/projects/P/zones/Z/instances/NAME/get...
+            instance = parts[-2]
+            values = fake.guest_attributes.get(instance, {})
+            if parts[4] != fake.project or parts[6] != fake.zone or key not in values:
+                return self._send(404, _error(404, f"The resource '{key}' was not found",
+                                              "NOT_FOUND"))
+            return self._send(200, json.dumps({"kind": "compute#guestAttributes",
+                                               "variableKey": key,
+                                               "variableValue": values[key]}))
+
         def _metadata(self, path: str, query: dict[str, str]) -> None:
+            if path == "project/project-id":
+                return self._send(200, fake.project)
+            if path == "instance/zone":
+                return self._send(200, f"projects/123456789/zones/{fake.zone}")
             if path == "instance/service-accounts/default/token":
                 return self._send(200, json.dumps(
                     {"access_token": fake.token, "expires_in": 3599, "token_type": "Bearer"}))

@@ -15,7 +15,7 @@ from bootstrap_stubs import (
     FakeGoogle,
     cluster,
     run_script,
-    stop_config_watcher,
+    stop_watchers,
     watcher_pid_file,
 )
 
@@ -67,7 +67,7 @@ def head(tmp_path):
                           keep_watcher=True)
 
     yield run
-    stop_config_watcher(tmp_path)
+    stop_watchers(tmp_path)
 
 
 def test_changed_config_metadata_rewrites_the_config_file(head, tmp_path):
@@ -156,7 +156,7 @@ def test_with_docker_the_new_config_is_copied_into_the_container(tmp_path):
         calls = tmp_path / "calls"
         _wait_for(lambda: "docker exec rc mv" in calls.read_text(), "config copied")
     finally:
-        stop_config_watcher(tmp_path)
+        stop_watchers(tmp_path)
     lines = calls.read_text().splitlines()
     assert copied in lines
     assert lines.index(copied) < lines.index(

@@ -9,7 +9,7 @@ import json
 import shutil
 import stat
 
-from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script, stop_config_watcher
+from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script, stop_watchers
 
 from bootstrap import node_metadata, render_startup_script
 from bootstrap.startup_script import LIBRARY_DELIMITER
@@ -195,7 +195,7 @@ def test_library_is_decoded_into_a_private_file_removed_before_the_steps(tmp_pat
         assert run.calls[0] == "gzip-modes 700 600"
         assert list(tmpdir.iterdir()) == []
     finally:
-        stop_config_watcher(tmp_path)
+        stop_watchers(tmp_path)
 
 
 def test_undecodable_library_fails_in_the_library_stage(tmp_path):

@@ -372,3 +372,40 @@ def test_changed_stacks_are_only_the_touched_ones_unless_the_program_changed(
         git_commit_all(tmp_path, "next")
         (tmp_path / program_file).write_text("changed = True\n")
         assert changed_stacks("HEAD", root=tmp_path) == ["a", "b"], program_file
+
+
+# ---- issue 13: what each change does to a running node (in place, stop/start, new nodes)
+
+
+def test_changed_startup_script_is_said_to_be_reapplied_in_place(plans: dict[str, Plan]) -> None:
+    from ops.plan_effects import REAPPLY_NOTE, node_effect
+
+    after = copy.deepcopy(plans["base"])
+    _head(after)["inputs"]["metadata"]["startup-script"] += "echo one more line\n"
+    rows = diff_plans(plans["base"], after)
+    assert node_effect(only_row(rows, "head")) == REAPPLY_NOTE
+    assert f"  - effect: {REAPPLY_NOTE}" in render_markdown(rows, "s", "a", "b", 0)
+
+
+def test_config_change_rewrites_in_place_scaling_leaves_nodes_a_new_head_is_new_nodes(
+    plans: dict[str, Plan],
+) -> None:
+    from ops.plan_effects import CONFIG_NOTE, NEW_NODE_NOTE, NEW_WORKERS_NOTE, node_effect
+
+    tuned = diff_plans(plans["base"], plans["longer_idle_timeout"])
+    assert node_effect(only_row(tuned, "head")) == CONFIG_NOTE
+    scaled = diff_plans(plans["base"], plans["more_workers"])
+    assert node_effect(only_row(scaled, WORKER)) is None  # a count change: scaled in place
+    bigger = diff_plans(plans["base"], plans["bigger_head"])
+    assert node_effect(only_row(bigger, "head")) == NEW_NODE_NOTE
+    assert node_effect(only_row(bigger, WORKER)) == NEW_WORKERS_NOTE
+
+
+def test_a_head_input_outside_metadata_is_said_to_stop_and_start_it(
+    plans: dict[str, Plan],
+) -> None:
+    from ops.plan_effects import STOP_START_NOTE, node_effect
+
+    after = copy.deepcopy(plans["base"])
+    _head(after)["inputs"]["minCpuPlatform"] = "Intel Ice Lake"
+    assert node_effect(only_row(diff_plans(plans["base"], after), "head")) == STOP_START_NOTE

@@ -1,0 +1,25 @@
+"""`invoke dashboard`: forward a local port to the head's dashboard until Ctrl-C.
+
+As `ray dashboard` does, a busy local port is not fatal: the next ones are tried.
+"""
+
+from __future__ import annotations
+
+from ops.attach import PortForward
+from ops.errors import OpsError
+from ops.ssh import Connector
+
+DASHBOARD_PORT = 8265  # ray_constants.DEFAULT_DASHBOARD_PORT
+PORT_TRIES = 10
+
+
+def forward_dashboard(connector: Connector, port: int, remote_port: int) -> PortForward:
+    """A started forward from 127.0.0.1:`port` (or the next free one; 0: any) to the head."""
+    transport = connector.head().get_transport()
+    for candidate in ([0] if port == 0 else range(port, port + PORT_TRIES)):
+        try:
+            return PortForward(transport, candidate, remote_port).start()
+        except OpsError:
+            continue
+    raise OpsError(f"local ports {port}..{port + PORT_TRIES - 1} are all busy: pass --port "
+                   "with a free one (0 picks any)")

@@ -1,0 +1,78 @@
+"""`invoke down --workers-only [--keep-min-workers]`, as `ray down` names them.
+
+--workers-only destroys only the stack's WorkerGroup resources (targeted `pulumi destroy`,
+which deletes their instances), then, as `ray down --workers-only` does, the workers Ray's
+autoscaler launched itself; the head and the rest stay, and the next `up` brings the groups
+back. --keep-min-workers instead scales every worker type to its `min_workers` (the counts are
+written to the stack file, as `invoke scale` does) and runs `up`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra.config import load_cluster_config
+from infra.labels import CLUSTER_NAME, NODE_KIND
+from infra.stack_config import cluster_path_for_stack
+from infra.workers.naming import GROUP_LABEL
+from ops.cloud_api import api_errors, nodes_api
+from ops.errors import OpsError
+from ops.pulumi_cli import require_cli, run_operation, select_stack
+from ops.scale import ScaleError, set_worker_count
+from ops.stack_outputs import load_outputs
+
+DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+
+
+def worker_group_urns(deployment: dict[str, Any]) -> list[str]:
+    """URNs of the WorkerGroups in an exported deployment: dynamic resources whose outputs
+    carry a `group_id` (the ClusterSweeper's do not)."""
+    return [resource["urn"] for resource in deployment.get("resources") or []
+            if resource.get("type") == DYNAMIC_TYPE
+            and "group_id" in (resource.get("outputs") or {})]
+
+
+def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, int]:
+    """Write each worker type's min_workers as its count; the counts written."""
+    config = load_cluster_config(cluster_path_for_stack(stack, stacks_dir))
+    counts = {name: node_type.min_workers for name, node_type in config.worker_types.items()}
+    try:
+        for name, count in counts.items():
+            set_worker_count(stack, name, count, stacks_dir)
+    except ScaleError as exc:
+        raise OpsError(str(exc)) from None
+    return counts
+
+
+def down_workers(stack: str, keep_min: bool, workers_only: bool) -> None:
+    if not workers_only:
+        raise OpsError("--keep-min-workers only goes with --workers-only (without it `down` "
+                       "deletes the whole cluster): add --workers-only")
+    require_cli()
+    if keep_min:
+        counts = keep_min_workers(stack)
+        print("worker counts set to min_workers: "
+              + ", ".join(f"{name}={count}" for name, count in counts.items()), flush=True)
+        run_operation(stack, "up")
+        return
+    outputs = load_outputs(stack)
+    urns = worker_group_urns(select_stack(stack).export_stack().deployment or {})
+    if urns:
+        run_operation(stack, "destroy", target=urns, target_dependents=True)
+    else:
+        print(f"stack {stack!r} has no worker groups")
+    deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
+    print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler"
+          + (f": {', '.join(deleted)}" if deleted else ""))
+
+
+def delete_autoscaler_workers(project: str, zone: str, cluster_name: str) -> list[str]:
+    """The cluster's Ray workers that no group owns (the autoscaler's), deleted."""
+    with api_errors("deleting the autoscaler's workers"):
+        api = nodes_api(project, zone)
+        workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: "worker"})
+        names = [node.name for node in workers if GROUP_LABEL not in node.labels]
+        if names:
+            api.delete(names)
+    return names

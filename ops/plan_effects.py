@@ -1,0 +1,56 @@
+"""What a planned change does to a running node, said next to it in `invoke diff` and in the
+progress of `invoke up/preview`: re-applied in place by the node's watchers, a stop/start of
+the instance, or new nodes.
+
+A node's metadata changes in place, and its watchers act on it (bootstrap/node_reapply.sh):
+a new startup script or small file mount reruns the changed stages and restarts Ray, head
+first; a new autoscaler config is rewritten for Ray's monitor. Any other input of a head
+(machine type, accelerators, scheduling) stops and starts it (`allow_stopping_for_update`),
+and it boots into the current script. A worker group's node body is its identity: a change
+there replaces the group with new workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, INSTANCE_TYPE, TPU_VM_TYPE, DiffRow
+
+REAPPLIED = ("metadata.startup-script", "metadata.ray-bootstrap-version",
+             "metadata.ray-file-mount-")
+CONFIG = f"metadata.{BOOTSTRAP_CONFIG_KEY}"
+IN_PLACE = ("metadata.", "labels.", "description", "deletionProtection")
+
+REAPPLY_NOTE = ("re-applied in place: the node watcher reruns the changed stages and restarts "
+                "Ray (workers restart theirs after the head)")
+CONFIG_NOTE = "in place: the config watcher rewrites ~/ray_bootstrap_config.yaml, Ray keeps running"
+STOP_START_NOTE = "stop/start: the instance stops for the update and boots into the new script"
+NEW_WORKERS_NOTE = "replaced: new workers boot from the new script"
+NEW_NODE_NOTE = "replaced: a new node boots from the new script"
+
+
+def effect_of_paths(paths: Iterable[str]) -> str | None:
+    """The effect of an in-place update of a head (or TPU head) whose inputs at `paths`
+    changed."""
+    paths = list(paths)
+    notes = []
+    if any(p.startswith(REAPPLIED) for p in paths):
+        notes.append(REAPPLY_NOTE)
+    elif any(p == CONFIG for p in paths):
+        notes.append(CONFIG_NOTE)
+    if any(not p.startswith(IN_PLACE) for p in paths):
+        notes.append(STOP_START_NOTE)
+    return "; ".join(notes) or None
+
+
+def node_effect(row: DiffRow) -> str | None:
+    """The effect line for a diff row of a node or worker group; None for other resources."""
+    if row.kind == "WorkerGroup":
+        return NEW_WORKERS_NOTE if row.action == "replace" else None
+    if row.type not in (INSTANCE_TYPE, TPU_VM_TYPE):
+        return None
+    if row.action == "replace":
+        return NEW_NODE_NOTE
+    if row.action == "update":
+        return effect_of_paths(change.path for change in row.changes)
+    return None

@@ -1,0 +1,40 @@
+"""`invoke up/preview` progress lines say what a step does to a running node, from the
+engine's own events (parsed by the Automation API, as during a real `up`)."""
+
+from __future__ import annotations
+
+import io
+
+from pulumi.automation.events import EngineEvent
+
+from ops.plan_effects import NEW_NODE_NOTE, REAPPLY_NOTE, STOP_START_NOTE
+from ops.pulumi_cli import EventPrinter
+
+HEAD_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$gcp:compute/instance:Instance"
+            "::ray-full-head-1a2b3c4d-compute")
+
+
+def _line(op: str, detailed_diff: dict[str, dict]) -> str:
+    event = EngineEvent.from_json({"sequence": 1, "timestamp": 1, "resourcePreEvent": {
+        "metadata": {"op": op, "urn": HEAD_URN, "type": "gcp:compute/instance:Instance",
+                     "provider": "", "diffs": sorted({k.split(".")[0] for k in detailed_diff}),
+                     "detailedDiff": detailed_diff}}})
+    out = io.StringIO()
+    EventPrinter(out)(event)
+    return out.getvalue()
+
+
+def test_a_new_startup_script_is_said_to_be_reapplied_in_place():
+    line = _line("update", {"metadata.startup-script": {"diffKind": "update", "inputDiff": True}})
+    assert line == (f"  update   ray-full-head-1a2b3c4d-compute (gcp:compute/instance:Instance)"
+                    f"... ({REAPPLY_NOTE})\n")
+
+
+def test_a_machine_change_is_said_to_stop_and_start_the_head():
+    line = _line("update", {"minCpuPlatform": {"diffKind": "update", "inputDiff": True}})
+    assert line.endswith(f"... ({STOP_START_NOTE})\n")
+
+
+def test_a_replaced_head_is_a_new_node():
+    assert _line("replace", {"name": {"diffKind": "update-replace"}}).endswith(
+        f"... ({NEW_NODE_NOTE})\n")

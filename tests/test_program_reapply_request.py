@@ -1,0 +1,43 @@
+"""`invoke up --restart-only/--no-restart` reach the head's node watcher through the program:
+the request rides on the head's `ray-bootstrap-version`, never on a worker group's body (a
+change there would replace the group)."""
+
+from __future__ import annotations
+
+import json
+
+from bootstrap.node_metadata import VERSION_KEY
+from bootstrap.startup_script import script_version
+from infra.metadata import REAPPLY_ENV
+from ops.plan_engine import run_program
+from tests.program_runs import stack_yaml
+
+
+def run_inline(cluster: dict):
+    return run_program({"ray-gcp:clusterConfig": json.dumps(cluster)}, stack="test")
+
+
+def _worker_items(run) -> dict[str, str]:
+    body = run.named("minimal-ray_worker_small").inputs["body"]
+    return {item["key"]: item["value"] for item in body["metadata"]["items"]}
+
+
+def test_version_key_names_the_script_version_on_every_node(monkeypatch):
+    monkeypatch.delenv(REAPPLY_ENV, raising=False)
+    run = run_inline(stack_yaml("minimal"))
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    metadata = head.inputs["metadata"]
+    assert metadata[VERSION_KEY] == script_version(metadata["startup-script"])
+    worker = _worker_items(run)
+    assert worker[VERSION_KEY] == script_version(worker["startup-script"])
+
+
+def test_restart_only_request_reaches_the_head_and_leaves_workers_alone(monkeypatch):
+    monkeypatch.delenv(REAPPLY_ENV, raising=False)
+    before = run_inline(stack_yaml("minimal"))
+    monkeypatch.setenv(REAPPLY_ENV, "restart-only 2026-12-03T10:00:00Z")
+    after = run_inline(stack_yaml("minimal"))
+    (head,) = after.of_type("gcp:compute/instance:Instance")
+    version = script_version(head.inputs["metadata"]["startup-script"])
+    assert head.inputs["metadata"][VERSION_KEY] == f"{version} restart-only 2026-12-03T10:00:00Z"
+    assert _worker_items(after) == _worker_items(before)

@@ -1,0 +1,111 @@
+"""`invoke down --workers-only [--keep-min-workers]` and `invoke up --restart-only /
+--no-restart`: the requests they make, and one line for each mistake."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import pytest
+import yaml
+
+from infra.config import load_cluster_config
+from infra.workers.provider import WorkerGroupProvider
+from infra.workers.sweeper import ClusterSweeperProvider
+from ops.down_workers import (
+    DYNAMIC_TYPE,
+    delete_autoscaler_workers,
+    keep_min_workers,
+    worker_group_urns,
+)
+from ops.errors import OpsError
+from ops.reapply import reapply_request
+from tests.program_runs import PROJECT_ROOT, run_stack
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+    """Without the pulumi CLI on PATH, as on this machine and a fresh laptop."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_worker_group_urns_are_the_groups_not_the_sweeper():
+    """Outputs as the real providers record them: the groups' carry `group_id`; the
+    sweeper's and the other dynamic resources' (the key pair) do not."""
+    run = run_stack("full")
+    deployment = {"resources": []}
+    for resource in run.resources:
+        if resource.type != DYNAMIC_TYPE:
+            continue
+        props = resource.inputs
+        if "count" in props:
+            outputs = WorkerGroupProvider()._outputs(props, [], [])
+        elif "has_tpu" in props:
+            outputs = ClusterSweeperProvider().create(props).outs
+        else:
+            outputs = props
+        deployment["resources"].append({"urn": f"urn:{resource.name}", "type": DYNAMIC_TYPE,
+                                        "outputs": outputs})
+    groups = [f"urn:{r.name}" for r in run.resources if "count" in r.inputs]
+    assert len(deployment["resources"]) > len(groups)  # the sweeper and the key pair too
+    assert sorted(worker_group_urns(deployment)) == sorted(groups)
+
+
+def test_keep_min_workers_writes_each_types_min_workers(tmp_path):
+    stacks = tmp_path / "stacks"
+    shutil.copytree(PROJECT_ROOT / "stacks", stacks)
+    settings = yaml.safe_load((stacks / "Pulumi.full.yaml").read_text())["config"]
+    cluster_file = PROJECT_ROOT / settings["ray-gcp:cluster"]
+    counts = keep_min_workers("full", stacks)
+    config = load_cluster_config(cluster_file)
+    assert counts == {name: t.min_workers for name, t in config.worker_types.items()}
+    written = yaml.safe_load((stacks / "Pulumi.full.yaml").read_text())["config"]
+    assert written["ray-gcp:workerCounts"] == counts
+
+
+def test_down_workers_only_without_the_pulumi_cli_is_one_line():
+    result = invoke("down", "--stack", "full", "--workers-only")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: the pulumi CLI is not on PATH")
+
+
+def test_keep_min_workers_alone_never_deletes_the_cluster():
+    result = invoke("down", "--stack", "full", "--keep-min-workers")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "--keep-min-workers only goes with --workers-only" in result.stderr
+
+
+def test_restart_only_and_no_restart_together_are_one_line():
+    result = invoke("up", "--stack", "full", "--restart-only", "--no-restart")
+    assert result.returncode == 1
+    assert result.stderr == ("error: --restart-only and --no-restart are alternatives: "
+                             "pick one\n")
+
+
+def test_each_request_is_stamped_so_a_second_one_is_new():
+    first = reapply_request(True, False, datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC))
+    second = reapply_request(True, False, datetime(2026, 12, 3, 10, 0, 1, tzinfo=UTC))
+    assert first == "restart-only 2026-12-03T10:00:00Z" and second != first
+    assert reapply_request(False, True).startswith("no-restart ")
+    assert reapply_request(False, False) == ""
+    with pytest.raises(OpsError):
+        reapply_request(True, True)
+
+
+def test_workers_only_deletes_the_autoscalers_workers_and_nothing_else(monkeypatch):
+    from tests.fake_compute import FakeComputeServer
+
+    cluster = {"ray-cluster-name": "c1"}
+    with FakeComputeServer() as fake:
+        add = fake.cloud.add_foreign_instance
+        add("p", "z", "autoscaled", {**cluster, "ray-node-type": "worker"})
+        add("p", "z", "grouped", {**cluster, "ray-node-type": "worker", "ray-gcp-group": "g1"})
+        add("p", "z", "head", {**cluster, "ray-node-type": "head"})
+        add("p", "z", "other", {"ray-cluster-name": "c2", "ray-node-type": "worker"})
+        monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
+        assert delete_autoscaler_workers("p", "z", "c1") == ["autoscaled"]
+        assert set(fake.instances("p", "z")) == {"grouped", "head", "other"}

@@ -163,6 +163,7 @@ def _worker_group(
             count=group.count,
             cache_stopped_nodes=plan.config.provider.cache_stopped_nodes,
             credentials=credentials,
+            fallback_zones=plan.config.provider.fallback_zones if group.kind == "compute" else None,
         ),
         opts=opts,
     )

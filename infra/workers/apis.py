@@ -62,4 +62,11 @@ def node_api(
             deadlines.tpu_s,
             deadlines.tpu_poll_s,
         )
-    return ComputeNodes(props["project"], props["zone"], clients, retry, deadlines.compute_s)
+    return ComputeNodes(
+        props["project"],
+        props["zone"],
+        clients,
+        retry,
+        deadlines.compute_s,
+        fallback_zones=props.get("fallback_zones"),
+    )

@@ -6,6 +6,7 @@ FileNotFoundError deep inside, so every entry point here checks first and says h
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -111,7 +112,9 @@ def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> 
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
     actions = {
-        "up": stack.up,
+        # Refresh first: a preempted or deleted worker lowers its group's count in the state,
+        # so this same up replaces it (one command, as `pulumi up --refresh`).
+        "up": functools.partial(stack.up, refresh=True),
         "preview": stack.preview,
         "destroy": stack.destroy,
         "refresh": stack.refresh,

@@ -12,11 +12,8 @@ class RecordingStack:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
-    def up(self, **kwargs: Any) -> None:
-        self.calls.append(("up", kwargs))
-
-    def refresh(self, **kwargs: Any) -> None:
-        self.calls.append(("refresh", kwargs))
+    def __getattr__(self, operation: str) -> Any:
+        return lambda **kwargs: self.calls.append((operation, kwargs))
 
 
 def test_up_runs_with_refresh_so_lost_workers_are_recreated(monkeypatch):

@@ -17,6 +17,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
@@ -125,6 +126,8 @@ class ComputeNodes:
         self._quota = QuotaReader(project, clients, retry)
         self._zone_of: dict[str, str] = {}
         """Where each node listed or created by this object lives, for delete/stop/start."""
+        self._bulk_created: dict[str, int] = {}
+        """bulkInsert operation -> how many instances it created, as its metadata says."""
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
         """Nodes with these labels in every zone of the region: one aggregated list."""
@@ -156,21 +159,24 @@ class ComputeNodes:
         self.check_quota(len(names), body)
         remaining, created, refusals = list(names), [], []
         queue, looked_further = [self.zone], False
-        while remaining and queue:
-            zone = queue.pop(0)
-            made, errors = self._create_in_zone(zone, remaining, body_in_zone(body, zone))
-            created += made
-            remaining = [n for n in remaining if n not in made]
-            if errors and not all(is_zone_capacity_error(e) for e in errors):
-                raise WorkerGroupError(
-                    f"created {len(created)} of {len(names)} instances (in "
-                    f"{zone}: {'; '.join(errors)})",
-                    created,
-                )
-            if errors:
-                refusals.append(f"{zone}: {errors[0]}")
-            if remaining and not looked_further:
-                queue, looked_further = self._zones.fallbacks(body), True
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # Looked up while the first zone tries: a stockout then costs no extra round trip.
+            fallbacks = pool.submit(self._zones.fallbacks, body)
+            while remaining and queue:
+                zone = queue.pop(0)
+                made, errors = self._create_in_zone(zone, remaining, body_in_zone(body, zone))
+                created += made
+                remaining = [n for n in remaining if n not in made]
+                if errors and not all(is_zone_capacity_error(e) for e in errors):
+                    raise WorkerGroupError(
+                        f"created {len(created)} of {len(names)} instances (in "
+                        f"{zone}: {'; '.join(errors)})",
+                        created,
+                    )
+                if errors:
+                    refusals.append(f"{zone}: {errors[0]}")
+                if remaining and not looked_further:
+                    queue, looked_further = fallbacks.result(), True
         if remaining:
             raise WorkerGroupError(
                 self._no_capacity(len(names), len(created), refusals, body), created
@@ -219,6 +225,8 @@ class ComputeNodes:
         errors += wait_all(operations, lambda operation: self._wait(zone, operation))
         if not errors:
             made = list(names)
+        elif operations and self._bulk_created.get(operations[0]) == 0 and not failures:
+            made = []  # the bulkInsert says it created none: nothing to look for
         else:
             existing = {n.name for n in self._get_existing(zone, names)}
             made = [n for n in names if n in existing]
@@ -350,4 +358,9 @@ class ComputeNodes:
                 self._retry,
             )
             if operation.status == compute_v1.Operation.Status.DONE:
+                if "instances_bulk_insert_operation_metadata" in operation:
+                    statuses = operation.instances_bulk_insert_operation_metadata
+                    self._bulk_created[operation_name] = sum(
+                        status.created_vm_count for status in statuses.per_location_status.values()
+                    )
                 return _operation_error(operation)

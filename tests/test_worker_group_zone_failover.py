@@ -192,3 +192,16 @@ def test_preempted_workers_are_replaced_by_refresh_then_update_in_the_first_zone
     assert {lost, spot}.isdisjoint(outs["instance_names"])
     assert {zone: len(names) for zone, names in by_zone(fake).items()} == {
         "us-west1-a": 2, "us-west1-b": 1}
+
+
+@pytest.mark.parametrize("single_inserts", [False, True], ids=["bulkInsert", "insert"])
+def test_a_stockout_answered_by_the_call_itself_fails_over_without_retrying(fake, single_inserts):
+    body = {**compute_body(), "hostname": "w.example.internal"} if single_inserts else None
+    fake.faults.zone_capacity[ZONE] = 0
+    fake.faults.stockout_at_call = True
+
+    fast_provider().create(group_props(fake.endpoint, 3, **({"body": body} if body else {})))
+
+    assert {zone: len(names) for zone, names in by_zone(fake).items()} == {"us-west1-b": 3}
+    method = "insert" if single_inserts else "bulkInsert"
+    assert fake.cloud.calls[method] == (6 if single_inserts else 2)

@@ -30,9 +30,11 @@ from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
 from infra.workers.zones import (
     FallbackZones,
     ZoneFinder,
+    ZoneRefused,
     body_in_zone,
     describe_skipped,
     is_zone_capacity_error,
+    refused_for_capacity,
     region_of,
 )
 
@@ -217,7 +219,10 @@ class ComputeNodes:
     ) -> tuple[list[str], list[str]]:
         """(names created in the zone, errors): every operation waited on."""
         if set(body) <= _bulk_fields():
-            operations, failures = [self._bulk_insert(zone, names, body)], {}
+            try:
+                operations, failures = [self._bulk_insert(zone, names, body)], {}
+            except ZoneRefused as refused:
+                return [], [str(refused)]
         else:
             started, failures = run_all(list(names), lambda n: self._insert(zone, n, body))
             operations = list(started.values())
@@ -250,7 +255,9 @@ class ComputeNodes:
             bulk_insert_instance_resource_resource=resource,
         )
         operation = call_with_retry(
-            lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None),
+            refused_for_capacity(
+                lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None)
+            ),
             self._retry,
         )
         return operation.name
@@ -266,7 +273,10 @@ class ComputeNodes:
             instance_resource=instance,
         )
         operation = call_with_retry(
-            lambda: self._clients.instances.insert_unary(request=request, retry=None), self._retry
+            refused_for_capacity(
+                lambda: self._clients.instances.insert_unary(request=request, retry=None)
+            ),
+            self._retry,
         )
         return operation.name
 

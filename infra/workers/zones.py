@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from google.api_core import exceptions as api_exceptions
 
 from infra.workers.clients import ApiClients
-from infra.workers.parallel import run_all
+from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy, call_with_retry
 
 FallbackZones = list[str] | bool | None
+T = TypeVar("T")
 
 CAPACITY_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 _CAPACITY_TEXT = "does not have enough resources available"
@@ -43,6 +44,25 @@ def is_zone_capacity_error(error: str) -> bool:
         or _CAPACITY_TEXT in error
         or bool(_ZONE_QUOTA.search(error))
     )
+
+
+class ZoneRefused(Exception):
+    """An insert call the zone refused outright for capacity (an HTTP 503 can say so): not a
+    transient fault to retry in the same zone, but a reason to try the next."""
+
+
+def refused_for_capacity(call: Callable[[], T]) -> Callable[[], T]:
+    """`call`, with a capacity refusal raised as ZoneRefused, which no retry loop retries."""
+
+    def guarded() -> T:
+        try:
+            return call()
+        except api_exceptions.GoogleAPICallError as exc:
+            if is_zone_capacity_error(short_error(exc)):
+                raise ZoneRefused(short_error(exc)) from exc
+            raise
+
+    return guarded
 
 
 def body_in_zone(body: dict[str, Any], zone: str) -> dict[str, Any]:

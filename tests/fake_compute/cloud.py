@@ -179,16 +179,19 @@ class FakeCloud:
                    ) -> tuple[int, tuple[dict[str, Any], tuple[int, str]] | None]:
         """Per-zone faults: how many of `room` the zone takes, and the operation error (in
         GCE's shape) for the rest: a stockout (`Faults.zone_capacity`) or a per-zone quota
-        (`Faults.zone_quota`)."""
+        (`Faults.zone_quota`). With `Faults.stockout_at_call` a stocked-out zone answers 503."""
         capacity = self.faults.zone_capacity.get(zone)
         quota = self.faults.zone_quota.get(zone)
+        code = self.faults.stockout_code
+        detail = ("'(resource type:compute)'." if code.endswith("_WITH_DETAILS")
+                  else "Try a different zone, or try again later.")
+        message = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+                   f"available to fulfill the request.  {detail}")
+        if capacity == 0 and self.faults.stockout_at_call:
+            raise ApiError(503, f"{code}: {message}", "resourceExhausted")
         if capacity is not None and capacity < room:
             self.faults.zone_capacity[zone] = 0
-            code = self.faults.stockout_code
-            detail = ("'(resource type:compute)'." if code.endswith("_WITH_DETAILS")
-                      else "Try a different zone, or try again later.")
-            error = {"code": code, "message": f"The zone 'projects/{project}/zones/{zone}' "
-                     f"does not have enough resources available to fulfill the request.  {detail}",
+            error = {"code": code, "message": message,
                      "errorDetails": [{"help": {"links": [{
                          "description": "Troubleshooting documentation",
                          "url": "https://cloud.google.com/compute/docs/resource-error"}]}}]}

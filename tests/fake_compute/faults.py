@@ -30,6 +30,8 @@ class Faults:
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
     """Or ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS, the newer form GCE answers with."""
     refused_operation_s: float | None = None
+    stockout_at_call: bool = False
+    """A stocked-out zone refuses the insert call itself (HTTP 503), not only its operation."""
     """How long an operation that creates nothing (stockout, quota) runs; None: operation_s."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

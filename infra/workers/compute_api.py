@@ -171,8 +171,8 @@ class ComputeNodes:
                 remaining = [n for n in remaining if n not in made]
                 if errors and not all(is_zone_capacity_error(e) for e in errors):
                     raise WorkerGroupError(
-                        f"created {len(created)} of {len(names)} instances (in "
-                        f"{zone}: {'; '.join(errors)})",
+                        f"created {len(created)} of {len(names)} instances in "
+                        f"{zone}: {'; '.join(errors)}",
                         created,
                     )
                 if errors:
@@ -186,18 +186,11 @@ class ComputeNodes:
 
     def check_quota(self, count: int, body: dict[str, Any]) -> None:
         """Refuse, before any insert, what the region's quotas cannot hold."""
-        results, failures = run_all(
-            ["quotas", "cpus"],
-            lambda what: (
-                self._quota.region_quotas(self.region)
-                if what == "quotas"
-                else self._quota.guest_cpus(self.zone, str(body.get("machineType", "")))
-            ),
-        )
-        if failures:
-            raise next(iter(failures.values()))
-        quotas = results["quotas"]
-        rows = quota_rows(body_needs(body, count, results["cpus"], quotas), quotas)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            reading = pool.submit(self._quota.region_quotas, self.region)
+            cpus = pool.submit(self._quota.guest_cpus, self.zone, str(body.get("machineType")))
+            quotas = reading.result()
+            rows = quota_rows(body_needs(body, count, cpus.result(), quotas), quotas)
         refuse_if_short(rows, self.project, self.region, f"{count} new instance(s)")
 
     def _no_capacity(

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from infra.workers import WorkerGroupError
 from infra.workers.quota import QuotaShortError, body_needs, gpu_metric
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import PROJECT, ZONE, compute_body, fast_provider, group_props
@@ -114,3 +115,12 @@ def test_gpu_and_cpu_metrics_are_names_the_compute_api_knows():
             "scheduling": {"provisioningModel": "SPOT"}}
     granted = {metric: (10.0, 0.0) for metric in known}
     assert set(body_needs(body, 1, 4, granted)) <= known
+
+
+def test_a_machine_type_the_zone_does_not_offer_is_named_before_any_insert(fake):
+    fake.cloud.catalogue.unoffered[ZONE] = {"n1-standard-2"}
+
+    with pytest.raises(WorkerGroupError, match=r"n1-standard-2.*was not found: check the "
+                       r"machine type \(n1-standard-2\) against `gcloud compute machine-types"):
+        fast_provider().create(group_props(fake.endpoint, 1))
+    assert nothing_was_inserted(fake)

@@ -186,11 +186,19 @@ class ComputeNodes:
 
     def check_quota(self, count: int, body: dict[str, Any]) -> None:
         """Refuse, before any insert, what the region's quotas cannot hold."""
+        machine_type = str(body.get("machineType"))
         with ThreadPoolExecutor(max_workers=2) as pool:
             reading = pool.submit(self._quota.region_quotas, self.region)
-            cpus = pool.submit(self._quota.guest_cpus, self.zone, str(body.get("machineType")))
-            quotas = reading.result()
-            rows = quota_rows(body_needs(body, count, cpus.result(), quotas), quotas)
+            cpus = pool.submit(self._quota.guest_cpus, self.zone, machine_type)
+            try:
+                quotas = reading.result()
+                rows = quota_rows(body_needs(body, count, cpus.result(), quotas), quotas)
+            except api_exceptions.NotFound as missing:
+                raise WorkerGroupError(
+                    f"{short_error(missing)}: check the machine type "
+                    f"({machine_type.rsplit('/', 1)[-1]}) against `gcloud compute machine-types "
+                    f"list --zones {self.zone}`, and the region and zone in the provider section"
+                ) from None
         refuse_if_short(rows, self.project, self.region, f"{count} new instance(s)")
 
     def _no_capacity(

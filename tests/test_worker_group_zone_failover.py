@@ -205,3 +205,19 @@ def test_a_stockout_answered_by_the_call_itself_fails_over_without_retrying(fake
     assert {zone: len(names) for zone, names in by_zone(fake).items()} == {"us-west1-b": 3}
     method = "insert" if single_inserts else "bulkInsert"
     assert fake.cloud.calls[method] == (6 if single_inserts else 2)
+
+
+def test_cached_workers_in_a_failover_zone_are_stopped_and_restarted_there(fake):
+    provider = fast_provider()
+    fake.faults.zone_capacity[ZONE] = 0
+    outs = provider.create(group_props(fake.endpoint, 2, cache_stopped_nodes=True)).outs
+    fake.faults.zone_capacity.pop(ZONE)
+
+    outs = provider.update("id", outs, group_props(fake.endpoint, 0, cache_stopped_nodes=True)).outs
+    assert {i["status"] for i in fake.instances(PROJECT, "us-west1-b").values()} == {"TERMINATED"}
+    assert outs["count"] == 0 and len(outs["stopped_instance_names"]) == 2
+
+    outs = provider.update("id", outs, group_props(fake.endpoint, 2, cache_stopped_nodes=True)).outs
+    assert outs["count"] == 2
+    assert {i["status"] for i in fake.instances(PROJECT, "us-west1-b").values()} == {"RUNNING"}
+    assert by_zone(fake).keys() == {"us-west1-b"}

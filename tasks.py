@@ -541,3 +541,26 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
         node = kill(connector, yes, hard)
     if node is not None:
         print(f"Killed node with IP {node.internal_ip}")
+
+
+# ---------------------------------------------------------------- capacity (issue 12)
+
+
+@task(help={"stack": _STACK_HELP})
+def preflight(c, stack=None):
+    """The cluster at its largest (head + every type's max_workers) against the region's
+    Compute quotas, as a table; creates nothing, exits 1 when a quota is short."""
+    from invoke.exceptions import Exit
+
+    from infra.config import load_cluster_config
+    from infra.stack_config import cluster_path_for_stack
+    from ops import preflight as quota_preflight
+    from ops.errors import user_errors
+    from ops.plan import stack_or_env
+
+    with user_errors():
+        config = load_cluster_config(cluster_path_for_stack(stack_or_env(stack)))
+        report = quota_preflight.preflight(config)
+        print(quota_preflight.render(report))
+    if report.short:
+        raise Exit(code=1)

@@ -196,6 +196,7 @@ def _worker_group(
             count=group.count,
             cache_stopped_nodes=plan.config.provider.cache_stopped_nodes,
             credentials=credentials,
+            fallback_zones=plan.config.provider.fallback_zones,
         ),
         opts=opts,
     )

@@ -154,6 +154,7 @@ def _nodes(
             "internal_ip": internal,
             "external_ip": external,
             "status": "RUNNING",
+            "zone": config.provider.availability_zone,
         }
     ]
     for node_type, instances in zip(worker_types, groups, strict=True):
@@ -165,6 +166,7 @@ def _nodes(
                 "internal_ip": i.get("internal_ip"),
                 "external_ip": i.get("external_ip"),
                 "status": i.get("status"),
+                "zone": i.get("zone") or config.provider.availability_zone,
             }
             for i in instances or []
         ]

@@ -97,7 +97,7 @@ def test_provider_delete_is_the_sweep(fake, leftovers):
 
 @pytest.mark.parametrize(
     "methods",
-    [{"list", "tpu.list"}, {"delete", "tpu.delete"}, {"wait", "tpu.operations.get"}],
+    [{"aggregatedList", "tpu.list"}, {"delete", "tpu.delete"}, {"wait", "tpu.operations.get"}],
     ids=["list", "delete", "operation-wait"],
 )
 def test_rate_limits_and_unavailability_during_the_sweep_are_retried(fake, leftovers, methods):
@@ -128,7 +128,7 @@ def test_a_node_that_cannot_be_deleted_is_named_and_the_rest_still_go(fake):
 def test_a_listing_that_keeps_failing_is_reported_not_taken_for_an_empty_zone(fake):
     fake.cloud.add_foreign_instance(PROJECT, ZONE, f"ray-{CLUSTER}-worker-aa-compute",
                                     ray_labels(CLUSTER))
-    fake.faults.fail_next(*[503] * 50, methods={"list"})
+    fake.faults.fail_next(*[503] * 50, methods={"aggregatedList"})
 
     with pytest.raises(ClusterSweepError, match="instances: .*Service Unavailable"):
         fast_sweeper(max_attempts=3).sweep(sweeper_props(fake.endpoint))

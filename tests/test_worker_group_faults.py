@@ -76,7 +76,7 @@ def test_endless_429s_give_up_with_the_api_error(fake):
 
     with pytest.raises(api_exceptions.TooManyRequests):
         fast_provider(max_attempts=4).create(group_props(fake.endpoint, 1))
-    assert fake.cloud.calls["list"] == 4
+    assert fake.cloud.calls["aggregatedList"] == 4
 
 
 def test_preempted_worker_shows_as_drift_on_refresh_and_is_replaced_by_up(fake):

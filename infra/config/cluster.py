@@ -118,6 +118,40 @@ class Provider(StrictModel):
     ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
     inline_secret_file_mounts: bool = False
     """Let file_mounts that look like keys or credentials travel in instance metadata."""
+    fallback_zones: list[str] | Literal[False] | None = None
+    """Where workers go when availability_zone is out of capacity: absent, any zone of the
+    region offering the types; a list, only those zones in that order; false, nowhere."""
+
+    @field_validator("fallback_zones", mode="before")
+    @classmethod
+    def _fallback_form(cls, value: Any) -> Any:
+        if value is True or not isinstance(value, list | None | bool):
+            raise ValueError(
+                "use a list of zones of the region (e.g. [us-west1-b, us-west1-c]), false to "
+                "turn zone failover off, or leave it out for every zone of the region"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _fallback_zones_in_region(self) -> Provider:
+        zones = self.fallback_zones or []
+        problems = [
+            (
+                f"fallback_zones[{index}]",
+                f"zone {zone!r} is not in region {self.region!r}: "
+                f"list zones such as {self.region}-b",
+            )
+            for index, zone in enumerate(zones)
+            if not zone.startswith(f"{self.region}-")
+        ]
+        problems += [
+            (f"fallback_zones[{index}]", f"zone {zone!r} is listed twice: list it once")
+            for index, zone in enumerate(zones)
+            if zone in zones[:index]
+        ]
+        if problems:
+            raise PathError(problems)
+        return self
 
     @field_validator("ssh_source_ranges")
     @classmethod

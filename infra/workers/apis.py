@@ -68,7 +68,14 @@ def compute_nodes(
 ) -> ComputeNodes:
     """The instances of `props`' project and zone: all a WorkerGroup keeps."""
     clients = _clients(props)
-    return ComputeNodes(props["project"], props["zone"], clients, retry, deadlines.compute_s)
+    return ComputeNodes(
+        props["project"],
+        props["zone"],
+        clients,
+        retry,
+        deadlines.compute_s,
+        fallback_zones=props.get("fallback_zones"),
+    )
 
 
 def _clients(props: Mapping[str, Any]) -> ApiClients:

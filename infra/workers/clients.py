@@ -11,6 +11,7 @@ the program imports `infra.workers` for its resource classes on every preview, a
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 from collections.abc import Callable
@@ -94,6 +95,37 @@ class ApiClients:
 
         args = self._transport_args("compute.googleapis.com")
         return ZoneOperationsClient(transport=ZoneOperationsRestTransport(**args))
+
+    # What zone failover and the quota pre-flight read (infra/workers/zones.py, quota.py).
+
+    @property
+    def zones(self) -> compute_v1.ZonesClient:
+        return self._cached("zones", lambda: self._compute("zones", "Zones"))
+
+    @property
+    def machine_types(self) -> compute_v1.MachineTypesClient:
+        return self._cached("machine_types", lambda: self._compute("machine_types", "MachineTypes"))
+
+    @property
+    def accelerator_types(self) -> compute_v1.AcceleratorTypesClient:
+        return self._cached(
+            "accelerator_types", lambda: self._compute("accelerator_types", "AcceleratorTypes")
+        )
+
+    @property
+    def regions(self) -> compute_v1.RegionsClient:
+        return self._cached("regions", lambda: self._compute("regions", "Regions"))
+
+    def _compute(self, service: str, name: str) -> Any:
+        """`compute_v1.<name>Client` over its REST transport, e.g. ("zones", "Zones")."""
+        from google.cloud import compute_v1
+
+        transports = importlib.import_module(
+            f"google.cloud.compute_v1.services.{service}.transports"
+        )
+        transport = getattr(transports, f"{name}RestTransport")
+        args = self._transport_args("compute.googleapis.com")
+        return getattr(compute_v1, f"{name}Client")(transport=transport(**args))
 
     def _build_tpu(self) -> tpu_v2.TpuClient:
         from google.cloud.tpu_v2 import TpuClient

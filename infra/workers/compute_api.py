@@ -3,6 +3,10 @@
 `bulkInsert` takes InstanceProperties, which lack a few Instance fields (e.g. `hostname`); a
 body using those falls back to one `insert` per instance, issued in parallel.
 
+A group lives in a region: its nodes are listed across the region's zones (one aggregated
+list), created in the group's zone first and, when that zone is out of capacity, in the next
+zone that offers the types (zones.py), after a quota pre-flight (quota.py).
+
 `google.cloud.compute_v1` is imported inside the calls (see clients.py for why).
 """
 
@@ -13,14 +17,26 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import Node, Phase, WorkerGroupError
-from infra.workers.parallel import act_on_all, run_all, short_error, wait_all
+from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
+from infra.workers.quota import QuotaReader, body_needs, quota_rows, refuse_if_short
 from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
+from infra.workers.zones import (
+    FallbackZones,
+    ZoneFinder,
+    ZoneRefused,
+    body_in_zone,
+    describe_skipped,
+    is_zone_capacity_error,
+    refused_for_capacity,
+    region_of,
+)
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -60,6 +76,7 @@ def _node(instance: compute_v1.Instance) -> Node:
         labels=dict(instance.labels),
         internal_ip=(interface.network_i_p or None) if interface else None,
         external_ip=(access.nat_i_p or None) if access else None,
+        zone=_bare(instance.zone) or None,
     )
 
 
@@ -93,7 +110,7 @@ def instance_properties(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class ComputeNodes:
-    """Workers of one zone as GCE instances."""
+    """Workers of one region as GCE instances; `zone` is where they go first."""
 
     def __init__(
         self,
@@ -102,45 +119,127 @@ class ComputeNodes:
         clients: ApiClients,
         retry: RetryPolicy,
         operation_deadline_s: float,
+        fallback_zones: FallbackZones = None,
     ) -> None:
-        self.project, self.zone = project, zone
+        self.project, self.zone, self.region = project, zone, region_of(zone)
         self._clients, self._retry = clients, retry
         self._deadline_s = operation_deadline_s
+        self._zones = ZoneFinder(project, zone, fallback_zones, clients, retry)
+        self._quota = QuotaReader(project, clients, retry)
+        self._zone_of: dict[str, str] = {}
+        """Where each node listed or created by this object lives, for delete/stop/start."""
+        self._bulk_created: dict[str, int] = {}
+        """bulkInsert operation -> how many instances it created, as its metadata says."""
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
+        """Nodes with these labels in every zone of the region: one aggregated list."""
         from google.cloud import compute_v1
 
-        request = compute_v1.ListInstancesRequest(
-            project=self.project, zone=self.zone, filter=label_filter(labels)
+        request = compute_v1.AggregatedListInstancesRequest(
+            project=self.project, filter=label_filter(labels)
         )
-        instances = call_with_retry(
-            lambda: list(self._clients.instances.list(request=request, retry=None)), self._retry
+        scopes = call_with_retry(
+            lambda: list(self._clients.instances.aggregated_list(request=request, retry=None)),
+            self._retry,
         )
-        nodes = [_node(i) for i in instances]
+        nodes = [
+            _node(instance)
+            for scope, scoped in scopes
+            if region_of(_bare(scope)) == self.region
+            for instance in scoped.instances
+        ]
+        self._zone_of.update({n.name: n.zone or self.zone for n in nodes})
         return sorted(nodes, key=lambda n: (n.created, n.name))
 
     # ------------------------------------------------------------------ create
 
     def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
+        """After the quota pre-flight, in the group's zone, then zone after zone for what a
+        zone refuses for capacity; what was created stays, labelled, whatever happens."""
         if not names:
             return
-        if set(body) <= _bulk_fields():
-            operations, failures = [self._bulk_insert(names, body)], {}
-        else:
-            started, failures = run_all(list(names), lambda n: self._insert(n, body))
-            operations = list(started.values())
-        errors = [f"{name}: {short_error(exc)}" for name, exc in failures.items()]
-        errors += wait_all(operations, self._wait)
-        if errors:
-            existing = {n.name for n in self._get_existing(names)}
-            created = [n for n in names if n in existing]
+        self.check_quota(len(names), body)
+        remaining, created, refusals = list(names), [], []
+        queue, looked_further = [self.zone], False
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # Looked up while the first zone tries: a stockout then costs no extra round trip.
+            fallbacks = pool.submit(self._zones.fallbacks, body)
+            while remaining and queue:
+                zone = queue.pop(0)
+                made, errors = self._create_in_zone(zone, remaining, body_in_zone(body, zone))
+                created += made
+                remaining = [n for n in remaining if n not in made]
+                if errors and not all(is_zone_capacity_error(e) for e in errors):
+                    raise WorkerGroupError(
+                        f"created {len(created)} of {len(names)} instances in "
+                        f"{zone}: {'; '.join(errors)}",
+                        created,
+                    )
+                if errors:
+                    refusals.append(f"{zone}: {errors[0]}")
+                if remaining and not looked_further:
+                    queue, looked_further = fallbacks.result(), True
+        if remaining:
             raise WorkerGroupError(
-                f"created {len(created)} of {len(names)} instances in "
-                f"{self.zone}: {'; '.join(errors)}",
-                created,
+                self._no_capacity(len(names), len(created), refusals, body), created
             )
 
-    def _bulk_insert(self, names: Sequence[str], body: dict[str, Any]) -> str:
+    def check_quota(self, count: int, body: dict[str, Any]) -> None:
+        """Refuse, before any insert, what the region's quotas cannot hold."""
+        machine_type = str(body.get("machineType"))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            reading = pool.submit(self._quota.region_quotas, self.region)
+            cpus = pool.submit(self._quota.guest_cpus, self.zone, machine_type)
+            try:
+                quotas = reading.result()
+                rows = quota_rows(body_needs(body, count, cpus.result(), quotas), quotas)
+            except api_exceptions.NotFound as missing:
+                raise WorkerGroupError(
+                    f"{short_error(missing)}: check the machine type "
+                    f"({machine_type.rsplit('/', 1)[-1]}) against `gcloud compute machine-types "
+                    f"list --zones {self.zone}`, and the region and zone in the provider section"
+                ) from None
+        refuse_if_short(rows, self.project, self.region, f"{count} new instance(s)")
+
+    def _no_capacity(
+        self, wanted: int, created: int, refusals: list[str], body: dict[str, Any]
+    ) -> str:
+        tried = "; ".join(refusals)
+        if self._zones.fallback is False:
+            hint = "zone failover is off (provider.fallback_zones: false): allow other zones"
+        else:
+            hint = "allow more zones in provider.fallback_zones"
+        return (
+            f"created {created} of {wanted} instances: no zone of region {self.region} had "
+            f"capacity ({tried}{describe_skipped(self._zones.skipped, body)}). Try again "
+            f"later, {hint}, or pick another machine or accelerator type"
+        )
+
+    def _create_in_zone(
+        self, zone: str, names: Sequence[str], body: dict[str, Any]
+    ) -> tuple[list[str], list[str]]:
+        """(names created in the zone, errors): every operation waited on."""
+        if set(body) <= _bulk_fields():
+            try:
+                operations, failures = [self._bulk_insert(zone, names, body)], {}
+            except ZoneRefused as refused:
+                return [], [str(refused)]
+        else:
+            started, failures = run_all(list(names), lambda n: self._insert(zone, n, body))
+            operations = list(started.values())
+        errors = [f"{name}: {short_error(exc)}" for name, exc in failures.items()]
+        errors += wait_all(operations, lambda operation: self._wait(zone, operation))
+        if not errors:
+            made = list(names)
+        elif operations and self._bulk_created.get(operations[0]) == 0 and not failures:
+            made = []  # the bulkInsert says it created none: nothing to look for
+        else:
+            existing = {n.name for n in self._get_existing(zone, names)}
+            made = [n for n in names if n in existing]
+        self._zone_of.update({name: zone for name in made})
+        return made, errors
+
+    def _bulk_insert(self, zone: str, names: Sequence[str], body: dict[str, Any]) -> str:
         from google.cloud import compute_v1
 
         properties = instance_properties(body)
@@ -152,40 +251,45 @@ class ComputeNodes:
         )
         request = compute_v1.BulkInsertInstanceRequest(
             project=self.project,
-            zone=self.zone,
+            zone=zone,
             request_id=str(uuid.uuid4()),
             bulk_insert_instance_resource_resource=resource,
         )
         operation = call_with_retry(
-            lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None),
+            refused_for_capacity(
+                lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None)
+            ),
             self._retry,
         )
         return operation.name
 
-    def _insert(self, name: str, body: dict[str, Any]) -> str:
+    def _insert(self, zone: str, name: str, body: dict[str, Any]) -> str:
         from google.cloud import compute_v1
 
         instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
         request = compute_v1.InsertInstanceRequest(
             project=self.project,
-            zone=self.zone,
+            zone=zone,
             request_id=str(uuid.uuid4()),
             instance_resource=instance,
         )
         operation = call_with_retry(
-            lambda: self._clients.instances.insert_unary(request=request, retry=None), self._retry
+            refused_for_capacity(
+                lambda: self._clients.instances.insert_unary(request=request, retry=None)
+            ),
+            self._retry,
         )
         return operation.name
 
-    def _get_existing(self, names: Sequence[str]) -> list[Node]:
-        found, _ = run_all(list(names), self._get)
+    def _get_existing(self, zone: str, names: Sequence[str]) -> list[Node]:
+        found, _ = run_all(list(names), lambda name: self._get(zone, name))
         return [node for node in found.values() if node is not None]
 
-    def _get(self, name: str) -> Node | None:
+    def _get(self, zone: str, name: str) -> Node | None:
         try:
             instance = call_with_retry(
                 lambda: self._clients.instances.get(
-                    project=self.project, zone=self.zone, instance=name, retry=None
+                    project=self.project, zone=zone, instance=name, retry=None
                 ),
                 self._retry,
             )
@@ -196,20 +300,20 @@ class ComputeNodes:
     # ------------------------------------------------------------ delete/stop/start
 
     def delete(self, names: Sequence[str]) -> None:
-        self._each("delete", names, self._clients_call("delete_unary"))
+        self._each("delete", names, "delete_unary")
 
     def stop(self, names: Sequence[str]) -> None:
-        self._each("stop", names, self._clients_call("stop_unary"))
+        self._each("stop", names, "stop_unary")
 
     def start(self, names: Sequence[str]) -> None:
-        self._each("start", names, self._clients_call("start_unary"))
+        self._each("start", names, "start_unary")
 
-    def _clients_call(self, method: str):  # noqa: ANN202 - a small closure factory
+    def _call_in(self, zone: str, method: str) -> Callable[[str], str | None]:
         def call(name: str) -> str | None:
             try:
                 operation = call_with_retry(
                     lambda: getattr(self._clients.instances, method)(
-                        project=self.project, zone=self.zone, instance=name, retry=None
+                        project=self.project, zone=zone, instance=name, retry=None
                     ),
                     self._retry,
                 )
@@ -219,12 +323,31 @@ class ComputeNodes:
 
         return call
 
-    def _each(self, verb: str, names: Sequence[str], call: Callable[[str], str | None]) -> None:
-        act_on_all(verb, f"instances in {self.zone}", names, call, self._wait)
+    def _each(self, verb: str, names: Sequence[str], method: str) -> None:
+        """The call on every node, zone by zone (each node where it was listed or created)."""
+        by_zone: dict[str, list[str]] = {}
+        for name in names:
+            by_zone.setdefault(self._zone_of.get(name, self.zone), []).append(name)
+        zones = list(by_zone)
+        results, failures = run_all(
+            zones,
+            lambda zone: start_and_wait(
+                by_zone[zone],
+                self._call_in(zone, method),
+                lambda operation: self._wait(zone, operation),
+            ),
+        )
+        errors = [f"{zone}: {short_error(exc)}" for zone, exc in failures.items()]
+        errors += [error for zone in zones for error in results.get(zone, [])]
+        if errors:
+            raise WorkerGroupError(
+                f"could not {verb} {len(errors)} of {len(names)} instances in "
+                f"{', '.join(zones)}: {'; '.join(errors)}"
+            )
 
     # ------------------------------------------------------------------ operations
 
-    def _wait(self, operation_name: str) -> str | None:
+    def _wait(self, zone: str, operation_name: str) -> str | None:
         from google.cloud import compute_v1
 
         give_up_at = time.monotonic() + self._deadline_s
@@ -238,7 +361,7 @@ class ComputeNodes:
             operation = call_with_retry(
                 lambda t=call_timeout: self._clients.zone_operations.wait(
                     project=self.project,
-                    zone=self.zone,
+                    zone=zone,
                     operation=operation_name,
                     retry=None,
                     timeout=t,
@@ -246,5 +369,9 @@ class ComputeNodes:
                 self._retry,
             )
             if operation.status == compute_v1.Operation.Status.DONE:
+                if "instances_bulk_insert_operation_metadata" in operation:
+                    statuses = operation.instances_bulk_insert_operation_metadata
+                    self._bulk_created[operation_name] = sum(
+                        status.created_vm_count for status in statuses.per_location_status.values()
+                    )
                 return _operation_error(operation)
-

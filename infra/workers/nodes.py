@@ -24,6 +24,8 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     internal_ip: str | None = None
     external_ip: str | None = None
+    zone: str | None = None
+    """Where an instance is (a group fails over to other zones of its region)."""
 
     def output(self) -> dict[str, Any]:
         return {
@@ -31,6 +33,7 @@ class Node:
             "internal_ip": self.internal_ip,
             "external_ip": self.external_ip,
             "status": self.status,
+            "zone": self.zone,
         }
 
 

@@ -37,7 +37,7 @@ from infra.workers.plan import plan_scale
 from infra.workers.retry import RetryPolicy
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead.
-IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint")
+IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones")
 
 
 class WorkerGroupProvider(ResourceProvider):

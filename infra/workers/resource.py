@@ -29,6 +29,9 @@ class WorkerGroupArgs:
     """Service-account JSON (or an OAuth token); kept secret in the state. None: ADC."""
     api_endpoint: str | None = None
     """host:port of an emulator or the test fake, spoken to over plain http."""
+    fallback_zones: pulumi.Input[list[str]] | bool | None = None
+    """Where workers go when `zone` is out of capacity: None any zone of the region, False
+    none, a list those zones in order (`provider.fallback_zones`)."""
 
 
 _OUTPUTS = (
@@ -67,6 +70,7 @@ class WorkerGroup(Resource):
                 "cache_stopped_nodes": args.cache_stopped_nodes,
                 "credentials": _secret(args.credentials),
                 "api_endpoint": args.api_endpoint,
+                "fallback_zones": args.fallback_zones,
             }
         )
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])

@@ -6,7 +6,7 @@ left when it raised (Pulumi records nothing for a failed create). Both carry
 `ray-cluster-name=<cluster>`, as does every node `up` makes.
 
 The program creates the sweeper first and makes the head and every worker group depend on it,
-so destroy deletes it last. Its `delete` lists every instance of the zone (and TPU node, when
+so destroy deletes it last. Its `delete` lists every instance of the region (and TPU node, when
 the cluster has TPU types) labelled with the cluster, whatever its `ray-node-type`, deletes them
 all at once with the usual retries and operation waits, and lists again: a node that is still
 there is named in the error. `create` and `update` only record the inputs: no API call, so
@@ -116,8 +116,8 @@ class ClusterSweeperProvider(ResourceProvider):
         if remaining or failures:
             parts = [f"still there: {', '.join(remaining)}"] if remaining else []
             raise ClusterSweepError(
-                f"could not delete every node of Ray cluster {props['cluster_name']!r} in zone "
-                f"{props['zone']} of project {props['project']}; "
+                f"could not delete every node of Ray cluster {props['cluster_name']!r} in "
+                f"{props['zone']} (and its region's other zones) of project {props['project']}; "
                 + "; ".join(parts + problems)
                 + ". What is left keeps running (and billing): delete it by hand or run "
                 "`pulumi destroy` again.",

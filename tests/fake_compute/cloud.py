@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from tests.fake_compute.catalogue import Catalogue
 from tests.fake_compute.faults import Faults
 
 COMPUTE = "https://www.googleapis.com/compute/v1"
@@ -69,6 +70,7 @@ class Operation:
     error: dict[str, Any] | None = None
     done: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    error_status: tuple[int, str] = (403, "FORBIDDEN")
 
     def compute_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -84,8 +86,7 @@ class Operation:
         }
         if self.done and self.error:
             body["error"] = self.error
-            body["httpErrorStatusCode"] = 403
-            body["httpErrorMessage"] = "FORBIDDEN"
+            body["httpErrorStatusCode"], body["httpErrorMessage"] = self.error_status
         body.update(self.metadata)
         return body
 
@@ -108,6 +109,7 @@ class FakeCloud:
         self.operations: dict[str, Operation] = {}
         self.request_ids: dict[str, Operation] = {}
         self.calls: Counter[str] = Counter()
+        self.catalogue = Catalogue()
         self._ids = itertools.count(1)
         self._created = itertools.count(1)
 
@@ -174,6 +176,7 @@ class FakeCloud:
             room = len(names)
             if self.faults.instance_quota is not None:
                 room = max(0, min(room, self.faults.instance_quota - len(zone_instances)))
+            room, refusal = self._zone_room(project, zone, room, len(zone_instances))
             target = f"{COMPUTE}/{scope}/instances/{names[0]}" if names else ""
             operation = self._operation("compute", scope, op_type, target)
             for name in names[:room]:
@@ -185,6 +188,10 @@ class FakeCloud:
                     "message": f"Quota 'INSTANCES' exceeded. Limit: "
                                f"{self.faults.instance_quota}.0 in zone {zone}.",
                 }]}
+            if refusal is not None:
+                operation.error, operation.error_status = refusal
+                if room == 0 and self.faults.refused_operation_s is not None:
+                    operation.done_at = time.monotonic() + self.faults.refused_operation_s
             if op_type == "bulkInsert":
                 status = {f"zones/{zone}": {"createdVmCount": room,
                                             "failedToCreateVmCount": len(names) - room,
@@ -194,6 +201,38 @@ class FakeCloud:
             if request_id:
                 self.request_ids[request_id] = operation
             return operation
+
+    def _zone_room(self, project: str, zone: str, room: int, held: int
+                   ) -> tuple[int, tuple[dict[str, Any], tuple[int, str]] | None]:
+        """Per-zone faults: how many of `room` the zone takes, and the operation error (in
+        GCE's shape) for the rest: a stockout (`Faults.zone_capacity`) or a per-zone quota
+        (`Faults.zone_quota`). With `Faults.stockout_at_call` a stocked-out zone answers 503."""
+        capacity = self.faults.zone_capacity.get(zone)
+        quota = self.faults.zone_quota.get(zone)
+        code = self.faults.stockout_code
+        detail = ("'(resource type:compute)'." if code.endswith("_WITH_DETAILS")
+                  else "Try a different zone, or try again later.")
+        message = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+                   f"available to fulfill the request.  {detail}")
+        if capacity == 0 and self.faults.stockout_at_call:
+            raise ApiError(503, f"{code}: {message}", "resourceExhausted")
+        if capacity is not None and capacity < room:
+            self.faults.zone_capacity[zone] = 0
+            error = {"code": code, "message": message,
+                     "errorDetails": [{"help": {"links": [{
+                         "description": "Troubleshooting documentation",
+                         "url": "https://cloud.google.com/compute/docs/resource-error"}]}}]}
+            return capacity, ({"errors": [error]}, (503, "SERVICE UNAVAILABLE"))
+        if capacity is not None:
+            self.faults.zone_capacity[zone] = capacity - room
+        if quota is not None and quota - held < room:
+            error = {"code": "QUOTA_EXCEEDED",
+                     "message": f"Quota 'INSTANCES' exceeded.  Limit: {quota}.0 in zone {zone}.",
+                     "errorDetails": [{"quotaInfo": {
+                         "metricName": "compute.googleapis.com/instances", "limit": quota,
+                         "limitName": "INSTANCES-per-zone", "dimensions": {"zone": zone}}}]}
+            return max(0, quota - held), ({"errors": [error]}, (403, "FORBIDDEN"))
+        return room, None
 
     def _new_instance(self, scope: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         instance = copy.deepcopy(body)

@@ -23,6 +23,16 @@ class Faults:
     """Only requests whose method name (e.g. "bulkInsert", "wait") is in here suffer them."""
     instance_quota: int | None = None
     """Instances a zone may hold; inserts beyond it fail their operation with QUOTA_EXCEEDED."""
+    zone_capacity: dict[str, int] = field(default_factory=dict)
+    """Zone -> instances it can still take; the rest fail with `stockout_code` (0: stocked out)."""
+    zone_quota: dict[str, int] = field(default_factory=dict)
+    """Zone -> instances it may hold; beyond, QUOTA_EXCEEDED naming that zone (a per-zone cap)."""
+    stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
+    """Or ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS, the newer form GCE answers with."""
+    refused_operation_s: float | None = None
+    stockout_at_call: bool = False
+    """A stocked-out zone refuses the insert call itself (HTTP 503), not only its operation."""
+    """How long an operation that creates nothing (stockout, quota) runs; None: operation_s."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_error(self, method: str) -> int | None:

@@ -52,6 +52,19 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ]
 ]
 
+# What a capacity-aware caller reads first: the region's zones and quotas, and whether a zone
+# offers a machine or accelerator type (tests/fake_compute/catalogue.py).
+ROUTES += [
+    (verb, re.compile(_COMPUTE + pattern + "$"), method)
+    for verb, pattern, method in [
+        ("GET", r"/zones", "zones.list"),
+        ("GET", r"/zones/(?P<zone>[^/]+)/machineTypes/(?P<name>[^/]+)", "machineTypes.get"),
+        ("GET", r"/zones/(?P<zone>[^/]+)/acceleratorTypes/(?P<name>[^/]+)",
+         "acceleratorTypes.get"),
+        ("GET", r"/regions/(?P<region>[^/]+)", "regions.get"),
+    ]
+]
+
 
 def _labels_match(labels: dict[str, str] | None, wanted: dict[str, str]) -> bool:
     labels = labels or {}
@@ -249,6 +262,31 @@ class FakeComputeServer:
 
     def _tpu_operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self._scoped_operation(p, "tpu").tpu_json()
+
+    # ------------------------------------------------------------------ the catalogue
+
+    def _zones_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        catalogue = self.cloud.catalogue
+        items = [catalogue.zone_json(p["project"], region, zone)
+                 for region, zone in catalogue.all_zones()]
+        page, token = _page(items, query, "maxResults")
+        return {"kind": "compute#zoneList", "items": page, "nextPageToken": token}
+
+    def _machineTypes_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        found = self.cloud.catalogue.machine_type_json(p["project"], p["zone"], p["name"])
+        return found or self._not_found(p, "machineTypes")
+
+    def _acceleratorTypes_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        found = self.cloud.catalogue.accelerator_type_json(p["project"], p["zone"], p["name"])
+        return found or self._not_found(p, "acceleratorTypes")
+
+    def _regions_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.cloud.catalogue.region_json(p["project"], p["region"])
+
+    @staticmethod
+    def _not_found(p: dict[str, str], collection: str) -> Any:
+        raise ApiError(404, f"The resource 'projects/{p['project']}/zones/{p['zone']}/"
+                       f"{collection}/{p['name']}' was not found", "notFound")
 
 
 _FAULT_MESSAGES = {429: "Rate Limit Exceeded", 500: "Internal Error", 503: "Service Unavailable"}

@@ -345,3 +345,25 @@ def local_down(c):
     from bootstrap.local_cluster import local_down as stop_local_cluster
 
     stop_local_cluster(print)
+
+
+# ---------------------------------------------------------------- autostop and cost (issue 14)
+
+
+@task(help={
+    "stack": _STACK_HELP,
+    "minutes": "idle minutes after which the head stops every node of the cluster",
+    "down": "delete the nodes instead of stopping them",
+    "cancel": "turn autostop off",
+})
+def autostop(c, stack=None, minutes=None, down=False, cancel=False):
+    """Change a running cluster's autostop (no node is recreated): --minutes N [--down] or
+    --cancel."""
+    from ops.autostop import parse_request, set_autostop
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+
+    with user_errors():
+        idle_minutes = parse_request(minutes, down, cancel)
+        with connect_stack(stack) as connector:
+            print(set_autostop(connector, idle_minutes, down))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bootstrap.autostop_metadata import autostop_entries
 from bootstrap.file_mounts import plan_file_mounts
 from bootstrap.startup_script import Role, render_startup_script
 from infra.config import ClusterConfig
@@ -45,4 +46,5 @@ def node_metadata(
         "startup-script": render_startup_script(config, role, node_type, plan),
         "enable-guest-attributes": "TRUE",
         **plan.metadata_entries(),
+        **(autostop_entries(config) if role == "head" else {}),
     }

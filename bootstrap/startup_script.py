@@ -52,8 +52,9 @@ STAGES = (
     "ray-stop",
     "ray-start",
     "config-watcher",
+    "autostop",
 )
-HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher")
+HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher", "autostop")
 # Before any stage: the library cannot be decoded (`failed:library:7`).
 LIBRARY_STAGE = "library"
 LIBRARY_EXIT_CODE = 7
@@ -231,6 +232,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     lines += [f"run_node {_quote(c)}" for c in config.start_commands_for(role)]
     if role == "head":
         lines += ["begin_stage config-watcher", "start_config_watcher"]
+        lines += ["begin_stage autostop", "start_autostop"]
     lines += ["finish", ""]
     return "\n".join(lines)
 

@@ -35,6 +35,8 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("DELETE", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", "delete"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/stop", "stop"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/start", "start"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/setLabels",
+         "setLabels"),
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
          "operations.get"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
@@ -179,6 +181,17 @@ class FakeComputeServer:
 
     def _start(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         operation = self.cloud.change_instance(p["project"], p["zone"], p["name"], "start")
+        return operation.compute_json()
+
+    def _setLabels(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        """Autostop's record on a node; labels change at once (no fingerprint check)."""
+        with self.cloud.lock:
+            self.cloud.get_instance(p["project"], p["zone"], p["name"])  # 404 when missing
+            instance = self.cloud.zone_instances(p["project"], p["zone"])[p["name"]]
+            instance["labels"] = dict(body.get("labels") or {})
+            scope = f"projects/{p['project']}/zones/{p['zone']}"
+            operation = self.cloud._operation("compute", scope, "setLabels",
+                                              f"{scope}/instances/{p['name']}")
         return operation.compute_json()
 
     def _operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:

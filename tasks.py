@@ -367,3 +367,17 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False):
         idle_minutes = parse_request(minutes, down, cancel)
         with connect_stack(stack) as connector:
             print(set_autostop(connector, idle_minutes, down))
+
+
+@task(help={"stack": _PLAN_STACK_HELP})
+def cost(c, stack=None):
+    """What the stack's cluster costs: per node type its hourly price, per node its hours run
+    (from the instances' timestamps), the total so far and per hour now."""
+    from ops.cost import cost_report, node_costs
+    from ops.errors import user_errors
+    from ops.plan import cluster_from_settings, stack_or_env, stack_settings
+
+    with user_errors():
+        name = stack_or_env(stack)
+        config, _ = cluster_from_settings(stack_settings(name))
+        print(cost_report(name, config, node_costs(config)), end="")

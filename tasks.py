@@ -184,13 +184,21 @@ def rsync_down(c, source, target, stack=None):
 @task(help={"stack": _STACK_HELP})
 def status(c, stack=None):
     """Nodes of the stack (type, kind, state, IPs) and `ray status`."""
-    from ops.errors import user_errors
+    from ops.errors import OpsError, user_errors
     from ops.ssh import connect_stack
-    from ops.status import nodes_table, ray_status
+    from ops.status import head_stopped_note, nodes_table, ray_status
 
     with user_errors(), connect_stack(stack) as connector:
         print(nodes_table(connector.outputs), flush=True)
         print()
+        try:
+            connector.head()
+        except OpsError:  # unreachable head: stopped (by autostop?) or gone, says the API
+            note = head_stopped_note(connector.outputs)
+            if note is None:
+                raise
+            print(note)
+            return
         print(ray_status(connector))
 
 

@@ -81,6 +81,8 @@ def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:
         ),
         # Metadata changes (startup script, keys) apply in place; other changes may stop it.
         "allow_stopping_for_update": True,
+        # A head stopped by autostop (or by hand) is started again by the next `up`.
+        "desired_status": "RUNNING",
     }
     return {k: v for k, v in args.items() if v is not None}
 

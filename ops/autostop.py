@@ -14,8 +14,9 @@ from ops.errors import OpsError
 from ops.remote import run_captured
 from ops.ssh import Connector
 
-# The head's startup script keeps the daemon here (its state dir on GCE).
-DAEMON_PATTERN = "ray-bootstrap/autostop.py"
+# The head's startup script keeps the daemon here (its state dir on GCE); the brackets keep
+# pgrep from finding the shell that runs it, whose command line holds the pattern.
+DAEMON_PATTERN = "ray-bootstra[p]/autostop.py"
 
 
 def override_text(minutes: int | None, down: bool) -> str:

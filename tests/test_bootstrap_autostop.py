@@ -329,3 +329,28 @@ def test_the_head_script_starts_the_daemon_from_its_metadata(tmp_path):
         assert "stop after 10 idle minutes (metadata)" in (tmp_path / "bootstrap.log").read_text()
     finally:
         os.killpg(pid, signal.SIGTERM)
+
+
+def test_changing_autostop_changes_only_the_heads_setting_entry():
+    """`provider.autostop` reaches the head as one metadata value the daemon re-reads: no
+    startup script, autoscaler config or worker changes, so nothing is recreated."""
+    from bootstrap.node_metadata import node_metadata
+
+    data = CONFIG.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["provider"]["autostop"] = {"idle_minutes": 45, "down": True}
+    changed = parse_cluster_config(data)
+    before, after = node_metadata(CONFIG, "head", "head"), node_metadata(changed, "head", "head")
+    assert {k for k in before if before[k] != after[k]} == {"ray-autostop"}
+    assert json.loads(after["ray-autostop"])["idle_minutes"] == 45
+    assert node_metadata(CONFIG, "worker", "cpu") == node_metadata(changed, "worker", "cpu")
+    assert "autostop" not in changed.ray_dict()["provider"]
+
+
+def test_a_bad_autostop_setting_names_its_path():
+    from infra.config import ConfigError
+
+    data = CONFIG.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data["provider"]["autostop"] = {"idle_minutes": 0}
+    with pytest.raises(ConfigError) as error:
+        parse_cluster_config(data)
+    assert "provider.autostop.idle_minutes" in str(error.value)

@@ -394,11 +394,12 @@ def stop_cluster(cloud: Cloud, settings: Settings, reason: str,
                  now: Callable[[], float] = time.time) -> list[str]:
     """Stop (or delete) the workers, wait for them, then the head; the names, in order."""
     action = "deleted" if settings.down else "stopped"
+    doing = "deleting" if settings.down else "stopping"
     stamp = datetime.fromtimestamp(now(), timezone.utc).strftime("%Y-%m-%dt%H-%M-%Sz")
     nodes = cloud.nodes(settings)
     workers = [node for node in nodes if not is_head(node, settings)]
     heads = [node for node in nodes if is_head(node, settings)]
-    log(f"{reason}: {action[:-1]}ing {len(workers)} workers, then the head")
+    log(f"{reason}: {doing} {len(workers)} workers, then the head")
     order: list[str] = []
     for batch in (workers, heads):
         operations = []
@@ -406,7 +407,7 @@ def stop_cluster(cloud: Cloud, settings: Settings, reason: str,
             cloud.label(settings, node, action, stamp)
             operations.append(cloud.stop(settings, node, settings.down))
             order.append(node.short_name)
-            log(f"{node.short_name}: {action[:-1]}ing")
+            log(f"{node.short_name}: {doing}")
         deadline = time.monotonic() + OPERATION_DEADLINE
         for operation in operations:
             cloud.wait(settings, operation, deadline)
@@ -472,7 +473,10 @@ class Autostop:
                 action = "deleted" if settings.down else "stopped"
                 self.metadata.report_status(f"autostopped:{_iso(self.clock())}:{action}:"
                                             f"idle {settings.idle_minutes:g} min")
-                return stop_cluster(self.cloud, settings, reason, self.clock)
+                try:
+                    return stop_cluster(self.cloud, settings, reason, self.clock)
+                except ApiError as exc:  # still idle at the next check: it tries again then
+                    log(f"could not stop the cluster ({exc}): trying again at the next check")
             time.sleep(self.poll_seconds)
         return []
 

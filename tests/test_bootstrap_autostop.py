@@ -182,6 +182,17 @@ def test_an_idle_cluster_stops_every_node_workers_first(ray_head, fake, tmp_path
     assert status.startswith("autostopped:") and ":stopped:" in status
 
 
+def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_head, fake,
+                                                                          tmp_path):
+    # The first attempt cannot list the nodes (403: given up, tried again at the next check);
+    # the second meets a 503 (retried in place), then lists and stops.
+    fake.faults.fail_next(403, 503, methods={"list"})
+    stopped = _run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
+    assert stopped[-1] == "ray-idle-head-1" and len(stopped) == 3
+    assert fake.cloud.calls["list"] == 3 and fake.cloud.calls["stop"] == 3
+    assert _statuses(fake)["ray-idle-worker-1"] == "TERMINATED"
+
+
 def test_down_deletes_the_nodes_and_the_tpu_slices(ray_head, fake, tmp_path):
     fake.cloud.create_node(PROJECT, ZONE, "ray-idle-worker-tpu",
                            {"labels": ray_labels(CLUSTER, "worker", "tpu")})

@@ -16,6 +16,7 @@ from datetime import date, datetime, timezone
 
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
+from infra.workers.retry import RetryPolicy
 from ops.errors import OpsError
 from ops.prices import (
     NodePrice,
@@ -79,27 +80,28 @@ def _prices(config: ClusterConfig) -> dict[str, NodePrice]:
 
 
 def node_costs(config: ClusterConfig, now: datetime | None = None,
-               endpoint: str | None = None) -> list[NodeCost]:
+               endpoint: str | None = None, retry: RetryPolicy | None = None) -> list[NodeCost]:
     """Every node labelled with the cluster (the autoscaler's too), priced by its node type."""
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
 
     try:
-        return _node_costs(config, now, endpoint)
-    except (GoogleAPIError, GoogleAuthError) as exc:
+        return _node_costs(config, now, endpoint, retry or RetryPolicy())
+    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
         raise OpsError(f"cost: cannot list the cluster's nodes in "
                        f"{config.provider.project}/{config.provider.availability_zone}: "
                        f"{str(exc).splitlines()[0]} (authenticate with `gcloud auth "
                        "application-default login` or provider.gcp_credentials)") from None
 
 
-def _node_costs(config: ClusterConfig, now: datetime | None,
-                endpoint: str | None) -> list[NodeCost]:
+def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | None,
+                retry: RetryPolicy) -> list[NodeCost]:
     from google.cloud import compute_v1
 
     from infra.workers.clients import ApiClients, build_credentials
     from infra.workers.compute_api import label_filter
-    from infra.workers.retry import RetryPolicy, call_with_retry
+    from infra.workers.retry import call_with_retry
 
     now = now or datetime.now(timezone.utc)
     endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
@@ -109,7 +111,7 @@ def _node_costs(config: ClusterConfig, now: datetime | None,
         endpoint)
     project, zone = config.provider.project, config.provider.availability_zone
     labels = {CLUSTER_NAME: config.cluster_name}
-    prices, retry = _prices(config), RetryPolicy()
+    prices = _prices(config)
     request = compute_v1.ListInstancesRequest(project=project, zone=zone,
                                               filter=label_filter(labels))
     instances = call_with_retry(

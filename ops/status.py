@@ -53,6 +53,7 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
     runs (then the SSH error stands)."""
     from google.api_core.exceptions import GoogleAPIError, NotFound
     from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
     from infra.workers.clients import ApiClients, build_credentials
@@ -66,7 +67,7 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
     except NotFound:
         return (f"the head {outputs.head_name} does not exist (deleted by `invoke down`, or by "
                 f"autostop with down: true): `invoke up --stack {outputs.stack}` recreates it")
-    except (GoogleAPIError, GoogleAuthError):
+    except (GoogleAPIError, GoogleAuthError, RequestException):
         return None
     if head.status == "RUNNING":
         return None

@@ -11,6 +11,7 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 from bootstrap_stubs import REPO, SHIPPED_STACKS
 
+from bootstrap.local_cluster import free_port
 from infra.config import load_cluster_config, parse_cluster_config
 from infra.labels import ray_labels
 from ops.cost import cost_report, hours_run, node_costs
@@ -168,3 +169,14 @@ def test_every_machine_family_and_accelerator_of_the_shipped_stacks_is_priced(pa
         price = node_type_price(node_type, config.provider.region)
         assert price.unpriced == [], f"{path.name} {name}"
         assert price.running > 0
+
+
+def test_an_unreachable_api_is_one_line_naming_project_and_zone():
+    from infra.workers.retry import RetryPolicy
+    from ops.errors import OpsError
+
+    quick = RetryPolicy(initial_s=0.01, cap_s=0.01, max_attempts=2, deadline_s=1)
+    with pytest.raises(OpsError) as error:
+        node_costs(CONFIG, NOW, f"127.0.0.1:{free_port()}", quick)
+    message = str(error.value)
+    assert f"{PROJECT}/{ZONE}" in message and "\n" not in message

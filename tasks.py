@@ -22,7 +22,7 @@ def _lifecycle(stack: str | None, operation: str) -> None:
 
 @task(help={"stack": _STACK_HELP})
 def up(c, stack=None):
-    """Create or update the cluster (pulumi up) with live progress."""
+    """Create or update the cluster (refresh, then pulumi up replacing preempted TPU slices)."""
     _lifecycle(stack, "up")
 
 

@@ -34,7 +34,7 @@ def ray_launcher_way(server: FakeComputeServer, count: int, run: str) -> None:
     body = compute_body()
     operations = []
     for _ in range(count):
-        name = new_node_name(f"ray-base-{run}", "compute")
+        name = new_node_name(f"ray-base-{run}")
         instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
         operations.append(clients.instances.insert_unary(
             project=PROJECT, zone=ZONE, instance_resource=instance).name)

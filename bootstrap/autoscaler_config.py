@@ -4,8 +4,12 @@ It mirrors what `ray up` writes to the head (`_set_up_config_for_head_node`): au
 the key copied to the head, file mounts point at their own remote paths, and the provider
 section carries what Ray's GCPNodeProvider reads (project, zone, and `_has_tpus` so it builds a
 TPU client). Each node type's `node_config` is the final body the program created nodes with,
-kept exactly as given: the autoscaler hashes it to recognise nodes as up to date. Each type's
-`min_workers` is raised to the count Pulumi keeps, so the autoscaler never scales those away.
+kept exactly as given: the autoscaler hashes it to recognise its own nodes as up to date.
+
+Pulumi's workers are unmanaged nodes to Ray (infra/labels.py): the autoscaler counts them towards
+their type's size, so a type's `min_workers` here is only what Pulumi does not already keep, and
+the config does not change when a worker count does (no window in which the head's autoscaler
+sees a new minimum before the worker group has made the nodes).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ def autoscaler_config(
     """The dict to write as YAML to the head's `~/ray_bootstrap_config.yaml`.
 
     `worker_counts` are the workers of each type the program's worker groups keep (the plan's
-    resolved counts). The autoscaler terminates idle workers above a type's `min_workers`, and
-    the next `pulumi up` would recreate them: so each type's `min_workers` becomes at least its
-    count (capped at the type's `max_workers`)."""
+    resolved counts, each at least the type's `min_workers`). Ray counts those towards the
+    type's minimum when it launches, but keeps only its own workers for it when it retires idle
+    ones: so each type's `min_workers` becomes what the count leaves, `max(0, min - count)`, or an
+    idle worker of its own would be kept beside ours for good."""
     missing = sorted(set(config.available_node_types) - set(node_configs))
     if missing:
         raise ValueError(
@@ -54,8 +59,7 @@ def autoscaler_config(
         node_type["node_config"] = copy.deepcopy(node_configs[name])
         if "worker_setup_commands" in node_type:
             node_type["worker_setup_commands"] = config.setup_commands_for("worker", name)
-        kept = max(node_type.get("min_workers", 0), counts.get(name, 0))
-        node_type["min_workers"] = min(kept, node_type.get("max_workers", kept))
+        node_type["min_workers"] = max(0, node_type.get("min_workers", 0) - counts.get(name, 0))
     return data
 
 

@@ -1,4 +1,5 @@
-"""RayCluster: wires service account, SSH key, network, head and worker groups. Nothing else."""
+"""RayCluster: wires service account, SSH key, network, head, worker groups and TPU slices.
+Nothing else."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from infra.node_resources import HeadNode
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
+from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 
 
@@ -83,8 +85,7 @@ class RayCluster(pulumi.ComponentResource):
         auth = pulumi.Output.all(self.ssh_key.private_key).apply(
             lambda key: {"ssh_user": user, "ssh_private_key": key[0]}
         )
-        # The head's autoscaler keeps at least what the worker groups keep, or it would retire
-        # idle workers that the next `up` brings back.
+        # The head's autoscaler counts the worker groups' nodes towards each type's minimum.
         worker_counts = {group.node_type: group.count for group in plan.workers}
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
             lambda bodies: yaml.safe_dump(
@@ -110,18 +111,30 @@ class RayCluster(pulumi.ComponentResource):
                 depends_on=[self.sweeper, self.service_account, self.network, self.key_secret],
             ),
         )
-        self.worker_groups = {
-            group.node_type: _worker_group(
-                f"{name}-{group.node_type}",
-                plan,
-                group,
-                worker_bodies[group.node_type],
-                _labels(group, worker_bodies[group.node_type], auth),
-                credentials,
-                pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.head]),
-            )
-            for group in plan.workers
-        }
+        after_head: list[pulumi.Resource] = [self.sweeper, self.head]
+        self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
+        for group in plan.workers:
+            body = worker_bodies[group.node_type]
+            labels = _labels(group, body, auth)
+            opts = pulumi.ResourceOptions(parent=self, depends_on=after_head)
+            if group.kind == "tpu":
+                # Each slice Pulumi keeps is a V2Vm of its own, shown and validated by Pulumi.
+                self.worker_groups[group.node_type] = TpuSlices(
+                    f"{name}-{group.node_type}",
+                    plan,
+                    group,
+                    body=body,
+                    metadata=merge_metadata(
+                        config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name}
+                    ),
+                    labels=labels,
+                    depends_on=after_head,
+                    opts=opts,
+                )
+            else:
+                self.worker_groups[group.node_type] = _worker_group(
+                    f"{name}-{group.node_type}", plan, group, body, labels, credentials, opts
+                )
         self.register_outputs({"head_name": head_name})
 
 
@@ -148,8 +161,8 @@ def _worker_group(
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
 ) -> WorkerGroup:
-    """One WorkerGroup owns N workers of the type (instances, or TPU VMs through the TPU API):
-    one number scales it, and it counts the autoscaler's own nodes without touching them."""
+    """One WorkerGroup owns N instances of the type: one number scales it, and it counts the
+    autoscaler's own nodes without touching them."""
     return WorkerGroup(
         name,
         WorkerGroupArgs(
@@ -157,7 +170,6 @@ def _worker_group(
             zone=plan.zone,
             cluster_name=plan.config.cluster_name,
             node_type=group.node_type,
-            kind=group.kind,
             name_prefix=group.name_prefix,
             body=pulumi.Output.all(body, labels).apply(lambda pair: {**pair[0], "labels": pair[1]}),
             count=group.count,

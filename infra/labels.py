@@ -1,4 +1,14 @@
-"""Ray's node labels on GCP, so the autoscaler on the head recognises our nodes as its own."""
+"""Ray's node labels on GCP, so the autoscaler on the head knows every node of the cluster.
+
+The keys and values are Ray's (`ray.autoscaler.tags`). Which node kind a node gets decides who
+manages it:
+- the head: `head`, as `ray up` labels it;
+- nodes Pulumi keeps (worker groups): `unmanaged`. Ray's autoscaler counts an unmanaged node
+  with a `ray-user-node-type` towards that type's size and packs demand onto it, but never
+  terminates, health-checks or replaces it; Pulumi owns its lifetime;
+- nodes the autoscaler launches itself: `worker` (Ray's own provider labels those).
+Every node we label is `up-to-date`: it set itself up from its startup script.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +18,46 @@ import json
 from typing import Any, Literal
 
 CLUSTER_NAME = "ray-cluster-name"
-NODE_KIND = "ray-node-type"  # Ray's tag key: "head" or "worker"
+NODE_KIND = "ray-node-type"  # Ray's tag key for the node *kind*, despite its name
 NODE_NAME = "ray-node-name"
 USER_NODE_TYPE = "ray-user-node-type"
 LAUNCH_CONFIG = "ray-launch-config"
+NODE_STATUS = "ray-node-status"
+
+KIND_HEAD = "head"
+KIND_WORKER = "worker"  # the autoscaler's own workers
+KIND_UNMANAGED = "unmanaged"  # ours: Pulumi keeps them, the autoscaler only counts them
+STATUS_UP_TO_DATE = "up-to-date"
+
+Role = Literal["head", "worker"]
 
 
-def node_name_prefix(cluster_name: str, role: Literal["head", "worker"]) -> str:
+def node_name_prefix(cluster_name: str, role: Role) -> str:
     """`ray-<cluster>-head` / `ray-<cluster>-worker`: Ray's `ray-node-name` value."""
     return f"ray-{cluster_name}-{role}"
 
 
-def ray_labels(
-    cluster_name: str, role: Literal["head", "worker"], node_type: str
-) -> dict[str, str]:
-    """The labels every node carries; the launch hash is added once the key is known."""
+def ray_labels(cluster_name: str, role: Role, node_type: str) -> dict[str, str]:
+    """The labels a node we create carries; the launch hash is added once the key is known."""
     return {
         CLUSTER_NAME: cluster_name,
-        NODE_KIND: role,
+        NODE_KIND: KIND_HEAD if role == "head" else KIND_UNMANAGED,
         NODE_NAME: node_name_prefix(cluster_name, role),
         USER_NODE_TYPE: node_type,
+        NODE_STATUS: STATUS_UP_TO_DATE,
     }
+
+
+def identity_labels(labels: dict[str, str]) -> dict[str, str]:
+    """The labels that say what a node is, without its state (`ray-node-status`): a node's
+    name is derived from these, so a state label never renames (replaces) a node."""
+    return {key: value for key, value in labels.items() if key != NODE_STATUS}
 
 
 def launch_config_hash(node_config: dict[str, Any], auth: dict[str, str]) -> str:
     """Ray's launch hash: sha256 of JSON `[node_config, auth]` (keys sorted), where `auth`
     holds the key *contents*, in lowercase unpadded base32hex (a valid GCE label value).
-    A node whose label differs is "outdated" to Ray's autoscaler and gets terminated, so this
+    A worker whose label differs is "outdated" to Ray's autoscaler and gets terminated, so this
     must agree with what the head computes from its bootstrap config."""
     text = json.dumps([node_config, auth], sort_keys=True)
     digest = hashlib.sha256(text.encode("utf-8")).digest()

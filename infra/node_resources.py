@@ -1,4 +1,5 @@
-"""The head node: a `compute.Instance`, or a `tpu.V2Vm` when the head's type is a TPU."""
+"""Nodes Pulumi keeps one by one: the head (a `compute.Instance`, or a `tpu.V2Vm` when the
+head's type is a TPU), and every TPU VM, head or worker slice, through one V2Vm builder."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from infra.nodes import (
     instance_args,
     network_interface_args,
     new_data_disks,
-    snake_keys,
     tpu_args,
+    tpu_network_args,
 )
 from infra.plan import ClusterPlan, NodeGroupPlan
 
@@ -57,6 +58,8 @@ def create_node(
     external IP, status). Metadata comes apart from the body: the head's holds secrets."""
     child = pulumi.ResourceOptions(parent=parent)
     config = group.node_config
+    if isinstance(config, TpuNodeConfig):
+        return tpu_node(name, name, plan, group, body, metadata, labels, child)
     common: dict[str, Any] = {
         "name": name,
         "project": plan.project,
@@ -69,19 +72,6 @@ def create_node(
         ),
         "opts": child,
     }
-    if isinstance(config, TpuNodeConfig):
-        tpu = gcp.tpu.V2Vm(
-            name,
-            network_config=body.apply(lambda b: snake_keys(b["networkConfig"])),
-            **tpu_args(config),
-            **common,
-        )
-        return (
-            tpu,
-            tpu.network_endpoints.apply(lambda ends: ends[0].ip_address if ends else None),
-            tpu.network_endpoints.apply(_tpu_external_ip),
-            tpu.state,
-        )
     static = instance_args(config)
     disks = [
         gcp.compute.Disk(
@@ -119,6 +109,59 @@ def create_node(
         ),
         instance.current_status,
     )
+
+
+def tpu_node(
+    resource_name: str,
+    node_name: str,
+    plan: ClusterPlan,
+    group: NodeGroupPlan,
+    body: pulumi.Output[dict[str, Any]],
+    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
+    labels: pulumi.Output[dict[str, str]],
+    opts: pulumi.ResourceOptions,
+) -> Node:
+    """A TPU VM (the head, or a worker slice) as `tpu.V2Vm`: (resource, host 0's internal IP,
+    its external IP, TPU state)."""
+    tpu = gcp.tpu.V2Vm(
+        resource_name, **tpu_vm_args(node_name, plan, group, body, metadata, labels), opts=opts
+    )
+    return (
+        tpu,
+        tpu.network_endpoints.apply(lambda ends: ends[0].ip_address if ends else None),
+        tpu.network_endpoints.apply(_tpu_external_ip),
+        tpu.state,
+    )
+
+
+def tpu_vm_args(
+    node_name: str,
+    plan: ClusterPlan,
+    group: NodeGroupPlan,
+    body: pulumi.Output[dict[str, Any]],
+    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
+    labels: pulumi.Output[dict[str, str]],
+) -> dict[str, Any]:
+    """Every `tpu.V2Vm` input of one TPU node: what its node_config fixes, the network from
+    its API body, and the node's own name, metadata and labels."""
+    config = group.node_config
+    if not isinstance(config, TpuNodeConfig):
+        raise TypeError(f"{group.node_type} is not a TPU node type")
+    return {
+        "name": node_name,
+        "project": plan.project,
+        "zone": plan.zone,
+        "labels": labels,
+        "tags": list(group.network_tags),
+        "metadata": metadata,
+        "service_account": _service_account(
+            group.service_account_email, group.service_account_scopes
+        ),
+        "network_config": body.apply(
+            lambda b: tpu_network_args(plan.project, plan.region, b["networkConfig"])
+        ),
+        **tpu_args(config),
+    }
 
 
 def _service_account(email: str | None, scopes: tuple[str, ...]) -> dict | None:

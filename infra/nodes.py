@@ -1,7 +1,8 @@
 """Node bodies in API JSON, and their translation to pulumi-gcp inputs.
 
 A node group's body stays in the Compute / TPU API's own JSON (what Ray's node provider and
-our WorkerGroup send), and only the head's resource translates it to pulumi-gcp arguments.
+our WorkerGroup send); the nodes Pulumi keeps one by one (the head, TPU slices) translate it
+to pulumi-gcp arguments.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from infra.config import ComputeNodeConfig, TpuNodeConfig
 from infra.config.node_config import AttachedDisk
-from infra.config.urls import short_name
+from infra.config.urls import network_path, short_name, subnetwork_path
 from infra.plan import NodeGroupPlan
 
 
@@ -205,6 +206,17 @@ def tpu_network_config(config: TpuNodeConfig, interfaces: list[dict[str, Any]]) 
         "enableExternalIps": bool(first.get("accessConfigs")),
     }
     return {k: v for k, v in network.items() if v is not None}
+
+
+def tpu_network_args(project: str, region: str, network_config: dict[str, Any]) -> dict[str, Any]:
+    """A TPU body's `networkConfig` -> pulumi-gcp `V2VmNetworkConfigArgs`, network and subnet
+    in the `projects/...` form the TPU API reports back, so a refresh shows no change."""
+    args = snake_keys(network_config)
+    if args.get("network"):
+        args["network"] = network_path(project, args["network"])
+    if args.get("subnetwork"):
+        args["subnetwork"] = subnetwork_path(project, region, args["subnetwork"])
+    return args
 
 
 def snake_keys(data: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from infra.config import ClusterConfig, ComputeNodeConfig, ConfigError, TpuNodeConfig
 from infra.config.cluster import CLOUD_PLATFORM_SCOPE
-from infra.labels import ray_labels, short_hash
+from infra.labels import identity_labels, ray_labels, short_hash
 
 Role = Literal["head", "worker"]
 WORKER_COUNTS_KEY = "ray-gcp:workerCounts"
@@ -47,7 +47,14 @@ class NodeGroupPlan:
     @property
     def instance_name(self) -> str:
         """`<ray-node-name>-<8 hex>-compute|tpu`, the hex derived from the node's config."""
-        digest = short_hash([self.labels, self.node_config.body()])
+        digest = short_hash([identity_labels(self.labels), self.node_config.body()])
+        return f"{self.name_prefix}-{digest}-{self.kind}"
+
+    def node_name(self, index: int) -> str:
+        """The name of the group's `index`-th node that Pulumi keeps as its own resource (a
+        TPU slice): stable for the same config and index, so a count change adds or removes
+        only the highest indices, and a config change renames every one."""
+        digest = short_hash([self.labels, self.node_config.body(), index])
         return f"{self.name_prefix}-{digest}-{self.kind}"
 
 

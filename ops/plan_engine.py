@@ -19,6 +19,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 SECRET_MASK = "[secret]"
+PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 PROJECT_NAME = "ray-gcp"
 
@@ -126,12 +127,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return {
                 **inputs,
                 "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
-                "private_key": "planned-private-key",
+                "private_key": PLANNED_PRIVATE_KEY,
             }
-        prefix, kind = inputs.get("name_prefix", name), inputs.get("kind", "compute")
+        prefix = inputs.get("name_prefix", name)
         count = int(inputs.get("count") or 0)
         names = [
-            f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-{kind}"
+            f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-compute"
             for i in range(count)
         ]
         instances = [

@@ -104,14 +104,17 @@ def _urn_name(urn: str) -> str:
 
 
 def run_operation(name: str, operation: Operation, out: TextIO = sys.stdout) -> None:
-    """Run one lifecycle operation on a stack, streaming engine events as progress lines."""
+    """Run one lifecycle operation on a stack, streaming engine events as progress lines.
+    `up` refreshes first and replaces TPU slices GCP reclaimed (see ops/preempted.py)."""
     from pulumi import automation as auto
+
+    from ops.preempted import up_replacing_reclaimed
 
     stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
     actions = {
-        "up": stack.up,
+        "up": lambda on_event: up_replacing_reclaimed(stack, on_event, out),
         "preview": stack.preview,
         "destroy": stack.destroy,
         "refresh": stack.refresh,

@@ -85,8 +85,8 @@ def test_missing_node_body_is_an_error_naming_the_type():
         autoscaler_config(config, {"head_t": {}})
 
 
-def test_min_workers_rises_to_the_count_pulumi_keeps_so_the_autoscaler_keeps_them():
-    config = cluster(max_workers=3, available_node_types={
+def test_min_workers_is_what_pulumis_workers_leave_to_the_autoscaler():
+    config = cluster(max_workers=5, available_node_types={
         "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
         "worker_t": {"resources": {"CPU": 4}, "min_workers": 1, "max_workers": 3,
                      "node_config": {"machineType": "n1-standard-2"}},
@@ -94,22 +94,18 @@ def test_min_workers_rises_to_the_count_pulumi_keeps_so_the_autoscaler_keeps_the
                     "node_config": {"machineType": "n1-standard-8"}},
     })
     types = autoscaler_config(config, _bodies(config), {"worker_t": 3})["available_node_types"]
-    assert types["worker_t"]["min_workers"] == 3
+    assert types["worker_t"]["min_workers"] == 0  # Pulumi keeps 3 >= 1
+    assert types["worker_t"]["max_workers"] == 3  # ours count against it in Ray's scheduler
     assert types["other_t"]["min_workers"] == 1  # no count given: the YAML's own
     assert types["head_t"]["min_workers"] == 0
 
 
-def test_count_below_min_workers_keeps_min_workers():
-    config = cluster()
-    types = autoscaler_config(config, _bodies(config), {"worker_t": 0})["available_node_types"]
-    assert types["worker_t"]["min_workers"] == 1
-
-
-def test_raised_min_workers_never_exceeds_the_types_max_workers():
+def test_head_config_is_the_same_whatever_count_pulumi_keeps():
+    """No window in which the head's autoscaler sees a new minimum before the group acts."""
     config = cluster()  # worker_t: min 1, max 2
-    types = autoscaler_config(config, _bodies(config), {"worker_t": 9})["available_node_types"]
-    assert types["worker_t"]["min_workers"] == 2
-    validate_config(autoscaler_config(config, _bodies(config), {"worker_t": 9}))
+    written = [autoscaler_config(config, _bodies(config), {"worker_t": n}) for n in (1, 2)]
+    assert written[0] == written[1]
+    validate_config(written[1])
 
 
 def test_twenty_node_types_with_their_startup_scripts_fit_one_metadata_value():

@@ -3,7 +3,8 @@
 Every scenario edits a copy of stacks/clusters/full.yaml; expected rows and values are read
 from the edit itself. All stacks are planned at once, each in its own interpreter. The head
 carries the autoscaler's copy of the cluster config (`ray-bootstrap-config`), so every node
-type change also updates the head, summarised by the config paths that changed.
+type change also updates the head, summarised by the config paths that changed; a worker count
+does not (the autoscaler counts Pulumi's workers, its config does not hold them).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ def _more_workers(cluster: dict[str, Any]) -> None:
     node_type["min_workers"] = node_type["max_workers"]
 
 
+def _longer_idle_timeout(cluster: dict[str, Any]) -> None:
+    cluster["idle_timeout_minutes"] = cluster["idle_timeout_minutes"] * 2
+
+
 def _bigger_head(cluster: dict[str, Any]) -> None:
     cluster["available_node_types"][HEAD_TYPE]["node_config"]["machineType"] = "n1-standard-8"
 
@@ -69,7 +74,7 @@ GPU_TYPE = {
     },
 }
 TPU_TYPE = {
-    "min_workers": 0,
+    "min_workers": 1,
     "max_workers": 1,
     "resources": {"TPU": 4},
     "node_config": {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"},
@@ -78,6 +83,7 @@ TPU_TYPE = {
 SCENARIOS = {
     "base": lambda c: None,
     "more_workers": _more_workers,
+    "longer_idle_timeout": _longer_idle_timeout,
     "bigger_head": _bigger_head,
     "bigger_workers": _bigger_workers,
     "with_gpu": lambda c: c["available_node_types"].update(ray_worker_gpu=GPU_TYPE),
@@ -120,7 +126,7 @@ def test_same_config_has_no_rows(plans: dict[str, Plan]) -> None:
 def test_worker_count_change_is_one_in_place_update(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["base"], plans["more_workers"])
     node_type = BASE_YAML["available_node_types"][WORKER]
-    assert actions(rows) == {("update", WORKER), ("update", "head")}
+    assert actions(rows) == {("update", WORKER)}  # the head's config does not hold counts
     worker = only_row(rows, WORKER)
     assert change_lines(worker) == [
         f"{WORKER}.count: {node_type['min_workers']} -> {node_type['max_workers']}"
@@ -128,14 +134,15 @@ def test_worker_count_change_is_one_in_place_update(plans: dict[str, Plan]) -> N
     assert worker.kind == "WorkerGroup"
 
 
-def test_worker_count_change_updates_the_head_config_by_path_not_by_text(
+def test_autoscaler_setting_change_updates_the_head_config_by_path_not_by_text(
     plans: dict[str, Plan],
 ) -> None:
-    rows = diff_plans(plans["base"], plans["more_workers"])
-    node_type = BASE_YAML["available_node_types"][WORKER]
+    rows = diff_plans(plans["base"], plans["longer_idle_timeout"])
+    minutes = BASE_YAML["idle_timeout_minutes"]
+    assert actions(rows) == {("update", "head")}
     assert head_config_line(rows) == (
-        f"head.metadata.{BOOTSTRAP_CONFIG_KEY}: 1 change: available_node_types.{WORKER}."
-        f"min_workers: {node_type['min_workers']} -> {node_type['max_workers']}"
+        f"head.metadata.{BOOTSTRAP_CONFIG_KEY}: 1 change: idle_timeout_minutes: "
+        f"{minutes} -> {minutes * 2}"
     )
     assert change_lines(only_row(rows, "head")) == [head_config_line(rows)]
 
@@ -201,6 +208,9 @@ def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
     assert {row.action for row in rows} == {"add"}
     assert {row.subject for row in rows} - {row.subject for row in iam} == {"ray_tpu"}
     assert len(iam) == 1 and iam[0].subject.endswith("tpu-admin")
+    # The reviewer sees the slice itself: a V2Vm of its own, not hidden in a WorkerGroup.
+    (tpu_slice,) = [row for row in rows if row.type == "gcp:tpu/v2Vm:V2Vm"]
+    assert tpu_slice.new_name == f"{BASE_YAML['cluster_name']}-ray_tpu-0"
 
 
 def test_removing_a_type_removes_only_its_worker_group(plans: dict[str, Plan]) -> None:

@@ -42,7 +42,7 @@ def test_tpu_head_is_a_tpu_vm_with_its_accelerator_and_external_ip():
         "node_config": raw["available_node_types"]["ray_tpu"]["node_config"]}
     run = run_inline(raw)
     assert not run.of_type("gcp:compute/instance:Instance")
-    (tpu,) = run.of_type("gcp:tpu/v2Vm:V2Vm")
+    (tpu,) = [r for r in run.of_type("gcp:tpu/v2Vm:V2Vm") if r.parent == "tputopology-head"]
     node_config = raw["available_node_types"][head]["node_config"]
     assert tpu.inputs["acceleratorConfig"] == node_config["acceleratorConfig"]
     assert tpu.inputs["runtimeVersion"] == node_config["runtimeVersion"]
@@ -62,13 +62,13 @@ def test_worker_launch_hash_matches_what_rays_autoscaler_computes(stack, tmp_pat
     key_file = tmp_path / "ray_bootstrap_key.pem"
     key_file.write_text("planned-private-key")  # what the offline engine's key pair returns
     auth = {**bootstrap["auth"], "ssh_private_key": str(key_file)}
-    groups = [r for r in run.of_type("pulumi-python:dynamic:Resource") if "body" in r.inputs]
-    assert groups
-    for group in groups:
-        node_type = group.inputs["node_type"]
-        node_config = bootstrap["available_node_types"][node_type]["node_config"]
-        assert group.inputs["body"]["labels"]["ray-launch-config"] == hash_launch_conf(
-            node_config, auth)
+    workers = [r.inputs["body"]["labels"] for r in run.of_type("pulumi-python:dynamic:Resource")
+               if "body" in r.inputs]
+    workers += [r.inputs["labels"] for r in run.of_type("gcp:tpu/v2Vm:V2Vm")]
+    assert workers
+    for labels in workers:
+        node_config = bootstrap["available_node_types"][labels["ray-user-node-type"]]["node_config"]
+        assert labels["ray-launch-config"] == hash_launch_conf(node_config, auth)
 
 
 def test_explicit_network_interfaces_are_used_as_given():
@@ -135,11 +135,17 @@ def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
     assert "set it to your GCP project id" in str(caught.value)
 
 
-def test_head_autoscaler_keeps_at_least_the_stack_worker_count():
-    run = run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": 2})
-    (head,) = run.of_type("gcp:compute/instance:Instance")
-    bootstrap = yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
-    assert bootstrap["available_node_types"]["ray_worker_small"]["min_workers"] == 2
+def test_head_autoscaler_config_is_the_same_whatever_the_stack_worker_count():
+    """Ray's autoscaler counts Pulumi's (unmanaged) workers itself: scaling changes the worker
+    group only, so the head never sees a new minimum before the group has made the nodes."""
+    configs = []
+    for count in (1, 2):
+        run = run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": count})
+        (head,) = run.of_type("gcp:compute/instance:Instance")
+        configs.append(head.inputs["metadata"]["ray-bootstrap-config"])
+    assert configs[0] == configs[1]
+    bootstrap = yaml.safe_load(configs[1])
+    assert bootstrap["available_node_types"]["ray_worker_small"]["min_workers"] == 0
 
 
 def test_sweeper_is_created_first_so_destroy_removes_it_last():
@@ -152,7 +158,9 @@ def test_sweeper_is_created_first_so_destroy_removes_it_last():
     assert sweepers[0].inputs["has_tpu"] is True
     sweeper_urn = run.urns[sweepers[0].name]
     dependents = [r.name for r in run.resources if sweeper_urn in r.dependencies]
-    assert "tputest-head" in dependents and "tputest-ray_tpu" in dependents
+    assert "tputest-head" in dependents
+    slices = [r.name for r in run.of_type("gcp:tpu/v2Vm:V2Vm")]
+    assert len(slices) == 7 and set(slices) <= set(dependents)
 
 
 def test_head_metadata_over_gce_limits_is_refused_at_plan_time():

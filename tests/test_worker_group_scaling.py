@@ -32,7 +32,9 @@ def test_create_makes_all_workers_with_one_bulk_insert_and_ray_labels(fake):
         assert name.startswith(f"ray-{CLUSTER}-worker-") and name.endswith("-compute")
         assert len(name) <= 63
         assert instance["labels"]["ray-user-node-type"] == NODE_TYPE
-        assert instance["labels"]["ray-node-type"] == "worker"
+        # Ray's kind for nodes its autoscaler counts but never terminates (ray.autoscaler.tags)
+        assert instance["labels"]["ray-node-type"] == "unmanaged"
+        assert instance["labels"]["ray-node-status"] == "up-to-date"
         assert instance["labels"][GROUP_LABEL] == result.outs["group_id"]
     assert all(i["internal_ip"] and i["external_ip"] for i in result.outs["instances"])
 

@@ -31,3 +31,22 @@ def short_name(url: str) -> str:
 
 def service_account_email(account_id: str, project: str) -> str:
     return f"{account_id}@{project}.iam.gserviceaccount.com"
+
+
+def network_path(project: str, network: str) -> str:
+    """A network as `projects/<p>/global/networks/<n>` (what the TPU API reports back), from
+    a bare name, a partial URL or a full Compute API URL."""
+    if "projects/" in network:
+        return network[network.index("projects/") :]
+    if "/" in network:
+        return f"projects/{project}/{network}"
+    return f"projects/{project}/global/networks/{network}"
+
+
+def subnetwork_path(project: str, region: str, subnetwork: str) -> str:
+    """A subnetwork as `projects/<p>/regions/<r>/subnetworks/<s>`, from any of its forms."""
+    if "projects/" in subnetwork:
+        return subnetwork[subnetwork.index("projects/") :]
+    if "/" in subnetwork:
+        return f"projects/{project}/{subnetwork}"
+    return f"projects/{project}/regions/{region}/subnetworks/{subnetwork}"

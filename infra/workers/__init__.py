@@ -1,7 +1,8 @@
-"""Ray workers as one Pulumi resource per node type, talking to the Compute/TPU APIs itself.
+"""Compute workers as one Pulumi resource per node type, talking to the Compute API itself.
 
 `WorkerGroup` is a dynamic resource; `WorkerGroupProvider` does the work (see provider.py).
-`ClusterSweeper` makes `pulumi destroy` delete every node of the cluster (see sweeper.py).
+`ClusterSweeper` makes `pulumi destroy` delete every node of the cluster, TPU VMs included
+(see sweeper.py). TPU slices Pulumi keeps are `tpu.V2Vm` resources (infra/tpu_slices.py).
 Importing this package does not import the google-cloud client libraries: the providers
 import them when they first build a client.
 """

@@ -1,4 +1,4 @@
-"""A `NodeApi` for one kind of node, built per call from a resource's properties.
+"""The node APIs, built per call from a resource's properties.
 
 Shared by the WorkerGroup and ClusterSweeper providers: credentials and endpoint come from the
 call's (secret) inputs, the retry policy and deadlines from the provider.
@@ -14,7 +14,7 @@ from pulumi.dynamic import DiffResult
 
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.compute_api import ComputeNodes
-from infra.workers.nodes import NodeApi
+from infra.workers.nodes import NodeLister
 from infra.workers.retry import RetryPolicy
 from infra.workers.tpu_api import TpuNodes
 
@@ -49,17 +49,28 @@ class Deadlines:
 
 def node_api(
     kind: Kind, props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
-) -> NodeApi:
+) -> NodeLister:
     """Instances (`compute`) or TPU VMs (`tpu`) of `props`' project and zone."""
-    endpoint = props.get("api_endpoint") or None
-    clients = ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)
     if kind == "tpu":
         return TpuNodes(
             props["project"],
             props["zone"],
-            clients,
+            _clients(props),
             retry,
             deadlines.tpu_s,
             deadlines.tpu_poll_s,
         )
+    return compute_nodes(props, retry, deadlines)
+
+
+def compute_nodes(
+    props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
+) -> ComputeNodes:
+    """The instances of `props`' project and zone: all a WorkerGroup keeps."""
+    clients = _clients(props)
     return ComputeNodes(props["project"], props["zone"], clients, retry, deadlines.compute_s)
+
+
+def _clients(props: Mapping[str, Any]) -> ApiClients:
+    endpoint = props.get("api_endpoint") or None
+    return ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)

@@ -1,9 +1,9 @@
 """Names and labels of a worker group's nodes: what Ray expects and how we find our own.
 
-Ray's autoscaler recognises workers by `ray-cluster-name`, `ray-node-type` and
-`ray-user-node-type`. We add `ray-gcp-group`, a hash of everything that defines the group, so
-our nodes can be told from the autoscaler's and found again after a half-failed call: the
-labels in the cloud, not Pulumi's state, are the source of truth.
+Our nodes carry Ray's labels as an *unmanaged* node kind (see infra/labels.py): Ray's autoscaler
+counts them for its type and packs demand onto them, but never terminates them. We add
+`ray-gcp-group`, a hash of everything that defines the group, so our nodes are found again
+after a half-failed call: the labels in the cloud, not Pulumi's state, are the source of truth.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE, ray_labels
+
 GROUP_LABEL = "ray-gcp-group"
-CLUSTER_LABEL = "ray-cluster-name"
 MAX_NAME_LENGTH = 63
 
 # What decides which nodes a group owns; a change to any of these makes a new group.
-IDENTITY_KEYS = ("project", "zone", "kind", "cluster_name", "node_type", "name_prefix", "body")
+IDENTITY_KEYS = ("project", "zone", "cluster_name", "node_type", "name_prefix", "body")
 
 
 def group_id(props: Mapping[str, Any]) -> str:
@@ -33,19 +34,28 @@ def resource_id(props: Mapping[str, Any]) -> str:
     return f"projects/{props['project']}/zones/{props['zone']}/workerGroups/{group_id(props)}"
 
 
-def ray_worker_labels(cluster_name: str, node_type: str) -> dict[str, str]:
+def node_type_labels(cluster_name: str, node_type: str) -> dict[str, str]:
     """The labels every worker of this type carries, ours or the autoscaler's."""
+    return {CLUSTER_NAME: cluster_name, USER_NODE_TYPE: node_type}
+
+
+def owned_worker_labels(cluster_name: str, node_type: str, group: str) -> dict[str, str]:
+    """What every node the group creates carries, whatever the body says: Ray's labels of a
+    node Pulumi keeps (unmanaged, up to date) and the group's own."""
     return {
-        CLUSTER_LABEL: cluster_name,
-        "ray-node-type": "worker",
-        "ray-user-node-type": node_type,
+        **ray_labels(cluster_name, "worker", node_type),
+        GROUP_LABEL: group,
     }
 
 
-def new_node_name(name_prefix: str, kind: str) -> str:
-    """`<prefix>-<8 hex>-compute` (or `-tpu`), as Ray's node provider names nodes."""
-    suffix = "tpu" if kind == "tpu" else "compute"
-    name = f"{name_prefix}-{secrets.token_hex(4)}-{suffix}"
+def is_autoscaler_worker(labels: Mapping[str, str]) -> bool:
+    """A worker Ray's autoscaler launched itself: its own kind, no group of ours."""
+    return labels.get(NODE_KIND) == KIND_WORKER and GROUP_LABEL not in labels
+
+
+def new_node_name(name_prefix: str) -> str:
+    """`<prefix>-<8 hex>-compute`, as Ray's node provider names instances."""
+    name = f"{name_prefix}-{secrets.token_hex(4)}-compute"
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(
             f"node name {name!r} is longer than {MAX_NAME_LENGTH} characters: "

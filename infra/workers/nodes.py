@@ -1,6 +1,7 @@
 """The seam between the provider and a cloud API: Ray's create / terminate / list-by-labels.
 
-`ComputeNodes` and `TpuNodes` implement it; the provider only sees `Node`s and this protocol.
+`ComputeNodes` implements all of it for the WorkerGroup provider; `TpuNodes` only lists and
+deletes (TPU slices are `tpu.V2Vm` resources), which is what the sweeper needs.
 """
 
 from __future__ import annotations
@@ -46,18 +47,22 @@ class WorkerGroupError(RuntimeError):
         super().__init__(message)
 
 
-class NodeApi(Protocol):
-    """What a worker group needs from a cloud API. Every call waits for its operations."""
+class NodeLister(Protocol):
+    """What the sweeper needs from a cloud API. Every call waits for its operations."""
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
         """Nodes carrying all of these labels, oldest first."""
         ...
 
+    def delete(self, names: Sequence[str]) -> None: ...
+
+
+class NodeApi(NodeLister, Protocol):
+    """What a worker group needs from a cloud API, besides listing and deleting."""
+
     def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
         """Create nodes with these names from one body; raise WorkerGroupError if some fail."""
         ...
-
-    def delete(self, names: Sequence[str]) -> None: ...
 
     def stop(self, names: Sequence[str]) -> None: ...
 

@@ -21,13 +21,15 @@ from pulumi.dynamic import (
 
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
-from infra.workers.apis import Deadlines, keyed_diff, node_api
+from infra.workers.apis import Deadlines, compute_nodes, keyed_diff
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
     group_id,
+    is_autoscaler_worker,
     new_node_name,
-    ray_worker_labels,
+    node_type_labels,
+    owned_worker_labels,
     resource_id,
 )
 from infra.workers.nodes import Node, NodeApi
@@ -78,7 +80,7 @@ class WorkerGroupProvider(ResourceProvider):
         if plan.start:
             api.start(plan.start)
         if plan.create:
-            names = [new_node_name(props["name_prefix"], props["kind"]) for _ in range(plan.create)]
+            names = [new_node_name(props["name_prefix"]) for _ in range(plan.create)]
             body = dict(props["body"])
             body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
             api.create(names, body)
@@ -94,26 +96,21 @@ class WorkerGroupProvider(ResourceProvider):
         Nodes with another group's label (the old group during a replacement) are neither.
         """
         gid = self._group(props)
-        workers = api.list_nodes(ray_worker_labels(props["cluster_name"], props["node_type"]))
+        workers = api.list_nodes(node_type_labels(props["cluster_name"], props["node_type"]))
         ours = [n for n in workers if n.labels.get(GROUP_LABEL) == gid]
-        foreign = [n for n in workers if GROUP_LABEL not in n.labels and n.phase != "dead"]
+        foreign = [n for n in workers if is_autoscaler_worker(n.labels) and n.phase != "dead"]
         return ours, foreign
 
     def _api(self, props: Mapping[str, Any]) -> NodeApi:
-        return node_api(
-            "tpu" if props["kind"] == "tpu" else "compute", props, self.retry, self.deadlines
-        )
+        return compute_nodes(props, self.retry, self.deadlines)
 
     @staticmethod
     def _group(props: Mapping[str, Any]) -> str:
         return props.get("group_id") or group_id(props)
 
     def _labels(self, props: Mapping[str, Any]) -> dict[str, str]:
-        """Ray's worker labels plus our group label, put on every node we create."""
-        return {
-            **ray_worker_labels(props["cluster_name"], props["node_type"]),
-            GROUP_LABEL: self._group(props),
-        }
+        """Ray's labels of a node Pulumi keeps plus our group label, on every node we create."""
+        return owned_worker_labels(props["cluster_name"], props["node_type"], self._group(props))
 
     def _outputs(
         self, props: Mapping[str, Any], ours: list[Node], foreign: list[Node]

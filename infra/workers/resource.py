@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 from pulumi.dynamic import Resource
@@ -15,7 +15,7 @@ from infra.workers.sweeper import ClusterSweeperProvider
 
 @dataclass
 class WorkerGroupArgs:
-    """Inputs of a worker group; `body` is the insert body (or TPU node body) without a name."""
+    """Inputs of a worker group; `body` is the instances.insert body without a name."""
 
     project: pulumi.Input[str]
     zone: pulumi.Input[str]
@@ -24,7 +24,6 @@ class WorkerGroupArgs:
     name_prefix: pulumi.Input[str]
     body: pulumi.Input[dict[str, Any]]
     count: pulumi.Input[int]
-    kind: Literal["compute", "tpu"] = "compute"
     cache_stopped_nodes: pulumi.Input[bool] = False
     credentials: pulumi.Input[str] | None = None
     """Service-account JSON (or an OAuth token); kept secret in the state. None: ADC."""
@@ -60,7 +59,6 @@ class WorkerGroup(Resource):
             {
                 "project": args.project,
                 "zone": args.zone,
-                "kind": args.kind,
                 "cluster_name": args.cluster_name,
                 "node_type": args.node_type,
                 "name_prefix": args.name_prefix,

@@ -20,9 +20,9 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
+from infra.labels import CLUSTER_NAME
 from infra.workers.apis import Deadlines, Kind, keyed_diff, node_api
-from infra.workers.naming import CLUSTER_LABEL
-from infra.workers.nodes import NodeApi, WorkerGroupError
+from infra.workers.nodes import NodeLister, WorkerGroupError
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy
 
@@ -94,7 +94,7 @@ class ClusterSweeperProvider(ResourceProvider):
         each node still there (or the kind that could not be listed), if any is left.
         """
         kinds: list[Kind] = ["compute", "tpu"] if props.get("has_tpu") else ["compute"]
-        labels = {CLUSTER_LABEL: str(props["cluster_name"])}
+        labels = {CLUSTER_NAME: str(props["cluster_name"])}
         results, failures = run_all(
             kinds,
             lambda kind: self._sweep_kind(
@@ -126,7 +126,7 @@ class ClusterSweeperProvider(ResourceProvider):
         return deleted
 
     def _sweep_kind(
-        self, api: NodeApi, labels: dict[str, str]
+        self, api: NodeLister, labels: dict[str, str]
     ) -> tuple[list[str], list[str], list[str]]:
         """(deleted, still there, delete errors) for one API."""
         attempted: list[str] = []

@@ -1,22 +1,20 @@
-"""TPU VM workers through the TPU v2 API: one `create_node` per node, issued in parallel.
-
-The TPU API has no bulk create for plain nodes, so "the same way" means: all creates go out
-at once and their long-running operations are polled together, with the TPU deadline.
+"""TPU VMs through the TPU v2 API, listed by labels and deleted: what the sweeper does to a
+cluster's TPU slices (and those Ray's autoscaler launched), and how `invoke up` finds
+preempted ones. Pulumi creates the slices it keeps as `tpu.V2Vm` resources.
 
 `google.cloud.tpu_v2` is imported inside the calls (see clients.py for why).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
 from infra.workers.clients import ApiClients
-from infra.workers.nodes import Node, Phase, WorkerGroupError
-from infra.workers.parallel import act_on_all, start_and_wait
+from infra.workers.nodes import Node, Phase
+from infra.workers.parallel import act_on_all
 from infra.workers.retry import RetryPolicy, call_with_retry, poll_until
 
 if TYPE_CHECKING:
@@ -54,7 +52,7 @@ def _node(node: tpu_v2.Node) -> Node:
 
 
 class TpuNodes:
-    """Workers of one zone as TPU VMs (a pod slice is one node of many hosts)."""
+    """The TPU VMs of one zone (a pod slice is one node of many hosts)."""
 
     def __init__(
         self,
@@ -82,51 +80,19 @@ class TpuNodes:
         ]
         return sorted(nodes, key=lambda n: (n.created, n.name))
 
-    def create(self, names: Sequence[str], body: dict[str, Any]) -> None:
-        from google.cloud import tpu_v2
-
-        node = tpu_v2.Node.from_json(json.dumps(body))
-        errors = start_and_wait(names, lambda name: self._create_one(name, node), self._wait)
-        if errors:
-            existing = {n.name for n in self.list_nodes({})}
-            created = [n for n in names if n in existing]
-            raise WorkerGroupError(
-                f"created {len(created)} of {len(names)} TPU nodes in "
-                f"{self.zone}: {'; '.join(errors)}",
-                created,
-            )
-
-    def _create_one(self, name: str, node: tpu_v2.Node) -> str:
-        from google.cloud import tpu_v2
-
-        request = tpu_v2.CreateNodeRequest(parent=self.parent, node_id=name, node=node)
-        future = call_with_retry(
-            lambda: self._clients.tpu.create_node(request=request, retry=None), self._retry
-        )
-        return future.operation.name
-
     def delete(self, names: Sequence[str]) -> None:
-        self._each("delete", names, "delete_node")
-
-    def stop(self, names: Sequence[str]) -> None:
-        self._each("stop", names, "stop_node")
-
-    def start(self, names: Sequence[str]) -> None:
-        self._each("start", names, "start_node")
-
-    def _each(self, verb: str, names: Sequence[str], method: str) -> None:
         def call(name: str) -> str | None:
             request = {"name": f"{self.parent}/nodes/{name}"}
             try:
                 future = call_with_retry(
-                    lambda: getattr(self._clients.tpu, method)(request=request, retry=None),
+                    lambda: self._clients.tpu.delete_node(request=request, retry=None),
                     self._retry,
                 )
             except api_exceptions.NotFound:
                 return None
             return future.operation.name
 
-        act_on_all(verb, f"TPU nodes in {self.zone}", names, call, self._wait)
+        act_on_all("delete", f"TPU nodes in {self.zone}", names, call, self._wait)
 
     def _wait(self, operation_name: str) -> str | None:
         latest: dict[str, Any] = {}

@@ -6,8 +6,12 @@ RUNNING, disappearing, stopping) are applied lazily by `settle()`, so no backgro
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import itertools
+import json
+import re
 import threading
 import time
 from collections import Counter
@@ -19,6 +23,29 @@ from typing import Any
 from tests.fake_compute.faults import Faults
 
 COMPUTE = "https://www.googleapis.com/compute/v1"
+# GCE's label rules: keys start with a lowercase letter; keys and values are at most 63
+# lowercase letters, digits, `-` and `_` (values may be empty); at most 64 labels.
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_MAX_LABELS = 64
+
+
+def label_fingerprint(labels: dict[str, str]) -> str:
+    """A base64 hash of the labels, as GCE's `labelFingerprint` (format: byte)."""
+    digest = hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).digest()[:8]
+    return base64.b64encode(digest).decode("ascii")
+
+
+def check_labels(labels: Any, field: str) -> dict[str, str]:
+    """GCE refuses a label that breaks its rules with 400 invalid, naming the field."""
+    if not isinstance(labels, dict) or len(labels) > _MAX_LABELS:
+        raise ApiError(400, f"Invalid value for field '{field}': at most {_MAX_LABELS} labels")
+    for key, value in labels.items():
+        if not _LABEL_KEY.fullmatch(str(key)) or not isinstance(value, str) \
+                or not _LABEL_VALUE.fullmatch(value):
+            raise ApiError(400, f"Invalid value for field '{field}.{key}': '{value}'. "
+                           "Label keys and values must be lowercase letters, digits, - or _.")
+    return dict(labels)
 _EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
@@ -170,6 +197,8 @@ class FakeCloud:
 
     def _new_instance(self, scope: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         instance = copy.deepcopy(body)
+        instance["labels"] = check_labels(instance.get("labels") or {}, "resource.labels")
+        instance["labelFingerprint"] = label_fingerprint(instance["labels"])
         serial = next(self._ids)
         machine_type = str(instance.get("machineType", "n1-standard-1"))
         if not machine_type.startswith("zones/") and "/" not in machine_type:
@@ -227,6 +256,22 @@ class FakeCloud:
                 operation.effects.append(self._set_status(store, name, "RUNNING"))
             return operation
 
+    def set_labels(self, project: str, zone: str, name: str, labels: Any,
+                   fingerprint: str | None) -> Operation:
+        """`instances.setLabels`: replaces the labels if the fingerprint is the current one
+        (optimistic locking), else 412 as GCE answers a stale writer."""
+        with self.lock:
+            self.get_instance(project, zone, name)
+            instance = self.zone_instances(project, zone)[name]
+            if fingerprint != instance["labelFingerprint"]:
+                raise ApiError(412, "Labels fingerprint either invalid or resource labels have "
+                               "changed", "conditionNotMet")
+            instance["labels"] = check_labels(labels or {}, "labels")
+            instance["labelFingerprint"] = label_fingerprint(instance["labels"])
+            scope = f"projects/{project}/zones/{zone}"
+            return self._operation("compute", scope, "setLabels",
+                                   f"{COMPUTE}/{scope}/instances/{name}")
+
     def preempt(self, project: str, zone: str, name: str) -> None:
         """The instance is gone at once, as a reclaimed preemptible VM the user never sees."""
         with self.lock:
@@ -278,6 +323,11 @@ class FakeCloud:
             if node is None:
                 raise ApiError(404, f"node {node_id} not found", "notFound")
             return copy.deepcopy(node)
+
+    def preempt_node(self, project: str, location: str, node_id: str) -> None:
+        """A spot or preemptible TPU VM that GCP reclaimed: it stays, in state PREEMPTED."""
+        with self.lock:
+            self.location_nodes(project, location)[node_id]["state"] = "PREEMPTED"
 
     def change_node(self, project: str, location: str, node_id: str, action: str) -> Operation:
         with self.lock:

@@ -23,22 +23,22 @@ def compute_body(launch_config: str = "abc123") -> dict[str, Any]:
                                "accessConfigs": [{"type": "ONE_TO_ONE_NAT"}]}],
         "metadata": {"items": [{"key": "startup-script", "value": "echo hi"}]},
         "scheduling": {"preemptible": True},
-        "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "worker",
-                   "ray-node-name": f"ray-{CLUSTER}-worker", "ray-user-node-type": NODE_TYPE,
-                   "ray-launch-config": launch_config},
+        "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "unmanaged",
+                   "ray-node-status": "up-to-date", "ray-node-name": f"ray-{CLUSTER}-worker",
+                   "ray-user-node-type": NODE_TYPE, "ray-launch-config": launch_config},
     }
 
 
 def tpu_body() -> dict[str, Any]:
     return {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base",
-            "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "worker",
-                       "ray-node-name": f"ray-{CLUSTER}-worker", "ray-user-node-type": "tpu",
-                       "ray-launch-config": "t1"}}
+            "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "unmanaged",
+                       "ray-node-status": "up-to-date", "ray-node-name": f"ray-{CLUSTER}-worker",
+                       "ray-user-node-type": "tpu", "ray-launch-config": "t1"}}
 
 
 def group_props(endpoint: str, count: int, **overrides: Any) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "project": PROJECT, "zone": ZONE, "kind": "compute", "cluster_name": CLUSTER,
+        "project": PROJECT, "zone": ZONE, "cluster_name": CLUSTER,
         "node_type": NODE_TYPE, "name_prefix": f"ray-{CLUSTER}-worker",
         "body": compute_body(), "count": count, "cache_stopped_nodes": False,
         "credentials": None, "api_endpoint": endpoint,

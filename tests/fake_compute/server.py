@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
 from tests.fake_compute.faults import Faults
+from tests.fake_compute.filters import FilterError, Predicate, compile_filter
 
-_LABEL_TERM = re.compile(r'labels\.([a-z0-9_-]+)\s*=\s*"?([^"\s)]*)"?')
 _COMPUTE = r"/compute/v1/projects/(?P<project>[^/]+)"
 _TPU = r"/v2/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
 
@@ -128,14 +128,19 @@ class FakeComputeServer:
             return getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query, body)
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
 
-    def _compute_filter(self, query: dict[str, str]) -> dict[str, str]:
-        return dict(_LABEL_TERM.findall(query.get("filter", "")))
+    @staticmethod
+    def _compute_filter(query: dict[str, str]) -> Predicate:
+        try:
+            return compile_filter(query.get("filter"))
+        except FilterError as exc:
+            raise ApiError(400, f"Invalid value for field 'filter': '{query.get('filter')}'. "
+                           f"Invalid list filter expression: {exc}.") from None
 
     def _list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
         wanted = self._compute_filter(query)
         with self.cloud.lock:
             items = [dict(i) for i in self.cloud.zone_instances(p["project"], p["zone"]).values()
-                     if _labels_match(i.get("labels"), wanted)]
+                     if wanted(i)]
         page, token = _page(items, query, "maxResults")
         return {"kind": "compute#instanceList", "items": page, "nextPageToken": token}
 
@@ -144,8 +149,7 @@ class FakeComputeServer:
         result: dict[str, Any] = {}
         with self.cloud.lock:
             for (project, zone), instances in self.cloud.instances.items():
-                matching = [dict(i) for i in instances.values()
-                            if _labels_match(i.get("labels"), wanted)]
+                matching = [dict(i) for i in instances.values() if wanted(i)]
                 if project == p["project"] and matching:
                     result[f"zones/{zone}"] = {"instances": matching}
         return {"kind": "compute#instanceAggregatedList", "items": result}
@@ -184,14 +188,8 @@ class FakeComputeServer:
         return operation.compute_json()
 
     def _setLabels(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
-        """Autostop's record on a node; labels change at once (no fingerprint check)."""
-        with self.cloud.lock:
-            self.cloud.get_instance(p["project"], p["zone"], p["name"])  # 404 when missing
-            instance = self.cloud.zone_instances(p["project"], p["zone"])[p["name"]]
-            instance["labels"] = dict(body.get("labels") or {})
-            scope = f"projects/{p['project']}/zones/{p['zone']}"
-            operation = self.cloud._operation("compute", scope, "setLabels",
-                                              f"{scope}/instances/{p['name']}")
+        operation = self.cloud.set_labels(p["project"], p["zone"], p["name"],
+                                          body.get("labels"), body.get("labelFingerprint"))
         return operation.compute_json()
 
     def _operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:

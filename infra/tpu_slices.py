@@ -1,0 +1,68 @@
+"""The TPU slices Pulumi keeps for one TPU worker type: `count` `tpu.V2Vm` resources.
+
+Each slice is its own resource, so a preview shows its accelerator, runtime version and
+scheduling, and pulumi-gcp validates them. Slice `i` keeps its logical name and its node name
+(derived from the config and `i`) while the config stays the same: a count change adds or
+removes only the highest indices, the newest slices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from infra.node_resources import tpu_node
+from infra.plan import ClusterPlan, NodeGroupPlan
+
+
+class TpuSlices(pulumi.ComponentResource):
+    """N TPU VMs of one worker type, with the names and addresses `invoke` needs."""
+
+    instance_names: pulumi.Output[list[str]]
+    instances: pulumi.Output[list[dict[str, Any]]]
+
+    def __init__(
+        self,
+        name: str,
+        plan: ClusterPlan,
+        group: NodeGroupPlan,
+        body: pulumi.Output[dict[str, Any]],
+        metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
+        labels: pulumi.Output[dict[str, str]],
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ray-gcp:index:TpuSlices", name, None, opts)
+        # Delete before replace: a replacement keeps its name (a preempted slice) or needs
+        # the TPU quota its predecessor holds; each slice depends on the sweeper and the head
+        # itself, so `destroy` deletes it before the sweep.
+        child = pulumi.ResourceOptions(
+            parent=self, depends_on=depends_on, delete_before_replace=True
+        )
+        nodes = [
+            tpu_node(
+                f"{name}-{index}",
+                group.node_name(index),
+                plan,
+                group,
+                body,
+                metadata,
+                labels,
+                child,
+            )
+            for index in range(group.count)
+        ]
+        self.slices = [node[0] for node in nodes]
+        self.instance_names = pulumi.Output.all(*[group.node_name(i) for i in range(group.count)])
+        self.instances = pulumi.Output.all(
+            *[
+                pulumi.Output.all(group.node_name(index), internal, external, state).apply(
+                    lambda values: dict(
+                        zip(("name", "internal_ip", "external_ip", "status"), values, strict=True)
+                    )
+                )
+                for index, (_, internal, external, state) in enumerate(nodes)
+            ]
+        )
+        self.register_outputs({"instance_names": self.instance_names})

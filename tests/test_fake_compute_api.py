@@ -1,0 +1,156 @@
+"""The fake Compute API answers like GCE: its routes and bodies are checked against the Compute
+v1 discovery document that google-api-python-client ships, and it is driven here through that
+client (the one Ray's GCP node provider uses): filters, label fingerprints, label rules."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import googleapiclient
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from googleapiclient import discovery
+from googleapiclient.errors import HttpError
+
+from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.server import ROUTES
+
+DOCUMENTS = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
+COMPUTE_DOC = json.loads((DOCUMENTS / "compute.v1.json").read_text())
+TPU_DOC = json.loads((DOCUMENTS / "tpu.v2.json").read_text())
+PROJECT, ZONE = "my-proj", "us-west1-a"
+
+
+def _methods(resources: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for resource in resources.values():
+        yield from resource.get("methods", {}).values()
+        yield from _methods(resource.get("resources", {}))
+
+
+def _sample_path(template: str) -> str:
+    return re.sub(r"\{\+?(\w+)\}", lambda m: f"x{m.group(1).lower()}1", template)
+
+
+def documented_calls() -> list[tuple[str, str, str]]:
+    """(HTTP verb, a concrete path, method id) for every documented Compute and TPU method."""
+    calls = [
+        (m["httpMethod"], "/compute/v1/" + _sample_path(m["flatPath"]), m["id"])
+        for m in _methods(COMPUTE_DOC["resources"])
+    ]
+    calls += [
+        (m["httpMethod"], "/" + _sample_path(m["flatPath"]), m["id"])
+        for m in _methods(TPU_DOC["resources"])
+    ]
+    return calls
+
+
+def test_every_fake_route_is_a_documented_method_with_the_same_verb() -> None:
+    calls = documented_calls()
+    for verb, pattern, method in ROUTES:
+        matching = [doc_id for doc_verb, path, doc_id in calls
+                    if doc_verb == verb and pattern.fullmatch(path)]
+        assert matching, f"{verb} {pattern.pattern} ({method}) is no documented method"
+        assert any(doc_id.endswith("." + method.rsplit(".", 1)[-1]) for doc_id in matching), (
+            f"{method} answers what the document calls {matching}"
+        )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeComputeServer]:
+    with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        yield server
+
+
+@pytest.fixture
+def compute(fake: FakeComputeServer):
+    """The discovery-based client, as Ray's GCP node provider builds it, at the fake."""
+    return discovery.build(
+        "compute", "v1", credentials=AnonymousCredentials(), static_discovery=True,
+        cache_discovery=False,
+        client_options={"api_endpoint": f"http://{fake.endpoint}/compute/v1/"},
+    )
+
+
+def _insert(compute, name: str, labels: dict[str, str]) -> None:
+    compute.instances().insert(
+        project=PROJECT, zone=ZONE, body={"name": name, "labels": labels}
+    ).execute()
+
+
+def _names(compute, expression: str) -> set[str]:
+    answer = compute.instances().list(project=PROJECT, zone=ZONE, filter=expression).execute()
+    return {item["name"] for item in answer.get("items", [])}
+
+
+def test_instances_and_operations_carry_only_documented_fields(compute, fake) -> None:
+    operation = compute.instances().insert(
+        project=PROJECT, zone=ZONE, body={"name": "a", "labels": {"k": "v"}}
+    ).execute()
+    assert set(operation) <= set(COMPUTE_DOC["schemas"]["Operation"]["properties"])
+    done = compute.zoneOperations().get(
+        project=PROJECT, zone=ZONE, operation=operation["name"]
+    ).execute()
+    assert done["status"] == "DONE"
+    instance = compute.instances().get(project=PROJECT, zone=ZONE, instance="a").execute()
+    assert set(instance) <= set(COMPUTE_DOC["schemas"]["Instance"]["properties"])
+    listed = compute.instances().list(project=PROJECT, zone=ZONE).execute()
+    assert set(listed) <= set(COMPUTE_DOC["schemas"]["InstanceList"]["properties"])
+
+
+def test_filters_follow_aip160_with_or_binding_tighter_than_and(compute, fake) -> None:
+    _insert(compute, "head", {"ray-node-type": "head", "ray-cluster-name": "c"})
+    _insert(compute, "ours", {"ray-node-type": "unmanaged", "ray-cluster-name": "c"})
+    _insert(compute, "tpu-shadow", {"ray-node-type": "worker", "ray-cluster-name": "c",
+                                    "tpu_cores": "8"})
+    _insert(compute, "other", {"ray-node-type": "worker", "ray-cluster-name": "d"})
+    fake.cloud.change_instance(PROJECT, ZONE, "other", "stop")
+    fake.cloud.settle()
+
+    assert _names(compute, "(labels.ray-cluster-name = c) AND (NOT labels.tpu_cores:*)") == {
+        "head", "ours"}
+    assert _names(compute, '(labels.ray-cluster-name = "c") (labels.tpu_cores:*)') == {
+        "tpu-shadow"}
+    assert _names(compute, "(status = RUNNING) OR (status = STAGING) AND "
+                           "(labels.ray-node-type = worker)") == {"tpu-shadow"}
+    assert _names(compute, "(status = TERMINATED)") == {"other"}
+    assert _names(compute, "labels.ray-node-type != head") == {"ours", "tpu-shadow", "other"}
+    assert _names(compute, 'name eq "(ours|other)"') == {"ours", "other"}
+
+
+@pytest.mark.parametrize("expression", [
+    "(labels.a = b", "labels.a =", "(name eq a) (status = RUNNING)", "labels.a = b)",
+])
+def test_malformed_filters_are_refused_with_400(compute, expression: str) -> None:
+    with pytest.raises(HttpError) as caught:
+        _names(compute, expression)
+    assert caught.value.resp.status == 400
+    assert "filter" in json.loads(caught.value.content)["error"]["message"]
+
+
+def test_set_labels_needs_the_current_fingerprint(compute) -> None:
+    _insert(compute, "a", {"ray-node-status": "uninitialized"})
+    instance = compute.instances().get(project=PROJECT, zone=ZONE, instance="a").execute()
+    stale = instance["labelFingerprint"]
+
+    compute.instances().setLabels(project=PROJECT, zone=ZONE, instance="a", body={
+        "labels": {"ray-node-status": "up-to-date"}, "labelFingerprint": stale}).execute()
+    with pytest.raises(HttpError) as caught:  # someone else changed them since
+        compute.instances().setLabels(project=PROJECT, zone=ZONE, instance="a", body={
+            "labels": {"ray-node-status": "update-failed"}, "labelFingerprint": stale}).execute()
+
+    assert caught.value.resp.status == 412
+    after = compute.instances().get(project=PROJECT, zone=ZONE, instance="a").execute()
+    assert after["labels"] == {"ray-node-status": "up-to-date"}
+    assert after["labelFingerprint"] != stale
+
+
+@pytest.mark.parametrize("labels", [{"Upper": "v"}, {"k": "Has Space"}, {"k": "x" * 64},
+                                    {f"k{i}": "v" for i in range(65)}])
+def test_labels_gce_refuses_are_refused(compute, labels: dict[str, str]) -> None:
+    with pytest.raises(HttpError) as caught:
+        _insert(compute, "a", labels)
+    assert caught.value.resp.status == 400

@@ -1,0 +1,390 @@
+"""Ray's own autoscaler, run against the nodes our program creates: it never raises, never
+terminates a node a WorkerGroup owns, launches only for demand our nodes cannot hold, and
+`ray status` shows every node.
+
+Nothing of Ray is restated here: `StandardAutoscaler`, its `GCPNodeProvider`, `LoadMetrics`
+and `format_info_string` (what `ray status` prints) all come from the installed wheel. Only how
+Ray builds its Google API clients is replaced, to point them at the fake Compute API with
+anonymous credentials, and the GCS client is a stub (the autoscaler only drains through it).
+The start state is what the program registers under mocks for a shipped stack: the head's
+labels and `~/ray_bootstrap_config.yaml` (its metadata), and the worker groups' nodes made by
+`WorkerGroupProvider.create` from the group's registered inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray.autoscaler._private.gcp.config as ray_gcp_config
+import ray.autoscaler._private.providers as ray_providers
+import yaml
+from google.auth.credentials import AnonymousCredentials
+from googleapiclient import discovery
+from program_runs import stack_yaml
+from ray.autoscaler._private.autoscaler import StandardAutoscaler
+from ray.autoscaler._private.load_metrics import LoadMetrics
+from ray.autoscaler._private.util import format_info_string
+
+from infra.metadata import BOOTSTRAP_CONFIG_KEY
+from infra.workers import ClusterSweeperProvider, WorkerGroupProvider
+from ops.plan_engine import DYNAMIC_TYPE, PLANNED_PRIVATE_KEY, ProgramRun, run_program
+from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
+
+IDLE_FOR_AN_HOUR = 3600.0
+CYCLES = 3
+
+
+@dataclass
+class Cluster:
+    """The program's registrations for one stack, and the pieces of it in the fake cloud."""
+
+    run: ProgramRun
+    yaml: dict[str, Any]
+    head_name: str
+    bootstrap_config: dict[str, Any]
+    groups: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def project(self) -> str:
+        return self.yaml["provider"]["project_id"]
+
+    @property
+    def zone(self) -> str:
+        return self.yaml["provider"]["availability_zone"]
+
+
+def planned(stack: str, worker_counts: dict[str, int] | None = None) -> Cluster:
+    config: dict[str, Any] = {"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}
+    if worker_counts is not None:
+        config["ray-gcp:workerCounts"] = json.dumps(worker_counts)
+    run = run_program(config, stack=stack)
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    groups = [r.inputs for r in run.of_type(DYNAMIC_TYPE) if "node_type" in r.inputs]
+    return Cluster(
+        run=run,
+        yaml=stack_yaml(stack),
+        head_name=head.inputs["name"],
+        bootstrap_config=yaml.safe_load(head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY]),
+        groups=groups,
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeComputeServer]:
+    with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        yield server
+
+
+@pytest.fixture
+def ray_apis_at_fake(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's `_create_*` client builders, pointed at the fake; everything else is Ray's."""
+
+    def builder(api: str, version: str, path: str):
+        def build(gcp_credentials=None):
+            return discovery.build(
+                api,
+                version,
+                credentials=AnonymousCredentials(),
+                requestBuilder=ray_gcp_config.build_request,
+                cache_discovery=False,
+                static_discovery=True,
+                client_options={"api_endpoint": f"http://{fake.endpoint}/{path}"},
+            )
+
+        return build
+
+    monkeypatch.setattr(ray_gcp_config, "_create_compute", builder("compute", "v1", "compute/v1/"))
+    monkeypatch.setattr(ray_gcp_config, "_create_crm", builder("cloudresourcemanager", "v1", ""))
+    monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
+    # Ray caches one provider per config: each test's fake has its own port.
+    monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+class DrainingGcs:
+    """The only GCS call the v1 autoscaler makes: drain raylets before terminating them."""
+
+    def __init__(self) -> None:
+        self.drained: list[bytes] = []
+
+    def drain_nodes(self, node_ids: set[bytes], timeout: int) -> list[bytes]:
+        self.drained += sorted(node_ids)
+        return list(node_ids)
+
+
+def _node_id(name: str) -> bytes:
+    return hashlib.sha256(name.encode()).digest()[:28]
+
+
+class RayHead:
+    """The head's monitor loop as Ray's `monitor.py` runs it: load metrics from what the
+    raylets report, then `StandardAutoscaler.update()`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        fake: FakeComputeServer,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        self.cluster, self.fake = cluster, fake
+        # The head's home: the cluster key it fetched from Secret Manager, and the config.
+        monkeypatch.setenv("HOME", str(tmp_path))
+        (tmp_path / "ray_bootstrap_key.pem").write_text(PLANNED_PRIVATE_KEY)
+        config_file = tmp_path / "ray_bootstrap_config.yaml"
+        config_file.write_text(yaml.safe_dump(cluster.bootstrap_config))
+        self.load_metrics = LoadMetrics()
+        self.gcs = DrainingGcs()
+        self.autoscaler = StandardAutoscaler(
+            str(config_file), self.load_metrics, self.gcs, update_interval_s=0
+        )
+
+    def running(self) -> dict[str, dict[str, Any]]:
+        instances = self.fake.instances(self.cluster.project, self.cluster.zone)
+        return {name: i for name, i in instances.items() if i["status"] == "RUNNING"}
+
+    def report(
+        self,
+        idle_s: dict[str, float] | None = None,
+        busy: set[str] = frozenset(),
+        demand: list[dict[str, float]] | None = None,
+    ) -> None:
+        """Every running node's raylet reports: its type's resources, all in use on `busy`
+        nodes, idle for `idle_s[name]` seconds (0 unless given); `demand` is waiting work."""
+        node_types = self.cluster.bootstrap_config["available_node_types"]
+        for name, instance in self.running().items():
+            ip = instance["networkInterfaces"][0]["networkIP"]
+            total = dict(node_types[instance["labels"]["ray-user-node-type"]]["resources"])
+            available = {k: 0.0 for k in total} if name in busy else dict(total)
+            self.load_metrics.update(
+                ip,
+                _node_id(name),
+                total,
+                available,
+                (idle_s or {}).get(name, 0.0),
+                waiting_bundles=copy.deepcopy(demand or []),
+            )
+
+    def cycle(self, **report: Any) -> None:
+        """One monitor iteration; Ray's background launches are waited for."""
+        self.report(**report)
+        self.autoscaler.update()
+        deadline = time.monotonic() + 30
+        while self.autoscaler.pending_launches.value and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert self.autoscaler.num_failures == 0, "Ray's autoscaler raised during update()"
+
+    def status(self) -> str:
+        """What `ray status -v` prints on the head for this state."""
+        return format_info_string(
+            self.load_metrics.summary(), self.autoscaler.summary(), verbose=True
+        )
+
+
+def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
+    """The head as the program declares it, and each worker group's nodes; their names."""
+    head = next(r for r in cluster.run.of_type("gcp:compute/instance:Instance"))
+    fake.cloud.add_foreign_instance(
+        cluster.project, cluster.zone, cluster.head_name, head.inputs["labels"]
+    )
+    return [cluster.head_name, *create_groups(cluster, fake)]
+
+
+def create_groups(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
+    provider = WorkerGroupProvider(retry=fast_retry(), deadlines=FAST_DEADLINES)
+    names: list[str] = []
+    for inputs in cluster.groups:
+        props = {**inputs, "api_endpoint": fake.endpoint, "credentials": None}
+        names += provider.create(props).outs["instance_names"]
+    return names
+
+
+def active_lines(status: str) -> list[str]:
+    section = status.split("Active:\n", 1)[1].split("\nPending:", 1)[0]
+    return [line.strip() for line in section.splitlines()]
+
+
+def ip_of(instance: dict[str, Any]) -> str:
+    return instance["networkInterfaces"][0]["networkIP"]
+
+
+@pytest.fixture
+def head_for(
+    fake: FakeComputeServer,
+    ray_apis_at_fake: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[[Cluster], RayHead]:
+    """Start Ray's monitor loop on a head reading this cluster's bootstrap config."""
+    return lambda cluster: RayHead(cluster, fake, tmp_path, monkeypatch)
+
+
+@dataclass
+class Running:
+    cluster: Cluster
+    nodes: list[str]  # the head, then the worker groups' nodes
+    head: RayHead
+
+
+@pytest.fixture
+def full(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]) -> Running:
+    """The `full` stack up: its head and its worker group's node, Ray's autoscaler on it."""
+    cluster = planned("full")
+    nodes = start_cluster(cluster, fake)
+    assert nodes[1:], "the full stack keeps a worker"
+    return Running(cluster, nodes, head_for(cluster))
+
+
+# ---------------------------------------------------------------------------- scenarios
+
+
+def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(full: Running) -> None:
+    cluster, nodes, head = full.cluster, full.nodes, full.head
+
+    for _ in range(CYCLES):
+        head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in nodes})
+
+    assert set(head.running()) == set(nodes)  # nothing terminated, nothing launched
+    assert head.gcs.drained == []
+    status = head.status()
+    assert f"1 {cluster.yaml['head_node_type']}" in active_lines(status)
+    for instance in head.running().values():  # every node, ours too, in `ray status -v`
+        assert f"Node: {ip_of(instance)}" in status
+
+
+def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(
+    full: Running, fake: FakeComputeServer
+) -> None:
+    cluster, nodes, head = full.cluster, full.nodes, full.head
+    worker_type = cluster.groups[0]["node_type"]
+    per_node = cluster.yaml["available_node_types"][worker_type]["resources"]
+
+    # Work that fits on our idle worker: Ray packs it there, no VM of its own.
+    for _ in range(CYCLES):
+        head.cycle(busy={cluster.head_name}, demand=[dict(per_node)])
+    assert set(head.running()) == set(nodes)
+
+    # More than every node can hold: Ray adds its own, up to the cluster's max_workers,
+    # which counts our worker.
+    backlog = [dict(per_node)] * (cluster.yaml["max_workers"] + 3)
+    for _ in range(CYCLES):
+        head.cycle(busy=set(head.running()), demand=backlog)
+    launched = {n: i for n, i in head.running().items() if n not in nodes}
+    assert len(launched) == cluster.yaml["max_workers"] - len(nodes[1:])
+    template = cluster.bootstrap_config["available_node_types"][worker_type]["node_config"]
+    for instance in launched.values():
+        labels = instance["labels"]
+        assert labels["ray-node-type"] == "worker"  # the autoscaler's own kind
+        assert labels["ray-cluster-name"] == cluster.yaml["cluster_name"]
+        assert labels["ray-user-node-type"] == worker_type
+        # It boots itself from the same startup script our workers carry.
+        assert instance["metadata"] == template["metadata"]
+
+    # `down`: the sweeper removes the autoscaler's nodes with ours and the head.
+    sweeper = ClusterSweeperProvider(retry=fast_retry(), deadlines=FAST_DEADLINES)
+    sweeper.sweep({"project": cluster.project, "zone": cluster.zone,
+                   "cluster_name": cluster.yaml["cluster_name"], "has_tpu": False,
+                   "credentials": None, "api_endpoint": fake.endpoint})
+    assert fake.instances(cluster.project, cluster.zone) == {}
+
+
+def test_autoscalers_own_worker_retires_when_idle_and_ours_stays(full: Running) -> None:
+    cluster, nodes, head = full.cluster, full.nodes, full.head
+    worker_type = cluster.groups[0]["node_type"]
+    per_node = cluster.yaml["available_node_types"][worker_type]["resources"]
+    head.cycle(busy=set(nodes), demand=[dict(per_node)])
+    (its_own,) = set(head.running()) - set(nodes)
+
+    # Its own node was used last; ours has idled for an hour: Ray keeps the most recently
+    # used workers of a type, and still must not touch ours.
+    for _ in range(CYCLES):
+        head.cycle(idle_s={**{name: IDLE_FOR_AN_HOUR for name in nodes}, its_own: 0.0})
+    assert set(head.running()) == {*nodes, its_own}
+
+    # Then its own idles too: it retires it, and only it.
+    for _ in range(CYCLES):
+        head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in (*nodes, its_own)})
+    assert set(head.running()) == set(nodes)  # the head and ours stay
+
+
+def test_scale_up_with_a_cycle_between_head_config_and_group_create_adds_no_extra_vm(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    before = planned("minimal")
+    worker_type = next(
+        name for name in before.bootstrap_config["available_node_types"]
+        if name != before.yaml.get("head_node_type", before.bootstrap_config["head_node_type"])
+    )
+    after = planned("minimal", {worker_type: 1})
+    assert not before.groups[0]["count"] and after.groups[0]["count"] == 1
+    start_cluster(before, fake)  # the head alone: the group keeps 0
+
+    # `pulumi up` has updated the head's metadata (its watcher rewrote the config) but the
+    # group has not created its worker yet: the autoscaler runs in between.
+    head = head_for(after)
+    for _ in range(CYCLES):
+        head.cycle(idle_s={before.head_name: IDLE_FOR_AN_HOUR})
+    assert set(head.running()) == {before.head_name}
+
+    ours = create_groups(after, fake)
+    for _ in range(CYCLES):
+        head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in head.running()})
+    assert set(head.running()) == {before.head_name, *ours}
+    assert len(ours) == 1
+
+
+def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:
+    """`ray up` labels the head like this (commands.get_or_create_head_node), and Ray's
+    `summary()` skips a node without `ray-node-status`."""
+    from ray.autoscaler.tags import (
+        NODE_KIND_HEAD,
+        STATUS_UP_TO_DATE,
+        TAG_RAY_CLUSTER_NAME,
+        TAG_RAY_LAUNCH_CONFIG,
+        TAG_RAY_NODE_KIND,
+        TAG_RAY_NODE_NAME,
+        TAG_RAY_NODE_STATUS,
+        TAG_RAY_USER_NODE_TYPE,
+    )
+
+    cluster = planned("full")
+    (head,) = cluster.run.of_type("gcp:compute/instance:Instance")
+    labels = head.inputs["labels"]
+    assert labels[TAG_RAY_NODE_KIND] == NODE_KIND_HEAD
+    assert labels[TAG_RAY_NODE_STATUS] == STATUS_UP_TO_DATE
+    assert labels[TAG_RAY_NODE_NAME] == f"ray-{cluster.yaml['cluster_name']}-head"
+    assert labels[TAG_RAY_USER_NODE_TYPE] == cluster.yaml["head_node_type"]
+    assert labels[TAG_RAY_CLUSTER_NAME] == cluster.yaml["cluster_name"]
+    assert labels[TAG_RAY_LAUNCH_CONFIG]
+
+
+def test_pulumis_workers_are_a_kind_rays_autoscaler_never_manages() -> None:
+    from ray.autoscaler.tags import NODE_KIND_UNMANAGED, STATUS_UP_TO_DATE
+
+    cluster = planned("full")
+    for group in cluster.groups:
+        labels = group["body"]["labels"]
+        assert labels["ray-node-type"] == NODE_KIND_UNMANAGED
+        assert labels["ray-node-status"] == STATUS_UP_TO_DATE
+        assert labels["ray-user-node-type"] == group["node_type"]
+
+
+@pytest.mark.parametrize("stack", ["tpu", "tpu-pod", "tpu-pod-topology"])
+def test_pulumis_tpu_slices_are_a_kind_rays_autoscaler_never_manages(stack: str) -> None:
+    from ray.autoscaler.tags import NODE_KIND_UNMANAGED, STATUS_UP_TO_DATE
+
+    run = run_program({"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}, stack=stack)
+    slices = [vm for vm in run.of_type("gcp:tpu/v2Vm:V2Vm")
+              if vm.inputs["labels"]["ray-node-type"] != "head"]
+    assert slices, f"the {stack} stack keeps a TPU slice"
+    for vm in slices:
+        assert vm.inputs["labels"]["ray-node-type"] == NODE_KIND_UNMANAGED
+        assert vm.inputs["labels"]["ray-node-status"] == STATUS_UP_TO_DATE

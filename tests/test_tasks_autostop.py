@@ -61,3 +61,10 @@ def test_status_says_when_autostop_stopped_the_head(stack, sshd):
     assert ("the cluster was stopped for idleness at 2026-12-03 14:15:00 UTC (autostop)"
             in result.stdout)
     assert "invoke up --stack test" in result.stdout
+
+
+def test_autostop_and_cost_have_help_for_every_flag(stack):
+    for task, flags in (("autostop", ("--stack", "--minutes", "--down", "--cancel")),
+                        ("cost", ("--stack",))):
+        help_text = stack.invoke("--help", task).stdout
+        assert all(flag in help_text for flag in flags), help_text

@@ -405,12 +405,19 @@ def stop_cluster(cloud: Cloud, settings: Settings, reason: str,
         operations = []
         for node in batch:
             cloud.label(settings, node, action, stamp)
-            operations.append(cloud.stop(settings, node, settings.down))
+            try:
+                operations.append(cloud.stop(settings, node, settings.down))
+            except ApiError as exc:  # one node refusing must not keep the rest running
+                log(f"{node.short_name}: could not be {action} ({exc})")
+                continue
             order.append(node.short_name)
             log(f"{node.short_name}: {doing}")
         deadline = time.monotonic() + OPERATION_DEADLINE
         for operation in operations:
-            cloud.wait(settings, operation, deadline)
+            try:
+                cloud.wait(settings, operation, deadline)
+            except ApiError as exc:
+                log(f"an operation could not be followed ({exc}): going on")
     return order
 
 

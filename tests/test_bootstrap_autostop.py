@@ -193,6 +193,16 @@ def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_h
     assert _statuses(fake)["ray-idle-worker-1"] == "TERMINATED"
 
 
+def test_a_node_that_refuses_to_stop_does_not_keep_the_others_running(ray_head, fake,
+                                                                       tmp_path):
+    fake.faults.fail_next(400, methods={"stop"})  # the first worker's stop is refused
+    stopped = _run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
+    assert len(stopped) == 2 and stopped[-1] == "ray-idle-head-1"
+    statuses = _statuses(fake)
+    assert statuses["ray-idle-head-1"] == "TERMINATED"
+    assert sorted(statuses.values()) == ["RUNNING", "RUNNING", "TERMINATED", "TERMINATED"]
+
+
 def test_down_deletes_the_nodes_and_the_tpu_slices(ray_head, fake, tmp_path):
     fake.cloud.create_node(PROJECT, ZONE, "ray-idle-worker-tpu",
                            {"labels": ray_labels(CLUSTER, "worker", "tpu")})

@@ -102,7 +102,8 @@ def _wait_for(condition, what: str) -> None:
 
 def _driver(head: dict, code: str) -> subprocess.Popen:
     """A Ray driver process connected to the head, running `code` after `ray.init`."""
-    program = f"import ray, sys, time\nray.init(address={head['address']!r})\n{code}"
+    program = ("import ray, sys, time\n"
+               f"ray.init(address={head['address']!r}, namespace='autostop')\n{code}")
     return subprocess.Popen([sys.executable, "-c", program], env=head["env"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -244,22 +245,30 @@ def test_a_submitted_job_keeps_the_cluster_up(ray_head, fake, tmp_path):
         _wait_for(lambda: not state.activity().busy, "the job and its supervisor end")
 
 
-def test_a_live_actor_keeps_the_cluster_up_after_its_driver_left(ray_head, fake, tmp_path):
-    creator = _driver(ray_head, "@ray.remote\nclass Keeper:\n    def ping(self):\n"
-                                "        return 1\n"
+def test_a_live_actor_or_placement_group_keeps_the_cluster_up_after_its_driver_left(
+        ray_head, fake, tmp_path):
+    creator = _driver(ray_head, "from ray.util.placement_group import placement_group\n"
+                                "@ray.remote(num_cpus=0)\nclass Keeper:\n"
+                                "    def ping(self):\n        return 1\n"
                                 "k = Keeper.options(name='keeper', namespace='autostop', "
-                                "lifetime='detached').remote()\nray.get(k.ping.remote())")
+                                "lifetime='detached').remote()\nray.get(k.ping.remote())\n"
+                                "pg = placement_group([{'CPU': 1}], name='held', "
+                                "lifetime='detached')\nray.get(pg.ready())")
     assert creator.wait(timeout=WAIT_S) == 0, creator.stdout.read()
     state = RayState(ray_head["dashboard"])
     try:
-        _wait_for(lambda: state.activity().busy == ["actor keeper is ALIVE"],
-                  "only the actor is left")
+        _wait_for(lambda: sorted(state.activity().busy) == [
+            "actor keeper is ALIVE", "placement group held is CREATED"],
+            "only the actor and the placement group are left")
         clock = Clock()
         assert _stays_up_past_the_window(_daemon(ray_head, fake, tmp_path, clock), clock)
     finally:
-        killer = _driver(ray_head, "ray.kill(ray.get_actor('keeper', namespace='autostop'))")
+        killer = _driver(ray_head, "from ray.util.placement_group import get_placement_group,"
+                                   " remove_placement_group\n"
+                                   "ray.kill(ray.get_actor('keeper', namespace='autostop'))\n"
+                                   "remove_placement_group(get_placement_group('held'))")
         killer.wait(timeout=WAIT_S)
-        _wait_for(lambda: not state.activity().busy, "the actor is dead")
+        _wait_for(lambda: not state.activity().busy, "the actor is dead, the group removed")
 
 
 def test_a_job_during_the_window_restarts_the_countdown(ray_head, fake, tmp_path):

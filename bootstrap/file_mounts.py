@@ -5,6 +5,12 @@ startup script, SSH keys and the head's autoscaler config share that room. So a 
 in metadata only when it is a single regular file whose base64 fits the per-value limit and
 the running total stays inside a budget of half the instance's metadata; directories and
 larger files are left to the SSH sync.
+
+What travels in metadata is readable by anyone who may view the instance (and by every process
+on it), so the program makes each value a Pulumi secret: plans show `[secret]` and the state
+keeps it encrypted. A file that looks like a key or a credential (a PEM/OpenSSH private key, a
+service-account or OAuth JSON, `id_rsa`, `*.pem`, ...) is not inlined at all unless
+`provider.inline_secret_file_mounts: true` asks for it: it goes over SSH with the large files.
 """
 
 from __future__ import annotations
@@ -18,6 +24,14 @@ from infra.config import ClusterConfig
 METADATA_VALUE_LIMIT = 256 * 1024
 METADATA_FILE_MOUNT_BUDGET = 256 * 1024
 KEY_PREFIX = "ray-file-mount-"
+
+# What a key or credential file looks like, by name and by content.
+_SECRET_NAMES = frozenset({"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk",
+                           "id_ed25519_sk", ".netrc", ".pgpass", "credentials",
+                           "application_default_credentials.json"})
+_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk")
+_SECRET_MARKERS = (b"PRIVATE KEY", b"PuTTY-User-Key-File", b'"private_key"',
+                   b'"refresh_token"', b'"client_secret"', b"aws_secret_access_key")
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,9 @@ class FileMountPlan:
     in_metadata: list[MetadataMount] = field(default_factory=list)
     over_ssh: dict[str, str] = field(default_factory=dict)  # remote target -> local source
 
+    held_back: list[str] = field(default_factory=list)
+    """Targets of key-like files sent over SSH instead of metadata (not asked to inline)."""
+
     def metadata_entries(self) -> dict[str, str]:
         return {mount.key: mount.content_base64 for mount in self.in_metadata}
 
@@ -49,16 +66,34 @@ def plan_file_mounts(config: ClusterConfig, base_dir: Path | None = None) -> Fil
     base = base_dir or Path.cwd()
     plan = FileMountPlan()
     used = 0
+    inline_secrets = config.provider.inline_secret_file_mounts
     for target, source in sorted(config.file_mounts.items()):
         path = (base / Path(source).expanduser()).resolve()
         encoded = _small_file_base64(path)
-        if encoded is not None and used + len(encoded) <= METADATA_FILE_MOUNT_BUDGET:
+        if encoded is not None and not inline_secrets and looks_like_a_secret(path):
+            plan.held_back.append(target)
+            plan.over_ssh[target] = str(path)
+        elif encoded is not None and used + len(encoded) <= METADATA_FILE_MOUNT_BUDGET:
             key = f"{KEY_PREFIX}{len(plan.in_metadata)}"
             plan.in_metadata.append(MetadataMount(key, target, encoded))
             used += len(encoded)
         else:
             plan.over_ssh[target] = str(path)
     return plan
+
+
+def is_file_mount_key(key: str) -> bool:
+    """Whether a metadata key carries file_mounts content (a secret wherever it goes)."""
+    return key.startswith(KEY_PREFIX)
+
+
+def looks_like_a_secret(path: Path) -> bool:
+    """A private key or a credential, by its name or its content."""
+    name = path.name.lower()
+    if name in _SECRET_NAMES or name.endswith(_SECRET_SUFFIXES):
+        return True
+    content = path.read_bytes()
+    return any(marker in content for marker in _SECRET_MARKERS)
 
 
 def _small_file_base64(path: Path) -> str | None:

@@ -121,12 +121,14 @@ give_to_user() {
     fi
 }
 
-# `~/x` -> the node home; other paths unchanged.
+# `~/x` and relative `x` -> under the node home (Ray's remote paths are relative to it);
+# absolute paths unchanged.
 expand_home() {
     case $1 in
         \~) printf '%s' "$NODE_HOME" ;;
         \~/*) printf '%s/%s' "$NODE_HOME" "${1#\~/}" ;;
-        *) printf '%s' "$1" ;;
+        /*) printf '%s' "$1" ;;
+        *) printf '%s/%s' "$NODE_HOME" "$1" ;;
     esac
 }
 
@@ -282,6 +284,8 @@ container_home() {
 }
 
 # Idempotent: a running container of the same image is kept; anything else is replaced.
+# "$@": the YAML's run_options as argv words, split at plan time and passed as quoted data
+# (never evaluated: shell syntax in them reaches docker as text).
 docker_start() {
     running=$(docker inspect -f '{{.State.Running}} {{.Config.Image}}' "$DOCKER_CONTAINER" 2> /dev/null)
     if [ "$running" = "true $DOCKER_IMAGE" ]; then
@@ -290,7 +294,8 @@ docker_start() {
     fi
     docker rm -f "$DOCKER_CONTAINER" > /dev/null 2>&1
     home=$(container_home)
-    set -- run --rm --name "$DOCKER_CONTAINER" -d -it --net=host \
+    user_options=$#
+    set -- "$@" run --rm --name "$DOCKER_CONTAINER" -d -it --net=host \
         -e LC_ALL=C.UTF-8 -e LANG=C.UTF-8
     while IFS= read -r target; do
         [ -n "$target" ] || continue
@@ -298,6 +303,8 @@ docker_start() {
         [ -e "$source_path" ] || mkdir -p "$source_path"
         case $target in
             \~/*) target="$home/${target#\~/}" ;;
+            /*) ;;
+            *) target="$home/$target" ;;
         esac
         set -- "$@" -v "$source_path:$target"
     done << EOF
@@ -312,8 +319,12 @@ EOF
         shm_bytes=$(awk '/^MemAvailable:/ {printf "%.0f", $2 * 1024 * 0.3}' /proc/meminfo)
         [ -n "$shm_bytes" ] && set -- "$@" "--shm-size=${shm_bytes}b"
     fi
-    # run_options are shell words in Ray's YAML (e.g. "--ulimit nofile=65536:65536").
-    eval "set -- \"\$@\" $DOCKER_RUN_OPTIONS"
+    # The user's options come last, as in Ray's command: rotate them past ours.
+    while [ "$user_options" -gt 0 ]; do
+        set -- "$@" "$1"
+        shift
+        user_options=$((user_options - 1))
+    done
     log "+ docker $* $DOCKER_IMAGE bash"
     docker "$@" "$DOCKER_IMAGE" bash || fail $?
 }
@@ -397,9 +408,11 @@ stop_ray() {
     run_node "ray stop"
 }
 
+# Readable by root only: it logs every command line, and those may carry secrets.
 open_log() {
     log_file=${RAY_BOOTSTRAP_LOG:-/var/log/ray-bootstrap.log}
-    mkdir -p "$(dirname "$log_file")" && exec >> "$log_file" 2>&1
+    mkdir -p "$(dirname "$log_file")" && (umask 077 && : >> "$log_file") \
+        && chmod 0600 "$log_file" && exec >> "$log_file" 2>&1
 }
 
 # ---- the head's config watcher. GCE runs the startup script only at boot, so a `pulumi up`

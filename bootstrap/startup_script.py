@@ -28,6 +28,7 @@ import functools
 import gzip
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Literal
 
@@ -132,7 +133,8 @@ _LOADER = r"""# ---- the library (node_bootstrap.sh): decoded into a private fil
 library_failed() {
     line="$(date -u +%Y-%m-%dT%H:%M:%SZ) [ray-bootstrap] stage=@STAGE@ failed exit=@CODE@: $1"
     printf '%s\n' "$line" >&2
-    (printf '%s\n' "$line" >> "${RAY_BOOTSTRAP_LOG:-/var/log/ray-bootstrap.log}") 2> /dev/null
+    (umask 077 && printf '%s\n' "$line" >> "${RAY_BOOTSTRAP_LOG:-/var/log/ray-bootstrap.log}") \
+        2> /dev/null
     if [ -n "${RAY_BOOTSTRAP_STATUS_DIR:-}${RAY_BOOTSTRAP_METADATA_DIR:-}" ]; then
         status=${RAY_BOOTSTRAP_STATUS_DIR:-$RAY_BOOTSTRAP_METADATA_DIR/../guest-attributes}
         mkdir -p "$status/ray-bootstrap" && printf @STATUS@ > "$status/ray-bootstrap/status"
@@ -170,7 +172,7 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
     docker = config.docker
     image = config.docker_image_for(role, node_type) if docker.enabled else ""
     pull = config.docker_pull_before_run_for(role, node_type)
-    run_options = config.docker_run_options_for(role, node_type)
+    run_words = docker_run_words(config, role, node_type)
     type_config = config.available_node_types[node_type]
     resources = dict(type_config.resources)
     host0_resources = dict(resources)
@@ -191,9 +193,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
         _assign("DOCKER_IMAGE", image),
         _assign("DOCKER_CONTAINER", docker.container_name),
         _assign("DOCKER_PULL_BEFORE_RUN", _flag(pull)),
-        _assign("DOCKER_RUN_OPTIONS", " ".join(run_options)),
         _assign("DOCKER_DETECT_GPU", _flag(not docker.disable_automatic_runtime_detection)),
-        _assign("DOCKER_DETECT_SHM", _flag(not _has_shm_option(run_options)
+        _assign("DOCKER_DETECT_SHM", _flag(not _has_shm_option(run_words)
                                            and not docker.disable_shm_size_detection)),
         _assign("DOCKER_MOUNT_DIR", f"{DOCKER_MOUNT_ROOT}/{config.cluster_name}"),
         _assign("DOCKER_MOUNT_TARGETS", "\n".join(plan.targets)),
@@ -218,10 +219,11 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     if role == "head":
         lines += ["begin_stage bootstrap-files", "write_bootstrap_files"]
     lines.append("begin_stage initialization")
-    lines += [f"run_host {_quote(c)}" for c in config.initialization_commands]
+    lines += [f"run_host {_quote(c)}" for c in config.initialization_commands_for(role, node_type)]
     if docker:
         lines += ["begin_stage docker-pull", "docker_pull", "begin_stage docker-run",
-                  "docker_start"]
+                  " ".join(["docker_start", *map(_quote, docker_run_words(config, role,
+                                                                           node_type))])]
         if role == "head":
             lines.append("docker_copy_bootstrap_files")
     lines += ["begin_stage head-address", "resolve_head_ip"]
@@ -237,6 +239,14 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     return "\n".join(lines)
 
 
+def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[str]:
+    """The node's `docker run` options as argv words. Ray pastes them into a shell command
+    line; we split them with the shell's word rules here, at plan time, and the script passes
+    the words to docker as quoted data: quotes group as in a shell, and nothing in them
+    (`$(...)`, backticks, `;`, `|`, `&&`, `$VAR`) is ever run or expanded on the node."""
+    return shlex.split(" ".join(config.docker_run_options_for(role, node_type)))
+
+
 def _json(value: dict) -> str:
     return json.dumps(value, sort_keys=True) if value else ""
 
@@ -245,5 +255,5 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _has_shm_option(run_options: list[str]) -> bool:
-    return any("--shm-size" in option for option in run_options)
+def _has_shm_option(run_words: list[str]) -> bool:
+    return any(word.startswith("--shm-size") for word in run_words)

@@ -51,7 +51,7 @@ class RayCluster(pulumi.ComponentResource):
         # Created first, so destroyed last: it deletes every node still labelled with the
         # cluster (the autoscaler's own, leftovers of a half-failed up) once the rest is gone.
         self.sweeper = ClusterSweeper(
-            f"{name}-sweeper",
+            sweeper_name(name),
             ClusterSweeperArgs(
                 project=plan.project,
                 zone=plan.zone,
@@ -59,7 +59,7 @@ class RayCluster(pulumi.ComponentResource):
                 has_tpu=config.has_tpu,
                 credentials=credentials,
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
         )
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
         self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
@@ -95,7 +95,10 @@ class RayCluster(pulumi.ComponentResource):
         self.head = HeadNode(
             f"{name}-head",
             plan,
-            body=_body(config, plan.head, self.network, self.ssh_key, {}),
+            # Its metadata goes apart (it holds secrets): the body only gives its networking.
+            body=pulumi.Output.from_input(self.network.interfaces_for(plan.head)).apply(
+                lambda interfaces: node_body(plan.head, interfaces, {})
+            ),
             metadata=merge_metadata(
                 config,
                 plan.head,
@@ -136,6 +139,22 @@ class RayCluster(pulumi.ComponentResource):
                     f"{name}-{group.node_type}", plan, group, body, labels, credentials, opts
                 )
         self.register_outputs({"head_name": head_name})
+
+
+def sweeper_name(name: str) -> str:
+    """Worker groups, the sweeper's siblings of the same Pulumi type, are `<name>-<node type>`
+    and node type names hold only lowercase letters, digits, `_` and `-`: with a `.` the
+    sweeper's name is one no node type can take (a type named `sweeper` included)."""
+    return f"{name}.sweeper"
+
+
+def _sweeper_aliases(name: str, plan: ClusterPlan) -> list[pulumi.Alias]:
+    """Stacks deployed before the rename know the sweeper as `<name>-sweeper`: the alias keeps
+    it the same resource (a replacement would delete the old one, sweeping the cluster). No
+    such stack has a worker type `sweeper`: its two resources could not have been created."""
+    if any(group.node_type == "sweeper" for group in plan.workers):
+        return []
+    return [pulumi.Alias(name=f"{name}-sweeper")]
 
 
 def _body(

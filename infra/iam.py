@@ -10,7 +10,12 @@ from infra.config.cluster import AUTOSCALER_ACCOUNT_ID
 
 
 class ClusterServiceAccount(pulumi.ComponentResource):
-    """`ray-autoscaler-sa-v1` with the roles the head's autoscaler needs to manage nodes."""
+    """`ray-autoscaler-sa-v1` with the roles the head's autoscaler needs to manage nodes.
+
+    Every cluster of a project shares the account and its role bindings, as with Ray's
+    launcher: each stack adopts them if they exist and retains them on delete, so destroying
+    one cluster never takes them from another (Ray never deletes them either).
+    """
 
     email: pulumi.Output[str]
 
@@ -26,7 +31,7 @@ class ClusterServiceAccount(pulumi.ComponentResource):
             project=project,
             # Ray's launcher shares this account between clusters of a project.
             create_ignore_already_exists=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
         self.email = account.email
         self.bindings = [
@@ -35,7 +40,9 @@ class ClusterServiceAccount(pulumi.ComponentResource):
                 project=project,
                 role=role,
                 member=account.email.apply(lambda email: f"serviceAccount:{email}"),
-                opts=pulumi.ResourceOptions(parent=self),
+                # A binding is one (role, member) pair in the project's policy, the same
+                # pair for every cluster: deleting it would revoke it from all of them.
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
             for role in config.autoscaler_roles
         ]

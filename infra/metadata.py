@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pulumi
 
 from bootstrap import node_metadata as bootstrap_metadata
+from bootstrap.file_mounts import is_file_mount_key
 from bootstrap.node_metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
@@ -35,17 +36,21 @@ def merge_metadata(
 ) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
 
-    Keys are known now and values may be outputs, so a secret value (the head's key) stays
-    secret alone and the rest shows in previews. A user's own `ssh-keys` line is kept next to
-    the cluster's key, not replaced by it."""
+    Keys are known now and values may be outputs, so a secret value (file_mounts content, the
+    head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
+    line is kept next to the cluster's key, not replaced by it."""
     own = dict(group.node_config.metadata)
     user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
     cluster_line = pulumi.Output.from_input(public_key).apply(
         lambda key: ssh_keys_entry(config.auth.ssh_user, key)
     )
+    bootstrap = {
+        key: pulumi.Output.secret(value) if is_file_mount_key(key) else value
+        for key, value in bootstrap_metadata(config, group.role, group.node_type).items()
+    }
     return {
         **own,
-        **bootstrap_metadata(config, group.role, group.node_type),
+        **bootstrap,
         "ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line])),
         **extra,
     }

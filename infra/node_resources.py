@@ -9,14 +9,14 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.config import TpuNodeConfig
-from infra.config.urls import short_name
-from infra.nodes import (
+from infra.instance_args import (
+    created_disk_attachment,
+    data_disk_args,
     instance_args,
     network_interface_args,
     new_data_disks,
-    tpu_args,
-    tpu_network_args,
 )
+from infra.nodes import tpu_args, tpu_network_args
 from infra.plan import ClusterPlan, NodeGroupPlan
 
 
@@ -73,25 +73,25 @@ def create_node(
         "opts": child,
     }
     static = instance_args(config)
+    created = new_data_disks(config)
     disks = [
         gcp.compute.Disk(
             f"{name}-disk-{index}",
             name=f"{name}-disk-{index}",
             project=plan.project,
             zone=plan.zone,
-            image=disk.initialize_params.source_image,
-            size=disk.initialize_params.disk_size_gb,
-            type=short_name(disk.initialize_params.disk_type or "") or None,
-            labels=disk.initialize_params.labels,
+            **data_disk_args(disk),
             opts=child,
         )
-        for index, disk in enumerate(new_data_disks(config), start=1)
-        if disk.initialize_params is not None
+        for index, disk in enumerate(created, start=1)
     ]
     if disks:
         static["attached_disks"] = [
             *static.get("attached_disks", []),
-            *({"source": d.self_link} for d in disks),
+            *(
+                created_disk_attachment(spec, disk.self_link)
+                for disk, spec in zip(disks, created, strict=True)
+            ),
         ]
     instance = gcp.compute.Instance(
         name,

@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from bootstrap.file_mounts import plan_file_mounts
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
 from infra.metadata_limits import check_metadata_limits
@@ -56,19 +57,35 @@ def gcp_provider(config: ClusterConfig) -> gcp.Provider | None:
     )
 
 
+def warn_held_back_file_mounts(config: ClusterConfig) -> None:
+    """Say which key-like file_mounts stay out of metadata, and what that means."""
+    for target in plan_file_mounts(config).held_back:
+        pulumi.log.warn(
+            f"file_mounts {target}: looks like a key or credential, so it is not put in "
+            "instance metadata; `invoke file-mounts` copies it over SSH after `up` (nodes the "
+            "autoscaler adds later lack it). Set provider.inline_secret_file_mounts: true to "
+            "inline it as a Pulumi secret."
+        )
+
+
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
+    for warning in config.warnings:
+        pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)
+    warn_held_back_file_mounts(config)
     provider = gcp_provider(config)
     credentials = config.provider.gcp_credentials
     cluster = RayCluster(
         config.cluster_name,
         plan,
+        # Either type (service-account JSON or OAuth token): the worker groups and the sweeper
+        # call Google APIs as the same identity as the gcp provider, never ADC behind its back.
         credentials=(
             pulumi.Output.secret(credentials.credentials.get_secret_value())
-            if credentials is not None and credentials.type == "service_account"
+            if credentials is not None
             else None
         ),
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
@@ -96,11 +113,12 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     )
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
+    # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.
     pulumi.export(
         "node_names",
-        pulumi.Output.all(
-            **{node_type: group.instance_names for node_type, group in groups.items()}
-        ).apply(lambda names: _node_names(config, head.name, names)),
+        pulumi.Output.all(*[group.instance_names for group in groups.values()]).apply(
+            lambda names: _node_names(config, head.name, dict(zip(groups, names, strict=True)))
+        ),
     )
     pulumi.export(
         "nodes",

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+from ops.errors import OpsError
 
 # ops/ sits in the project root; computed here so importing it does not pull in infra (pydantic).
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -11,12 +16,33 @@ STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 
 def state_dir(stack: str) -> Path:
-    """`.ray-gcp/<stack>/` in the project (git-ignored), or under $RAY_GCP_STATE_DIR."""
+    """`.ray-gcp/<stack>/` in the project (git-ignored), or under $RAY_GCP_STATE_DIR: 0700
+    whatever it was (it holds the private key and the pins), and never a symlink."""
     base = Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
     path = base / stack
+    if path.is_symlink():
+        raise OpsError(f"{path} is a symbolic link: the stack's key and pinned host keys live "
+                       "there, so remove the link and run again")
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
     return path
 
 
 def known_hosts_path(stack: str) -> Path:
     return state_dir(stack) / "known_hosts"
+
+
+@contextlib.contextmanager
+def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> Iterator[BinaryIO]:
+    """Open a key or pin file without following a symlink planted in its place (a link would
+    send the private key, or the trust decisions, wherever it points)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError as exc:
+        if path.is_symlink():
+            raise OpsError(f"{path} is a symbolic link: refusing to open it (it would lead "
+                           "elsewhere); remove it and run again") from None
+        raise OpsError(f"cannot open {path}: {exc.strerror}") from None
+    writes = flags & (os.O_WRONLY | os.O_RDWR)
+    with os.fdopen(fd, ("ab" if flags & os.O_APPEND else "wb") if writes else "rb") as handle:
+        yield handle

@@ -95,6 +95,8 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
             "parent": r.parent,
             "custom": r.custom,
             "inputs": r.inputs,
+            # Earlier names of a renamed resource: `invoke diff` matches them, as Pulumi does.
+            **({"aliases": r.aliases} if r.aliases else {}),
         }
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]

@@ -54,6 +54,12 @@ INLINE_LIMIT = 60
 BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
 CONFIG_CHANGES_SHOWN = 3
 VALUE_LIMIT = 40
+# Values never printed, whatever either plan says: file_mounts content (metadata keys
+# `ray-file-mount-<n>`; a plan made by older code may hold it unmasked) and credentials.
+HIDDEN_PREFIX = "ray-file-mount-"
+HIDDEN_KEYS = frozenset({"credentials", "accessToken", "private_key", "ssh_private_key",
+                         "secretData"})
+HIDDEN = "[secret]"
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,8 @@ def display(path: str, value: Any) -> str:
     if value is _MISSING:
         return ABSENT
     leaf = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    if is_hidden(leaf) and value is not None:
+        return HIDDEN
     if isinstance(value, str):
         if leaf in URL_KEYS and "/" in value:
             return short_name(value)
@@ -149,6 +157,22 @@ def display(path: str, value: Any) -> str:
 
 
 _MISSING = object()
+
+
+def is_hidden(key: str) -> bool:
+    """Whether the value under this key is never shown (compared, yes; printed, no)."""
+    return key.startswith(HIDDEN_PREFIX) or key in HIDDEN_KEYS
+
+
+def _scrub(value: Any) -> Any:
+    """`value` with every hidden entry (a key, or a GCE `{key, value}` item) masked."""
+    if isinstance(value, dict):
+        if _is_key_values([value]) and is_hidden(str(value["key"])):
+            return {"key": value["key"], "value": HIDDEN}
+        return {k: HIDDEN if is_hidden(str(k)) else _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(item) for item in value]
+    return value
 
 
 def _show_path(resource: dict[str, Any], path: str) -> str:
@@ -180,7 +204,7 @@ def _line_summary(old: Any, new: Any) -> str:
 def _short(path: str, value: Any) -> str:
     """A config value in a few characters: URLs by their last segment, long text by lines."""
     structured = isinstance(value, dict | list) and value
-    text = json.dumps(value, sort_keys=True) if structured else display(path, value)
+    text = json.dumps(_scrub(value), sort_keys=True) if structured else display(path, value)
     return text if len(text) <= VALUE_LIMIT else text[:VALUE_LIMIT - 1] + "…"
 
 
@@ -305,19 +329,35 @@ def _row(action: Action, old: dict[str, Any] | None, new: dict[str, Any] | None)
     )
 
 
+def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, str]]:
+    """New resource key -> the old key Pulumi sees as the same resource: the same (type, name),
+    or an old name the new resource lists among its aliases (a rename, not a replacement)."""
+    old_keys = {(r["type"], r["name"]) for r in base["resources"]}
+    new_keys = {(r["type"], r["name"]) for r in head["resources"]}
+    pairs = {key: key for key in old_keys & new_keys}
+    for resource in head["resources"]:
+        key = (resource["type"], resource["name"])
+        for alias in resource.get("aliases", []):
+            old_key = (resource["type"], alias)
+            if key not in pairs and old_key in old_keys - new_keys:
+                pairs[key] = old_key
+    return pairs
+
+
 def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:
     """Rows for every resource that differs, ordered by action then subject."""
     old_by_key = {(r["type"], r["name"]): r for r in base["resources"]}
     new_by_key = {(r["type"], r["name"]): r for r in head["resources"]}
+    pairs = matched_pairs(base, head)
     rows: list[DiffRow] = []
-    for key in sorted(old_by_key.keys() & new_by_key.keys()):
-        old, new = old_by_key[key], new_by_key[key]
+    for key in sorted(pairs):
+        old, new = old_by_key[pairs[key]], new_by_key[key]
         if old["inputs"] == new["inputs"] and old["parent"] == new["parent"]:
             continue
         rows.append(_row("replace" if _replaces(old, new) else "update", old, new))
 
-    removed = [old_by_key[k] for k in sorted(old_by_key.keys() - new_by_key.keys())]
-    added = [new_by_key[k] for k in sorted(new_by_key.keys() - old_by_key.keys())]
+    removed = [old_by_key[k] for k in sorted(old_by_key.keys() - set(pairs.values()))]
+    added = [new_by_key[k] for k in sorted(new_by_key.keys() - pairs.keys())]
     removed_by_role: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for resource in removed:
         role = _role(resource)
@@ -338,7 +378,8 @@ def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:
 
 def unchanged_count(base: Plan, head: Plan) -> int:
     old = {(r["type"], r["name"]): r for r in base["resources"]}
+    pairs = matched_pairs(base, head)
     return sum(1 for r in head["resources"]
-               if (r["type"], r["name"]) in old
-               and old[(r["type"], r["name"])]["inputs"] == r["inputs"]
-               and old[(r["type"], r["name"])]["parent"] == r["parent"])
+               if (key := (r["type"], r["name"])) in pairs
+               and old[pairs[key]]["inputs"] == r["inputs"]
+               and old[pairs[key]]["parent"] == r["parent"])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from google.protobuf import struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.settings import get_root_resource, set_root_resource
@@ -32,6 +33,8 @@ class RecordedResource:
     inputs: dict[str, Any]
     custom: bool
     dependencies: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)  # earlier logical names (a rename)
+    urn: str = ""
 
 
 @dataclass
@@ -55,6 +58,22 @@ def _mask_secrets(value: Any) -> Any:
     if isinstance(value, list):
         return [_mask_secrets(v) for v in value]
     return value
+
+
+def _recorded(value: Any) -> Any:
+    """A serialized input as plain values, each secret masked where it is marked. (Pulumi's
+    `deserialize_properties` pushes a nested secret's mark up to its whole mapping or list:
+    one secret metadata entry would hide all of the head's metadata.)"""
+    if isinstance(value, struct_pb2.Struct):
+        if rpc._special_sig_key in value:
+            if value[rpc._special_sig_key] == rpc._special_secret_sig:
+                return SECRET_MASK
+            return _mask_secrets(rpc.deserialize_properties(value))  # an asset or a reference
+        items = {key: _recorded(item) for key, item in value.items()}
+        return {key: item for key, item in items.items() if item is not None}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_recorded(item) for item in value]
+    return rpc.deserialize_property(value)
 
 
 def _unwrap(value: Any) -> Any:
@@ -190,19 +209,32 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self.urn_names[response.urn] = request.name
         self.run.urns[request.name] = response.urn
         if request.type != "pulumi:pulumi:Stack":
-            inputs = rpc.deserialize_properties(request.object)
+            inputs = _recorded(request.object)
             inputs.pop("__provider", None)
             self.run.resources.append(
                 RecordedResource(
                     type=request.type,
                     name=request.name,
                     parent=self.urn_names.get(request.parent),
-                    inputs=_mask_secrets(inputs),
+                    inputs=inputs,
                     custom=bool(request.custom),
                     dependencies=sorted(request.dependencies),
+                    aliases=sorted(_alias_names(request)),
+                    urn=response.urn,
                 )
             )
         return response
+
+
+def _alias_names(request: Any) -> set[str]:
+    """The old logical names a resource's aliases give (a spec's name, or a URN's last part)."""
+    names = set()
+    for alias in request.aliases:
+        if alias.HasField("spec") and alias.spec.name:
+            names.add(alias.spec.name)
+        elif alias.urn:
+            names.add(alias.urn.rsplit("::", 1)[-1])
+    return names
 
 
 def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = True) -> ProgramRun:

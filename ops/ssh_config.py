@@ -9,16 +9,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ops.paths import state_dir
+from ops.paths import open_no_follow, state_dir
 from ops.stack_outputs import StackOutputs
 
 
 def write_private_key(outputs: StackOutputs, path: Path) -> Path:
-    """Create the key file 0600 from the start: no window where it is world-readable."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as key_file:
+    """Create the key file 0600 from the start (no window where it is world-readable), and
+    never through a symlink planted where it goes."""
+    with open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as key_file:
         os.fchmod(key_file.fileno(), 0o600)
-        key_file.write(outputs.ssh_private_key.rstrip("\n") + "\n")
+        key_file.write((outputs.ssh_private_key.rstrip("\n") + "\n").encode())
     return path
 
 

@@ -37,9 +37,9 @@ def ray_status(
     code, out, _ = run_captured(client, node_shell(command or RAY_STATUS_COMMAND))
     if code == 0:
         return out.rstrip()
-    _, tail, _ = run_captured(
-        client, f"tail -n {LOG_TAIL_LINES} {shlex.quote(bootstrap_log)} 2>/dev/null"
-    )
+    # The log is root's alone (it holds command lines): the ssh user reads it with sudo.
+    tail_log = f"tail -n {LOG_TAIL_LINES} {shlex.quote(bootstrap_log)}"
+    _, tail, _ = run_captured(client, f"{{ sudo -n {tail_log} || {tail_log}; }} 2>/dev/null")
     detail = tail.rstrip() or "(the log is empty or missing: the instance may still be booting)"
     raise OpsError(
         f"head not ready yet: `ray status` exited {code} on {connector.outputs.head_address}; "

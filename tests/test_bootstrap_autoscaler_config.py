@@ -145,7 +145,9 @@ def test_role_commands_are_prepared_like_ray_up_writes_them(stack):
         assert written[key][: len(config.setup_commands)] == config.setup_commands
 
 
-def test_a_types_own_worker_setup_commands_follow_setup_commands():
+def test_a_types_own_worker_setup_commands_replace_the_clusters():
+    """Ray's autoscaler takes a type's own list instead of the merged one
+    (`_get_node_type_specific_fields`), `setup_commands` included."""
     config = load_cluster_config(
         next(p for p in SHIPPED_STACKS if p.stem == "full"))
     data = config.ray_dict()
@@ -154,7 +156,8 @@ def test_a_types_own_worker_setup_commands_follow_setup_commands():
     typed = parse_cluster_config(data)
     written = autoscaler_config(typed, _bodies(typed))
     assert written["available_node_types"]["ray_worker_small"]["worker_setup_commands"] == [
-        "echo common", "echo own"]
+        "echo own"]
+    assert typed.setup_commands_for("worker", "ray_worker_small") == ["echo own"]
 
 
 def test_rays_node_updaters_are_off_because_every_node_boots_itself():

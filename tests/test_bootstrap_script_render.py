@@ -128,7 +128,8 @@ def test_node_data_and_steps_stay_plain_text_next_to_the_payload():
     """A preview shows what the node will do: its values single-quoted, its commands in
     order; only the fixed library is compressed."""
     tricky = """record "it's" '$(echo injected)'"""
-    config = cluster(setup_commands=[tricky], docker={"image": "rayproject/ray:2.9"})
+    config = cluster(setup_commands=[tricky],
+                     docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
     script = render_startup_script(config, "worker", "worker_t")
     before_payload = script.split(f"<< '{LIBRARY_DELIMITER}'", 1)[0]
     for line in ("NODE_CLUSTER='stubbed'", "NODE_TYPE='worker_t'", "NODE_SSH_USER='ubuntu'",
@@ -160,7 +161,7 @@ def test_docker_stack_pulls_and_runs_before_setup_and_start_inside_container():
         "run_node 'ray start --head")]
     assert order == sorted(order)
     assert "DOCKER_IMAGE='rayproject/ray-ml:latest-gpu'" in script
-    assert "DOCKER_RUN_OPTIONS='--ulimit nofile=65536:65536'" in script
+    assert "docker_start '--ulimit' 'nofile=65536:65536'" in steps
 
 
 def test_stack_without_docker_has_no_docker_steps():
@@ -171,7 +172,8 @@ def test_stack_without_docker_has_no_docker_steps():
 
 
 def test_head_and_worker_images_win_over_image():
-    config = cluster(docker={"image": "base:1", "head_image": "head:1", "worker_image": "w:1"})
+    config = cluster(docker={"image": "base:1", "head_image": "head:1", "worker_image": "w:1",
+                             "container_name": "rc"})
     assert "DOCKER_IMAGE='head:1'" in render_startup_script(config, "head", "head_t")
     assert "DOCKER_IMAGE='w:1'" in render_startup_script(config, "worker", "worker_t")
 
@@ -214,7 +216,8 @@ def test_node_metadata_turns_on_guest_attributes_for_status():
 
 def test_node_types_own_docker_settings_apply_to_its_workers_only():
     config = cluster(
-        docker={"image": "base:1", "run_options": ["--a"], "worker_run_options": ["--w"]},
+        docker={"image": "base:1", "container_name": "rc", "run_options": ["--a"],
+                "worker_run_options": ["--w"]},
         available_node_types={
             "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"},
                        "docker": {"worker_image": "own:1", "worker_run_options": ["--own"],
@@ -226,9 +229,9 @@ def test_node_types_own_docker_settings_apply_to_its_workers_only():
         })
     worker = render_startup_script(config, "worker", "worker_t")
     assert "DOCKER_IMAGE='own:1'" in worker
-    assert "DOCKER_RUN_OPTIONS='--a --own'" in worker
+    assert "docker_start '--a' '--own'" in _steps(worker)
     assert "DOCKER_PULL_BEFORE_RUN='false'" in worker
     head = render_startup_script(config, "head", "head_t")
     assert "DOCKER_IMAGE='base:1'" in head
-    assert "DOCKER_RUN_OPTIONS='--a'" in head
+    assert "docker_start '--a'" in _steps(head)
     assert "DOCKER_PULL_BEFORE_RUN='true'" in head

@@ -120,7 +120,8 @@ def test_container_of_another_image_is_replaced(tmp_path):
 
 
 def test_without_pull_before_run_a_present_image_is_not_pulled(tmp_path):
-    config = cluster(docker={"image": "rayproject/ray:2.9", "pull_before_run": False})
+    config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc",
+                             "pull_before_run": False})
     run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"},
                   env={"STUB_IMAGE_PRESENT": "1"})
     assert not any(c.startswith("docker pull") for c in run.calls)

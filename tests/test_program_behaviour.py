@@ -153,7 +153,7 @@ def test_sweeper_is_created_first_so_destroy_removes_it_last():
     so its delete runs after theirs and catches the autoscaler's nodes and leftovers."""
     run = run_inline(stack_yaml("tpu"))
     sweepers = [r for r in run.of_type("pulumi-python:dynamic:Resource")
-                if r.name.endswith("-sweeper")]
+                if r.name.endswith(".sweeper")]
     assert [s.inputs["cluster_name"] for s in sweepers] == ["tputest"]
     assert sweepers[0].inputs["has_tpu"] is True
     sweeper_urn = run.urns[sweepers[0].name]

@@ -20,10 +20,12 @@ provider: {type: gcp, region: us-west1, availability_zone: us-west1-a, project_i
 auth: {ssh_user: ubuntu}
 available_node_types:
   ray_head_default:
+    resources: {}
     node_config: {machineType: n1-standard-2}
   ray_worker_small:
     min_workers: 1
     max_workers: 3
+    resources: {}
     node_config: {machineType: n1-standard-2}
 head_node_type: ray_head_default
 """

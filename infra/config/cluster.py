@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,18 +20,24 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
 
 from infra.config.errors import PathError
+from infra.config.head_instance import head_unsupported
 from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
+from infra.config.ray_merge import fill_like_ray
 from infra.config.urls import (
     accelerator_type_url,
     disk_type_url,
     machine_type_url,
     service_account_email,
+    tpu_network_path,
+    tpu_subnetwork_path,
 )
 
 DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
@@ -117,10 +125,17 @@ class Provider(StrictModel):
     autostop: Autostop | None = None
     use_internal_ips: bool = False
     ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+    inline_secret_file_mounts: bool = False
+    """Let file_mounts that look like keys or credentials travel in instance metadata."""
 
     @field_validator("ssh_source_ranges")
     @classmethod
     def _cidrs(cls, ranges: list[str]) -> list[str]:
+        if not ranges:
+            raise ValueError(
+                "an empty list leaves the SSH firewall rule without a source: list the ranges "
+                "that may reach the head, e.g. [203.0.113.0/24] (or [0.0.0.0/0] for anywhere)"
+            )
         for cidr in ranges:
             try:
                 ipaddress.ip_network(cidr, strict=False)
@@ -160,6 +175,24 @@ class Auth(StrictModel):
     ssh_private_key: str | None = None
     ssh_public_key: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_proxy(cls, data: Any) -> Any:
+        """Ray's schema takes an SSH ProxyCommand; our tasks connect directly (paramiko)."""
+        if not isinstance(data, dict):
+            return data
+        used = [key for key in ("ssh_proxy_command", "ssh_proxy_use_node_id") if data.get(key)]
+        if used:
+            raise PathError(
+                [(key, f"the invoke tasks connect directly, through no proxy: remove {key}")
+                 for key in used]
+            )
+        return {k: v for k, v in data.items() if k != "ssh_proxy_use_node_id"}
+
+    _key_files = field_validator("ssh_private_key", "ssh_public_key")(
+        classmethod(lambda cls, value: _not_an_empty_file(value))
+    )
+
     @field_validator("ssh_user")
     @classmethod
     def _posix_user(cls, value: str) -> str:
@@ -179,6 +212,34 @@ class Docker(StrictModel):
     worker_run_options: list[str] = Field(default_factory=list)
     disable_automatic_runtime_detection: bool = False
     disable_shm_size_detection: bool = False
+    use_podman: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_with_container(cls, data: Any) -> Any:
+        """Ray's `validate_docker_config`: an image needs a container name and vice versa."""
+        if not isinstance(data, dict):
+            return data
+        image = data.get("image")
+        head, worker = data.get("head_image", image), data.get("worker_image", image)
+        has_image = bool(image or (head and worker))
+        has_name = bool(data.get("container_name"))
+        if has_image and not has_name:
+            raise PathError([("container_name", "Ray needs a container name with an image: "
+                                                "add container_name: ray_container")])
+        if has_name and not has_image:
+            raise PathError([("image", "a container needs an image: set image (or both "
+                                       "head_image and worker_image), or remove docker")])
+        if not has_image and (head or worker):
+            raise PathError([("image", "set image, or both head_image and worker_image")])
+        if data.get("use_podman"):
+            raise PathError([("use_podman", "the node scripts run docker, not podman: remove "
+                                            "use_podman")])
+        return data
+
+    _run_option_words = field_validator("run_options", "head_run_options", "worker_run_options")(
+        classmethod(lambda cls, value: _shell_words(value))
+    )
 
     @property
     def enabled(self) -> bool:
@@ -200,15 +261,57 @@ class NodeTypeDocker(StrictModel):
     pull_before_run: bool | None = None
     worker_run_options: list[str] | None = None
 
+    _run_option_words = field_validator("worker_run_options")(
+        classmethod(lambda cls, value: _shell_words(value))
+    )
+
 
 class NodeType(StrictModel):
-    resources: dict[str, int | float] = Field(default_factory=dict)
+    # Required, whole numbers: Ray's schema refuses a node type without them (GCP does not
+    # detect an instance's resources); `{}` is allowed.
+    resources: dict[str, int]
     min_workers: int = Field(default=0, ge=0)
     max_workers: int | None = Field(default=None, ge=0)
+
+    _counts = field_validator("min_workers", "max_workers", mode="before")(
+        classmethod(lambda cls, value: _not_a_bool(value))
+    )
+
+    @field_validator("resources", mode="before")
+    @classmethod
+    def _resource_amounts(cls, resources: Any) -> Any:
+        """Ray resources are amounts: a finite number, zero or more (YAML's `true`, `-1`
+        and `.nan` all parse as numbers)."""
+        if isinstance(resources, dict):
+            problems = [
+                (str(name), f"{amount!r} is not an amount: use a number of 0 or more, "
+                            "e.g. CPU: 4")
+                for name, amount in resources.items()
+                if isinstance(amount, bool)
+                or not isinstance(amount, int | float)
+                or not math.isfinite(amount)
+                or amount < 0
+            ]
+            if problems:
+                raise PathError(problems)
+        return resources
     node_config: NodeConfig
     labels: dict[str, str] = Field(default_factory=dict)
+    # Ray's per-type overrides: on this type's workers they replace the cluster's lists whole.
+    initialization_commands: list[str] | None = None
     worker_setup_commands: list[str] | None = None
     docker: NodeTypeDocker | None = None
+    # Read by Ray's autoscaler on the head only (carried in its config).
+    idle_timeout_s: float | None = None
+    priority: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resources_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "resources" not in data:
+            raise PathError([("resources", "Ray requires the resources of every node type: "
+                                           "add e.g. resources: {CPU: 2} ({} is allowed)")])
+        return data
 
     @property
     def is_tpu(self) -> bool:
@@ -220,8 +323,13 @@ class ClusterConfig(StrictModel):
 
     cluster_name: str = "default"
     max_workers: int = Field(default=2, ge=0)
-    upscaling_speed: float = Field(default=1.0, gt=0)
+    # Ray's schema allows 0, which its autoscaler reads as the default 1.0.
+    upscaling_speed: float = Field(default=1.0, ge=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
+
+    _numbers = field_validator(
+        "max_workers", "upscaling_speed", "idle_timeout_minutes", mode="before"
+    )(classmethod(lambda cls, value: _not_a_bool(value)))
     docker: Docker = Field(default_factory=Docker)
     provider: Provider
     auth: Auth = Field(default_factory=Auth)
@@ -239,19 +347,31 @@ class ClusterConfig(StrictModel):
     head_start_ray_commands: list[str] = Field(default_factory=list)
     worker_start_ray_commands: list[str] = Field(default_factory=list)
 
-    @model_validator(mode="before")
+    # Ray's schema lets users keep their own data here; Ray does not read it, nor do we.
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _fill_defaults(cls, data: Any) -> Any:
-        """Ray's merge: every top-level key the YAML leaves out comes from the GCP defaults."""
+    def _fill_defaults(cls, data: Any, handler: ModelWrapValidatorHandler) -> ClusterConfig:
+        """Ray's merge: every top-level key the YAML leaves out comes from the GCP defaults,
+        and the keys Ray drops are dropped here too, each with a warning."""
+        if isinstance(data, ClusterConfig):
+            return handler(data)
         if not isinstance(data, dict):
             raise ValueError("a cluster YAML must be a mapping of keys such as cluster_name")
-        merged = dict(gcp_defaults())
-        if "available_node_types" in data:
-            merged.pop("head_node_type")
-        merged.update(data)
-        if merged.get("docker") is None:
-            merged["docker"] = {}
-        return merged
+        merged, warnings, refusals = fill_like_ray(data, gcp_defaults(), Provider.model_fields)
+        if refusals:
+            raise PathError(refusals)
+        config = handler(merged)
+        config._warnings = warnings
+        return config
+
+    @property
+    def warnings(self) -> list[str]:
+        """Keys Ray would drop from this YAML (legacy, unused provider keys): one line each."""
+        return list(self._warnings)
 
     @field_validator("cluster_name")
     @classmethod
@@ -319,6 +439,8 @@ class ClusterConfig(StrictModel):
                         "migrate: set scheduling.onHostMaintenance: TERMINATE",
                     )
                 )
+        if self.head_node_type in self.available_node_types:
+            problems += self._head_problems()
         total_min = sum(t.min_workers for t in self.available_node_types.values())
         if total_min > self.max_workers:
             problems.append(
@@ -338,7 +460,8 @@ class ClusterConfig(StrictModel):
         zone, project = self.provider.availability_zone, self.provider.project
         for node_type in self.available_node_types.values():
             config = node_type.node_config
-            if not isinstance(config, ComputeNodeConfig):
+            if isinstance(config, TpuNodeConfig):
+                self._normalise_tpu_network(config)
                 continue
             config.machine_type = machine_type_url(zone, config.machine_type)
             for accelerator in config.guest_accelerators:
@@ -349,6 +472,34 @@ class ClusterConfig(StrictModel):
                 params = disk.initialize_params
                 if params is not None and params.disk_type:
                     params.disk_type = disk_type_url(zone, params.disk_type)
+
+    def _head_problems(self) -> list[tuple[str, str]]:
+        """Fields GCE takes that pulumi-gcp's compute.Instance cannot express (a worker type
+        takes them: its body goes to the API as written)."""
+        config = self.head_type.node_config
+        if not isinstance(config, ComputeNodeConfig):
+            return []
+        found = head_unsupported(config.body())
+        path = f"available_node_types.{self.head_node_type}.node_config"
+        return [
+            (
+                f"{path}.{field}",
+                f"{why}, so the head cannot have it: remove it from the head's type "
+                "(worker types take it)",
+            )
+            for field, why in found
+        ]
+
+    def _normalise_tpu_network(self, config: TpuNodeConfig) -> None:
+        network, project = config.network_config, self.provider.project
+        if network is None:
+            return
+        if network.network:
+            network.network = tpu_network_path(project, network.network)
+        if network.subnetwork:
+            network.subnetwork = tpu_subnetwork_path(
+                project, self.provider.region, network.subnetwork
+            )
 
     # -------------------------------------------------------------- derived views
 
@@ -388,11 +539,22 @@ class ClusterConfig(StrictModel):
         return bool(computes) and all(c.network_interfaces for c in computes)
 
     def setup_commands_for(self, role: Literal["head", "worker"], node_type: str) -> list[str]:
-        """`setup_commands` then the role's own, as Ray's `merge_setup_commands` orders them."""
+        """`setup_commands` then the role's own, as Ray's `merge_setup_commands` orders them.
+        A type's own `worker_setup_commands` replace both on its workers (Ray's schema: it
+        "will override the global setup_commands and worker_setup_commands")."""
         if role == "head":
             return [*self.setup_commands, *self.head_setup_commands]
         own = self.available_node_types[node_type].worker_setup_commands
-        return [*self.setup_commands, *(own if own is not None else self.worker_setup_commands)]
+        return list(own) if own is not None else [*self.setup_commands, *self.worker_setup_commands]
+
+    def initialization_commands_for(
+        self, role: Literal["head", "worker"], node_type: str
+    ) -> list[str]:
+        """The cluster's `initialization_commands`, or on a worker its type's own list."""
+        own = self.available_node_types[node_type].initialization_commands
+        if role == "worker" and own is not None:
+            return list(own)
+        return list(self.initialization_commands)
 
     def docker_image_for(self, role: Literal["head", "worker"], node_type: str) -> str:
         """The image a node runs: the type's own `docker.worker_image` wins on a worker (Ray
@@ -432,10 +594,45 @@ class ClusterConfig(StrictModel):
             data["docker"] = {}
         data["provider"].pop("gcp_credentials", None)
         data["provider"].pop("ssh_source_ranges", None)
+        data["provider"].pop("inline_secret_file_mounts", None)
         data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data
+
+
+def _shell_words(options: list[str] | None) -> list[str] | None:
+    """docker run options are split into words with the shell's quoting rules at plan time
+    (bootstrap passes them to docker as data): each must split on its own."""
+    for index, option in enumerate(options or []):
+        try:
+            shlex.split(option)
+        except ValueError as exc:
+            raise ValueError(f"option {index} ({option!r}) does not split into shell words "
+                             f"({str(exc).lower()}): close its quote or escape") from None
+    return options
+
+
+def _not_a_bool(value: Any) -> Any:
+    """YAML's `true` is not a count (pydantic would take it as 1), nor `.nan` or `.inf` one."""
+    if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+        shown = str(value).lower()
+        raise ValueError(f"{shown} is not a number: write a finite number such as 2")
+    return value
+
+
+def _not_an_empty_file(value: str | None) -> str | None:
+    """A key path naming an empty file would deploy a cluster nobody can reach."""
+    if value is None:
+        return value
+    try:
+        empty = not Path(value).expanduser().read_bytes().strip()
+    except OSError:
+        return value  # missing or unreadable: the program says so when it reads the key
+    if empty:
+        raise ValueError(f"{value} is empty: point it at the key file, or remove the key "
+                         "to have one generated")
+    return value
 
 
 def gcp_defaults() -> dict[str, Any]:

@@ -6,7 +6,7 @@ Field names keep the API's camelCase through aliases, so a Ray YAML validates un
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,11 +23,25 @@ from infra.config.errors import PathError
 
 
 class ApiModel(BaseModel):
-    """A piece of a Google API body: camelCase keys, unknown keys reported."""
+    """A piece of a Google API body: camelCase keys, unknown keys reported.
+
+    `refused` names the keys the API has that we do not take, each with the reason (the
+    discovery-document walk in the tests holds every class to it).
+    """
 
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, validate_default=True
     )
+    refused: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refused_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and cls.refused:
+            found = [(key, f"{why}: remove it") for key, why in cls.refused.items() if key in data]
+            if found:
+                raise PathError(found)
+        return data
 
     def body(self) -> dict[str, Any]:
         """The API JSON for this piece, without unset fields."""
@@ -48,17 +62,79 @@ def _metadata_items(value: Any) -> Any:
     return value
 
 
+_UPDATE_ONLY = "GCE takes it only to update an existing instance, never to create one"
+# The WorkerGroup sends bodies through google-cloud-compute / google-cloud-tpu, whose
+# messages lag the discovery documents by a few fields.
+_NO_CLIENT_FIELD = "the Google Cloud client the worker groups send bodies with has no such field"
+_PLAIN_KEY = (
+    "a raw key would sit in plain text in the stack state and in the head's metadata: "
+    "use kmsKeyName"
+)
+
+def _gce_labels(labels: Any) -> Any:
+    """GCE refuses the instance for a bad label: say which one at plan time. Keys start with a
+    lowercase letter; keys and values hold lowercase letters, digits, `_` and `-`, 63 at most;
+    64 labels at most."""
+    if not isinstance(labels, dict):
+        return labels
+    problems = [
+        (str(key), f"{key}: {value} is not a GCE label: keys start with a lowercase letter; "
+                   "keys and values use lowercase letters, digits, '_' or '-' (63 at most)")
+        for key, value in labels.items()
+        if not _label_text(key, key=True) or not _label_text(value, key=False)
+    ]
+    if len(labels) > 64:
+        problems.append(("", f"{len(labels)} labels: GCE allows 64 at most, drop some"))
+    if problems:
+        raise PathError(problems)
+    return labels
+
+
+def _label_text(text: Any, key: bool) -> bool:
+    if not isinstance(text, str) or len(text) > 63 or (key and not text[:1].islower()):
+        return False
+    return all(c.islower() or c.isdigit() or c in "_-" for c in text)
+
+
 # ---------------------------------------------------------------- compute (GCE) instances
+
+
+class Duration(ApiModel):
+    seconds: int = Field(ge=0)
+    nanos: int | None = None
+
+
+class CustomerEncryptionKey(ApiModel):
+    kms_key_name: str | None = None
+    kms_key_service_account: str | None = None
+
+    refused: ClassVar[dict[str, str]] = {"rawKey": _PLAIN_KEY, "rsaEncryptedKey": _PLAIN_KEY}
 
 
 class InitializeParams(ApiModel):
     disk_size_gb: int | None = Field(default=None, gt=0, alias="diskSizeGb")
     source_image: str | None = None
+    source_image_encryption_key: CustomerEncryptionKey | None = None
+    source_snapshot: str | None = None
+    source_snapshot_encryption_key: CustomerEncryptionKey | None = None
     disk_type: str | None = None
     disk_name: str | None = None
+    description: str | None = None
     labels: dict[str, str] | None = None
     provisioned_iops: int | None = None
     provisioned_throughput: int | None = None
+    architecture: str | None = None
+    enable_confidential_compute: bool | None = None
+    licenses: list[str] | None = None
+    on_update_action: str | None = None
+    replica_zones: list[str] | None = None
+    resource_manager_tags: dict[str, str] | None = None
+    resource_policies: list[str] | None = None
+    storage_pool: str | None = None
+
+
+class GuestOsFeature(ApiModel):
+    type: str
 
 
 class AttachedDisk(ApiModel):
@@ -71,13 +147,34 @@ class AttachedDisk(ApiModel):
     source: str | None = None
     initialize_params: InitializeParams | None = None
     disk_size_gb: int | None = Field(default=None, gt=0, alias="diskSizeGb")
+    disk_encryption_key: CustomerEncryptionKey | None = None
+    force_attach: bool | None = None
+    guest_os_features: list[GuestOsFeature] | None = None
+
+
+NetworkTier = Literal["PREMIUM", "STANDARD", "FIXED_STANDARD", "STANDARD_OVERRIDES_FIXED_STANDARD"]
 
 
 class AccessConfig(ApiModel):
+    """One entry of `accessConfigs`: an external IPv4 address."""
+
     name: str | None = None
     type: Literal["ONE_TO_ONE_NAT", "DIRECT_IPV6"] = "ONE_TO_ONE_NAT"
     nat_i_p: str | None = Field(default=None, alias="natIP")
-    network_tier: Literal["PREMIUM", "STANDARD"] | None = None
+    network_tier: NetworkTier | None = None
+    external_ipv6: str | None = None
+    external_ipv6_prefix_length: int | None = None
+    public_ptr_domain_name: str | None = None
+    set_public_ptr: bool | None = None
+    security_policy: str | None = None
+
+    refused: ClassVar[dict[str, str]] = {"ipCollection": _NO_CLIENT_FIELD}
+
+
+class Ipv6AccessConfig(AccessConfig):
+    """One entry of `ipv6AccessConfigs` (the same API type, another default)."""
+
+    type: Literal["ONE_TO_ONE_NAT", "DIRECT_IPV6"] = "DIRECT_IPV6"
 
 
 class AliasIpRange(ApiModel):
@@ -92,8 +189,21 @@ class NetworkInterface(ApiModel):
     network_i_p: str | None = Field(default=None, alias="networkIP")
     access_configs: list[AccessConfig] | None = None
     alias_ip_ranges: list[AliasIpRange] | None = None
-    stack_type: Literal["IPV4_ONLY", "IPV4_IPV6"] | None = None
-    nic_type: Literal["GVNIC", "VIRTIO_NET"] | None = None
+    stack_type: Literal["IPV4_ONLY", "IPV4_IPV6", "IPV6_ONLY"] | None = None
+    nic_type: Literal["GVNIC", "VIRTIO_NET", "IDPF", "IRDMA", "MRDMA"] | None = None
+    queue_count: int | None = Field(default=None, gt=0)
+    ipv6_access_configs: list[Ipv6AccessConfig] | None = None
+    ipv6_address: str | None = None
+    internal_ipv6_prefix_length: int | None = None
+    alias_ipv6_ranges: list[AliasIpRange] | None = None
+    enable_vpc_scoped_dns: bool | None = None
+    igmp_query: str | None = None
+    network_attachment: str | None = None
+    parent_nic_name: str | None = None
+    service_class_id: str | None = None
+    vlan: int | None = None
+
+    refused: ClassVar[dict[str, str]] = {"fingerprint": _UPDATE_ONLY}
 
 
 class GuestAccelerator(ApiModel):
@@ -101,12 +211,42 @@ class GuestAccelerator(ApiModel):
     accelerator_count: int = Field(default=1, gt=0)
 
 
+class NodeAffinity(ApiModel):
+    key: str
+    operator: Literal["IN", "NOT_IN"]
+    values: list[str] = Field(default_factory=list)
+
+
+class GracefulShutdown(ApiModel):
+    enabled: bool | None = None
+    max_duration: Duration | None = None
+
+
+class OnInstanceStopAction(ApiModel):
+    discard_local_ssd: bool | None = None
+
+
 class Scheduling(ApiModel):
     preemptible: bool | None = None
     on_host_maintenance: Literal["MIGRATE", "TERMINATE"] | None = None
     automatic_restart: bool | None = None
-    provisioning_model: Literal["STANDARD", "SPOT"] | None = None
+    provisioning_model: Literal["STANDARD", "SPOT", "FLEX_START", "RESERVATION_BOUND"] | None = None
     instance_termination_action: Literal["STOP", "DELETE"] | None = None
+    max_run_duration: Duration | None = None
+    termination_time: str | None = None
+    node_affinities: list[NodeAffinity] | None = None
+    local_ssd_recovery_timeout: Duration | None = None
+    min_node_cpus: int | None = None
+    availability_domain: int | None = None
+    host_error_timeout_seconds: int | None = None
+    graceful_shutdown: GracefulShutdown | None = None
+    on_instance_stop_action: OnInstanceStopAction | None = None
+    preemption_notice_duration: Duration | None = None
+    skip_guest_os_shutdown: bool | None = None
+    location_hint: str | None = None
+    expose_host_topology: bool | None = None
+
+    refused: ClassVar[dict[str, str]] = {"protectionTier": _NO_CLIENT_FIELD}
 
     @model_validator(mode="before")
     @classmethod
@@ -139,8 +279,56 @@ class ShieldedInstanceConfig(ApiModel):
     enable_integrity_monitoring: bool | None = None
 
 
+class ShieldedInstanceIntegrityPolicy(ApiModel):
+    update_auto_learn_policy: bool | None = None
+
+
+class ReservationAffinity(ApiModel):
+    consume_reservation_type: Literal["ANY_RESERVATION", "NO_RESERVATION", "SPECIFIC_RESERVATION"]
+    key: str | None = None
+    values: list[str] | None = None
+
+
+class AdvancedMachineFeatures(ApiModel):
+    enable_nested_virtualization: bool | None = None
+    enable_uefi_networking: bool | None = None
+    performance_monitoring_unit: str | None = None
+    threads_per_core: int | None = None
+    turbo_mode: str | None = None
+    visible_core_count: int | None = None
+
+
+class ConfidentialInstanceConfig(ApiModel):
+    confidential_instance_type: str | None = None
+    enable_confidential_compute: bool | None = None
+
+    refused: ClassVar[dict[str, str]] = {"confidentialParavisorConfig": _NO_CLIENT_FIELD}
+
+
+class NetworkPerformanceConfig(ApiModel):
+    total_egress_bandwidth_tier: Literal["DEFAULT", "TIER_1"]
+
+
+class DisplayDevice(ApiModel):
+    enable_display: bool
+
+
+class InstanceParams(ApiModel):
+    resource_manager_tags: dict[str, str] | None = None
+    request_valid_for_duration: Duration | None = None
+
+
+class WorkloadIdentityConfig(ApiModel):
+    identity: str | None = None
+    identity_certificate_enabled: bool | None = None
+
+    refused: ClassVar[dict[str, str]] = {"identityType": _NO_CLIENT_FIELD}
+
+
 class ComputeNodeConfig(ApiModel):
-    """The subset of `instances.insert` that maps onto pulumi-gcp's `compute.Instance`."""
+    """The `instances.insert` body: every field GCE takes at creation but the few in
+    `refused`. Workers send it as written; the head maps it onto pulumi-gcp's
+    `compute.Instance` (infra/config/head_instance.py lists what that cannot express)."""
 
     machine_type: str
     disks: list[AttachedDisk] = Field(default_factory=list)
@@ -156,13 +344,37 @@ class ComputeNodeConfig(ApiModel):
     deletion_protection: bool | None = None
     description: str | None = None
     shielded_instance_config: ShieldedInstanceConfig | None = None
+    shielded_instance_integrity_policy: ShieldedInstanceIntegrityPolicy | None = None
     resource_policies: list[str] | None = None
+    reservation_affinity: ReservationAffinity | None = None
+    advanced_machine_features: AdvancedMachineFeatures | None = None
+    confidential_instance_config: ConfidentialInstanceConfig | None = None
+    network_performance_config: NetworkPerformanceConfig | None = None
+    display_device: DisplayDevice | None = None
+    hostname: str | None = None
+    key_revocation_action_type: Literal["NONE", "STOP"] | None = None
+    instance_encryption_key: CustomerEncryptionKey | None = None
+    params: InstanceParams | None = None
+    private_ipv6_google_access: str | None = None
+    local_ssd_encryption_mode: str | None = None
+    source_machine_image: str | None = None
+    source_machine_image_encryption_key: CustomerEncryptionKey | None = None
+    workload_identity_config: WorkloadIdentityConfig | None = None
 
     kind: Literal["compute"] = Field(default="compute", exclude=True)
+
+    refused: ClassVar[dict[str, str]] = {
+        "name": "the plan names every node (ray-<cluster>-<role>-<hash>-compute): remove name",
+        "zone": "every node runs in provider.availability_zone",
+        "fingerprint": _UPDATE_ONLY,
+        "labelFingerprint": _UPDATE_ONLY,
+        "resourceStatus": "GCE reports it about a running instance",
+    }
 
     _metadata = field_validator("metadata", mode="before")(
         classmethod(lambda cls, v: _metadata_items(v))
     )
+    _labels = field_validator("labels", mode="before")(classmethod(lambda cls, v: _gce_labels(v)))
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -244,6 +456,10 @@ class TpuDataDisk(ApiModel):
     mode: Literal["READ_WRITE", "READ_ONLY"] | None = None
 
 
+class TpuShieldedInstanceConfig(ApiModel):
+    enable_secure_boot: bool | None = None
+
+
 class TpuNodeConfig(ApiModel):
     """The TPU v2 node body (`projects.locations.nodes.create`)."""
 
@@ -260,12 +476,20 @@ class TpuNodeConfig(ApiModel):
     description: str | None = None
     cidr_block: str | None = None
     machine_type: str | None = None
+    shielded_instance_config: TpuShieldedInstanceConfig | None = None
 
     kind: Literal["tpu"] = Field(default="tpu", exclude=True)
+
+    refused: ClassVar[dict[str, str]] = {
+        "networkConfigs": "every node of the cluster joins one network: use networkConfig",
+        "health": "the TPU service reports it",
+        "bootDiskConfig": _NO_CLIENT_FIELD,
+    }
 
     _metadata = field_validator("metadata", mode="before")(
         classmethod(lambda cls, v: _metadata_items(v))
     )
+    _labels = field_validator("labels", mode="before")(classmethod(lambda cls, v: _gce_labels(v)))
 
     @model_validator(mode="after")
     def _one_accelerator_form(self) -> TpuNodeConfig:

@@ -33,20 +33,33 @@ def service_account_email(account_id: str, project: str) -> str:
     return f"{account_id}@{project}.iam.gserviceaccount.com"
 
 
-def network_path(project: str, network: str) -> str:
-    """A network as `projects/<p>/global/networks/<n>` (what the TPU API reports back), from
-    a bare name, a partial URL or a full Compute API URL."""
-    if "projects/" in network:
-        return network[network.index("projects/") :]
-    if "/" in network:
-        return f"projects/{project}/{network}"
-    return f"projects/{project}/global/networks/{network}"
+_COMPUTE_API_ROOTS = (
+    "https://www.googleapis.com/compute/v1/",
+    "https://compute.googleapis.com/compute/v1/",
+)
 
 
-def subnetwork_path(project: str, region: str, subnetwork: str) -> str:
-    """A subnetwork as `projects/<p>/regions/<r>/subnetworks/<s>`, from any of its forms."""
-    if "projects/" in subnetwork:
-        return subnetwork[subnetwork.index("projects/") :]
-    if "/" in subnetwork:
-        return f"projects/{project}/{subnetwork}"
-    return f"projects/{project}/regions/{region}/subnetworks/{subnetwork}"
+def resource_path(url: str) -> str:
+    """A Compute self-link without its API root: `projects/p/global/networks/n`."""
+    for root in _COMPUTE_API_ROOTS:
+        if url.startswith(root):
+            return url[len(root) :]
+    return url
+
+
+def tpu_network_path(project: str, network: str) -> str:
+    """The TPU API's documented form `projects/<p>/global/networks/<n>` from a short name,
+    `global/networks/<n>` or a self-link."""
+    path = resource_path(network)
+    if "/" not in path:
+        path = f"global/networks/{path}"
+    return path if path.startswith("projects/") else f"projects/{project}/{path}"
+
+
+def tpu_subnetwork_path(project: str, region: str, subnetwork: str) -> str:
+    """`projects/<p>/regions/<r>/subnetworks/<s>` from a short name, `regions/...` or a
+    self-link."""
+    path = resource_path(subnetwork)
+    if "/" not in path:
+        path = f"regions/{region}/subnetworks/{path}"
+    return path if path.startswith("projects/") else f"projects/{project}/{path}"

@@ -40,6 +40,8 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
          "operations.get"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
+        ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/getGuestAttributes",
+         "getGuestAttributes"),
         ("POST", _TPU + r"/nodes", "tpu.create"),
         ("GET", _TPU + r"/nodes", "tpu.list"),
         ("GET", _TPU + r"/nodes/(?P<name>[^/:]+)", "tpu.get"),
@@ -69,6 +71,9 @@ class FakeComputeServer:
     def __init__(self, faults: Faults | None = None, wait_max_s: float = 5.0) -> None:
         self.faults = faults or Faults()
         self.cloud = FakeCloud(self.faults)
+        self.authorizations: list[str] = []  # each request's Authorization header, in order
+        # (project, zone, instance) -> {"namespace/key": value}, as a guest agent publishes
+        self.guest_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
         self.wait_max_s = wait_max_s
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._http.daemon_threads = True
@@ -206,6 +211,18 @@ class FakeComputeServer:
             raise ApiError(404, f"operation {p['name']} not found", "notFound")
         return operation
 
+    def _getGuestAttributes(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        """GCE's answer for `queryPath=<namespace>/`: the entries under it, or 404 when none."""
+        published = self.guest_attributes.get((p["project"], p["zone"], p["name"]), {})
+        prefix = query.get("queryPath", "")
+        items = [{"namespace": path.split("/", 1)[0], "key": path.split("/", 1)[1], "value": v}
+                 for path, v in sorted(published.items()) if path.startswith(prefix)]
+        if not items:
+            raise ApiError(404, f"The resource '{prefix}' of type 'Guest Attribute' was not "
+                                "found.", "notFound")
+        return {"kind": "compute#guestAttributes", "queryPath": prefix,
+                "queryValue": {"items": items}}
+
     def _tpu_create(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
         node_id = query.get("nodeId")
         if not node_id:
@@ -250,6 +267,7 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
         def _serve(self, verb: str) -> None:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            server.authorizations.append(self.headers.get("Authorization") or "")
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:

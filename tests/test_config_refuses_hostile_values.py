@@ -1,0 +1,122 @@
+"""Values a careless or hostile YAML can carry are refused, each with its YAML path."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from infra.config import ConfigError, load_cluster_config, parse_cluster_config
+
+PROVIDER = {"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",
+            "project_id": "proj"}
+TYPES = {
+    "head": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+    "worker": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+}
+
+
+def problems(**overrides) -> dict[str, str]:
+    data = {"cluster_name": "c", "provider": dict(PROVIDER),
+            "available_node_types": copy.deepcopy(TYPES), "head_node_type": "head", **overrides}
+    with pytest.raises(ConfigError) as caught:
+        parse_cluster_config(data)
+    return dict(caught.value.problems)
+
+
+def with_type(**fields) -> dict:
+    types = copy.deepcopy(TYPES)
+    types["worker"].update(fields)
+    return types
+
+
+def test_empty_ssh_source_ranges_is_refused_with_the_fix():
+    found = problems(provider={**PROVIDER, "ssh_source_ranges": []})
+    assert "0.0.0.0/0" in found["provider.ssh_source_ranges"]
+    assert "without a source" in found["provider.ssh_source_ranges"]
+
+
+@pytest.mark.parametrize("field", ["max_workers", "upscaling_speed", "idle_timeout_minutes"])
+@pytest.mark.parametrize("value", [True, float("nan"), float("inf")])
+def test_top_level_numbers_refuse_booleans_and_non_finite_values(field, value):
+    assert "is not a number" in problems(**{field: value})[field]
+
+
+@pytest.mark.parametrize("field", ["min_workers", "max_workers"])
+def test_node_type_counts_refuse_booleans(field):
+    found = problems(available_node_types=with_type(**{field: True}))
+    assert found[f"available_node_types.worker.{field}"].startswith("true is not a number")
+
+
+@pytest.mark.parametrize("amount", [True, -1, float("nan"), float("inf"), "4"])
+def test_resources_must_be_finite_amounts(amount):
+    found = problems(available_node_types=with_type(resources={"CPU": amount}))
+    assert "is not an amount" in found["available_node_types.worker.resources.CPU"]
+
+
+@pytest.mark.parametrize("labels, bad", [
+    ({"Team": "ml"}, "Team"),
+    ({"team": "ML"}, "team"),
+    ({"1team": "ml"}, "1team"),
+    ({"team": "a b"}, "team"),
+    ({"team": "x" * 64}, "team"),
+])
+def test_bad_gce_labels_are_named(labels, bad):
+    node_config = {"machineType": "n1-standard-2", "labels": labels}
+    found = problems(available_node_types=with_type(node_config=node_config))
+    assert "is not a GCE label" in found[f"available_node_types.worker.node_config.labels.{bad}"]
+
+
+def test_tpu_labels_are_checked_too():
+    node_config = {"acceleratorType": "v4-8", "runtimeVersion": "r", "labels": {"A": "b"}}
+    found = problems(available_node_types=with_type(node_config=node_config))
+    assert "available_node_types.worker.node_config.labels.A" in found
+
+
+def test_good_labels_pass():
+    node_config = {"machineType": "n1-standard-2", "labels": {"team": "ml_infra-2", "e": ""}}
+    data = {"cluster_name": "c", "provider": PROVIDER, "head_node_type": "head",
+            "available_node_types": with_type(node_config=node_config)}
+    assert parse_cluster_config(data).available_node_types["worker"].node_config.labels
+
+
+@pytest.mark.parametrize("field", ["ssh_private_key", "ssh_public_key"])
+def test_empty_key_files_are_refused(tmp_path, field):
+    empty = tmp_path / "key"
+    empty.write_text("\n")
+    found = problems(auth={"ssh_user": "ubuntu", field: str(empty)})
+    assert found[f"auth.{field}"] == (f"{empty} is empty: point it at the key file, or remove "
+                                      "the key to have one generated")
+
+
+def test_duplicate_keys_name_both_lines(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "cluster_name: c\n"
+        "provider: {type: gcp, region: us-west1, availability_zone: us-west1-a,"
+        " project_id: mine}\n"
+        "auth:\n"
+        "  ssh_user: ubuntu\n"
+        "  ssh_user: root\n"
+        "provider: {type: gcp, region: us-west1, availability_zone: us-west1-a,"
+        " project_id: theirs}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_cluster_config(path)
+    found = dict(caught.value.problems)
+    assert found["provider"] == ("is given twice, at lines 2 and 6: keep one "
+                                 "(YAML would use the last)")
+    assert found["auth.ssh_user"].startswith("is given twice, at lines 4 and 5")
+    assert str(path) in str(caught.value)
+
+
+def test_yaml_merge_keys_may_still_override(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        "x-provider: &provider {type: gcp, region: us-west1, availability_zone: us-west1-a,"
+        " project_id: base}\n"
+        "provider:\n  <<: *provider\n  project_id: mine\n"
+    )
+    with pytest.raises(ConfigError) as caught:  # x-provider is not a Ray key
+        load_cluster_config(path)
+    assert list(dict(caught.value.problems)) == ["x-provider"]

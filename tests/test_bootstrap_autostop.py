@@ -4,6 +4,7 @@ actor keeps it up; a job during the window restarts the countdown; cancelling st
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -38,7 +39,7 @@ PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "idle"
 WINDOW_S = 2.0  # the idle window of these tests
 POLL_S = 0.25
 WAIT_S = 60  # an upper bound for a slow machine, not a speed requirement
-CONFIG = parse_cluster_config({
+CONFIG_DATA = {
     "cluster_name": CLUSTER,
     "provider": {"type": "gcp", "region": "us-west1", "availability_zone": ZONE,
                  "project_id": PROJECT, "autostop": {"idle_minutes": 10}},
@@ -48,7 +49,8 @@ CONFIG = parse_cluster_config({
                 "node_config": {"machineType": "n1-standard-2"}},
     },
     "head_node_type": "head",
-})
+}
+CONFIG = parse_cluster_config(copy.deepcopy(CONFIG_DATA))
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +368,7 @@ def test_changing_autostop_changes_only_the_heads_setting_entry():
     startup script, autoscaler config or worker changes, so nothing is recreated."""
     from bootstrap.node_metadata import node_metadata
 
-    data = CONFIG.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data = copy.deepcopy(CONFIG_DATA)
     data["provider"]["autostop"] = {"idle_minutes": 45, "down": True}
     changed = parse_cluster_config(data)
     before, after = node_metadata(CONFIG, "head", "head"), node_metadata(changed, "head", "head")
@@ -379,7 +381,7 @@ def test_changing_autostop_changes_only_the_heads_setting_entry():
 def test_a_bad_autostop_setting_names_its_path():
     from infra.config import ConfigError
 
-    data = CONFIG.model_dump(mode="json", by_alias=True, exclude_none=True)
+    data = copy.deepcopy(CONFIG_DATA)
     data["provider"]["autostop"] = {"idle_minutes": 0}
     with pytest.raises(ConfigError) as error:
         parse_cluster_config(data)

@@ -255,15 +255,23 @@ def rsync_down(c, source, target, stack=None):
 @task(help={"stack": _STACK_HELP})
 def status(c, stack=None):
     """Nodes of the stack (type, kind, state, IPs), each node's applied startup script version
-    and bootstrap stage, and `ray status`."""
+    and bootstrap stage, and `ray status`; a head stopped by autostop is said so."""
     from ops.bootstrap_status import bootstrap_table, read_nodes
-    from ops.errors import user_errors
+    from ops.errors import OpsError, user_errors
     from ops.ssh import connect_stack
-    from ops.status import nodes_table, ray_status
+    from ops.status import head_stopped_note, nodes_table, ray_status
 
     with user_errors(), connect_stack(stack) as connector:
         print(nodes_table(connector.outputs), flush=True)
         print()
+        try:
+            connector.head()
+        except OpsError:  # unreachable head: stopped (by autostop?) or gone, says the API
+            note = head_stopped_note(connector.outputs)
+            if note is None:
+                raise
+            print(note)
+            return
         print(bootstrap_table(read_nodes(connector)), flush=True)
         print()
         print(ray_status(connector))
@@ -564,3 +572,39 @@ def preflight(c, stack=None):
         print(quota_preflight.render(report))
     if report.short:
         raise Exit(code=1)
+
+
+# ---------------------------------------------------------------- autostop and cost (issue 14)
+
+
+@task(help={
+    "stack": _STACK_HELP,
+    "minutes": "idle minutes after which the head stops every node of the cluster",
+    "down": "delete the nodes instead of stopping them",
+    "cancel": "turn autostop off",
+})
+def autostop(c, stack=None, minutes=None, down=False, cancel=False):
+    """Change a running cluster's autostop (no node is recreated): --minutes N [--down] or
+    --cancel."""
+    from ops.autostop import parse_request, set_autostop
+    from ops.errors import user_errors
+    from ops.ssh import connect_stack
+
+    with user_errors():
+        idle_minutes = parse_request(minutes, down, cancel)
+        with connect_stack(stack) as connector:
+            print(set_autostop(connector, idle_minutes, down))
+
+
+@task(help={"stack": _PLAN_STACK_HELP})
+def cost(c, stack=None):
+    """What the stack's cluster costs: per node type its hourly price, per node its hours run
+    (from the instances' timestamps), the total so far and per hour now."""
+    from ops.cost import cost_report, node_costs
+    from ops.errors import user_errors
+    from ops.plan import cluster_from_settings, stack_or_env, stack_settings
+
+    with user_errors():
+        name = stack_or_env(stack)
+        config, _ = cluster_from_settings(stack_settings(name))
+        print(cost_report(name, config, node_costs(config)), end="")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bootstrap.autostop_metadata import autostop_entries
 from bootstrap.file_mounts import plan_file_mounts
 from bootstrap.startup_script import Role, render_startup_script, script_version
 from infra.config import ClusterConfig
@@ -62,6 +63,7 @@ def node_metadata(
         VERSION_KEY: f"{script_version(script)} {request}".strip(),
         "enable-guest-attributes": "TRUE",
         **plan.metadata_entries(),
+        **(autostop_entries(config) if role == "head" else {}),
     }
 
 

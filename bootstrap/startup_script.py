@@ -61,9 +61,10 @@ STAGES = (
     "ray-stop",
     "ray-start",
     "config-watcher",
+    "autostop",
     "node-watcher",
 )
-HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher")
+HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher", "autostop")
 # Before any stage: the library cannot be decoded (`failed:library:7`).
 LIBRARY_STAGE = "library"
 LIBRARY_EXIT_CODE = 7
@@ -278,6 +279,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
               *(f"    {line}" for line in start), "fi"]
     if role == "head":
         lines += ["begin_stage config-watcher", "start_config_watcher"]
+        lines += ["begin_stage autostop", "start_autostop"]
     lines += ["begin_stage node-watcher", "start_node_watcher"]
     lines += ["report_applied", "finish", ""]
     return "\n".join(lines)

@@ -98,6 +98,8 @@ def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:
         ),
         # Metadata changes (startup script, keys) apply in place; other changes may stop it.
         "allow_stopping_for_update": True,
+        # A head stopped by autostop (or by hand) is started again by the next `up`.
+        "desired_status": "RUNNING",
     }
     return _drop_none(args)
 

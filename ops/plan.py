@@ -14,13 +14,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from infra.config.errors import ConfigError
 from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
 from ops.errors import OpsError
+
+if TYPE_CHECKING:
+    from infra.config import ClusterConfig
 
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 CONFIG_NAMESPACE = "ray-gcp:"
@@ -98,7 +101,32 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
-            "resources": resources}
+            "resources": resources, "price_per_hour": price_per_hour(config)}
+
+
+def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict[str, int]]:
+    """The stack's cluster config and pinned worker counts, read as the program reads them."""
+    from infra.config import load_cluster_config, parse_cluster_config
+    from infra.plan import resolve_worker_counts
+
+    inline = settings.get(f"{CONFIG_NAMESPACE}clusterConfig")
+    if inline:
+        config = parse_cluster_config(json.loads(inline), f"{CONFIG_NAMESPACE}clusterConfig")
+    elif settings.get(CONFIG_KEY):
+        config = load_cluster_config(settings[CONFIG_KEY])
+    else:
+        raise OpsError(f"the stack sets neither {CONFIG_KEY} nor "
+                       f"{CONFIG_NAMESPACE}clusterConfig: set one to its cluster YAML")
+    counts = settings.get(f"{CONFIG_NAMESPACE}workerCounts")
+    return config, resolve_worker_counts(config, json.loads(counts) if counts else None)
+
+
+def price_per_hour(settings: dict[str, str]) -> dict[str, Any]:
+    """The cluster's approximate USD per hour at its pinned size and at max_workers (the
+    program has just accepted these settings)."""
+    from ops.prices import cluster_price
+
+    return cluster_price(*cluster_from_settings(settings)).as_dict()
 
 
 def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Popen[str]:
@@ -133,8 +161,11 @@ def render_table(plan: Plan) -> str:
         + "  " + row[3]
         for row in rows
     ]
+    price = plan["price_per_hour"]
     return f"stack {plan['stack']} ({plan['cluster_file']}): {len(plan['resources'])} " \
-        "resources\n" + "\n".join(lines) + "\n"
+        "resources\n" + "\n".join(lines) + "\n" + f"price: ${price['pinned']:.2f}/h at the " \
+        f"pinned size, up to ${price['at_max_workers']:.2f}/h at max_workers (approximate, " \
+        f"prices as of {price['prices_as_of']})\n"
 
 
 def render(plan: Plan, output_format: str) -> str:

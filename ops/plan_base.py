@@ -26,7 +26,7 @@ from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
 from ops.errors import OpsError
 from ops.plan import PLAN_FORMAT_VERSION, Plan, collect_plan, plan_stack_isolated
 from ops.plan_diff import diff_plans, unchanged_count
-from ops.plan_markdown import render_markdown
+from ops.plan_markdown import price_line, render_markdown
 
 STACKS_DIR = "stacks"
 PLANNER = "ops/plan.py"
@@ -183,7 +183,9 @@ def diff_stack_markdown(stack: str, ref: str, root: Path = PROJECT_ROOT) -> str:
     pair = plan_both(stack, ref, root)
     rows = diff_plans(pair.base, pair.head)
     return render_markdown(rows, stack, f"`{ref}`", "working tree",
-                           unchanged_count(pair.base, pair.head), notes=pair.notes)
+                           unchanged_count(pair.base, pair.head), notes=pair.notes,
+                           price=price_line(pair.base.get("price_per_hour"),
+                                            pair.head.get("price_per_hour")))
 
 
 def _stack_name(path: str) -> str | None:

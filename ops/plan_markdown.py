@@ -27,6 +27,22 @@ def machine_type_hint(row: DiffRow) -> str | None:
     return cost_hint(change.old, change.new, row.count if row.count is not None else 1)
 
 
+def price_line(base: dict | None, head: dict | None) -> str | None:
+    """`Price per hour: $0.12 -> $0.15 at the pinned size, ...` from the plans'
+    `price_per_hour` (a base planned by older code has none: then the head's alone)."""
+    if not head:
+        return None
+    parts = []
+    for key, label in (("pinned", "at the pinned size"), ("at_max_workers", "at max_workers")):
+        new = f"${head[key]:.2f}"
+        parts.append(f"{f'${base[key]:.2f} → ' if base and base[key] != head[key] else ''}"
+                     f"{new} {label}")
+    line = f"**Price per hour:** {', '.join(parts)}"
+    if head.get("unpriced"):
+        line += f" (without {', '.join(head['unpriced'])}: not in the price table)"
+    return line
+
+
 def _code(text: str) -> str:
     return "`" + text.replace("`", "'") + "`"
 
@@ -52,8 +68,10 @@ def render_markdown(
     head_label: str,
     unchanged: int,
     notes: list[str] | None = None,
+    price: str | None = None,
 ) -> str:
-    """`notes` say how a side was planned when that limits what the diff can show."""
+    """`notes` say how a side was planned when that limits what the diff can show; `price`
+    is the cluster's price per hour (see `price_line`)."""
     lines = [
         COMMENT_MARKER.format(stack=stack),
         f"### Plan diff for stack `{stack}`",
@@ -61,6 +79,8 @@ def render_markdown(
         f"{base_label} → {head_label}: {summary(rows, unchanged)}.",
         "",
     ]
+    if price:
+        lines += [price, ""]
     for note in notes or []:
         lines += [f"> **Note:** {note}", ""]
     if not rows:
@@ -85,7 +105,7 @@ def render_markdown(
                 priced = True
                 lines.append(f"  - cost hint: {hint}")
         lines.append("")
-    if priced:
+    if priced or price:
         lines += [f"<sub>{price_note()}</sub>", ""]
     lines.append("<sub>Offline plan: the program run under a mock engine (no cloud); "
                  "secret values are shown as [secret] and not compared.</sub>")

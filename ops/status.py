@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+from datetime import datetime
 
 from ops.errors import OpsError
 from ops.remote import node_shell, run_captured
@@ -43,3 +45,35 @@ def ray_status(
         f"head not ready yet: `ray status` exited {code} on {connector.outputs.head_address}; "
         f"last lines of {bootstrap_log}:\n{detail}"
     )
+
+
+def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str | None:
+    """When the head cannot be reached: what the Compute API says of it, and whether autostop
+    stopped it (its `ray-autostop` labels) and when. None when the API cannot tell or the head
+    runs (then the SSH error stands)."""
+    from google.api_core.exceptions import GoogleAPIError, NotFound
+    from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
+
+    from bootstrap.autostop import REASON_LABEL, TIME_LABEL
+    from infra.workers.clients import ApiClients, build_credentials
+    from ops.cost import ENDPOINT_ENV
+
+    endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
+    clients = ApiClients(build_credentials(None, endpoint), endpoint)
+    try:
+        head = clients.instances.get(project=outputs.project, zone=outputs.zone,
+                                     instance=outputs.head_name, retry=None)
+    except NotFound:
+        return (f"the head {outputs.head_name} does not exist (deleted by `invoke down`, or by "
+                f"autostop with down: true): `invoke up --stack {outputs.stack}` recreates it")
+    except (GoogleAPIError, GoogleAuthError, RequestException):
+        return None
+    if head.status == "RUNNING":
+        return None
+    reason, at = head.labels.get(REASON_LABEL), head.labels.get(TIME_LABEL)
+    if reason and at:
+        when = datetime.strptime(at, "%Y-%m-%dt%H-%M-%Sz").strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (f"the cluster was {reason} for idleness at {when} (autostop): `invoke up "
+                f"--stack {outputs.stack}` brings it back")
+    return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"

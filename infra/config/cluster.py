@@ -107,6 +107,14 @@ class GcpCredentials(StrictModel):
         return json.loads(self.credentials.get_secret_value())
 
 
+class Autostop(StrictModel):
+    """`provider.autostop`: the head stops (`down: true`: deletes) every node of the cluster
+    once it has been idle for `idle_minutes` (bootstrap/autostop.py says what idle means)."""
+
+    idle_minutes: int = Field(ge=1)
+    down: bool = False
+
+
 class Provider(StrictModel):
     type: Literal["gcp"]
     region: str
@@ -114,6 +122,7 @@ class Provider(StrictModel):
     project_id: str | None = None
     gcp_credentials: GcpCredentials | None = None
     cache_stopped_nodes: bool = False
+    autostop: Autostop | None = None
     use_internal_ips: bool = False
     ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
     inline_secret_file_mounts: bool = False
@@ -620,6 +629,7 @@ class ClusterConfig(StrictModel):
         data["provider"].pop("gcp_credentials", None)
         data["provider"].pop("ssh_source_ranges", None)
         data["provider"].pop("inline_secret_file_mounts", None)
+        data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data

@@ -523,6 +523,16 @@ class TpuNodeConfig(ApiModel):
         return version, max(count // _CORES_PER_CHIP.get(version, 1), 1)
 
     @property
+    def version(self) -> str:
+        """`v4`, `v5litepod`: the chip generation, which sets the price of a chip."""
+        return self._version_and_chips()[0]
+
+    @property
+    def chips(self) -> int:
+        """The slice's chips: what Cloud TPU bills by."""
+        return self._version_and_chips()[1]
+
+    @property
     def hosts(self) -> int:
         """How many VMs the TPU slice has (4 chips a host): every host runs the same program."""
         _, chips = self._version_and_chips()

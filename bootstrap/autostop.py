@@ -1,0 +1,514 @@
+"""The head's autostop daemon: when the cluster has been idle for the whole window, stop (or
+delete) every node of it, workers first, the head last, with the head's service account.
+
+It runs on the head's host, started by the head's startup script (which decodes it from
+metadata `ray-autostop-daemon`), so it works with the laptop off. Standard library only: the
+host's `python3` may have neither Ray (docker clusters run Ray in the container) nor Google's
+client libraries, and the head's Ray is reachable over HTTP anyway (`--net=host`).
+
+Idle means, at every check over the window: no task that is not finished, no actor that is
+not dead, no placement group that is not removed, no job pending or running (submitted jobs
+and connected drivers alike) — read from Ray's state and job APIs on the head's dashboard, the
+service `ray.util.state` and `ray job` talk to — and no SSH session on the head. A job that
+ended after the countdown began restarts it, so a short task between two checks counts too.
+When Ray cannot be asked, the cluster counts as busy: autostop never stops what it cannot see.
+
+Settings: metadata `ray-autostop` (JSON written by the program from `provider.autostop`),
+overridden by `~/.ray-autostop.json` on the head, which `invoke autostop` writes over SSH
+(`{"idle_minutes": N, "down": bool}`; `idle_minutes` 0 turns autostop off). Both are re-read
+at every check, so neither needs a restart.
+
+It records what it did in the bootstrap log, the guest attribute `ray-bootstrap/status`
+(`autostopped:<UTC time>:<stopped|deleted>:idle <N> min`) and the labels `ray-autostop`
+(`stopped` / `deleted`) and `ray-autostop-at` on every node it stops, which `invoke status`
+reads while the head is down.
+
+Environment knobs (unset on GCE; set by the local cluster and the tests), as in
+node_bootstrap.sh: RAY_BOOTSTRAP_METADATA_DIR / _METADATA_URL, RAY_BOOTSTRAP_STATUS_DIR, and
+RAY_BOOTSTRAP_DASHBOARD_URL (default http://127.0.0.1:8265), RAY_BOOTSTRAP_COMPUTE_URL
+(default https://compute.googleapis.com/compute/v1), RAY_BOOTSTRAP_TPU_URL (default
+https://tpu.googleapis.com/v2), RAY_BOOTSTRAP_AUTOSTOP_POLL (seconds between checks, default
+15), RAY_BOOTSTRAP_PROC_DIR (where SSH sessions are looked for, default /proc). An http://
+API URL is an emulator or the test fake: no token is sent, as Google's emulators expect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+SETTINGS_KEY = "ray-autostop"
+DAEMON_KEY = "ray-autostop-daemon"
+OVERRIDE_FILE = ".ray-autostop.json"  # in the head's home: `invoke autostop` writes it
+STATUS_ATTRIBUTE = "ray-bootstrap/status"
+REASON_LABEL = "ray-autostop"
+TIME_LABEL = "ray-autostop-at"
+DEFAULT_POLL_SECONDS = 15.0
+HTTP_TIMEOUT = 30.0
+OPERATION_DEADLINE = 900.0
+
+# Ray's states that mean "still going" are everything but these.
+_TASK_DONE = ("FINISHED", "FAILED")
+_ACTOR_DONE = ("DEAD",)
+_GROUP_DONE = ("REMOVED",)
+_JOB_BUSY = ("PENDING", "RUNNING")
+# `sshd: user@pts/0`, `sshd: user@notty`; OpenSSH 9.8+ names it `sshd-session: ...`.
+_SSH_SESSION = re.compile(r"^sshd(?:-session)?: (\S+@\S+)")
+
+
+def log(message: str) -> None:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print(f"{stamp} [ray-bootstrap] autostop: {message}", flush=True)
+
+
+class ApiError(RuntimeError):
+    """An HTTP call that failed for good (after retries on 429/5xx)."""
+
+
+def http_json(url: str, method: str = "GET", body: Any = None,
+              headers: dict[str, str] | None = None, tries: int = 4) -> Any:
+    """One JSON request; 429 and 5xx are retried with backoff, other errors raise ApiError."""
+    data = json.dumps(body).encode() if body is not None else None
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    for attempt in range(tries):
+        request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
+        try:
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
+                raw = answer.read()
+                return json.loads(raw) if raw else {}
+        except urllib.error.HTTPError as exc:
+            detail = exc.read()[:300].decode("utf-8", "replace")
+            if (exc.code == 429 or exc.code >= 500) and attempt + 1 < tries:
+                time.sleep(min(2 ** attempt, 10))
+                continue
+            raise ApiError(f"{method} {url}: HTTP {exc.code} {detail}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            if attempt + 1 < tries:
+                time.sleep(min(2 ** attempt, 10))
+                continue
+            raise ApiError(f"{method} {url}: {exc}") from None
+    raise ApiError(f"{method} {url}: no answer")
+
+
+# ---------------------------------------------------------------- the node's metadata
+
+
+class Metadata:
+    """Metadata attributes and the service account's token: files in local mode, else the
+    metadata server."""
+
+    def __init__(self, directory: str | None = None, url: str | None = None) -> None:
+        self.directory = directory
+        self.url = (url or "http://metadata.google.internal/computeMetadata/v1") + "/instance"
+
+    @classmethod
+    def from_environment(cls) -> Metadata:
+        return cls(os.environ.get("RAY_BOOTSTRAP_METADATA_DIR") or None,
+                   os.environ.get("RAY_BOOTSTRAP_METADATA_URL") or None)
+
+    def attribute(self, key: str) -> str | None:
+        if self.directory:
+            path = Path(self.directory) / key
+            return path.read_text() if path.is_file() else None
+        request = urllib.request.Request(f"{self.url}/attributes/{key}",
+                                         headers={"Metadata-Flavor": "Google"})
+        try:
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
+                return answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise ApiError(f"metadata {key}: HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ApiError(f"metadata {key}: {exc}") from None
+
+    def token(self) -> str:
+        answer = http_json(f"{self.url}/service-accounts/default/token",
+                           headers={"Metadata-Flavor": "Google"})
+        return answer["access_token"]
+
+    def report_status(self, value: str) -> None:
+        """The guest attribute `status` reads: a file in local mode, else the metadata server."""
+        status_dir = os.environ.get("RAY_BOOTSTRAP_STATUS_DIR")
+        if self.directory or status_dir:
+            base = Path(status_dir or Path(self.directory or ".").parent / "guest-attributes")
+            path = base / STATUS_ATTRIBUTE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(value)
+            return
+        request = urllib.request.Request(
+            f"{self.url}/guest-attributes/{STATUS_ATTRIBUTE}", data=value.encode(),
+            method="PUT", headers={"Metadata-Flavor": "Google"})
+        try:
+            urllib.request.urlopen(request, timeout=HTTP_TIMEOUT).close()
+        except (urllib.error.URLError, OSError) as exc:
+            log(f"could not write guest attribute {STATUS_ATTRIBUTE}: {exc}")
+
+
+# ---------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the program wrote in metadata `ray-autostop`, with the head's override applied."""
+
+    project: str
+    zone: str
+    cluster_labels: dict[str, str]  # every node of the cluster carries these
+    head_labels: dict[str, str]  # and the head these too
+    tpu: bool = False
+    idle_minutes: float = 0.0
+    down: bool = False
+    source: str = "metadata"
+
+    @property
+    def enabled(self) -> bool:
+        return self.idle_minutes > 0
+
+    @property
+    def window_seconds(self) -> float:
+        return self.idle_minutes * 60.0
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return f"off ({self.source})"
+        action = "delete" if self.down else "stop"
+        return f"{action} after {self.idle_minutes:g} idle minutes ({self.source})"
+
+
+def read_settings(metadata: Metadata, home: Path) -> Settings | None:
+    """The current settings; None when the program wrote none (then nothing is stopped)."""
+    raw = metadata.attribute(SETTINGS_KEY)
+    if not raw:
+        return None
+    data = json.loads(raw)
+    settings = Settings(
+        project=data["project"], zone=data["zone"], cluster_labels=data["cluster_labels"],
+        head_labels=data["head_labels"], tpu=bool(data.get("tpu")),
+        idle_minutes=float(data.get("idle_minutes") or 0), down=bool(data.get("down")))
+    override = home / OVERRIDE_FILE
+    if override.is_file():
+        try:
+            own = json.loads(override.read_text())
+            settings = Settings(
+                settings.project, settings.zone, settings.cluster_labels, settings.head_labels,
+                settings.tpu, float(own.get("idle_minutes") or 0), bool(own.get("down")),
+                source=f"{override}, written by invoke autostop")
+        except (OSError, ValueError, AttributeError) as exc:
+            log(f"{override} is unreadable ({exc}): the metadata setting stays")
+    return settings
+
+
+# ---------------------------------------------------------------- is the cluster busy?
+
+
+@dataclass
+class Activity:
+    """One look at the cluster: why it is busy (empty: idle) and when its last job ended."""
+
+    busy: list[str] = field(default_factory=list)
+    last_job_end: float | None = None  # epoch seconds
+
+
+class RayState:
+    """Ray's state and job APIs on the head's dashboard."""
+
+    def __init__(self, dashboard_url: str) -> None:
+        self.url = dashboard_url.rstrip("/")
+
+    def _unfinished(self, resource: str, done_states: tuple) -> list[dict[str, Any]]:
+        query = [("limit", "100"), ("detail", "false")]
+        for state in done_states:  # filters AND together: state != each terminal state
+            query += [("filter_keys", "state"), ("filter_predicates", "!="),
+                      ("filter_values", state)]
+        answer = http_json(f"{self.url}/api/v0/{resource}?{urllib.parse.urlencode(query)}",
+                           tries=1)
+        if not answer.get("result"):
+            raise ApiError(f"Ray's state API ({resource}): {answer.get('msg')}")
+        return answer["data"]["result"]["result"]
+
+    def activity(self) -> Activity:
+        seen = Activity()
+        for resource, done, what in (("tasks", _TASK_DONE, "task"),
+                                     ("actors", _ACTOR_DONE, "actor"),
+                                     ("placement_groups", _GROUP_DONE, "placement group")):
+            for item in self._unfinished(resource, done):
+                name = item.get("name") or item.get("class_name") or item.get(
+                    "placement_group_id", "")
+                seen.busy.append(f"{what} {name} is {item.get('state')}")
+        jobs = http_json(f"{self.url}/api/jobs/", tries=1)
+        for job in jobs:
+            if job.get("status") in _JOB_BUSY:
+                ident = job.get("submission_id") or job.get("job_id")
+                seen.busy.append(f"job {ident} ({job.get('type', '').lower()}) is "
+                                 f"{job.get('status')}")
+            elif job.get("end_time"):
+                end = job["end_time"] / 1000.0
+                seen.last_job_end = max(seen.last_job_end or end, end)
+        return seen
+
+
+def ssh_sessions(proc_dir: Path) -> dict[int, str]:
+    """pid -> `user@tty` of every SSH session open on this machine (sshd's per-session
+    process)."""
+    sessions = {}
+    for entry in proc_dir.iterdir() if proc_dir.is_dir() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                "utf-8", "replace").strip()
+        except OSError:
+            continue
+        match = _SSH_SESSION.match(command)
+        if match:
+            sessions[int(entry.name)] = match.group(1)
+    return sessions
+
+
+# ---------------------------------------------------------------- stopping the cluster
+
+
+@dataclass(frozen=True)
+class CloudNode:
+    kind: str  # "compute" or "tpu"
+    name: str  # instance name, or the TPU node's full resource name
+    labels: dict[str, str]
+    label_fingerprint: str = ""
+
+    @property
+    def short_name(self) -> str:
+        return self.name.rsplit("/", 1)[-1]
+
+
+class Cloud:
+    """The Compute v1 and TPU v2 REST calls autostop makes, as the head's service account."""
+
+    def __init__(self, metadata: Metadata, compute_url: str, tpu_url: str) -> None:
+        self.metadata = metadata
+        self.compute_url = compute_url.rstrip("/")
+        self.tpu_url = tpu_url.rstrip("/")
+
+    @classmethod
+    def from_environment(cls, metadata: Metadata) -> Cloud:
+        return cls(metadata,
+                   os.environ.get("RAY_BOOTSTRAP_COMPUTE_URL")
+                   or "https://compute.googleapis.com/compute/v1",
+                   os.environ.get("RAY_BOOTSTRAP_TPU_URL") or "https://tpu.googleapis.com/v2")
+
+    def _headers(self, url: str) -> dict[str, str]:
+        if url.startswith("http://"):
+            return {}
+        return {"Authorization": f"Bearer {self.metadata.token()}"}
+
+    def _call(self, url: str, method: str = "GET", body: Any = None) -> Any:
+        return http_json(url, method, body, self._headers(url))
+
+    def nodes(self, settings: Settings) -> list[CloudNode]:
+        """Every instance (and TPU node) carrying the cluster's labels, the autoscaler's too."""
+        found: list[CloudNode] = []
+        base = f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}/instances"
+        query = {"filter": " AND ".join(f'(labels.{k} = "{v}")'
+                                        for k, v in sorted(settings.cluster_labels.items()))}
+        token = ""
+        while True:
+            page = self._call(f"{base}?{urllib.parse.urlencode({**query, 'pageToken': token})}")
+            found += [CloudNode("compute", item["name"], item.get("labels") or {},
+                                item.get("labelFingerprint", ""))
+                      for item in page.get("items") or []]
+            token = page.get("nextPageToken") or ""
+            if not token:
+                break
+        if settings.tpu:
+            base = f"{self.tpu_url}/projects/{settings.project}/locations/{settings.zone}/nodes"
+            token = ""
+            while True:
+                page = self._call(f"{base}?{urllib.parse.urlencode({'pageToken': token})}")
+                found += [CloudNode("tpu", item["name"], item.get("labels") or {})
+                          for item in page.get("nodes") or []]
+                token = page.get("nextPageToken") or ""
+                if not token:
+                    break
+        # The filter is applied here too: it is what makes a node ours.
+        return [node for node in found
+                if all(node.labels.get(k) == v for k, v in settings.cluster_labels.items())]
+
+    def label(self, settings: Settings, node: CloudNode, action: str, stamp: str) -> None:
+        """Record why and when on the node itself (compute instances: TPU labels are fixed)."""
+        if node.kind != "compute":
+            return
+        labels = {**node.labels, REASON_LABEL: action, TIME_LABEL: stamp}
+        url = (f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
+               f"/instances/{node.name}/setLabels")
+        try:
+            self._call(url, "POST", {"labels": labels,
+                                     "labelFingerprint": node.label_fingerprint})
+        except ApiError as exc:
+            log(f"could not label {node.name} ({exc}): stopping it anyway")
+
+    def stop(self, settings: Settings, node: CloudNode, delete: bool) -> dict[str, Any]:
+        """Start stopping (or deleting) one node; the operation to wait for. TPU nodes are
+        always deleted: a slice cannot be stopped, and `up` recreates a missing one."""
+        if node.kind == "tpu":
+            return {"tpu": self._call(f"{self.tpu_url}/{node.name}", "DELETE")}
+        url = (f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
+               f"/instances/{node.name}")
+        return {"compute": self._call(url if delete else f"{url}/stop",
+                                      "DELETE" if delete else "POST")}
+
+    def wait(self, settings: Settings, operation: dict[str, Any], deadline: float) -> None:
+        """Until the operation is done (or the deadline passes: then go on regardless)."""
+        while time.monotonic() < deadline:
+            if "tpu" in operation:
+                current = self._call(f"{self.tpu_url}/{operation['tpu']['name']}")
+                if current.get("done"):
+                    return
+                time.sleep(2)
+                continue
+            name = operation["compute"]["name"]
+            current = self._call(
+                f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
+                f"/operations/{name}/wait", "POST")
+            if current.get("status") == "DONE":
+                return
+        log("an operation did not finish in time: going on")
+
+
+def is_head(node: CloudNode, settings: Settings) -> bool:
+    return all(node.labels.get(k) == v for k, v in settings.head_labels.items())
+
+
+def stop_cluster(cloud: Cloud, settings: Settings, reason: str,
+                 now: Callable[[], float] = time.time) -> list[str]:
+    """Stop (or delete) the workers, wait for them, then the head; the names, in order."""
+    action = "deleted" if settings.down else "stopped"
+    doing = "deleting" if settings.down else "stopping"
+    stamp = datetime.fromtimestamp(now(), timezone.utc).strftime("%Y-%m-%dt%H-%M-%Sz")
+    nodes = cloud.nodes(settings)
+    workers = [node for node in nodes if not is_head(node, settings)]
+    heads = [node for node in nodes if is_head(node, settings)]
+    log(f"{reason}: {doing} {len(workers)} workers, then the head")
+    order: list[str] = []
+    for batch in (workers, heads):
+        operations = []
+        for node in batch:
+            cloud.label(settings, node, action, stamp)
+            try:
+                operations.append(cloud.stop(settings, node, settings.down))
+            except ApiError as exc:  # one node refusing must not keep the rest running
+                log(f"{node.short_name}: could not be {action} ({exc})")
+                continue
+            order.append(node.short_name)
+            log(f"{node.short_name}: {doing}")
+        deadline = time.monotonic() + OPERATION_DEADLINE
+        for operation in operations:
+            try:
+                cloud.wait(settings, operation, deadline)
+            except ApiError as exc:
+                log(f"an operation could not be followed ({exc}): going on")
+    return order
+
+
+# ---------------------------------------------------------------- the loop
+
+
+class Autostop:
+    """Check every `poll_seconds`; stop the cluster once it has been idle for the window."""
+
+    def __init__(self, metadata: Metadata, home: Path, ray: RayState, cloud: Cloud,
+                 proc_dir: Path = Path("/proc"), poll_seconds: float = DEFAULT_POLL_SECONDS,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.metadata, self.home, self.ray, self.cloud = metadata, home, ray, cloud
+        self.proc_dir, self.poll_seconds, self.clock = proc_dir, poll_seconds, clock
+        self.idle_since: float | None = None  # None: busy, or autostop is off
+        self._said = ""
+
+    def _say_once(self, message: str) -> None:
+        if message != self._said:
+            log(message)
+            self._said = message
+
+    def check(self) -> tuple[str, Settings] | None:
+        """One check; when the cluster is to be stopped now, why and with which settings."""
+        try:
+            settings = read_settings(self.metadata, self.home)
+        except (ApiError, ValueError, KeyError) as exc:
+            self.idle_since = None
+            self._say_once(f"settings unreadable ({exc}): not counting")
+            return None
+        if settings is None or not settings.enabled:
+            self.idle_since = None
+            self._say_once(f"off: {settings.describe() if settings else 'no settings'}")
+            return None
+        now = self.clock()
+        try:
+            activity = self.ray.activity()
+        except ApiError as exc:
+            activity = Activity([f"Ray's state API cannot be read ({exc})"])
+        activity.busy += [f"SSH session {who}" for who in ssh_sessions(self.proc_dir).values()]
+        if activity.busy:
+            self.idle_since = None
+            self._say_once(f"busy: {'; '.join(activity.busy[:3])} ({settings.describe()})")
+            return None
+        start = self.idle_since or now
+        if activity.last_job_end is not None and activity.last_job_end > start:
+            start = activity.last_job_end  # a job came and went between two checks
+        self.idle_since = start
+        self._say_once(f"idle since {_iso(start)}: {settings.describe()}")
+        if now - start < settings.window_seconds:
+            return None
+        return f"idle for {settings.idle_minutes:g} minutes since {_iso(start)}", settings
+
+    def run(self, until: Callable[[], bool] = lambda: False) -> list[str]:
+        """Check until the cluster is stopped (or `until()`); the nodes stopped, in order."""
+        while not until():
+            decision = self.check()
+            if decision is not None:
+                reason, settings = decision
+                action = "deleted" if settings.down else "stopped"
+                self.metadata.report_status(f"autostopped:{_iso(self.clock())}:{action}:"
+                                            f"idle {settings.idle_minutes:g} min")
+                try:
+                    return stop_cluster(self.cloud, settings, reason, self.clock)
+                except ApiError as exc:  # still idle at the next check: it tries again then
+                    log(f"could not stop the cluster ({exc}): trying again at the next check")
+            time.sleep(self.poll_seconds)
+        return []
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True, help="the head's home (the override's place)")
+    args = parser.parse_args(argv)
+    metadata = Metadata.from_environment()
+    daemon = Autostop(
+        metadata, Path(args.home),
+        RayState(os.environ.get("RAY_BOOTSTRAP_DASHBOARD_URL") or "http://127.0.0.1:8265"),
+        Cloud.from_environment(metadata),
+        Path(os.environ.get("RAY_BOOTSTRAP_PROC_DIR") or "/proc"),
+        float(os.environ.get("RAY_BOOTSTRAP_AUTOSTOP_POLL") or DEFAULT_POLL_SECONDS))
+    log(f"pid={os.getpid()} watches the cluster (metadata {SETTINGS_KEY}, "
+        f"{Path(args.home) / OVERRIDE_FILE})")
+    daemon.run()
+    log("the cluster is stopping: this daemon ends")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from invoke import task  # noqa: F401  (tasks are added below, one section per room)
+from ops.task_flags import task  # invoke's @task with one short-flag vocabulary (README: Flags)
 
 # --- lifecycle and day two over SSH (issue 3): the logic lives in ops/ ------------------------
 # ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
 
-_STACK_HELP = "Pulumi stack (default: $PULUMI_STACK or the selected stack)"
+_STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK, else the " \
+    "selected stack)"
 
 
 def _lifecycle(stack: str | None, operation: str) -> None:
@@ -16,8 +17,9 @@ def _lifecycle(stack: str | None, operation: str) -> None:
     from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
+        name = resolve_stack_name(stack, require_file=True)
         require_cli()
-        run_operation(resolve_stack_name(stack), operation)
+        run_operation(name, operation)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -49,25 +51,25 @@ def refresh(c, stack=None):
         "stack": _STACK_HELP,
         "tmux": "attach to (or start) the tmux session `ray`",
         "screen": "attach to (or start) the screen session `ray`",
-        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node, e.g. 8265; repeatable",
+        "port-forward": "PORT or LOCAL:REMOTE: forward a local port to the node's, e.g. "
+                        "-p 8265; repeatable",
         "node": "attach to this worker (reached through the head) instead of the head",
     },
     iterable=["port_forward"],
 )
 def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None):
-    """Interactive shell on the head (or --node) with port forwards."""
+    """Interactive shell on the head (or --node), with port forwards."""
     from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
     from ops.ssh import connect_stack
 
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors():
         command = session_command(tmux, screen)
+        ports = [parse_forward(spec) for spec in port_forward or []]
+    with user_errors(), connect_stack(stack) as connector:
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
-        forwards = [
-            PortForward(client.get_transport(), *parse_forward(spec)).start()
-            for spec in port_forward or []
-        ]
+        forwards = [PortForward(client.get_transport(), *pair).start() for pair in ports]
         for forward in forwards:
             print(f"forwarding 127.0.0.1:{forward.local_port} -> port {forward.remote_port}")
         try:
@@ -83,20 +85,23 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     help={
         "cmd": "shell command to run (quote it)",
         "stack": _STACK_HELP,
-        "all": "run on every node in parallel, output prefixed by node",
+        "all-nodes": "run on every node in parallel, output prefixed by node",
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
     },
 )
-def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False):  # noqa: A002
-    """Run a command on the head or every node, with its exit status."""
-    from ops.errors import exit_status, user_errors
+def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False):
+    """Run a command on the head or every node; exits with its status."""
+    from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
     from ops.ssh import connect_stack
 
+    with user_errors():
+        if all_nodes and node:
+            raise OpsError("--all-nodes and --node are alternatives: pick one")
     with user_errors(), connect_stack(stack) as connector:
-        if all:
+        if all_nodes:
             status = exec_on_all(connector, cmd, docker, login)
         else:
             target = connector.outputs.node(node) if node else None
@@ -113,16 +118,21 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False): 
     }
 )
 def submit(c, script, stack=None, docker=False, login=False):
-    """Upload a script and run it on the head: s.py -- ARGS."""
+    """Upload a Python script and run it on the head.
+
+    Arguments for the script go after `--`: `invoke submit train.py -- --epochs 3`."""
     import sys
     from pathlib import Path
 
-    from ops.errors import exit_status, user_errors
+    from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import remainder_argv
     from ops.remote import submit as submit_script
     from ops.ssh import connect_stack
 
     args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
+    with user_errors():
+        if not Path(script).is_file():
+            raise OpsError(f"{script} is not a file: pass the path of a Python script")
     with user_errors(), connect_stack(stack) as connector:
         status = submit_script(connector, Path(script), args, docker, login)
     exit_status(status)
@@ -133,16 +143,22 @@ def submit(c, script, stack=None, docker=False, login=False):
         "source": "local file or directory (a directory sends its contents)",
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP,
-        "all": "send to every node, not only the head",
+        "all-nodes": "send to every node, not only the head",
     }
 )
-def rsync_up(c, source, target, stack=None, all=False):  # noqa: A002
-    """Send changed files to the head or --all nodes (rsync_exclude, rsync_filter)."""
-    from ops.errors import user_errors
+def rsync_up(c, source, target, stack=None, all_nodes=False):
+    """Send changed files to the head (or every node).
+
+    Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
+    from pathlib import Path
+
+    from ops.errors import OpsError, user_errors
     from ops.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(stack, {target: source}, all_nodes=all)
+        if not Path(source).exists():
+            raise OpsError(f"{source} does not exist: pass a local file or directory")
+        rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -163,7 +179,9 @@ def file_mounts(c, stack=None):
     }
 )
 def rsync_down(c, source, target, stack=None):
-    """Fetch changed files from the head, honouring rsync_exclude and rsync_filter."""
+    """Fetch changed files from the head.
+
+    Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
     from pathlib import Path
 
     from ops.cluster_file import rsync_excludes, rsync_filters
@@ -221,87 +239,81 @@ def ssh_config(c, stack=None, output=None):
 
 
 @task(help={
-    "stack": "stack name, e.g. full (stacks/Pulumi.<stack>.yaml)",
+    "stack": _STACK_HELP,
     "type": "worker node type from available_node_types, e.g. ray_worker_small",
     "count": "desired number of workers of that type, within its [min_workers, max_workers]",
 })
-def scale(c, stack, type, count):  # noqa: A002 - `--type` is the documented flag
-    """Set a worker type's count in the stack config, then run `pulumi up`."""
-    from invoke.exceptions import Exit
+def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
+    """Set a worker type's count in the stack file, then run `pulumi up`.
 
-    from ops.scale import ScaleError, pulumi_up_command, set_worker_count
+    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml."""
+    from ops.errors import OpsError, user_errors
+    from ops.pulumi_cli import require_cli, run_operation
+    from ops.scale import ScaleError, set_worker_count
+    from ops.stack_outputs import resolve_stack_name
 
-    if not str(count).isdigit():
-        raise Exit(f"scale: --count must be a whole number, got {count!r}", code=1)
-    try:
-        path = set_worker_count(stack, type, int(count))
+    with user_errors():
+        if not str(count).isdigit():
+            raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
+        name = resolve_stack_name(stack, require_file=True)
+        try:
+            path = set_worker_count(name, type, int(count))
+        except ScaleError as exc:
+            raise OpsError(str(exc)) from None
         print(f"{type}: count {count} written to {path}")
-        command = pulumi_up_command(stack)
-    except ScaleError as exc:
-        raise Exit(f"scale: {exc}", code=1) from None
-    c.run(command, pty=True)
+        require_cli()
+        run_operation(name, "up")
 
 
 # --- offline plan and diff for reviews (issue 4): the logic lives in ops/plan*.py -------------
 
-_PLAN_STACK_HELP = "stack to plan (default: $PULUMI_STACK)"
-
-
 @task(
     help={
-        "stack": _PLAN_STACK_HELP,
-        "out": "write to this file instead of stdout",
+        "stack": _STACK_HELP,
+        "output": "write to this file instead of stdout",
         "format": "json (canonical, byte-identical for the same input) or table",
         "root": "directory holding the stacks/ to plan (default: this checkout)",
     }
 )
-def plan(c, stack=None, out=None, format="json", root=None):  # noqa: A002
-    """Offline plan (no cloud, no pulumi CLI): every resource the program would register."""
-    from pathlib import Path
+def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
+    """Offline plan: every resource the program would register.
 
-    from infra.stack_config import PROJECT_ROOT
+    Runs the real program under a mock engine: no cloud, no pulumi CLI."""
     from ops.errors import user_errors
-    from ops.plan import plan_stack, render, stack_or_env
+    from ops.plan import plan_stack, render, resolve_plan_args, write_output
 
     with user_errors():
-        planned = plan_stack(stack_or_env(stack), Path(root) if root else PROJECT_ROOT)
-        text = render(planned, format)
-        if out:
-            Path(out).write_text(text)
-        else:
-            print(text, end="")
+        name, tree = resolve_plan_args(stack, format, root, output)
+        write_output(render(plan_stack(name, tree), format), output)
 
 
 @task(
     help={
-        "stack": _PLAN_STACK_HELP,
+        "stack": _STACK_HELP,
         "base": "git ref whose tree (program and stacks) is the 'before' side, e.g. "
                 "origin/main",
-        "out": "write the Markdown to this file instead of stdout",
+        "output": "write the Markdown to this file instead of stdout",
     }
 )
-def diff(c, base, stack=None, out=None):
-    """Markdown diff of the offline plans at --base (that tree's own program and stacks)
-    and of the working tree, for PRs."""
-    from pathlib import Path
+def diff(c, base, stack=None, output=None):
+    """Markdown diff of the offline plans at --base and of the working tree.
 
+    The base side is planned with that tree's own program and stacks, for PR reviews."""
     from ops.errors import user_errors
-    from ops.plan import stack_or_env
+    from ops.plan import resolve_plan_args, write_output
     from ops.plan_base import diff_stack_markdown
 
     with user_errors():
-        text = diff_stack_markdown(stack_or_env(stack), base)
-        if out:
-            Path(out).write_text(text)
-        else:
-            print(text, end="")
+        name, _ = resolve_plan_args(stack, "json", None, output, missing_ok=True)
+        write_output(diff_stack_markdown(name, base), output)
 
 
 @task(help={"base": "git ref to compare the working tree against"})
 def changed_stacks(c, base):
-    """Stacks whose plan may differ from --base, one per line (for CI): every stack when the
-    program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed, else those whose stack
-    file or cluster YAML changed."""
+    """Stacks whose plan may differ from --base, one per line (for CI).
+
+    Every stack when the program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed,
+    else those whose stack file or cluster YAML changed."""
     from ops.errors import user_errors
     from ops.plan_base import changed_stacks as find_changed
 
@@ -319,8 +331,9 @@ def changed_stacks(c, base):
     "keep": "leave the cluster running; stop it later with `invoke local-down`",
 })
 def local_up(c, config="", keep=False):
-    """Start a two-node Ray cluster here through the rendered startup scripts, run a task on
-    each node, then tear it down (the main-job demo)."""
+    """Run a two-node Ray cluster here from the rendered startup scripts.
+
+    Runs a task on each node, then tears the cluster down unless --keep is given."""
     from bootstrap.local_cluster import DEFAULT_CONFIG
     from bootstrap.local_cluster import local_up as start_local_cluster
     from infra.config import load_cluster_config
@@ -341,7 +354,7 @@ def local_up(c, config="", keep=False):
 
 @task
 def local_down(c):
-    """Stop the local cluster a `local-up --keep` left running (only its own processes)."""
+    """Stop every local cluster `local-up --keep` left running (only their processes)."""
     from bootstrap.local_cluster import local_down as stop_local_cluster
 
     stop_local_cluster(print)

@@ -17,8 +17,8 @@ class OpsError(Exception):
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Inside a task: OpsError and a cluster YAML's ConfigError become invoke's Exit, so the
-    user sees the message, not a trace."""
+    """Inside a task: OpsError, a cluster YAML's ConfigError and a stack file's StackFileError
+    become invoke's Exit, so the user sees the message, not a trace."""
     from invoke.exceptions import Exit
 
     try:
@@ -34,10 +34,14 @@ def user_errors() -> Iterator[None]:
 
 
 def _is_config_error(exc: Exception) -> bool:
-    # Only a task that loaded the config model can raise its errors: `exec` never pays for
-    # importing pydantic just to check.
-    errors = sys.modules.get("infra.config.errors")
-    return errors is not None and isinstance(exc, errors.ConfigError)
+    # Only a task that loaded the config model (or read a stack file) can raise their errors:
+    # `exec` never pays for importing pydantic just to check.
+    for module, name in (("infra.config.errors", "ConfigError"),
+                         ("infra.stack_config", "StackFileError")):
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return True
+    return False
 
 
 def exit_status(status: int) -> None:

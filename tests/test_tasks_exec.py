@@ -39,7 +39,7 @@ def test_exec_streams_output_before_the_command_ends(stack, tmp_path):
 
 
 def test_exec_all_prefixes_each_node_and_fails_if_any_fails(stack):
-    result = stack.invoke("exec", "--all", "echo hello; echo oops >&2; exit 3")
+    result = stack.invoke("exec", "--all-nodes", "echo hello; echo oops >&2; exit 3")
     assert result.returncode == 3
     lines = sorted(result.stdout.splitlines())
     assert lines == ["[ray-local-head-0000  ] hello", "[ray-local-worker-0001] hello"]

@@ -1,0 +1,45 @@
+"""YAML a user wrote (cluster YAMLs, stack files): read it, or say where it breaks and how."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class YamlFileError(ValueError):
+    """A YAML file that cannot be read or parsed; the message names the file, where and the fix."""
+
+
+def read_yaml_file(path: Path) -> Any:
+    """The parsed document of `path`; unreadable files, bad encodings and syntax errors become
+    one YamlFileError line naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlFileError(f"{path}: byte {exc.start} is not UTF-8: save the file as UTF-8") \
+            from None
+    except OSError as exc:
+        raise YamlFileError(f"cannot read {path}: {exc.strerror or exc}: check the path") \
+            from None
+    return parse_yaml_text(text, str(path))
+
+
+def parse_yaml_text(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise YamlFileError(f"{source}: {describe_yaml_error(exc)}") from None
+    except RecursionError:
+        raise YamlFileError(f"{source}: nested too deeply to read: flatten the structure") \
+            from None
+
+
+def describe_yaml_error(exc: yaml.YAMLError) -> str:
+    """`not valid YAML at line L, column C: <problem>: <what to do>`."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return (f"not valid YAML{where}: {problem}: fix the syntax there (indentation, a missing "
+            "':' or space after it, an unclosed quote or bracket, a tab)")

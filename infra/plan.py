@@ -182,3 +182,17 @@ def _service_account(
     if role == "head":
         return config.autoscaler_service_account_email, (CLOUD_PLATFORM_SCOPE,)
     return None, ()
+
+
+def check_boot_disks(plan: ClusterPlan) -> None:
+    """Every GCE instance needs a boot disk; without one pulumi-gcp (or GCE) refuses it."""
+    problems = [
+        (f"available_node_types.{group.node_type}.node_config.disks",
+         "a GCE instance needs a boot disk: add one, e.g. `- {boot: true, autoDelete: true, "
+         "initializeParams: {diskSizeGb: 50, sourceImage: projects/ubuntu-os-cloud/global/"
+         "images/family/ubuntu-2204-lts}}`")
+        for group in plan.node_types.values()
+        if isinstance(group.node_config, ComputeNodeConfig) and group.node_config.boot_disk is None
+    ]
+    if problems:
+        raise ConfigError(problems)

@@ -10,7 +10,7 @@ import pulumi_gcp as gcp
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
 from infra.metadata_limits import check_metadata_limits
-from infra.plan import plan_cluster
+from infra.plan import check_boot_disks, plan_cluster
 from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
@@ -61,6 +61,7 @@ def define_cluster() -> RayCluster:
     config, config_file = read_cluster_config(settings)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)
+    check_boot_disks(plan)
     provider = gcp_provider(config)
     credentials = config.provider.gcp_credentials
     cluster = RayCluster(
@@ -96,11 +97,12 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     )
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
+    instance_names = {node_type: group.instance_names for node_type, group in groups.items()}
     pulumi.export(
         "node_names",
-        pulumi.Output.all(
-            **{node_type: group.instance_names for node_type, group in groups.items()}
-        ).apply(lambda names: _node_names(config, head.name, names)),
+        # Output.all() of nothing is a list: a head-only cluster has no groups to name.
+        (pulumi.Output.all(**instance_names) if instance_names else pulumi.Output.from_input({}))
+        .apply(lambda names: _node_names(config, head.name, names)),
     )
     pulumi.export(
         "nodes",

@@ -51,8 +51,8 @@ def refresh(c, stack=None):
         "stack": _STACK_HELP,
         "tmux": "attach to (or start) the tmux session `ray`",
         "screen": "attach to (or start) the screen session `ray`",
-        "port-forward": "PORT or LOCAL:REMOTE: forward a local port to the node's, e.g. "
-                        "-p 8265; repeatable",
+        "port-forward": "PORT[:REMOTE] forward local PORT to the node's REMOTE port (default "
+                        "the same), e.g. -p 8265; repeatable",
         "node": "attach to this worker (reached through the head) instead of the head",
     },
     iterable=["port_forward"],

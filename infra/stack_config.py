@@ -77,7 +77,7 @@ def read_stack_config(path: Path, root: Path = PROJECT_ROOT) -> dict[str, Any]:
         raise StackFileError(path, ["config: must be a mapping of `namespace:key: value`"])
     problems = [problem for key, value in settings.items()
                 if (problem := _check_key(str(key), value, root))]
-    if not any(key in settings for key in (CONFIG_KEY, INLINE_KEY)):
+    if not problems and not any(key in settings for key in (CONFIG_KEY, INLINE_KEY)):
         problems.append(f"config: names no cluster: add `{CONFIG_KEY}: "
                         "stacks/clusters/<name>.yaml` (or run `pulumi config set "
                         f"{CONFIG_KEY} <path>`)")

@@ -6,7 +6,6 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
-import yaml
 
 from bootstrap import autoscaler_config
 from infra.config import ClusterConfig
@@ -25,6 +24,7 @@ from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
+from infra.yaml_text import dump_yaml
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -87,9 +87,7 @@ class RayCluster(pulumi.ComponentResource):
         # idle workers that the next `up` brings back.
         worker_counts = {group.node_type: group.count for group in plan.workers}
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
-            lambda bodies: yaml.safe_dump(
-                autoscaler_config(config, bodies, worker_counts), sort_keys=True
-            )
+            lambda bodies: dump_yaml(autoscaler_config(config, bodies, worker_counts))
         )
         self.head = HeadNode(
             f"{name}-head",

@@ -10,9 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
 from infra.config import ClusterConfig, ConfigError
@@ -22,6 +19,10 @@ KEY_BITS = 3072
 
 def generate_key_pair() -> tuple[str, str]:
     """(private key in OpenSSH PEM, public key `ssh-rsa AAAA...`)."""
+    # cryptography is imported where keys are made or read: a plan never needs it.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -38,6 +39,8 @@ def generate_key_pair() -> tuple[str, str]:
 
 def public_key_of(private_key_text: str) -> str:
     """The `ssh-...` public line of a private key (PEM or OpenSSH format)."""
+    from cryptography.hazmat.primitives import serialization
+
     data = private_key_text.encode()
     loader = (
         serialization.load_ssh_private_key
@@ -133,6 +136,8 @@ def _read_key(path: str, yaml_path: str) -> str:
 
 
 def _public_key_of_file(private_key_text: str, path: str) -> str:
+    from cryptography.exceptions import UnsupportedAlgorithm
+
     try:
         return public_key_of(private_key_text)
     except (ValueError, TypeError, UnsupportedAlgorithm):

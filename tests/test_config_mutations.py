@@ -125,7 +125,7 @@ def mutated_texts(draw: st.DrawFn, odd_paths: list[str]) -> tuple[str, str]:
         elif operation == "stringify":
             parent[key] = str(parent[key])
         elif operation == "nest":
-            parent[key] = _nested(draw(st.sampled_from([50, 400])))
+            parent[key] = _nested(draw(st.sampled_from([30, 120])))
         elif operation == "alias":
             parent[key] = copy.deepcopy(seed) if draw(st.booleans()) else document.get("auth")
         else:
@@ -193,3 +193,11 @@ def test_mutated_cluster_yamls_end_accepted_or_in_a_path_named_config_error(
     _, text = data.draw(mutated_texts(odd_files))
     mutation_file.write_bytes(text.encode("utf-8", "surrogatepass"))
     drive(mutation_file)
+
+
+def test_a_yaml_nested_past_the_parsers_depth_is_a_config_error_naming_the_file(mutation_file):
+    seed = dict(SEEDS)["minimal.yaml"]
+    mutation_file.write_text(yaml.safe_dump(seed) + "setup_commands: " + "[" * 50000
+                             + "]" * 50000 + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply to read: flatten"):
+        load_cluster_config(mutation_file)

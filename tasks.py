@@ -341,15 +341,15 @@ def local_up(c, config="", keep=False):
 
     with user_errors():
         cluster = start_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), print)
-    try:
-        report = cluster.run_program()
-        for node in report["nodes"]:
-            ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
-            print(f"node {node['node_id'][:12]}: task ran there: {ran}")
-        print(f"local cluster up at {cluster.address}")
-    finally:
-        if not keep:
-            print(f"tearing down: stopped {len(cluster.down())} processes")
+        try:
+            report = cluster.run_program()
+            for node in report["nodes"]:
+                ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
+                print(f"node {node['node_id'][:12]}: task ran there: {ran}")
+            print(f"local cluster up at {cluster.address}")
+        finally:
+            if not keep:
+                print(f"tearing down: stopped {len(cluster.down())} processes")
 
 
 @task

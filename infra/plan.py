@@ -95,21 +95,18 @@ def resolve_worker_counts(
     for name, raw in (overrides or {}).items():
         path = f"{WORKER_COUNTS_KEY}.{name}"
         if name not in counts:
-            problems.append(
-                (path, f"{name!r} is not a worker node type: use one of {sorted(counts)}")
-            )
+            known = ", ".join(sorted(counts)) or "none"
+            problems.append((path, f"{name!r} is not a worker node type: use one of {known}"))
             continue
         node_type = config.available_node_types[name]
-        value = int(raw) if isinstance(raw, int | float) and float(raw).is_integer() else None
+        whole = (isinstance(raw, int) and not isinstance(raw, bool)) or \
+            (isinstance(raw, float) and raw.is_integer())
+        value = int(raw) if whole else None
         low, high = node_type.min_workers, node_type.max_workers or 0
         if value is None or not low <= value <= high:
-            problems.append(
-                (
-                    path,
-                    f"{raw!r} is outside {name}'s range: set a whole number "
-                    f"from min_workers {low} to max_workers {high}",
-                )
-            )
+            what = f"is outside {name}'s range" if whole else "is not a whole number"
+            problems.append((path, f"{raw!r} {what}: set a whole number from min_workers "
+                                   f"{low} to max_workers {high}"))
             continue
         counts[name] = value
     if sum(counts.values()) > config.max_workers:

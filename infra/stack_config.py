@@ -113,7 +113,9 @@ def _check_counts(key: str, value: Any) -> str | None:
     if not isinstance(value, dict):
         return f"config.{key}: must map node type to count, e.g. `ray_worker_small: 2`"
     for node_type, count in value.items():
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        whole = (isinstance(count, int) and not isinstance(count, bool)) or \
+            (isinstance(count, float) and count.is_integer())
+        if not whole or count < 0:
             return (f"config.{key}.{node_type}: {count!r} is not a whole number: set a count "
                     "such as 2 (or `invoke scale -s STACK --type T --count N`)")
     return None

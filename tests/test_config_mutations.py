@@ -126,8 +126,9 @@ def mutated_texts(draw: st.DrawFn, odd_paths: list[str]) -> tuple[str, str]:
             parent[key] = str(parent[key])
         elif operation == "nest":
             parent[key] = _nested(draw(st.sampled_from([30, 120])))
-        elif operation == "alias":
-            parent[key] = copy.deepcopy(seed) if draw(st.booleans()) else document.get("auth")
+        elif operation == "alias":  # one object twice: dumped as an anchor and an alias
+            shared = copy.deepcopy(parent[key])
+            parent[key] = [shared, shared] if draw(st.booleans()) else {"a": shared, "b": shared}
         else:
             parent[key] = _alias_bomb(draw(st.integers(2, 5)), 8)
     if isinstance(document, dict) and draw(st.booleans()):

@@ -279,8 +279,8 @@ class ClusterConfig(StrictModel):
             problems.append(
                 (
                     "head_node_type",
-                    f"{self.head_node_type!r} is not a key of "
-                    f"available_node_types: use one of {sorted(self.available_node_types)}",
+                    f"{self.head_node_type!r} is not a key of available_node_types: use one "
+                    f"of {', '.join(sorted(self.available_node_types))}",
                 )
             )
         for name, node_type in self.available_node_types.items():

@@ -115,8 +115,13 @@ def mutated_texts(draw: st.DrawFn, odd_paths: list[str]) -> tuple[str, str]:
             continue
         parent = _get(document, parent_path)
         operation = draw(st.sampled_from(
-            ["delete", "replace", "wrap", "stringify", "nest", "alias", "bomb"]))
-        if operation == "delete":
+            ["delete", "replace", "wrap", "stringify", "nest", "alias", "bomb", "repeat",
+             "flip"]))
+        if operation == "repeat" and isinstance(parent, list):  # e.g. a second disk
+            parent.append(copy.deepcopy(parent[key]))
+        elif operation == "flip" and isinstance(parent[key], bool):
+            parent[key] = not parent[key]
+        elif operation == "delete":
             del parent[key]
         elif operation == "replace":
             parent[key] = draw(VALUES)

@@ -53,3 +53,24 @@ def describe_yaml_error(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     return (f"not valid YAML{where}: {problem}: fix the syntax there (indentation, a missing "
             "':' or space after it, an unclosed quote or bracket, a tab)")
+
+
+def surrogate_paths(data: Any, path: str = "") -> list[str]:
+    """Paths of strings (keys or values) holding a lone surrogate: YAML's "\\uD800" escape
+    parses into one, but it is not text, and UTF-8 (metadata, scripts, JSON) cannot carry it."""
+    found: list[str] = []
+    items = data.items() if isinstance(data, dict) else \
+        enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        shown = str(key).encode("utf-8", "backslashreplace").decode()  # printable
+        where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{shown}".lstrip(".")
+        if isinstance(key, str) and _has_surrogate(key) or \
+                isinstance(value, str) and _has_surrogate(value):
+            found.append(where)
+        elif isinstance(value, dict | list):
+            found += surrogate_paths(value, where)
+    return found
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)

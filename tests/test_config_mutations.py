@@ -169,9 +169,9 @@ def drive(path: Path) -> None:
         config = load_cluster_config(path)
         run_program({"ray-gcp:cluster": str(path)}, stack="mutation")
         mounts = plan_file_mounts(config, path.parent)
-        for node_type in config.available_node_types:
-            render_startup_script(config, "worker", node_type, mounts)
-        render_startup_script(config, "head", config.head_node_type, mounts)
+        for node_type in config.available_node_types:  # a node receives UTF-8 bytes
+            render_startup_script(config, "worker", node_type, mounts).encode()
+        render_startup_script(config, "head", config.head_node_type, mounts).encode()
     except ConfigError as error:
         _assert_names_a_path(error, path)
 
@@ -206,4 +206,12 @@ def test_a_yaml_nested_past_the_parsers_depth_is_a_config_error_naming_the_file(
     mutation_file.write_text(yaml.safe_dump(seed) + "setup_commands: " + "[" * 50000
                              + "]" * 50000 + "\n")
     with pytest.raises(ConfigError, match="nested too deeply to read: flatten"):
+        load_cluster_config(mutation_file)
+
+
+def test_a_lone_surrogate_is_a_config_error_at_its_path(mutation_file):
+    seed = copy.deepcopy(dict(SEEDS)["minimal.yaml"])
+    seed["setup_commands"] = ["echo \ud800"]
+    mutation_file.write_text(yaml.safe_dump(seed))  # dumped as the escape "\uD800"
+    with pytest.raises(ConfigError, match=r"setup_commands\[0\]: holds a lone surrogate"):
         load_cluster_config(mutation_file)

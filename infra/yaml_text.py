@@ -38,12 +38,36 @@ def read_yaml_file(path: Path) -> Any:
 
 def parse_yaml_text(text: str, source: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise YamlFileError(f"{source}: {describe_yaml_error(exc)}") from None
     except RecursionError:
         raise YamlFileError(f"{source}: nested too deeply to read: flatten the structure") \
             from None
+    if _expanded_size(data, MAX_VALUES) > MAX_VALUES:
+        raise YamlFileError(f"{source}: holds more than {MAX_VALUES} values once its aliases "
+                            "(*name) are expanded: write the values out, without aliases of "
+                            "aliases")
+    return data
+
+
+# A cluster YAML holds a few thousand values; aliases of aliases can stand for billions, which
+# validation would expand one by one ("billion laughs").
+MAX_VALUES = 100_000
+
+
+def _expanded_size(data: Any, budget: int) -> int:
+    """How many values `data` holds with shared (aliased) parts counted each time they are
+    used; stops counting past `budget`."""
+    count, stack = 0, [data]
+    while stack and count <= budget:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
 
 
 def describe_yaml_error(exc: yaml.YAMLError) -> str:

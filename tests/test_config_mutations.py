@@ -72,13 +72,19 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
     max_leaves=6)
 
 
-def _locations(node: Any, path: tuple = ()) -> list[tuple]:
-    """Every (path to a container, key) in the document, the document itself included."""
+def _locations(node: Any, path: tuple = (), seen: set[int] | None = None) -> list[tuple]:
+    """Every path in the document, the document itself included; a shared (aliased) part is
+    walked once, so a bomb inside a bomb is not enumerated leaf by leaf."""
+    seen = set() if seen is None else seen
     found = [path]
+    if isinstance(node, dict | list):
+        if id(node) in seen:
+            return found
+        seen.add(id(node))
     items = node.items() if isinstance(node, dict) else \
         enumerate(node) if isinstance(node, list) else []
     for key, child in items:
-        found += _locations(child, (*path, key))
+        found += _locations(child, (*path, key), seen)
     return found
 
 
@@ -134,8 +140,9 @@ def mutated_texts(draw: st.DrawFn, odd_paths: list[str]) -> tuple[str, str]:
         elif operation == "alias":  # one object twice: dumped as an anchor and an alias
             shared = copy.deepcopy(parent[key])
             parent[key] = [shared, shared] if draw(st.booleans()) else {"a": shared, "b": shared}
-        else:
+        else:  # last: a bomb inside a bomb would be billions of values to the generator too
             parent[key] = _alias_bomb(draw(st.integers(2, 5)), 8)
+            break
     if isinstance(document, dict) and draw(st.booleans()):
         odd = draw(st.sampled_from(odd_paths))
         if draw(st.booleans()):
@@ -214,4 +221,12 @@ def test_a_lone_surrogate_is_a_config_error_at_its_path(mutation_file):
     seed["setup_commands"] = ["echo \ud800"]
     mutation_file.write_text(yaml.safe_dump(seed))  # dumped as the escape "\uD800"
     with pytest.raises(ConfigError, match=r"setup_commands\[0\]: holds a lone surrogate"):
+        load_cluster_config(mutation_file)
+
+
+def test_aliases_of_aliases_are_a_config_error_not_a_billion_values(mutation_file):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    mutation_file.write_text("\n".join([*lines, "setup_commands: *a8", ""]))
+    with pytest.raises(ConfigError, match="more than 100000 values once its aliases"):
         load_cluster_config(mutation_file)

@@ -182,18 +182,20 @@ def rsync_down(c, source, target, stack=None):
     """Fetch changed files from the head.
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
-    from pathlib import Path
 
     from ops.cluster_file import rsync_excludes, rsync_filters
     from ops.errors import user_errors
+    from ops.paths import in_existing_folder
     from ops.ssh import connect_stack
     from ops.sync import sync_down
 
+    with user_errors():
+        local = in_existing_folder(target, "target")
     with user_errors(), connect_stack(stack) as connector:
         excludes, filters = rsync_excludes(connector.outputs), rsync_filters(connector.outputs)
         sftp = connector.head().open_sftp()
         try:
-            report = sync_down(sftp, source, Path(target), excludes, filters)
+            report = sync_down(sftp, source, local, excludes, filters)
         finally:
             sftp.close()
         print(report.summary())
@@ -220,17 +222,17 @@ def status(c, stack=None):
 )
 def ssh_config(c, stack=None, output=None):
     """Write an ssh Host block for the head to Include."""
-    from pathlib import Path
 
     from ops.errors import user_errors
+    from ops.paths import in_existing_folder
     from ops.ssh import connect_stack
     from ops.ssh_config import host_alias, write_ssh_config
 
+    with user_errors():
+        chosen = in_existing_folder(output, "--output") if output else None
     with user_errors(), connect_stack(stack) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
-        path = write_ssh_config(
-            connector.outputs, connector.known_hosts, Path(output) if output else None
-        )
+        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
     print(f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
           f"`ssh {host_alias(connector.outputs)}`")
 

@@ -20,3 +20,14 @@ def state_dir(stack: str) -> Path:
 
 def known_hosts_path(stack: str) -> Path:
     return state_dir(stack) / "known_hosts"
+
+
+def in_existing_folder(path: str, flag: str) -> Path:
+    """A local path a task will write (`--output`, a download's target), checked before any
+    slow work: its folder must exist."""
+    from ops.errors import OpsError
+
+    chosen = Path(path).expanduser()
+    if not chosen.absolute().parent.is_dir():
+        raise OpsError(f"{flag} {path}: its folder does not exist: create it first")
+    return chosen

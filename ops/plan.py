@@ -24,6 +24,7 @@ from infra.stack_config import (
     resolve_cluster_path,
 )
 from ops.errors import OpsError
+from ops.paths import in_existing_folder
 
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 CONFIG_NAMESPACE = "ray-gcp:"
@@ -46,8 +47,8 @@ def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
     tree = Path(root).expanduser() if root else PROJECT_ROOT
     if not (tree / "stacks").is_dir():
         raise OpsError(f"--root {tree} has no stacks/ folder: pass a checkout of this project")
-    if output and not Path(output).expanduser().parent.is_dir():
-        raise OpsError(f"--output {output}: its folder does not exist: create it first")
+    if output:
+        in_existing_folder(output, "--output")
     name = resolve_stack_name(stack)
     if not (missing_ok and not stack_file_path(name, tree).exists()):
         check_stack(name, tree / "stacks", tree)

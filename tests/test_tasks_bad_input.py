@@ -64,6 +64,8 @@ WRONG_ARGUMENTS = [
     (["exec", "-s", "full", "-A", "--node", "n1", "true"], "--all-nodes and --node"),
     (["submit", "-s", "full", "no-such-script.py"], "no-such-script.py is not a file"),
     (["rsync-up", "-s", "full", "no-such-dir", "/tmp/x"], "no-such-dir does not exist"),
+    (["rsync-down", "-s", "full", "/tmp/x", "/no/such/dir/x"], "target /no/such/dir/x: its folder"),
+    (["ssh-config", "-s", "full", "-o", "/no/such/dir/c"], "--output /no/such/dir/c: its folder"),
     (["local-up", "--config", "stacks/Pulumi.syntax.yaml"], "stacks/Pulumi.syntax.yaml"),
     (["local-up", "--config", "no-such.yaml"], "no-such.yaml"),
     (["up", "-s", "full"], "the pulumi CLI is not on PATH: install it"),

@@ -27,8 +27,8 @@ def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
             [
                 (
                     "ray-gcp:cluster",
-                    "the stack names no cluster: run `pulumi config "
-                    "set ray-gcp:cluster stacks/clusters/<name>.yaml`",
+                    f"stacks/Pulumi.{pulumi.get_stack()}.yaml names no cluster: run "
+                    "`pulumi config set ray-gcp:cluster stacks/clusters/<name>.yaml`",
                 )
             ]
         )

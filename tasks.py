@@ -248,9 +248,12 @@ def ssh_config(c, stack=None, output=None):
 def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
     """Set a worker type's count in the stack file, then run `pulumi up`.
 
-    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml."""
+    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; `pulumi
+    up` shows the change and asks before applying it."""
+    import shlex
+
     from ops.errors import OpsError, user_errors
-    from ops.pulumi_cli import require_cli, run_operation
+    from ops.pulumi_cli import require_cli
     from ops.scale import ScaleError, set_worker_count
     from ops.stack_outputs import resolve_stack_name
 
@@ -264,7 +267,7 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
             raise OpsError(str(exc)) from None
         print(f"{type}: count {count} written to {path}")
         require_cli()
-        run_operation(name, "up")
+        c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)
 
 
 # --- offline plan and diff for reviews (issue 4): the logic lives in ops/plan*.py -------------

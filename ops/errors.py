@@ -30,10 +30,12 @@ def user_errors() -> Iterator[None]:
     ConfigError, a stack file's StackFileError, a local cluster that did not start) become
     invoke's Exit, so the user sees the message, not a trace. Anything else is a bug: one
     line says so, and $RAY_GCP_TRACEBACK=1 shows its traceback."""
-    from invoke.exceptions import Exit
+    from invoke.exceptions import Exit, UnexpectedExit
 
     try:
         yield
+    except (Exit, UnexpectedExit):
+        raise  # invoke's own: it prints them without a trace
     except OpsError as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
     except KeyboardInterrupt:

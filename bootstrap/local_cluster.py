@@ -297,6 +297,13 @@ def local_down(progress: Progress = _quiet) -> bool:
         return False
     survived = False
     for cluster in clusters:
+        if not cluster.root.exists():
+            # Its files are gone, so are its processes: do not match another cluster that
+            # reuses its port since.
+            with _records() as recorded:
+                recorded[:] = [other for other in recorded if other != cluster]
+            progress(f"the local cluster at {cluster.address} was already gone")
+            continue
         stopped = cluster.down()
         survived |= any_alive(stopped)
         progress(f"stopped {len(stopped)} processes of the local cluster at {cluster.address}")

@@ -4,6 +4,8 @@ it runs a task on each node, and teardown leaves none of its processes behind.""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 from bootstrap_stubs import REPO
@@ -119,3 +121,21 @@ def test_cluster_directory_is_short_enough_for_rays_sockets():
         assert len(str(cluster.ray_tmpdir)) < 40
     finally:
         cluster.down()
+
+
+def test_local_down_forgets_a_gone_cluster_without_stopping_a_process_on_its_port(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path))
+    gone = LocalCluster(tmp_path / "removed-root", "127.0.0.9", 6, 7, 8)
+    gone.save_state()
+    # Another cluster that reuses the gone one's address: its command line names it too.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                              f"--address={gone.address}"])
+    try:
+        local_down()
+        assert other.poll() is None
+        assert load_states() == []
+    finally:
+        other.kill()
+        other.wait()

@@ -58,7 +58,7 @@ def refresh(c, stack=None):
     iterable=["port_forward"],
 )
 def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None):
-    """Interactive shell on the head (or --node), with port forwards."""
+    """A shell on the head (or --node), with port forwards."""
     from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
     from ops.ssh import connect_stack
@@ -92,7 +92,7 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     },
 )
 def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False):
-    """Run a command on the head or every node; exits with its status."""
+    """Run a command on the head or every node, with its status."""
     from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
     from ops.ssh import connect_stack
@@ -203,7 +203,7 @@ def rsync_down(c, source, target, stack=None):
 
 @task(help={"stack": _STACK_HELP})
 def status(c, stack=None):
-    """Nodes of the stack (type, kind, state, IPs) and `ray status`."""
+    """The stack's nodes (type, kind, state, IPs), `ray status`."""
     from ops.errors import user_errors
     from ops.ssh import connect_stack
     from ops.status import nodes_table, ray_status
@@ -246,7 +246,7 @@ def ssh_config(c, stack=None, output=None):
     "count": "desired number of workers of that type, within its [min_workers, max_workers]",
 })
 def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
-    """Set a worker type's count in the stack file, then run `pulumi up`.
+    """Set a worker type's count, then run `pulumi up`.
 
     The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; `pulumi
     up` shows the change and asks before applying it."""
@@ -301,7 +301,7 @@ def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
     }
 )
 def diff(c, base, stack=None, output=None):
-    """Markdown diff of the offline plans at --base and of the working tree.
+    """Markdown diff of the offline plans at --base and now.
 
     The base side is planned with that tree's own program and stacks, for PR reviews."""
     from ops.errors import user_errors
@@ -315,7 +315,7 @@ def diff(c, base, stack=None, output=None):
 
 @task(help={"base": "git ref to compare the working tree against"})
 def changed_stacks(c, base):
-    """Stacks whose plan may differ from --base, one per line (for CI).
+    """Stacks whose plan may differ from --base (for CI).
 
     Every stack when the program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed,
     else those whose stack file or cluster YAML changed."""
@@ -336,7 +336,7 @@ def changed_stacks(c, base):
     "keep": "leave the cluster running; stop it later with `invoke local-down`",
 })
 def local_up(c, config="", keep=False):
-    """Run a two-node Ray cluster here from the rendered startup scripts.
+    """Run a two-node Ray cluster here from the startup scripts.
 
     Runs a task on each node, then tears the cluster down unless --keep is given."""
     from bootstrap.local_cluster import DEFAULT_CONFIG
@@ -359,7 +359,7 @@ def local_up(c, config="", keep=False):
 
 @task
 def local_down(c):
-    """Stop every local cluster `local-up --keep` left running (only their processes)."""
+    """Stop every local cluster `local-up --keep` left running."""
     from bootstrap.local_cluster import local_down as stop_local_cluster
 
     stop_local_cluster(print)

@@ -63,8 +63,9 @@ def test_flags_that_take_a_value_show_a_placeholder_in_help():
                 assert "=" in spec, (context.name, spec)
 
 
-def test_task_descriptions_in_the_list_are_one_full_sentence():
+def test_task_descriptions_in_the_list_are_one_full_sentence_on_one_line():
+    # `invoke --list` on 80 columns leaves about 60 for the description; details go below.
     for name, task in Collection.from_module(tasks).tasks.items():
         first_line = (task.__doc__ or "").strip().splitlines()[0]
         assert first_line.endswith("."), name
-        assert len(first_line) <= 80, name
+        assert len(first_line) <= 60, name

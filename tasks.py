@@ -361,5 +361,7 @@ def local_up(c, config="", keep=False):
 def local_down(c):
     """Stop every local cluster `local-up --keep` left running."""
     from bootstrap.local_cluster import local_down as stop_local_cluster
+    from ops.errors import user_errors
 
-    stop_local_cluster(print)
+    with user_errors():
+        stop_local_cluster(print)

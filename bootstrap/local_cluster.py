@@ -31,7 +31,7 @@ from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
-from ops.paths import PROJECT_ROOT, STATE_DIR_ENV
+from ops.paths import state_base, writable_folder
 
 Progress = Callable[[str], None]
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "stacks" / "clusters" / "local.yaml"
@@ -213,9 +213,7 @@ class LocalCluster:
 def state_file() -> Path:
     """The record of running local clusters: `.ray-gcp/local-clusters.json` in the project,
     or under $RAY_GCP_STATE_DIR."""
-    base = Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return base / "local-clusters.json"
+    return writable_folder(state_base()) / "local-clusters.json"
 
 
 @contextlib.contextmanager

@@ -12,9 +12,23 @@ STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 def state_dir(stack: str) -> Path:
     """`.ray-gcp/<stack>/` in the project (git-ignored), or under $RAY_GCP_STATE_DIR."""
-    base = Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
-    path = base / stack
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return writable_folder(state_base() / stack)
+
+
+def state_base() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
+
+
+def writable_folder(path: Path) -> Path:
+    """`path`, created (private) when missing; one line naming it and $RAY_GCP_STATE_DIR when
+    it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        from ops.errors import OpsError
+
+        raise OpsError(f"cannot create {path} ({exc.strerror}): set {STATE_DIR_ENV} to a "
+                       "writable folder") from None
     return path
 
 

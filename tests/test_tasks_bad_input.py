@@ -146,3 +146,17 @@ def test_plan_with_a_broken_stack_file_fails_the_same_from_the_shell(project):
     assert result.returncode == 1
     assert result.stderr.startswith("error: stacks/Pulumi.syntax.yaml: not valid YAML at line 3")
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_an_unwritable_state_dir_names_the_variable_and_the_fix(tmp_path, monkeypatch):
+    from invoke import Context
+    from invoke.exceptions import Exit
+
+    import tasks
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(blocker / "state"))
+    with pytest.raises(Exit) as exited:
+        tasks.local_down(Context())
+    assert "set RAY_GCP_STATE_DIR to a writable folder" in str(exited.value.message)

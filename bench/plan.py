@@ -141,8 +141,10 @@ def main() -> int:
         print(f"invoke plan {label}: cpu {cpu:.2f} s vs floor {floor_cpu:.2f} s, ratio "
               f"{cpu_ratio:.2f} (target < {TARGETS[stack]}: {verdict}); wall {wall:.2f} s vs "
               f"{floor_wall:.2f} s, ratio {ratio:.2f}")
-        spent = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in breakdown[stack].items())
-        print(f"  where invoke plan's cpu goes: {spent}")
+        print("  where invoke plan's cpu goes:")
+        for name, seconds in breakdown[stack].items():
+            print(f"    {seconds:5.2f} s  {name.strip()}" if not name.startswith(" ") else
+                  f"      {seconds:5.2f} s  {name.strip()}")
     return 1 if missed else 0
 
 

@@ -123,10 +123,12 @@ def mutated_texts(draw: st.DrawFn, odd_paths: list[str]) -> tuple[str, str]:
         operation = draw(st.sampled_from(
             ["delete", "replace", "wrap", "stringify", "nest", "alias", "bomb", "repeat",
              "flip"]))
-        if operation == "repeat" and isinstance(parent, list):  # e.g. a second disk
-            parent.append(copy.deepcopy(parent[key]))
-        elif operation == "flip" and isinstance(parent[key], bool):
-            parent[key] = not parent[key]
+        if operation == "repeat":  # in a list: e.g. a second disk
+            if isinstance(parent, list):
+                parent.append(copy.deepcopy(parent[key]))
+        elif operation == "flip":
+            if isinstance(parent[key], bool):
+                parent[key] = not parent[key]
         elif operation == "delete":
             del parent[key]
         elif operation == "replace":
@@ -140,7 +142,7 @@ def mutated_texts(draw: st.DrawFn, odd_paths: list[str]) -> tuple[str, str]:
         elif operation == "alias":  # one object twice: dumped as an anchor and an alias
             shared = copy.deepcopy(parent[key])
             parent[key] = [shared, shared] if draw(st.booleans()) else {"a": shared, "b": shared}
-        else:  # last: a bomb inside a bomb would be billions of values to the generator too
+        elif operation == "bomb":  # last: a bomb in a bomb is billions of values to walk
             parent[key] = _alias_bomb(draw(st.integers(2, 5)), 8)
             break
     if isinstance(document, dict) and draw(st.booleans()):

@@ -254,17 +254,14 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
 
     from ops.errors import OpsError, user_errors
     from ops.pulumi_cli import require_cli
-    from ops.scale import ScaleError, set_worker_count
+    from ops.scale import set_worker_count
     from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
         if not str(count).isdigit():
             raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
         name = resolve_stack_name(stack, require_file=True)
-        try:
-            path = set_worker_count(name, type, int(count))
-        except ScaleError as exc:
-            raise OpsError(str(exc)) from None
+        path = set_worker_count(name, type, int(count))
         print(f"{type}: count {count} written to {path}")
         require_cli()
         c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)

@@ -12,9 +12,10 @@ import yaml
 
 from infra.config import ConfigError, load_cluster_config
 from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
+from ops.errors import OpsError
 
 
-class ScaleError(Exception):
+class ScaleError(OpsError):
     """A scale request that cannot be applied; the message is one line naming the fix."""
 
 

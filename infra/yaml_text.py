@@ -79,10 +79,11 @@ def describe_yaml_error(exc: yaml.YAMLError) -> str:
             "':' or space after it, an unclosed quote or bracket, a tab)")
 
 
-def surrogate_paths(data: Any, path: str = "") -> list[str]:
-    """Paths of strings (keys or values) holding a lone surrogate: YAML's "\\uD800" escape
-    parses into one, but it is not text, and UTF-8 (metadata, scripts, JSON) cannot carry it."""
-    found: list[str] = []
+def unusable_values(data: Any, path: str = "") -> list[tuple[str, str]]:
+    """(path, problem) for values YAML parses but nothing downstream can carry: strings (keys
+    or values) holding a lone surrogate (YAML's "\\uD800" escape; UTF-8 metadata, scripts and
+    JSON cannot), and integers beyond 64 bits (GCE's and the engine's numbers)."""
+    found: list[tuple[str, str]] = []
     items = data.items() if isinstance(data, dict) else \
         enumerate(data) if isinstance(data, list) else ()
     for key, value in items:
@@ -90,9 +91,12 @@ def surrogate_paths(data: Any, path: str = "") -> list[str]:
         where = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{shown}".lstrip(".")
         if isinstance(key, str) and _has_surrogate(key) or \
                 isinstance(value, str) and _has_surrogate(value):
-            found.append(where)
+            found.append((where, "holds a lone surrogate (a \\uD800-\\uDFFF escape), which is "
+                                 "not text: write the character itself or remove it"))
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+            found.append((where, "is too large (more than 64 bits): use a realistic number"))
         elif isinstance(value, dict | list):
-            found += surrogate_paths(value, where)
+            found += unusable_values(value, where)
     return found
 
 

@@ -63,7 +63,7 @@ ODD_TEXT = ["\ud800", "\udfff x", "naïve", "名前", "\u202e", "a\x00b", "x" * 
             "$(reboot)", "'", "\n", "{", "*", "&a", "~", "null", "1e309"]
 SCALARS = st.one_of(
     st.none(), st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(min_value=-(2**70), max_value=2**70), st.sampled_from([10**400, 2**63, 10**5]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12), st.sampled_from(ODD_TEXT),
 )
@@ -231,4 +231,19 @@ def test_aliases_of_aliases_are_a_config_error_not_a_billion_values(mutation_fil
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     mutation_file.write_text("\n".join([*lines, "setup_commands: *a8", ""]))
     with pytest.raises(ConfigError, match="more than 100000 values once its aliases"):
+        load_cluster_config(mutation_file)
+
+
+def test_numbers_past_64_bits_and_absurd_worker_counts_are_config_errors(mutation_file):
+    seed = copy.deepcopy(dict(SEEDS)["full.yaml"])
+    seed["max_workers"] = 2**70
+    seed["available_node_types"]["ray_head_default"]["resources"] = {"CPU": 10**400}
+    mutation_file.write_text(yaml.safe_dump(seed))
+    with pytest.raises(ConfigError) as raised:
+        load_cluster_config(mutation_file)
+    assert "available_node_types.ray_head_default.resources.CPU: is too large" in str(raised.value)
+    seed["available_node_types"]["ray_head_default"]["resources"] = {"CPU": 2}
+    seed["max_workers"] = 2**40
+    mutation_file.write_text(yaml.safe_dump(seed))
+    with pytest.raises(ConfigError, match="max_workers: Input should be less than or equal to"):
         load_cluster_config(mutation_file)

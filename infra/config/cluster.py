@@ -42,6 +42,8 @@ AUTOSCALER_ROLES = (
     "roles/iam.roleViewer",
 )
 TPU_ROLE = "roles/tpu.admin"
+# Far above any cluster GCE quotas allow; a bound keeps a typo'd count from planning 2**70 nodes.
+MAX_NODES = 10_000
 
 # GCE names: lowercase letter first, then letters, digits, hyphens; 63 characters at most.
 # `ray-<cluster>-worker-<8 hex>-compute` must fit, which leaves 35 for the cluster name.
@@ -194,8 +196,8 @@ class NodeTypeDocker(StrictModel):
 
 class NodeType(StrictModel):
     resources: dict[str, int | float] = Field(default_factory=dict)
-    min_workers: int = Field(default=0, ge=0)
-    max_workers: int | None = Field(default=None, ge=0)
+    min_workers: int = Field(default=0, ge=0, le=MAX_NODES)
+    max_workers: int | None = Field(default=None, ge=0, le=MAX_NODES)
     node_config: NodeConfig
     labels: dict[str, str] = Field(default_factory=dict)
     worker_setup_commands: list[str] | None = None
@@ -210,7 +212,7 @@ class ClusterConfig(StrictModel):
     """A Ray cluster YAML for GCP, defaults filled in and short names normalised."""
 
     cluster_name: str = "default"
-    max_workers: int = Field(default=2, ge=0)
+    max_workers: int = Field(default=2, ge=0, le=MAX_NODES)
     upscaling_speed: float = Field(default=1.0, gt=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
     docker: Docker = Field(default_factory=Docker)

@@ -51,6 +51,8 @@ def _message(error: dict) -> str:
         return "unknown key: remove it or check its spelling"
     if kind == "missing":
         return "is required: add it"
+    if kind in ("less_than_equal", "greater_than_equal", "greater_than", "less_than"):
+        return f"{error['msg']}: change it"
     message = error["msg"]
     return message.removeprefix("Value error, ")
 

@@ -9,16 +9,14 @@ from pydantic import ValidationError
 
 from infra.config.cluster import ClusterConfig
 from infra.config.errors import ConfigError, from_validation_error
-from infra.yaml_text import YamlFileError, read_yaml_file, surrogate_paths
+from infra.yaml_text import YamlFileError, read_yaml_file, unusable_values
 
 
 def parse_cluster_config(data: Any, source: str | None = None) -> ClusterConfig:
     """Validate a parsed cluster YAML; every problem comes back in one ConfigError."""
-    broken = surrogate_paths(data)
-    if broken:
-        raise ConfigError([(where, "holds a lone surrogate (a \\uD800-\\uDFFF escape), which "
-                            "is not text: write the character itself or remove it")
-                           for where in broken], source)
+    unusable = unusable_values(data)
+    if unusable:
+        raise ConfigError(unusable, source)
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as exc:

@@ -52,7 +52,8 @@ _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{1,63}$")
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # No inf or nan: a node cannot start with `--resources {"CPU": NaN}`.
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class GcpCredentials(StrictModel):

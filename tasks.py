@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from invoke import Task, task  # noqa: F401  (tasks are added below, one section per room)
+from ops.task_flags import task  # invoke's @task with one short-flag vocabulary (README: Flags)
 
 # --- lifecycle and day two over SSH (issue 3): the logic lives in ops/ ------------------------
 # ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
 
-_STACK_HELP = "Pulumi stack (default: $PULUMI_STACK or the selected stack)"
-
-
-def _long_only(*names: str) -> type[Task]:
-    """A Task class giving `names` no short flag: flags issue 13 added to existing tasks get
-    only `ray`'s long names, so no letter means two things across tasks."""
-
-    class LongOnly(Task):
-        def arg_opts(self, name: str, default: object, taken_names: set[str]) -> dict:
-            opts = super().arg_opts(name, default, taken_names)
-            if name in names:
-                opts["names"] = opts["names"][:1]
-            return opts
-
-    return LongOnly
+_STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK, else the " \
+    "selected stack)"
 
 
 def _lifecycle(stack: str | None, operation: str) -> None:
@@ -30,18 +17,21 @@ def _lifecycle(stack: str | None, operation: str) -> None:
     from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
+        name = resolve_stack_name(stack, require_file=True)
         require_cli()
-        run_operation(resolve_stack_name(stack), operation)
+        run_operation(name, operation)
 
 
-@task(klass=_long_only("restart_only", "no_restart"), help={
+@task(help={
     "stack": _STACK_HELP,
     "restart-only": "running nodes restart Ray without rerunning setup",
     "no-restart": "running nodes rerun changed setup without restarting Ray",
 })
 def up(c, stack=None, restart_only=False, no_restart=False):
-    """Create or update the cluster: refresh, then pulumi up (replacing preempted TPU slices)
-    with live progress; running nodes re-apply a changed startup script themselves."""
+    """Create or update the cluster (refresh, then pulumi up).
+
+    With live progress; preempted TPU slices are replaced, and running nodes re-apply a
+    changed startup script themselves."""
     from ops.errors import user_errors
     from ops.reapply import export_request, reapply_request
 
@@ -56,13 +46,13 @@ def preview(c, stack=None):
     _lifecycle(stack, "preview")
 
 
-@task(klass=_long_only("workers_only", "keep_min_workers"), help={
+@task(help={
     "stack": _STACK_HELP,
     "workers-only": "only delete the workers (the groups' and the autoscaler's); keep the head",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
 })
 def down(c, stack=None, workers_only=False, keep_min_workers=False):
-    """Delete every resource of the cluster (pulumi destroy), or only its workers."""
+    """Delete the cluster (pulumi destroy), or only its workers."""
     if workers_only or keep_min_workers:
         from ops.down_workers import down_workers
         from ops.errors import user_errors
@@ -85,28 +75,27 @@ def refresh(c, stack=None):
         "stack": _STACK_HELP,
         "tmux": "attach to (or start) the tmux session `ray`",
         "screen": "attach to (or start) the screen session `ray`",
-        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node, e.g. 8265; repeatable",
+        "port-forward": "PORT[:REMOTE] forward local PORT to the node's REMOTE port (default "
+                        "the same), e.g. -p 8265; repeatable",
         "node": "attach to this worker (reached through the head) instead of the head",
         "new": "with --tmux/--screen: start a new session instead of the shared `ray` one",
     },
     iterable=["port_forward"],
-    klass=_long_only("new"),
 )
 def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
-    """Interactive shell on the head (or --node) with port forwards."""
+    """A shell on the head (or --node), with port forwards."""
     from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
     from ops.sessions import new_session_command
     from ops.ssh import connect_stack
 
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors():
         command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
+        ports = [parse_forward(spec) for spec in port_forward or []]
+    with user_errors(), connect_stack(stack) as connector:
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
-        forwards = [
-            PortForward(client.get_transport(), *parse_forward(spec)).start()
-            for spec in port_forward or []
-        ]
+        forwards = [PortForward(client.get_transport(), *pair).start() for pair in ports]
         for forward in forwards:
             print(f"forwarding 127.0.0.1:{forward.local_port} -> port {forward.remote_port}")
         try:
@@ -122,28 +111,31 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     help={
         "cmd": "shell command to run (quote it)",
         "stack": _STACK_HELP,
-        "all": "run on every node in parallel, output prefixed by node",
+        "all-nodes": "run on every node in parallel, output prefixed by node",
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
         "tmux": "run it detached in a window of the tmux session `ray` (see `attach --tmux`)",
         "screen": "run it detached in a window of the screen session `ray`",
-        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the node while it runs",
+        "port-forward": "PORT[:REMOTE] forward local PORT to the node while it runs; "
+                        "repeatable",
     },
     iterable=["port_forward"],
-    klass=_long_only("tmux", "screen"),
 )
-def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False,  # noqa: A002
+def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False,
           tmux=False, screen=False, port_forward=None):
-    """Run a command on the head or every node, with its exit status."""
-    from ops.errors import exit_status, user_errors
+    """Run a command on the head or every node, with its status."""
+    from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
     from ops.sessions import attach_hint, detacher, forwarding, one_node_only
     from ops.ssh import connect_stack
 
+    with user_errors():
+        if all_nodes and node:
+            raise OpsError("--all-nodes and --node are alternatives: pick one")
     with user_errors(), connect_stack(stack) as connector:
         wrap = detacher(tmux, screen)
-        if all:
+        if all_nodes:
             one_node_only(wrap, port_forward)
             status = exec_on_all(connector, cmd, docker, login)
         else:
@@ -164,15 +156,17 @@ def exec_(c, cmd, stack=None, all=False, node=None, docker=False, login=False,  
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
         "tmux": "run it detached in a window of the tmux session `ray` (see `attach --tmux`)",
         "screen": "run it detached in a window of the screen session `ray`",
-        "port-forward": "forward local PORT (or LOCAL:REMOTE) to the head while it runs",
+        "port-forward": "PORT[:REMOTE] forward local PORT to the head while it runs; "
+                        "repeatable",
         "args": "the script's arguments as one string (Ray's deprecated form of `-- ARGS`)",
     },
     iterable=["port_forward"],
-    klass=_long_only("tmux", "screen", "args"),
 )
 def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=False,
            port_forward=None, args=None):
-    """Upload a script and run it on the head: s.py -- ARGS."""
+    """Upload a Python script and run it on the head.
+
+    Arguments for the script go after `--`: `invoke submit train.py -- --epochs 3`."""
     import shlex
     import sys
     from pathlib import Path
@@ -184,6 +178,9 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     from ops.ssh import connect_stack
 
     script_args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
+    with user_errors():
+        if not Path(script).is_file():
+            raise OpsError(f"{script} is not a file: pass the path of a Python script")
     with user_errors(), connect_stack(stack) as connector:
         if args is not None:  # Ray's deprecated `--args "..."`
             if script_args:
@@ -202,18 +199,22 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
         "source": "local file or directory (a directory sends its contents)",
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP,
-        "all": "send to every node, not only the head",
-        "all-nodes": "the same as --all, as `ray rsync-up` names it",
-    },
-    klass=_long_only("all_nodes"),
+        "all-nodes": "send to every node, not only the head",
+    }
 )
-def rsync_up(c, source, target, stack=None, all=False, all_nodes=False):  # noqa: A002
-    """Send changed files to the head or --all nodes (rsync_exclude, rsync_filter)."""
-    from ops.errors import user_errors
+def rsync_up(c, source, target, stack=None, all_nodes=False):
+    """Send changed files to the head (or every node).
+
+    Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
+    from pathlib import Path
+
+    from ops.errors import OpsError, user_errors
     from ops.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(stack, {target: source}, all_nodes=all or all_nodes)
+        if not Path(source).exists():
+            raise OpsError(f"{source} does not exist: pass a local file or directory")
+        rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -234,19 +235,23 @@ def file_mounts(c, stack=None):
     }
 )
 def rsync_down(c, source, target, stack=None):
-    """Fetch changed files from the head, honouring rsync_exclude and rsync_filter."""
-    from pathlib import Path
+    """Fetch changed files from the head.
+
+    Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
 
     from ops.cluster_file import rsync_excludes, rsync_filters
     from ops.errors import user_errors
+    from ops.paths import in_existing_folder
     from ops.ssh import connect_stack
     from ops.sync import sync_down
 
+    with user_errors():
+        local = in_existing_folder(target, "target")
     with user_errors(), connect_stack(stack) as connector:
         excludes, filters = rsync_excludes(connector.outputs), rsync_filters(connector.outputs)
         sftp = connector.head().open_sftp()
         try:
-            report = sync_down(sftp, source, Path(target), excludes, filters)
+            report = sync_down(sftp, source, local, excludes, filters)
         finally:
             sftp.close()
         print(report.summary())
@@ -254,8 +259,10 @@ def rsync_down(c, source, target, stack=None):
 
 @task(help={"stack": _STACK_HELP})
 def status(c, stack=None):
-    """Nodes of the stack (type, kind, state, IPs), each node's applied startup script version
-    and bootstrap stage, and `ray status`; a head stopped by autostop is said so."""
+    """The stack's nodes, their script versions, `ray status`.
+
+    Nodes with type, kind, state and IPs; each node's applied startup script version and
+    bootstrap stage; a head stopped by autostop is said so."""
     from ops.bootstrap_status import bootstrap_table, read_nodes
     from ops.errors import OpsError, user_errors
     from ops.ssh import connect_stack
@@ -285,17 +292,17 @@ def status(c, stack=None):
 )
 def ssh_config(c, stack=None, output=None):
     """Write an ssh Host block for the head to Include."""
-    from pathlib import Path
 
     from ops.errors import user_errors
+    from ops.paths import in_existing_folder
     from ops.ssh import connect_stack
     from ops.ssh_config import host_alias, write_ssh_config
 
+    with user_errors():
+        chosen = in_existing_folder(output, "--output") if output else None
     with user_errors(), connect_stack(stack) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
-        path = write_ssh_config(
-            connector.outputs, connector.known_hosts, Path(output) if output else None
-        )
+        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
     print(f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
           f"`ssh {host_alias(connector.outputs)}`")
 
@@ -304,87 +311,81 @@ def ssh_config(c, stack=None, output=None):
 
 
 @task(help={
-    "stack": "stack name, e.g. full (stacks/Pulumi.<stack>.yaml)",
+    "stack": _STACK_HELP,
     "type": "worker node type from available_node_types, e.g. ray_worker_small",
     "count": "desired number of workers of that type, within its [min_workers, max_workers]",
 })
-def scale(c, stack, type, count):  # noqa: A002 - `--type` is the documented flag
-    """Set a worker type's count in the stack config, then run `pulumi up`."""
-    from invoke.exceptions import Exit
+def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
+    """Set a worker type's count, then run `pulumi up`.
 
-    from ops.scale import ScaleError, pulumi_up_command, set_worker_count
+    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; `pulumi
+    up` shows the change and asks before applying it."""
+    import shlex
 
-    if not str(count).isdigit():
-        raise Exit(f"scale: --count must be a whole number, got {count!r}", code=1)
-    try:
-        path = set_worker_count(stack, type, int(count))
+    from ops.errors import OpsError, user_errors
+    from ops.pulumi_cli import require_cli
+    from ops.scale import set_worker_count
+    from ops.stack_outputs import resolve_stack_name
+
+    with user_errors():
+        if not str(count).isdigit():
+            raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
+        name = resolve_stack_name(stack, require_file=True)
+        path = set_worker_count(name, type, int(count))
         print(f"{type}: count {count} written to {path}")
-        command = pulumi_up_command(stack)
-    except ScaleError as exc:
-        raise Exit(f"scale: {exc}", code=1) from None
-    c.run(command, pty=True)
+        require_cli()
+        c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)
 
 
 # --- offline plan and diff for reviews (issue 4): the logic lives in ops/plan*.py -------------
 
-_PLAN_STACK_HELP = "stack to plan (default: $PULUMI_STACK)"
-
-
 @task(
     help={
-        "stack": _PLAN_STACK_HELP,
-        "out": "write to this file instead of stdout",
+        "stack": _STACK_HELP,
+        "output": "write to this file instead of stdout",
         "format": "json (canonical, byte-identical for the same input) or table",
         "root": "directory holding the stacks/ to plan (default: this checkout)",
     }
 )
-def plan(c, stack=None, out=None, format="json", root=None):  # noqa: A002
-    """Offline plan (no cloud, no pulumi CLI): every resource the program would register."""
-    from pathlib import Path
+def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
+    """Offline plan: every resource the program would register.
 
-    from infra.stack_config import PROJECT_ROOT
+    Runs the real program under a mock engine: no cloud, no pulumi CLI."""
     from ops.errors import user_errors
-    from ops.plan import plan_stack, render, stack_or_env
+    from ops.plan import plan_stack, render, resolve_plan_args, write_output
 
     with user_errors():
-        planned = plan_stack(stack_or_env(stack), Path(root) if root else PROJECT_ROOT)
-        text = render(planned, format)
-        if out:
-            Path(out).write_text(text)
-        else:
-            print(text, end="")
+        name, tree = resolve_plan_args(stack, format, root, output)
+        write_output(render(plan_stack(name, tree), format), output)
 
 
 @task(
     help={
-        "stack": _PLAN_STACK_HELP,
+        "stack": _STACK_HELP,
         "base": "git ref whose tree (program and stacks) is the 'before' side, e.g. "
                 "origin/main",
-        "out": "write the Markdown to this file instead of stdout",
+        "output": "write the Markdown to this file instead of stdout",
     }
 )
-def diff(c, base, stack=None, out=None):
-    """Markdown diff of the offline plans at --base (that tree's own program and stacks)
-    and of the working tree, for PRs."""
-    from pathlib import Path
+def diff(c, base, stack=None, output=None):
+    """Markdown diff of the offline plans at --base and now.
 
+    The base side is planned with that tree's own program and stacks, for PR reviews."""
     from ops.errors import user_errors
-    from ops.plan import stack_or_env
+    from ops.plan import resolve_plan_args, write_output
     from ops.plan_base import diff_stack_markdown
 
     with user_errors():
-        text = diff_stack_markdown(stack_or_env(stack), base)
-        if out:
-            Path(out).write_text(text)
-        else:
-            print(text, end="")
+        name, _ = resolve_plan_args(stack, "json", None, output, missing_ok=True)
+        write_output(diff_stack_markdown(name, base), output)
 
 
 @task(help={"base": "git ref to compare the working tree against"})
 def changed_stacks(c, base):
-    """Stacks whose plan may differ from --base, one per line (for CI): every stack when the
-    program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed, else those whose stack
-    file or cluster YAML changed."""
+    """Stacks whose plan may differ from --base (for CI).
+
+    Every stack when the program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed,
+    else those whose stack file or cluster YAML changed."""
     from ops.errors import user_errors
     from ops.plan_base import changed_stacks as find_changed
 
@@ -402,8 +403,9 @@ def changed_stacks(c, base):
     "keep": "leave the cluster running; stop it later with `invoke local-down`",
 })
 def local_up(c, config="", keep=False):
-    """Start a two-node Ray cluster here through the rendered startup scripts, run a task on
-    each node, then tear it down (the main-job demo)."""
+    """Run a two-node Ray cluster here from the startup scripts.
+
+    Runs a task on each node, then tears the cluster down unless --keep is given."""
     from bootstrap.local_cluster import DEFAULT_CONFIG
     from bootstrap.local_cluster import local_up as start_local_cluster
     from infra.config import load_cluster_config
@@ -411,47 +413,39 @@ def local_up(c, config="", keep=False):
 
     with user_errors():
         cluster = start_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), print)
-    try:
-        report = cluster.run_program()
-        for node in report["nodes"]:
-            ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
-            print(f"node {node['node_id'][:12]}: task ran there: {ran}")
-        print(f"local cluster up at {cluster.address}")
-    finally:
-        if not keep:
-            print(f"tearing down: stopped {len(cluster.down())} processes")
+        try:
+            report = cluster.run_program()
+            for node in report["nodes"]:
+                ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
+                print(f"node {node['node_id'][:12]}: task ran there: {ran}")
+            print(f"local cluster up at {cluster.address}")
+        finally:
+            if not keep:
+                print(f"tearing down: stopped {len(cluster.down())} processes")
 
 
 @task
 def local_down(c):
-    """Stop the local cluster a `local-up --keep` left running (only its own processes)."""
+    """Stop every local cluster `local-up --keep` left running."""
     from bootstrap.local_cluster import local_down as stop_local_cluster
+    from ops.errors import user_errors
 
-    stop_local_cluster(print)
+    with user_errors():
+        stop_local_cluster(print)
 
 
 # --- the rest of `ray`'s cluster verbs (issue 13): the logic lives in ops/ ------------------
-# Their only short flags are these, each with one meaning in every task (as `ray` spells them).
-_VERB_SHORT_FLAGS = {"stack": "s", "yes": "y", "output": "o"}
 
 
-class _VerbTask(Task):
-    """A task whose short flags come from _VERB_SHORT_FLAGS, not from first letters."""
-
-    def arg_opts(self, name: str, default: object, taken_names: set[str]) -> dict:
-        opts = super().arg_opts(name, default, taken_names)
-        short = _VERB_SHORT_FLAGS.get(name)
-        opts["names"] = opts["names"][:1] + ([short] if short and short not in taken_names else [])
-        return opts
-
-
-@task(klass=_VerbTask, help={
+@task(help={
     "stack": _STACK_HELP,
     "port": "local port to forward (default 8265; the next free one if busy; 0: any)",
     "remote-port": "the dashboard's port on the head (default 8265)",
 })
 def dashboard(c, stack=None, port=8265, remote_port=8265):
-    """Forward the head's Ray dashboard to this machine and print its URL (Ctrl-C stops)."""
+    """Forward the head's Ray dashboard here and print its URL.
+
+    Runs until Ctrl-C."""
     import threading
 
     from ops.dashboard import forward_dashboard
@@ -469,10 +463,11 @@ def dashboard(c, stack=None, port=8265, remote_port=8265):
             forward.close()
 
 
-@task(klass=_VerbTask,
-      help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})
+@task(help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})
 def get_head_ip(c, stack=None, internal=False):
-    """Print the head's IP (external unless --internal), for scripts."""
+    """Print the head's IP, for scripts.
+
+    External unless --internal."""
     from ops.cluster_ips import head_ip
     from ops.errors import user_errors
     from ops.stack_outputs import load_outputs
@@ -481,10 +476,11 @@ def get_head_ip(c, stack=None, internal=False):
         print(head_ip(load_outputs(stack), internal))
 
 
-@task(klass=_VerbTask,
-      help={"stack": _STACK_HELP, "internal": "print internal IPs, not external ones"})
+@task(help={"stack": _STACK_HELP, "internal": "print internal IPs, not external ones"})
 def get_worker_ips(c, stack=None, internal=False):
-    """Print each worker's IP, one a line (external, or internal where a node has none)."""
+    """Print each worker's IP, one a line.
+
+    External, or internal where a node has none (or with --internal)."""
     from ops.cluster_ips import worker_ips
     from ops.errors import user_errors
     from ops.stack_outputs import load_outputs
@@ -494,10 +490,11 @@ def get_worker_ips(c, stack=None, internal=False):
             print(ip)
 
 
-@task(klass=_VerbTask,
-      help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)"})
+@task(help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)"})
 def monitor(c, stack=None, lines=100):
-    """Follow the autoscaler's log on the head (monitor.*), as `ray monitor` does."""
+    """Follow the autoscaler's log on the head.
+
+    The head's monitor.* logs, as `ray monitor` follows them."""
     from ops.errors import exit_status, user_errors
     from ops.monitor import monitor as follow_monitor
     from ops.ssh import connect_stack
@@ -507,7 +504,7 @@ def monitor(c, stack=None, lines=100):
     exit_status(status)
 
 
-@task(klass=_VerbTask, help={
+@task(help={
     "stack": _STACK_HELP,
     "output": "archive to write (default collected_logs_<date>_<time>.tar.gz)",
     "logs": "the session's Ray logs (default on; --no-logs skips them)",
@@ -518,7 +515,9 @@ def monitor(c, stack=None, lines=100):
 })
 def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=True,
                  processes=True, processes_verbose=True):
-    """Collect Ray's logs and debug state from every node into one local archive."""
+    """Collect every node's Ray logs into one local archive.
+
+    Ray's logs, debug state, `pip freeze` and processes, with a progress bar."""
     from pathlib import Path
 
     from ops.cluster_dump import DumpParts, default_output
@@ -534,13 +533,15 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
     print(f"wrote {archive}")
 
 
-@task(klass=_VerbTask, help={
+@task(help={
     "stack": _STACK_HELP,
     "yes": "do not ask for confirmation",
     "hard": "delete the instance through the API instead of `ray stop` on it",
 })
 def kill_random_node(c, stack=None, yes=False, hard=False):
-    """Stop Ray on a random worker (`ray stop`), for failure drills; asks first."""
+    """Stop Ray on a random worker, for failure drills.
+
+    `ray stop` on it (--hard: delete its instance); asks first unless --yes."""
     from ops.errors import user_errors
     from ops.kill_node import kill_random_node as kill
     from ops.ssh import connect_stack
@@ -556,18 +557,21 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
 
 @task(help={"stack": _STACK_HELP})
 def preflight(c, stack=None):
-    """The cluster at its largest (head + every type's max_workers) against the region's
-    Compute quotas, as a table; creates nothing, exits 1 when a quota is short."""
+    """Check the largest cluster against the region's quotas.
+
+    The head plus every type at max_workers against the region's Compute quotas, as a table;
+    creates nothing, exits 1 when a quota is short."""
     from invoke.exceptions import Exit
 
     from infra.config import load_cluster_config
     from infra.stack_config import cluster_path_for_stack
     from ops import preflight as quota_preflight
     from ops.errors import user_errors
-    from ops.plan import stack_or_env
+    from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
-        config = load_cluster_config(cluster_path_for_stack(stack_or_env(stack)))
+        name = resolve_stack_name(stack, require_file=True)
+        config = load_cluster_config(cluster_path_for_stack(name))
         report = quota_preflight.preflight(config)
         print(quota_preflight.render(report))
     if report.short:
@@ -584,8 +588,9 @@ def preflight(c, stack=None):
     "cancel": "turn autostop off",
 })
 def autostop(c, stack=None, minutes=None, down=False, cancel=False):
-    """Change a running cluster's autostop (no node is recreated): --minutes N [--down] or
-    --cancel."""
+    """Change a running cluster's autostop.
+
+    --minutes N [--down], or --cancel; no node is recreated."""
     from ops.autostop import parse_request, set_autostop
     from ops.errors import user_errors
     from ops.ssh import connect_stack
@@ -596,15 +601,18 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False):
             print(set_autostop(connector, idle_minutes, down))
 
 
-@task(help={"stack": _PLAN_STACK_HELP})
+@task(help={"stack": _STACK_HELP})
 def cost(c, stack=None):
-    """What the stack's cluster costs: per node type its hourly price, per node its hours run
-    (from the instances' timestamps), the total so far and per hour now."""
+    """What the stack's cluster costs, so far and per hour.
+
+    Per node type its hourly price, per node its hours run (from the instances' timestamps),
+    the total so far and per hour now."""
     from ops.cost import cost_report, node_costs
     from ops.errors import user_errors
-    from ops.plan import cluster_from_settings, stack_or_env, stack_settings
+    from ops.plan import cluster_from_settings, stack_settings
+    from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
-        name = stack_or_env(stack)
+        name = resolve_stack_name(stack, require_file=True)
         config, _ = cluster_from_settings(stack_settings(name))
         print(cost_report(name, config, node_costs(config)), end="")

@@ -68,7 +68,7 @@ def plan_file_mounts(config: ClusterConfig, base_dir: Path | None = None) -> Fil
     used = 0
     inline_secrets = config.provider.inline_secret_file_mounts
     for target, source in sorted(config.file_mounts.items()):
-        path = (base / Path(source).expanduser()).resolve()
+        path = _absolute(base / Path(source).expanduser())
         encoded = _small_file_base64(path)
         if encoded is not None and not inline_secrets and looks_like_a_secret(path):
             plan.held_back.append(target)
@@ -96,8 +96,21 @@ def looks_like_a_secret(path: Path) -> bool:
     return any(marker in content for marker in _SECRET_MARKERS)
 
 
+def _absolute(path: Path) -> Path:
+    """Resolved like `ray up` would; a symlink loop stays as written (the sync reports it)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path.absolute()
+
+
 def _small_file_base64(path: Path) -> str | None:
-    if not path.is_file() or path.stat().st_size > METADATA_VALUE_LIMIT:
+    """The file's base64 when it is a small regular file we can read; else the SSH sync
+    takes it (and says what is wrong with it)."""
+    try:
+        if not path.is_file() or path.stat().st_size > METADATA_VALUE_LIMIT:
+            return None
+        encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+    except OSError:
         return None
-    encoded = base64.b64encode(path.read_bytes()).decode("ascii")
     return encoded if len(encoded) <= METADATA_VALUE_LIMIT else None

@@ -3,10 +3,14 @@
 The head's and a worker's rendered scripts run as the current user with their metadata read
 from a directory (`RAY_BOOTSTRAP_METADATA_DIR`), `~` and the log in a per-node directory, and
 Ray's files under one `RAY_TMPDIR`, so teardown stops exactly this cluster's processes.
+Every started cluster is recorded until it is torn down, so `local-down` stops all that
+`local-up --keep` left running, not only the last.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -16,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -27,9 +31,9 @@ from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
+from ops.paths import state_base, writable_folder
 
 Progress = Callable[[str], None]
-STATE_FILE = Path(tempfile.gettempdir()) / "ray-gcp-pulumi-local-cluster.json"
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "stacks" / "clusters" / "local.yaml"
 
 
@@ -199,20 +203,38 @@ class LocalCluster:
         """Stop this cluster's processes and delete its files; the stopped pids."""
         stopped = stop_processes(self.markers())
         shutil.rmtree(self.root, ignore_errors=True)
-        if STATE_FILE.exists() and load_state() == self:
-            STATE_FILE.unlink()
+        with _records() as clusters:
+            clusters[:] = [cluster for cluster in clusters if cluster != self]
         return stopped
 
     def save_state(self) -> None:
-        STATE_FILE.write_text(json.dumps({**asdict(self), "root": str(self.root)}))
+        with _records() as clusters:
+            clusters.append(self)
 
 
-def load_state() -> LocalCluster | None:
+def state_file() -> Path:
+    """The record of running local clusters: `.ray-gcp/local-clusters.json` in the project,
+    or under $RAY_GCP_STATE_DIR."""
+    return writable_folder(state_base()) / "local-clusters.json"
+
+
+@contextlib.contextmanager
+def _records() -> Iterator[list[LocalCluster]]:
+    """The recorded clusters, to read or change under an exclusive lock."""
+    path = state_file()
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        clusters = load_states()
+        yield clusters
+        path.write_text(json.dumps([{**asdict(c), "root": str(c.root)} for c in clusters]))
+
+
+def load_states() -> list[LocalCluster]:
     try:
-        data = json.loads(STATE_FILE.read_text())
-    except (OSError, ValueError):
-        return None
-    return LocalCluster(**{**data, "root": Path(data["root"])})
+        entries = json.loads(state_file().read_text())
+        return [LocalCluster(**{**entry, "root": Path(entry["root"])}) for entry in entries]
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
 
 
 def read_status(node: LocalNode) -> str:
@@ -267,11 +289,22 @@ def local_up(
 
 
 def local_down(progress: Progress = _quiet) -> bool:
-    """Tear down the cluster a kept `local-up` left running; False when there is none."""
-    cluster = load_state()
-    if cluster is None:
+    """Tear down every cluster a kept `local-up` left running; False when there is none or
+    a process survived."""
+    clusters = load_states()
+    if not clusters:
         progress("no local cluster recorded: nothing to stop")
         return False
-    stopped = cluster.down()
-    progress(f"stopped {len(stopped)} processes of the local cluster at {cluster.address}")
-    return not any_alive(stopped)
+    survived = False
+    for cluster in clusters:
+        if not cluster.root.exists():
+            # Its files are gone, so are its processes: do not match another cluster that
+            # reuses its port since.
+            with _records() as recorded:
+                recorded[:] = [other for other in recorded if other != cluster]
+            progress(f"the local cluster at {cluster.address} was already gone")
+            continue
+        stopped = cluster.down()
+        survived |= any_alive(stopped)
+        progress(f"stopped {len(stopped)} processes of the local cluster at {cluster.address}")
+    return not survived

@@ -84,7 +84,7 @@ def render_startup_script(
     if node_type not in config.available_node_types:
         raise ValueError(
             f"node type {node_type!r} is not in available_node_types: use one of "
-            f"{sorted(config.available_node_types)}"
+            f"{', '.join(sorted(config.available_node_types))}"
         )
     plan = file_mounts or FileMountPlan()
     data = _node_data(config, role, node_type, plan)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
-import yaml
 
 from bootstrap import autoscaler_config
 from infra.config import ClusterConfig
@@ -27,6 +26,7 @@ from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
+from infra.yaml_text import dump_yaml
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -89,9 +89,7 @@ class RayCluster(pulumi.ComponentResource):
         # The head's autoscaler counts the worker groups' nodes towards each type's minimum.
         worker_counts = {group.node_type: group.count for group in plan.workers}
         bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
-            lambda bodies: yaml.safe_dump(
-                autoscaler_config(config, bodies, worker_counts), sort_keys=True
-            )
+            lambda bodies: dump_yaml(autoscaler_config(config, bodies, worker_counts))
         )
         self.head = HeadNode(
             f"{name}-head",

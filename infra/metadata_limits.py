@@ -9,8 +9,6 @@ from the plan, with the fix, not from the API halfway through `up`.
 
 from __future__ import annotations
 
-import yaml
-
 from bootstrap import autoscaler_config
 from bootstrap import node_metadata as bootstrap_metadata
 from bootstrap.node_metadata import (
@@ -20,6 +18,7 @@ from bootstrap.node_metadata import (
 )
 from infra.config import ConfigError
 from infra.plan import ClusterPlan
+from infra.yaml_text import dump_yaml
 
 # What the program adds to each worker body after this check: the subnet's network interface,
 # the service account, the `ssh-keys` line and the head's address.
@@ -43,7 +42,7 @@ def check_metadata_limits(plan: ClusterPlan) -> None:
         for node_type, group in plan.node_types.items()
     }
     counts = {group.node_type: group.count for group in plan.workers}
-    config_size = len(yaml.safe_dump(autoscaler_config(config, bodies, counts), sort_keys=True))
+    config_size = len(dump_yaml(autoscaler_config(config, bodies, counts)))
     config_size += PER_TYPE_ALLOWANCE * len(bodies)
     head_metadata = {**plan.head.node_config.metadata,
                      **bootstrap_metadata(config, "head", plan.head.node_type)}

@@ -102,21 +102,18 @@ def resolve_worker_counts(
     for name, raw in (overrides or {}).items():
         path = f"{WORKER_COUNTS_KEY}.{name}"
         if name not in counts:
-            problems.append(
-                (path, f"{name!r} is not a worker node type: use one of {sorted(counts)}")
-            )
+            known = ", ".join(sorted(counts)) or "none"
+            problems.append((path, f"{name!r} is not a worker node type: use one of {known}"))
             continue
         node_type = config.available_node_types[name]
-        value = int(raw) if isinstance(raw, int | float) and float(raw).is_integer() else None
+        whole = (isinstance(raw, int) and not isinstance(raw, bool)) or \
+            (isinstance(raw, float) and raw.is_integer())
+        value = int(raw) if whole else None
         low, high = node_type.min_workers, node_type.max_workers or 0
         if value is None or not low <= value <= high:
-            problems.append(
-                (
-                    path,
-                    f"{raw!r} is outside {name}'s range: set a whole number "
-                    f"from min_workers {low} to max_workers {high}",
-                )
-            )
+            what = f"is outside {name}'s range" if whole else "is not a whole number"
+            problems.append((path, f"{raw!r} {what}: set a whole number from min_workers "
+                                   f"{low} to max_workers {high}"))
             continue
         counts[name] = value
     if sum(counts.values()) > config.max_workers:
@@ -189,3 +186,17 @@ def _service_account(
     if role == "head":
         return config.autoscaler_service_account_email, (CLOUD_PLATFORM_SCOPE,)
     return None, ()
+
+
+def check_boot_disks(plan: ClusterPlan) -> None:
+    """Every GCE instance needs a boot disk; without one pulumi-gcp (or GCE) refuses it."""
+    problems = [
+        (f"available_node_types.{group.node_type}.node_config.disks",
+         "a GCE instance needs a boot disk: add one, e.g. `- {boot: true, autoDelete: true, "
+         "initializeParams: {diskSizeGb: 50, sourceImage: projects/ubuntu-os-cloud/global/"
+         "images/family/ubuntu-2204-lts}}`")
+        for group in plan.node_types.values()
+        if isinstance(group.node_config, ComputeNodeConfig) and group.node_config.boot_disk is None
+    ]
+    if problems:
+        raise ConfigError(problems)

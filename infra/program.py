@@ -14,7 +14,7 @@ from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
 from infra.metadata import REAPPLY_ENV
 from infra.metadata_limits import check_metadata_limits
-from infra.plan import plan_cluster
+from infra.plan import check_boot_disks, plan_cluster
 from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
@@ -31,8 +31,8 @@ def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
             [
                 (
                     "ray-gcp:cluster",
-                    "the stack names no cluster: run `pulumi config "
-                    "set ray-gcp:cluster stacks/clusters/<name>.yaml`",
+                    f"stacks/Pulumi.{pulumi.get_stack()}.yaml names no cluster: run "
+                    "`pulumi config set ray-gcp:cluster stacks/clusters/<name>.yaml`",
                 )
             ]
         )
@@ -79,6 +79,7 @@ def define_cluster() -> RayCluster:
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)
     warn_held_back_file_mounts(config)
+    check_boot_disks(plan)
     provider = gcp_provider(config)
     credentials = config.provider.gcp_credentials
     cluster = RayCluster(

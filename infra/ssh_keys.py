@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
 from infra.config import ClusterConfig, ConfigError
@@ -21,6 +19,10 @@ KEY_BITS = 3072
 
 def generate_key_pair() -> tuple[str, str]:
     """(private key in OpenSSH PEM, public key `ssh-rsa AAAA...`)."""
+    # cryptography is imported where keys are made or read: a plan never needs it.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
     private = key.private_bytes(
         serialization.Encoding.PEM,
@@ -37,6 +39,8 @@ def generate_key_pair() -> tuple[str, str]:
 
 def public_key_of(private_key_text: str) -> str:
     """The `ssh-...` public line of a private key (PEM or OpenSSH format)."""
+    from cryptography.hazmat.primitives import serialization
+
     data = private_key_text.encode()
     loader = (
         serialization.load_ssh_private_key
@@ -93,8 +97,12 @@ class ClusterSshKey(pulumi.ComponentResource):
             public = (
                 _read_key(config.auth.ssh_public_key, "auth.ssh_public_key").strip()
                 if config.auth.ssh_public_key
-                else public_key_of(private)
+                else _public_key_of_file(private, config.auth.ssh_private_key)
             )
+            if len(public.split()) < 2:
+                raise ConfigError([("auth.ssh_public_key", f"{config.auth.ssh_public_key} is "
+                                    "not an `ssh-<type> <base64>` public key: point it at the "
+                                    ".pub file of the private key")])
             self.private_key = pulumi.Output.secret(private)
             self.public_key = pulumi.Output.from_input(public)
         else:
@@ -108,19 +116,35 @@ class ClusterSshKey(pulumi.ComponentResource):
         self.register_outputs({"public_key": self.public_key})
 
 
+KEY_FILE_LIMIT = 64 * 1024  # far above any SSH key; stops a device file from being read
+
+
 def _read_key(path: str, yaml_path: str) -> str:
+    """A key file's text; a missing, special (FIFO, device), huge or non-text file is a
+    ConfigError at `yaml_path`, checked before reading so nothing blocks."""
+    fix = "point it at an existing key file or remove it to generate a key"
+    file = Path(path).expanduser()
     try:
-        return Path(path).expanduser().read_text()
+        if not file.is_file() or file.stat().st_size > KEY_FILE_LIMIT:
+            raise ConfigError([(yaml_path, f"{path} is not a key file: {fix}")])
+        return file.read_bytes().decode("utf-8")
     except OSError as exc:
-        raise ConfigError(
-            [
-                (
-                    yaml_path,
-                    f"cannot read {path} ({exc.strerror}): point it at an "
-                    "existing key file or remove it to generate a key",
-                )
-            ]
-        ) from None
+        raise ConfigError([(yaml_path, f"cannot read {path} ({exc.strerror}): {fix}")]) \
+            from None
+    except UnicodeDecodeError:
+        raise ConfigError([(yaml_path, f"{path} is not a text key file: {fix}")]) from None
+
+
+def _public_key_of_file(private_key_text: str, path: str) -> str:
+    from cryptography.exceptions import UnsupportedAlgorithm
+
+    try:
+        return public_key_of(private_key_text)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise ConfigError([("auth.ssh_private_key", f"{path} is not an unencrypted private "
+                            "key in PEM or OpenSSH format: point it at one (e.g. made by "
+                            "`ssh-keygen -m PEM -N ''`) or remove it to generate a key")]) \
+            from None
 
 
 def ssh_keys_entry(user: str, public_key: str) -> str:

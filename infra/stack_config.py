@@ -1,44 +1,137 @@
-"""Which cluster YAML a stack deploys: `ray-gcp:cluster` in `stacks/Pulumi.<stack>.yaml`."""
+"""The stack files, `stacks/Pulumi.<stack>.yaml`, read without the pulumi CLI.
+
+A stack selects its cluster with `ray-gcp:cluster` (a YAML path) or `ray-gcp:clusterConfig`
+(the YAML inline) and may set `ray-gcp:workerCounts`. Every task reads a stack file through
+`read_stack_config`, so a typo there is one line naming the file, the key and the fix. No
+pydantic here: `invoke exec` checks the stack file too and must start fast.
+"""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
+from typing import Any
 
-import yaml
-
-from infra.config.errors import ConfigError
+from infra.yaml_text import YamlFileError, read_yaml_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR = PROJECT_ROOT / "stacks"
+NAMESPACE = "ray-gcp:"
 CONFIG_KEY = "ray-gcp:cluster"
+INLINE_KEY = "ray-gcp:clusterConfig"
+COUNTS_KEY = "ray-gcp:workerCounts"
+# Every `ray-gcp:*` key the program reads; another key there is a typo.
+STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY)
 
 
-def resolve_cluster_path(value: str) -> Path:
+class StackFileError(ValueError):
+    """A stack file the program cannot use: one line per problem, each naming file and key."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        super().__init__("\n".join(f"{shown(path)}: {problem}" for problem in problems))
+
+
+def shown(path: Path) -> str:
+    """A path as a user in the project would type it."""
+    path = Path(path)
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+def resolve_cluster_path(value: str, root: Path = PROJECT_ROOT) -> Path:
     """Stack config paths are relative to the project root, wherever pulumi runs from."""
     path = Path(value).expanduser()
-    return path if path.is_absolute() else PROJECT_ROOT / path
+    return path if path.is_absolute() else root / path
 
 
-def stack_names() -> list[str]:
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+def stack_names(stacks_dir: Path | None = None) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")]
+                  for p in (stacks_dir or STACKS_DIR).glob("Pulumi.*.yaml"))
+
+
+def stack_file(stack: str, stacks_dir: Path | None = None) -> Path:
+    """`<stacks_dir>/Pulumi.<stack>.yaml`, which must exist."""
+    path = (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = ", ".join(stack_names(stacks_dir)) or "none"
+        raise StackFileError(path, [f"no stack {stack!r} (this file is missing): use one of "
+                                    f"{known}, or create it with `pulumi stack init {stack}`"])
+    return path
+
+
+def read_stack_config(path: Path, root: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """The `config:` mapping of a stack file, its `ray-gcp:*` keys checked: known names, the
+    right types, a cluster YAML that exists (relative paths are under `root`)."""
+    try:
+        document = read_yaml_file(path)
+    except YamlFileError as exc:
+        raise StackFileError(path, [str(exc).removeprefix(f"{path}: ")]) from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise StackFileError(path, ["the file must be a mapping with a `config:` section: "
+                                    f"see {shown(STACKS_DIR / 'Pulumi.full.yaml')}"])
+    settings = document.get("config") or {}
+    if not isinstance(settings, dict):
+        raise StackFileError(path, ["config: must be a mapping of `namespace:key: value`"])
+    problems = [problem for key, value in settings.items()
+                if (problem := _check_key(str(key), value, root))]
+    if not problems and not any(key in settings for key in (CONFIG_KEY, INLINE_KEY)):
+        problems.append(f"config: names no cluster: add `{CONFIG_KEY}: "
+                        "stacks/clusters/<name>.yaml` (or run `pulumi config set "
+                        f"{CONFIG_KEY} <path>`)")
+    if problems:
+        raise StackFileError(path, problems)
+    return settings
+
+
+def _check_key(key: str, value: Any, root: Path) -> str | None:
+    if not key.startswith(NAMESPACE) or (isinstance(value, dict) and "secure" in value):
+        return None  # another provider's key, or a secret encrypted with the stack's key
+    if key not in STACK_KEYS:
+        close = difflib.get_close_matches(key, STACK_KEYS, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"use one of {', '.join(STACK_KEYS)}"
+        return f"config.{key}: unknown key: {hint}"
+    if key == CONFIG_KEY:
+        if not isinstance(value, str) or not value.strip():
+            return f"config.{key}: must be the path of a Ray cluster YAML, got {value!r}"
+        cluster = resolve_cluster_path(value, root)
+        if not cluster.is_file():
+            return (f"config.{key}: {value} does not exist (looked for {cluster}): fix the "
+                    "path, relative to the project folder")
+    if key == INLINE_KEY and not isinstance(value, dict):
+        return f"config.{key}: must be the cluster YAML as a mapping, got {type(value).__name__}"
+    if key == COUNTS_KEY:
+        return _check_counts(key, value)
+    return None
+
+
+def _check_counts(key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"config.{key}: must map node type to count, e.g. `ray_worker_small: 2`"
+    for node_type, count in value.items():
+        whole = (isinstance(count, int) and not isinstance(count, bool)) or \
+            (isinstance(count, float) and count.is_integer())
+        if not whole or count < 0:
+            return (f"config.{key}.{node_type}: {count!r} is not a whole number: set a count "
+                    "such as 2 (or `invoke scale -s STACK --type T --count N`)")
+    return None
+
+
+def check_stack(stack: str, stacks_dir: Path | None = None, root: Path = PROJECT_ROOT
+                ) -> dict[str, Any]:
+    """The checked `config:` mapping of `stack`'s file."""
+    return read_stack_config(stack_file(stack, stacks_dir), root)
 
 
 def cluster_path_for_stack(stack: str, stacks_dir: Path | None = None) -> Path:
     """The cluster YAML of a stack, read from its stack config file without the pulumi CLI."""
-    path = (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = ", ".join(stack_names()) or "none"
-        raise ConfigError([("", f"no stack {stack!r} ({path} is missing): use one of {known}")])
-    settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    value = settings.get(CONFIG_KEY)
+    path = stack_file(stack, stacks_dir)
+    value = read_stack_config(path).get(CONFIG_KEY)
     if not isinstance(value, str):
-        raise ConfigError(
-            [
-                (
-                    CONFIG_KEY,
-                    f"{path} does not set {CONFIG_KEY}: set it to the "
-                    "path of the stack's Ray cluster YAML",
-                )
-            ]
-        )
+        raise StackFileError(path, [f"config.{CONFIG_KEY}: not set (the cluster is inline in "
+                                    f"{INLINE_KEY}): set {CONFIG_KEY} to a cluster YAML path"])
     return resolve_cluster_path(value)

@@ -115,11 +115,15 @@ def _pump_terminal(channel: paramiko.Channel, stdin_fd: int, stdout_fd: int) -> 
 
 def parse_forward(spec: str) -> tuple[int, int]:
     """`8265` or `LOCAL:REMOTE` -> (local port, port on the node's localhost)."""
+    local, _, remote = spec.partition(":")
     try:
-        local, _, remote = spec.partition(":")
-        return int(local), int(remote or local)
+        ports = int(local), int(remote or local)
     except ValueError:
-        raise OpsError(f"--port-forward {spec!r}: use PORT or LOCAL:REMOTE, e.g. 8265") from None
+        ports = (0, 0)
+    if not all(0 < port < 65536 for port in ports):
+        raise OpsError(f"--port-forward {spec!r}: use PORT or LOCAL:REMOTE with ports from 1 to "
+                       "65535, e.g. 8265")
+    return ports
 
 
 class PortForward:

@@ -21,10 +21,14 @@ def load_for_stack(outputs: StackOutputs) -> ClusterConfig | None:
     from infra.stack_config import resolve_cluster_path
 
     path = resolve_cluster_path(outputs.cluster_config_file)
+    if not path.is_file():
+        raise OpsError(f"{outputs.cluster_config_file}, the cluster YAML stack {outputs.stack!r} "
+                       "was deployed from (its output cluster_config_file), is not here: run "
+                       "from the checkout that deployed it, or restore the file")
     try:
         return load_cluster_config(path)
     except ConfigError as exc:
-        raise OpsError(str(exc)) from None
+        raise OpsError(f"stack {outputs.stack!r} (output cluster_config_file): {exc}") from None
 
 
 def rsync_excludes(outputs: StackOutputs) -> list[str]:

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+TRACEBACK_ENV = "RAY_GCP_TRACEBACK"
+# Errors of other layers that are the user's to fix, by module (imported only if it was used).
+_USER_ERRORS = (
+    ("infra.config.errors", "ConfigError"),
+    ("infra.stack_config", "StackFileError"),
+    ("bootstrap.local_cluster", "LocalClusterError"),
+)
 
 
 class OpsError(Exception):
@@ -17,27 +26,37 @@ class OpsError(Exception):
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Inside a task: OpsError and a cluster YAML's ConfigError become invoke's Exit, so the
-    user sees the message, not a trace."""
-    from invoke.exceptions import Exit
+    """Inside a task: OpsError and the user errors of other layers (a cluster YAML's
+    ConfigError, a stack file's StackFileError, a local cluster that did not start) become
+    invoke's Exit, so the user sees the message, not a trace. Anything else is a bug: one
+    line says so, and $RAY_GCP_TRACEBACK=1 shows its traceback."""
+    from invoke.exceptions import Exit, UnexpectedExit
 
     try:
         yield
+    except (Exit, UnexpectedExit):
+        raise  # invoke's own: it prints them without a trace
     except OpsError as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
     except KeyboardInterrupt:
         raise Exit("interrupted", code=130) from None
     except Exception as exc:
-        if _is_config_error(exc):
+        if _is_user_error(exc):
             raise Exit(f"error: {exc}", code=1) from None
-        raise
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        raise Exit(f"error: unexpected {type(exc).__name__}: {exc} (a bug: rerun with "
+                   f"{TRACEBACK_ENV}=1 and report the traceback)", code=1) from None
 
 
-def _is_config_error(exc: Exception) -> bool:
-    # Only a task that loaded the config model can raise its errors: `exec` never pays for
-    # importing pydantic just to check.
-    errors = sys.modules.get("infra.config.errors")
-    return errors is not None and isinstance(exc, errors.ConfigError)
+def _is_user_error(exc: Exception) -> bool:
+    # Only a task that loaded a layer can raise its errors: `exec` never pays for importing
+    # pydantic just to check.
+    for module, name in _USER_ERRORS:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return True
+    return False
 
 
 def exit_status(status: int) -> None:

@@ -18,13 +18,26 @@ STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 def state_dir(stack: str) -> Path:
     """`.ray-gcp/<stack>/` in the project (git-ignored), or under $RAY_GCP_STATE_DIR: 0700
     whatever it was (it holds the private key and the pins), and never a symlink."""
-    base = Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
-    path = base / stack
+    path = state_base() / stack
     if path.is_symlink():
         raise OpsError(f"{path} is a symbolic link: the stack's key and pinned host keys live "
                        "there, so remove the link and run again")
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.chmod(0o700)
+    writable_folder(path).chmod(0o700)
+    return path
+
+
+def state_base() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
+
+
+def writable_folder(path: Path) -> Path:
+    """`path`, created (private) when missing; one line naming it and $RAY_GCP_STATE_DIR when
+    it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise OpsError(f"cannot create {path} ({exc.strerror}): set {STATE_DIR_ENV} to a "
+                       "writable folder") from None
     return path
 
 
@@ -46,3 +59,12 @@ def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> Iterator[Binary
     writes = flags & (os.O_WRONLY | os.O_RDWR)
     with os.fdopen(fd, ("ab" if flags & os.O_APPEND else "wb") if writes else "rb") as handle:
         yield handle
+
+
+def in_existing_folder(path: str, flag: str) -> Path:
+    """A local path a task will write (`--output`, a download's target), checked before any
+    slow work: its folder must exist."""
+    chosen = Path(path).expanduser()
+    if not chosen.absolute().parent.is_dir():
+        raise OpsError(f"{flag} {path}: its folder does not exist: create it first")
+    return chosen

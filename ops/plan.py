@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from infra.config.errors import ConfigError
-from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
+from infra.stack_config import (
+    CONFIG_KEY,
+    PROJECT_ROOT,
+    StackFileError,
+    check_stack,
+    resolve_cluster_path,
+)
 from ops.errors import OpsError
+from ops.paths import in_existing_folder
 
 if TYPE_CHECKING:
     from infra.config import ClusterConfig
@@ -32,34 +36,53 @@ PLAN_FORMAT_VERSION = 1
 Plan = dict[str, Any]
 
 
-def stack_or_env(stack: str | None) -> str:
-    """`--stack`, else `$PULUMI_STACK`: plan needs no pulumi CLI to ask for the selected one."""
-    chosen = stack or os.environ.get("PULUMI_STACK")
-    if not chosen:
-        raise OpsError("no stack given: pass --stack NAME or set PULUMI_STACK")
-    return chosen
+FORMATS = ("json", "table")
+
+
+def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
+                      output: str | None, missing_ok: bool = False) -> tuple[str, Path]:
+    """Check `invoke plan`/`diff` arguments before the slow plan: the stack (chosen as every
+    task chooses it) and its file, the format, the root and where the output goes."""
+    from ops.stack_outputs import resolve_stack_name
+
+    if output_format not in FORMATS:
+        raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
+    tree = Path(root).expanduser() if root else PROJECT_ROOT
+    if not (tree / "stacks").is_dir():
+        raise OpsError(f"--root {tree} has no stacks/ folder: pass a checkout of this project")
+    if output:
+        in_existing_folder(output, "--output")
+    name = resolve_stack_name(stack)
+    if not (missing_ok and not stack_file_path(name, tree).exists()):
+        check_stack(name, tree / "stacks", tree)
+    return name, tree
+
+
+def stack_file_path(stack: str, root: Path) -> Path:
+    return root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def write_output(text: str, output: str | None) -> None:
+    if output:
+        Path(output).expanduser().write_text(text)
+    else:
+        print(text, end="")
 
 
 def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
     """The stack file's `ray-gcp:*` keys as pulumi hands them to a program: strings as they
     are, anything else as JSON text. `ray-gcp:cluster` becomes absolute under `root`, so a
     stack materialised from another git ref plans its own cluster YAML."""
-    path = root / "stacks" / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        known = ", ".join(sorted(p.name[len("Pulumi."):-len(".yaml")]
-                                 for p in (root / "stacks").glob("Pulumi.*.yaml")))
-        raise OpsError(f"no stack {stack!r} ({path} is missing): use one of {known or 'none'}")
-    settings = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
+    settings = check_stack(stack, root / "stacks", root)
     config: dict[str, str] = {}
     for key, value in settings.items():
-        if not key.startswith(CONFIG_NAMESPACE):
+        if not str(key).startswith(CONFIG_NAMESPACE):
             continue
         if isinstance(value, dict) and "secure" in value:
             continue  # encrypted with the stack's key: not readable offline, never shown
         config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     if isinstance(settings.get(CONFIG_KEY), str):
-        cluster = Path(settings[CONFIG_KEY]).expanduser()
-        config[CONFIG_KEY] = str(cluster if cluster.is_absolute() else root / cluster)
+        config[CONFIG_KEY] = str(resolve_cluster_path(settings[CONFIG_KEY], root))
     return config
 
 
@@ -138,11 +161,17 @@ def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Pop
     )
 
 
-def collect_plan(process: subprocess.Popen[str], stack: str) -> Plan:
+def collect_plan(process: subprocess.Popen[str], stack: str, where: str = "") -> Plan:
+    """The plan a `plan_stack_isolated` run printed; its error once, under one header."""
     stdout, stderr = process.communicate()
+    place = f" {where}" if where else ""
     if process.returncode != 0:
-        raise OpsError(f"planning stack {stack!r} failed:\n{stderr.strip()}")
-    return json.loads(stdout)
+        raise OpsError(f"planning stack {stack!r}{place} failed:\n{stderr.strip()}")
+    try:
+        return json.loads(stdout)
+    except json.JSONDecodeError:
+        raise OpsError(f"planning stack {stack!r}{place} printed no plan: "
+                       f"{stderr.strip() or stdout[:200]}") from None
 
 
 def render_json(plan: Plan) -> str:
@@ -169,11 +198,9 @@ def render_table(plan: Plan) -> str:
 
 
 def render(plan: Plan, output_format: str) -> str:
-    if output_format == "json":
-        return render_json(plan)
-    if output_format == "table":
-        return render_table(plan)
-    raise OpsError(f"unknown --format {output_format!r}: use json or table")
+    if output_format not in FORMATS:
+        raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
+    return render_json(plan) if output_format == "json" else render_table(plan)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         sys.stdout.write(render_json(plan_stack(args.stack, args.root)))
-    except (ConfigError, OpsError) as error:
+    except (ConfigError, OpsError, StackFileError) as error:
         print(error, file=sys.stderr)
         return 2
     return 0

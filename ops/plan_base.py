@@ -20,9 +20,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
+from infra.yaml_text import YamlFileError, parse_yaml_text
 from ops.errors import OpsError
 from ops.plan import PLAN_FORMAT_VERSION, Plan, collect_plan, plan_stack_isolated
 from ops.plan_diff import diff_plans, unchanged_count
@@ -58,8 +57,14 @@ def _stack_path(stack: str) -> str:
     return f"{STACKS_DIR}/Pulumi.{stack}.yaml"
 
 
-def cluster_file_of(stack_text: str) -> str | None:
-    value = ((yaml.safe_load(stack_text) or {}).get("config") or {}).get(CONFIG_KEY)
+def cluster_file_of(stack_text: str, source: str) -> str | None:
+    """The `ray-gcp:cluster` a stack file's text names; `source` names the file in errors."""
+    try:
+        document = parse_yaml_text(stack_text, source)
+    except YamlFileError as exc:
+        raise OpsError(str(exc)) from None
+    settings = document.get("config") if isinstance(document, dict) else None
+    value = settings.get(CONFIG_KEY) if isinstance(settings, dict) else None
     return value if isinstance(value, str) else None
 
 
@@ -111,7 +116,7 @@ def materialise_stack(ref: str, stack: str, dest: Path, root: Path = PROJECT_ROO
         return False
     (dest / STACKS_DIR).mkdir(parents=True, exist_ok=True)
     (dest / _stack_path(stack)).write_text(stack_text)
-    cluster = cluster_file_of(stack_text)
+    cluster = cluster_file_of(stack_text, f"{_stack_path(stack)} at {ref}")
     if cluster and not Path(cluster).expanduser().is_absolute():
         cluster_text = git_show(ref, cluster, root)
         if cluster_text is None:
@@ -173,10 +178,7 @@ def plan_both(stack: str, ref: str, root: Path = PROJECT_ROOT) -> PlanPair:
 def _collect(process: subprocess.Popen[str] | None, stack: str, where: str) -> Plan:
     if process is None:
         return empty_plan(stack)
-    try:
-        return collect_plan(process, stack)
-    except Exception as error:
-        raise OpsError(f"planning stack {stack!r} {where} failed:\n{error}") from None
+    return collect_plan(process, stack, where)
 
 
 def diff_stack_markdown(stack: str, ref: str, root: Path = PROJECT_ROOT) -> str:
@@ -223,9 +225,9 @@ def changed_stacks(ref: str, root: Path = PROJECT_ROOT) -> list[str]:
     stacks: set[str] = set()
     for name in every:
         relative = _stack_path(name)
-        sides = [(root / relative).read_text() if relative in now else "",
-                 git_show(ref, relative, root) or ""]
-        clusters = {c for c in (cluster_file_of(text) for text in sides) if c}
+        sides = [((root / relative).read_text() if relative in now else "", relative),
+                 (git_show(ref, relative, root) or "", f"{relative} at {ref}")]
+        clusters = {c for c in (cluster_file_of(text, where) for text, where in sides) if c}
         if relative in changed or clusters & changed:
             stacks.add(name)
     return sorted(stacks)

@@ -29,13 +29,18 @@ def require_cli() -> None:
 
 def selected_stack_name() -> str:
     """What `pulumi stack --show-name` says: the stack selected for this project."""
-    require_cli()
+    if shutil.which("pulumi") is None:
+        from infra.stack_config import stack_names
+
+        raise OpsError("no stack given: pass --stack/-s NAME or set PULUMI_STACK (stacks here: "
+                       f"{', '.join(stack_names()) or 'none'})")
     from pulumi import automation as auto
 
     summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT)).stack()
     if summary is None:
         raise OpsError(
-            "no Pulumi stack is selected: pass --stack NAME or run `pulumi stack select`"
+            "no stack given and none selected: pass --stack/-s NAME, set PULUMI_STACK or run "
+            "`pulumi stack select`"
         )
     return summary.name
 

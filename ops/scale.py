@@ -1,4 +1,4 @@
-"""`invoke scale`: set one worker type's count in a stack file, then run `pulumi up`.
+"""`invoke scale`: set one worker type's count in a stack file (the task then runs `pulumi up`).
 
 The count lives under `ray-gcp:workerCounts` (node type -> count) in
 `stacks/Pulumi.<stack>.yaml`; the program reads it and sets each WorkerGroup's `count`.
@@ -6,27 +6,24 @@ The count lives under `ray-gcp:workerCounts` (node type -> count) in
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import yaml
 
 from infra.config import ConfigError, load_cluster_config
-from infra.stack_config import STACKS_DIR, cluster_path_for_stack
-
-COUNTS_KEY = "ray-gcp:workerCounts"
-INSTALL_HINT = "https://www.pulumi.com/docs/install/"
+from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
+from ops.errors import OpsError
 
 
-class ScaleError(Exception):
+class ScaleError(OpsError):
     """A scale request that cannot be applied; the message is one line naming the fix."""
 
 
 def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None = None) -> None:
     """`count` must be within the type's [min_workers, max_workers] in the stack's cluster YAML."""
     try:
-        cluster = load_cluster_config(cluster_path_for_stack(stack, stacks_dir))
-    except ConfigError as exc:
+        cluster = load_cluster_config(cluster_path_for_stack(stack, stacks_dir or STACKS_DIR))
+    except (ConfigError, StackFileError) as exc:
         raise ScaleError(" ".join(str(exc).split())) from None
     types = cluster.worker_types
     if node_type not in types:
@@ -55,10 +52,3 @@ def set_worker_count(stack: str, node_type: str, count: int,
     path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
     return path
 
-
-def pulumi_up_command(stack: str) -> str:
-    """The `pulumi up` to run; fails with the install hint when the CLI is not on PATH."""
-    if shutil.which("pulumi") is None:
-        raise ScaleError(f"the pulumi CLI is not installed (not on PATH): install it from "
-                         f"{INSTALL_HINT}, then run `pulumi up --stack {stack}`")
-    return f"pulumi up --stack {stack}"

@@ -112,8 +112,19 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
     )
 
 
-def resolve_stack_name(stack: str | None) -> str:
-    """--stack, else $PULUMI_STACK, else the outputs file's name, else pulumi's selected stack."""
+def resolve_stack_name(stack: str | None, require_file: bool = False) -> str:
+    """--stack, else $PULUMI_STACK, else the outputs file's name, else pulumi's selected stack;
+    every task picks its stack here. The stack file, when there is one (or `require_file`),
+    is checked first, so its mistakes show before any slow work."""
+    name = _chosen_stack(stack)
+    from infra.stack_config import STACKS_DIR, check_stack
+
+    if require_file or (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
+        check_stack(name)
+    return name
+
+
+def _chosen_stack(stack: str | None) -> str:
     if stack:
         return stack
     if os.environ.get(STACK_ENV):

@@ -4,6 +4,8 @@ it runs a task on each node, and teardown leaves none of its processes behind.""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 from bootstrap_stubs import REPO
@@ -11,6 +13,8 @@ from bootstrap_stubs import REPO
 from bootstrap.local_cluster import (
     LocalCluster,
     count_active_nodes,
+    load_states,
+    local_down,
     local_up,
     read_status,
 )
@@ -70,17 +74,29 @@ def test_a_remote_task_runs_on_each_node(started):
     assert report["task_ran_on"] == {node_id: node_id for node_id in node_ids}
 
 
-def test_teardown_leaves_no_process_of_the_cluster(config):
-    cluster = local_up(config)
-    running = processes_matching(cluster.markers())
-    assert running, "the cluster should have running processes before teardown"
-    watcher = int((cluster.root / "head" / "state" / "config-watcher.pid").read_text())
-    assert watcher in running  # the head's config watcher goes down with the cluster
-    stopped = cluster.down()
-    assert running <= stopped
-    assert not any_alive(stopped)
-    assert processes_matching(cluster.markers()) == set()
-    assert not cluster.root.exists()
+def test_two_kept_clusters_and_one_local_down_leave_no_process_of_either(
+    config, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path))  # only this test's records
+    clusters = []
+    try:
+        clusters += [local_up(config), local_up(config)]  # what two `local-up --keep` leave
+        running = [processes_matching(cluster.markers()) for cluster in clusters]
+        for cluster, pids in zip(clusters, running, strict=True):
+            watcher = int((cluster.root / "head" / "state" / "config-watcher.pid").read_text())
+            assert watcher in pids  # the head's config watcher goes down with its cluster
+        assert load_states() == clusters
+
+        assert local_down() is True
+
+        for cluster, pids in zip(clusters, running, strict=True):
+            assert not any_alive(pids)
+            assert processes_matching(cluster.markers()) == set()
+            assert not cluster.root.exists()
+        assert load_states() == []
+    finally:
+        for cluster in clusters:
+            cluster.down()
 
 
 def test_failed_start_is_torn_down_and_reports_the_stage(config, tmp_path):
@@ -105,3 +121,21 @@ def test_cluster_directory_is_short_enough_for_rays_sockets():
         assert len(str(cluster.ray_tmpdir)) < 40
     finally:
         cluster.down()
+
+
+def test_local_down_forgets_a_gone_cluster_without_stopping_a_process_on_its_port(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path))
+    gone = LocalCluster(tmp_path / "removed-root", "127.0.0.9", 6, 7, 8)
+    gone.save_state()
+    # Another cluster that reuses the gone one's address: its command line names it too.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                              f"--address={gone.address}"])
+    try:
+        local_down()
+        assert other.poll() is None
+        assert load_states() == []
+    finally:
+        other.kill()
+        other.wait()

@@ -46,7 +46,10 @@ def test_compute_groups_get_the_key_and_tpu_slices_stay_in_the_zone():
     raw["provider"]["fallback_zones"] = ["us-central1-a"]
     raw["available_node_types"]["cpu_worker"] = {
         "min_workers": 0, "max_workers": 1, "resources": {"CPU": 2},
-        "node_config": {"machineType": "n1-standard-2"}}
+        "node_config": {"machineType": "n1-standard-2", "disks": [{
+            "boot": True, "autoDelete": True, "initializeParams": {
+                "diskSizeGb": 50,
+                "sourceImage": "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"}}]}}
     run = run_program({"ray-gcp:clusterConfig": json.dumps(raw)}, stack="tpu")
     groups = {r.inputs["node_type"]: r.inputs for r in run.of_type(
         "pulumi-python:dynamic:Resource") if "node_type" in r.inputs}

@@ -36,7 +36,7 @@ def test_undeployed_stack_says_to_run_up(sshd, tmp_path, monkeypatch):
 
 
 def test_missing_pulumi_cli_is_one_line_with_install_hint(stack):
-    result = stack.invoke("up", env={**stack.env, "PATH": "/nonexistent"})
+    result = stack.invoke("up", "-s", "full", env={**stack.env, "PATH": "/nonexistent"})
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()

@@ -22,6 +22,7 @@ from ops.cluster_dump import DumpParts, cluster_dump
 from ops.monitor import monitor
 from ops.ssh import Connector
 from ops.stack_outputs import load_outputs
+from ops.task_flags import SHORT_FLAGS
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
@@ -311,7 +312,7 @@ NEW_FLAGS = {"up": {"restart_only", "no_restart"}, "down": {"workers_only", "kee
              "attach": {"new"}, "exec_": {"tmux", "screen", "port_forward"},
              "submit": {"tmux", "screen", "port_forward", "args"}, "rsync_up": {"all_nodes"}}
 # The only short letters of the flags above, each meaning one thing in every task.
-SHORT = {"s": "stack", "y": "yes", "o": "output", "p": "port-forward"}
+SHORT = {letter: name.replace("_", "-") for name, letter in SHORT_FLAGS.items()}
 
 
 def test_new_flags_use_rays_long_names_and_no_letter_means_two_things():

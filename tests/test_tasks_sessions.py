@@ -93,7 +93,7 @@ def test_tmux_and_screen_together_are_one_line(stack):
 
 
 def test_detached_exec_on_every_node_is_refused_in_one_line(stack):
-    result = stack.invoke("exec", "--all", "--tmux", "true")
+    result = stack.invoke("exec", "--all-nodes", "--tmux", "true")
     assert result.returncode == 1
     assert "error: --tmux, --screen and --port-forward work on one node" in result.stderr
 

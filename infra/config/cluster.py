@@ -50,6 +50,8 @@ AUTOSCALER_ROLES = (
     "roles/iam.roleViewer",
 )
 TPU_ROLE = "roles/tpu.admin"
+# Far above any cluster GCE quotas allow; a bound keeps a typo'd count from planning 2**70 nodes.
+MAX_NODES = 10_000
 
 # GCE names: lowercase letter first, then letters, digits, hyphens; 63 characters at most.
 # `ray-<cluster>-worker-<8 hex>-compute` must fit, which leaves 35 for the cluster name.
@@ -58,7 +60,8 @@ _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{1,63}$")
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # No inf or nan: a node cannot start with `--resources {"CPU": NaN}`.
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class GcpCredentials(StrictModel):
@@ -304,8 +307,8 @@ class NodeType(StrictModel):
     # Required, whole numbers: Ray's schema refuses a node type without them (GCP does not
     # detect an instance's resources); `{}` is allowed.
     resources: dict[str, int]
-    min_workers: int = Field(default=0, ge=0)
-    max_workers: int | None = Field(default=None, ge=0)
+    min_workers: int = Field(default=0, ge=0, le=MAX_NODES)
+    max_workers: int | None = Field(default=None, ge=0, le=MAX_NODES)
 
     _counts = field_validator("min_workers", "max_workers", mode="before")(
         classmethod(lambda cls, value: _not_a_bool(value))
@@ -356,7 +359,7 @@ class ClusterConfig(StrictModel):
     """A Ray cluster YAML for GCP, defaults filled in and short names normalised."""
 
     cluster_name: str = "default"
-    max_workers: int = Field(default=2, ge=0)
+    max_workers: int = Field(default=2, ge=0, le=MAX_NODES)
     # Ray's schema allows 0, which its autoscaler reads as the default 1.0.
     upscaling_speed: float = Field(default=1.0, ge=0)
     idle_timeout_minutes: float = Field(default=5, ge=0)
@@ -442,8 +445,8 @@ class ClusterConfig(StrictModel):
             problems.append(
                 (
                     "head_node_type",
-                    f"{self.head_node_type!r} is not a key of "
-                    f"available_node_types: use one of {sorted(self.available_node_types)}",
+                    f"{self.head_node_type!r} is not a key of available_node_types: use one "
+                    f"of {', '.join(sorted(self.available_node_types))}",
                 )
             )
         for name, node_type in self.available_node_types.items():
@@ -655,12 +658,20 @@ def _not_a_bool(value: Any) -> Any:
     return value
 
 
+_KEY_FILE_READ_LIMIT = 1 << 20
+
+
 def _not_an_empty_file(value: str | None) -> str | None:
     """A key path naming an empty file would deploy a cluster nobody can reach."""
     if value is None:
         return value
+    path = Path(value).expanduser()
     try:
-        empty = not Path(value).expanduser().read_bytes().strip()
+        # Only a regular file of a key's size is read here (never /dev/zero or a FIFO): the
+        # program refuses the rest, by path, when it reads the key.
+        if not path.is_file() or path.stat().st_size > _KEY_FILE_READ_LIMIT:
+            return value
+        empty = not path.read_bytes().strip()
     except OSError:
         return value  # missing or unreadable: the program says so when it reads the key
     if empty:

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 
 # Tags of the node_config union; they are pydantic's bookkeeping, not YAML keys.
 _UNION_TAGS = {"compute", "tpu"}
+_NUMBER_TAGS = {"int", "float"}
 
 
 class ConfigError(Exception):
@@ -51,6 +52,8 @@ def _message(error: dict) -> str:
         return "unknown key: remove it or check its spelling"
     if kind == "missing":
         return "is required: add it"
+    if kind in ("less_than_equal", "greater_than_equal", "greater_than", "less_than"):
+        return f"{error['msg']}: change it"
     message = error["msg"]
     return message.removeprefix("Value error, ")
 
@@ -65,8 +68,10 @@ def from_validation_error(exc: ValidationError, source: str | None = None) -> Co
             for sub_path, message in cause.problems:
                 problems.append((_join(loc + tuple(_split(sub_path))), message))
         else:
+            if loc and loc[-1] in _NUMBER_TAGS:  # `int | float`: one problem, not one a branch
+                loc = loc[:-1]
             problems.append((_join(loc), _message(error)))
-    return ConfigError(problems, source)
+    return ConfigError(list(dict.fromkeys(problems)), source)
 
 
 def _split(path: str) -> list[str]:

@@ -444,50 +444,14 @@ state_dir() {
 
 # ---- head only (to the end of the file): workers' scripts leave it out.
 
-# The pid in pid file $1 when that process is a config watcher.
-running_watcher() {
-    watcher_pid=$(cat "$1" 2> /dev/null) || return 1
-    [ -n "$watcher_pid" ] && kill -0 "$watcher_pid" 2> /dev/null || return 1
-    tr '\0' ' ' < "/proc/$watcher_pid/cmdline" 2> /dev/null | grep -q ' watch-config ' \
-        || return 1
-    printf '%s' "$watcher_pid"
-}
-
-# One watcher per head: a rerun keeps a watcher running this same script and replaces one
-# running another (older) script. It outlives this script in its own session.
+# One config watcher per head (see start_watcher).
 start_config_watcher() {
     dir=$(state_dir)
     mkdir -p "$dir" || fail 6
-    copy="$dir/config-watcher.sh"
-    pid_file="$dir/config-watcher.pid"
-    metadata_attr startup-script > "$copy.new" || {
-        log "metadata startup-script is unreadable: the config watcher cannot start"
-        fail 6
-    }
-    if old_pid=$(running_watcher "$pid_file"); then
-        if cmp -s "$copy.new" "$copy"; then
-            rm -f "$copy.new"
-            log "config watcher already runs (pid $old_pid): kept"
-            return
-        fi
-        log "config watcher pid $old_pid runs an older script: replaced"
-        kill -TERM "-$old_pid" 2> /dev/null || kill "$old_pid" 2> /dev/null
+    if start_watcher "config watcher" "$dir/config-watcher.sh" "$dir/config-watcher.pid" \
+        watch-config sh "$dir/config-watcher.sh" watch-config "$NODE_HOME" "$RUN_AS"; then
+        log "config watcher started (pid $(cat "$dir/config-watcher.pid")), state in $dir"
     fi
-    mv "$copy.new" "$copy" || fail 6
-    rm -f "$pid_file"
-    # Its own session (setsid): the watcher outlives this script and the service running it.
-    setsid sh "$copy" watch-config "$NODE_HOME" "$RUN_AS" < /dev/null >> "$log_file" 2>&1 &
-    # The watcher writes its pid first thing; once it has, a rerun finds it.
-    tries=0
-    until [ -s "$pid_file" ]; do
-        tries=$((tries + 1))
-        [ "$tries" -le 100 ] || {
-            log "config watcher did not start: see the lines above"
-            fail 6
-        }
-        sleep 0.1
-    done
-    log "config watcher started (pid $(cat "$pid_file")), state in $dir"
 }
 
 # Replace the config file with file $1 when they differ (rename: readers see old or new).

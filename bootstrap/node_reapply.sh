@@ -178,43 +178,56 @@ start_node_watcher() {
     fi
     dir=$(state_dir)
     mkdir -p "$dir" || fail 6
-    copy="$dir/node-script.sh"
-    pid_file="$dir/node-watcher.pid"
+    # Each re-apply resolves the head anew (it may have been replaced), unless RAY_HEAD_IP
+    # came from our own environment.
+    if start_watcher "node watcher" "$dir/node-script.sh" "$dir/node-watcher.pid" watch-script \
+        env RAY_HEAD_IP="$HEAD_IP_GIVEN" sh "$dir/node-script.sh" watch-script; then
+        log "node watcher started (pid $(cat "$dir/node-watcher.pid"))"
+    fi
+}
+
+# ---- detached watchers (the node watcher; on the head also the config watcher)
+
+# Start WHAT ($1), a watcher running a copy ($2) of this node's current script, its pid in
+# file $3, its mode argument $4, by the command after them; returns 1 when it already runs.
+# One watcher per pid file: a rerun keeps one running this same script and replaces one
+# running another (older) script. Its own session (setsid): it outlives this script and the
+# service running it. The watcher writes its pid first thing; once it has, a rerun finds it.
+start_watcher() {
+    what=$1 copy=$2 pid_file=$3 mode=$4
+    shift 4
     metadata_attr startup-script > "$copy.new" || {
-        log "metadata startup-script is unreadable: the node watcher cannot start"
+        log "metadata startup-script is unreadable: the $what cannot start"
         fail 6
     }
-    if old_pid=$(running_node_watcher "$pid_file"); then
+    if old_pid=$(running_watcher "$pid_file" "$mode"); then
         if cmp -s "$copy.new" "$copy"; then
             rm -f "$copy.new"
-            log "node watcher already runs (pid $old_pid): kept"
-            return
+            log "$what already runs (pid $old_pid): kept"
+            return 1
         fi
-        log "node watcher pid $old_pid runs an older script: replaced"
+        log "$what pid $old_pid runs an older script: replaced"
         kill -TERM "-$old_pid" 2> /dev/null || kill "$old_pid" 2> /dev/null
     fi
     mv "$copy.new" "$copy" || fail 6
     rm -f "$pid_file"
-    # Each re-apply resolves the head anew (it may have been replaced), unless RAY_HEAD_IP
-    # came from our own environment.
-    RAY_HEAD_IP=$HEAD_IP_GIVEN setsid sh "$copy" watch-script < /dev/null >> "$log_file" 2>&1 &
+    setsid "$@" < /dev/null >> "$log_file" 2>&1 &
     tries=0
     until [ -s "$pid_file" ]; do
         tries=$((tries + 1))
         [ "$tries" -le 100 ] || {
-            log "node watcher did not start: see the lines above"
+            log "$what did not start: see the lines above"
             fail 6
         }
         sleep 0.1
     done
-    log "node watcher started (pid $(cat "$pid_file"))"
 }
 
-running_node_watcher() {
+# The pid in pid file $1 when that process is a watcher running in mode $2.
+running_watcher() {
     watcher_pid=$(cat "$1" 2> /dev/null) || return 1
     [ -n "$watcher_pid" ] && kill -0 "$watcher_pid" 2> /dev/null || return 1
-    tr '\0' ' ' < "/proc/$watcher_pid/cmdline" 2> /dev/null | grep -q ' watch-script' \
-        || return 1
+    tr '\0' ' ' < "/proc/$watcher_pid/cmdline" 2> /dev/null | grep -q " $2" || return 1
     printf '%s' "$watcher_pid"
 }
 

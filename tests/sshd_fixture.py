@@ -6,10 +6,11 @@ Test modules load them with `pytest_plugins = ["sshd_fixture"]` (conftest.py is 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd_server import CLUSTER_YAML, LocalSshd, TestStack, stack_outputs_for
+from sshd_server import CLUSTER_YAML, LocalSshd, TestStack, http_server, stack_outputs_for
 
 
 @pytest.fixture(scope="session")
@@ -74,3 +75,13 @@ def make_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setenv(key, value)
     test_stack.env = {**os.environ, **settings}
     return test_stack
+
+
+DASHBOARD_BODY = b"dashboard says hi"
+
+
+@pytest.fixture
+def dashboard() -> Iterator[int]:
+    """A stand-in for Ray's dashboard on the head (the head is this machine): its port."""
+    with http_server(DASHBOARD_BODY) as port:
+        yield port

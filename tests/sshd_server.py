@@ -6,14 +6,18 @@ this live in sshd_fixture.py.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import http.server
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,3 +188,27 @@ rsync_filter: [".gitignore"]
 file_mounts:
   "{remote}": "{local}"
 """
+
+
+@contextlib.contextmanager
+def http_server(body: bytes) -> Iterator[int]:
+    """A web server on 127.0.0.1 answering every GET with `body`, its port: what a port forward
+    to a node reaches (the nodes of these tests are this machine)."""
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            """Quiet: the tests read what the forward brings back."""
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import urllib.request
 
 import pexpect
@@ -55,28 +53,6 @@ def test_attach_to_worker_goes_through_the_head(stack):
     finally:
         child.close()
     assert child.exitstatus == 0
-
-
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        body = b"dashboard says hi"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def dashboard():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def test_port_forward_reaches_a_server_on_the_head(stack, dashboard):

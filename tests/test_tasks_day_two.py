@@ -5,13 +5,11 @@ unreachable."""
 
 from __future__ import annotations
 
-import http.server
 import io
 import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import urllib.request
 
 import pytest
@@ -28,28 +26,6 @@ pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
 HEAD = "ray-local-head-0000"
 WORKER = "ray-local-worker-0001"
-
-
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        body = b"dashboard says hi"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def dashboard():
-    """A stand-in for Ray's dashboard on the head (the head is this machine)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def _run_task(*argv: str) -> int:

@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
 import pexpect
 import pytest
-from sshd_server import PROJECT_ROOT, free_port
+from sshd_server import PROJECT_ROOT, free_port, http_server
 
 pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures
 
@@ -98,26 +96,17 @@ def test_detached_exec_on_every_node_is_refused_in_one_line(stack):
     assert "error: --tmux, --screen and --port-forward work on one node" in result.stderr
 
 
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        body = b"served on the node"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_exec_port_forward_holds_while_the_command_runs(stack, tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with http_server(b"served on the node") as node_port:
+        _forward_while_running(stack, tmp_path, node_port)
+
+
+def _forward_while_running(stack, tmp_path, node_port: int) -> None:
     local = free_port()
     gate = tmp_path / "gate"
     command = f"echo started; while [ ! -e {gate} ]; do sleep 0.05; done"
     process = subprocess.Popen(
-        stack.spawn_args("exec", "--port-forward", f"{local}:{server.server_address[1]}",
+        stack.spawn_args("exec", "--port-forward", f"{local}:{node_port}",
                          command),
         cwd=PROJECT_ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
@@ -133,8 +122,6 @@ def test_exec_port_forward_holds_while_the_command_runs(stack, tmp_path):
     finally:
         process.kill()
         process.wait()
-        server.shutdown()
-        server.server_close()
 
 
 def test_submit_args_is_split_like_rays(stack, tmp_path):

@@ -239,23 +239,15 @@ def rsync_down(c, source, target, stack=None):
     """Fetch changed files from the head.
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
-
-    from ops.cluster_file import rsync_excludes, rsync_filters
     from ops.errors import user_errors
     from ops.paths import in_existing_folder
     from ops.ssh import connect_stack
-    from ops.sync import sync_down
+    from ops.sync import rsync_down_head
 
     with user_errors():
         local = in_existing_folder(target, "target")
     with user_errors(), connect_stack(stack) as connector:
-        excludes, filters = rsync_excludes(connector.outputs), rsync_filters(connector.outputs)
-        sftp = connector.head().open_sftp()
-        try:
-            report = sync_down(sftp, source, local, excludes, filters)
-        finally:
-            sftp.close()
-        print(report.summary())
+        print(rsync_down_head(connector, source, local).summary())
 
 
 @task(help={"stack": _STACK_HELP})

@@ -64,6 +64,8 @@ def test_every_task_belongs_to_a_group():
 
 def test_every_flat_name_still_runs():
     names = sorted(task_names())
+    # the names the `invoke` binary's own parser accepts (what shell completion offers)
+    assert invoke("--complete", "--", "invoke").stdout.split() == names
     runs = json.loads(subprocess.run(
         [sys.executable, str(RUNNER), json.dumps([["--help", name] for name in names])],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ops.task_flags import task  # invoke's @task with one short-flag vocabulary (README: Flags)
+from ops.task_groups import list_in_groups
 
 # --- lifecycle and day two over SSH (issue 3): the logic lives in ops/ ------------------------
 # ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
@@ -238,23 +239,15 @@ def rsync_down(c, source, target, stack=None):
     """Fetch changed files from the head.
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
-
-    from ops.cluster_file import rsync_excludes, rsync_filters
     from ops.errors import user_errors
     from ops.paths import in_existing_folder
     from ops.ssh import connect_stack
-    from ops.sync import sync_down
+    from ops.sync import rsync_down_head
 
     with user_errors():
         local = in_existing_folder(target, "target")
     with user_errors(), connect_stack(stack) as connector:
-        excludes, filters = rsync_excludes(connector.outputs), rsync_filters(connector.outputs)
-        sftp = connector.head().open_sftp()
-        try:
-            report = sync_down(sftp, source, local, excludes, filters)
-        finally:
-            sftp.close()
-        print(report.summary())
+        print(rsync_down_head(connector, source, local).summary())
 
 
 @task(help={"stack": _STACK_HELP})
@@ -616,3 +609,17 @@ def cost(c, stack=None):
         name = resolve_stack_name(stack, require_file=True)
         config, _ = cluster_from_settings(stack_settings(name))
         print(cost_report(name, config, node_costs(config)), end="")
+
+
+# --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
+
+TASK_GROUPS = (
+    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight)),
+    ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
+                            ssh_config)),
+    ("Files", (rsync_up, rsync_down, file_mounts)),
+    ("Health and debugging", (status, monitor, cluster_dump, kill_random_node)),
+    ("Plans, review and cost", (plan, diff, changed_stacks, cost)),
+    ("Local cluster", (local_up, local_down)),
+)
+list_in_groups(TASK_GROUPS)

@@ -63,8 +63,7 @@ def down_workers(stack: str, keep_min: bool, workers_only: bool) -> None:
     else:
         print(f"stack {stack!r} has no worker groups")
     deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
-    print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler"
-          + (f": {', '.join(deleted)}" if deleted else ""))
+    print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler")
 
 
 def delete_autoscaler_workers(project: str, zone: str, cluster_name: str) -> list[str]:
@@ -73,6 +72,8 @@ def delete_autoscaler_workers(project: str, zone: str, cluster_name: str) -> lis
         api = nodes_api(project, zone)
         workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: "worker"})
         names = [node.name for node in workers if GROUP_LABEL not in node.labels]
-        if names:
+        if names:  # the API waits for each deletion: say what it is waiting for
+            print(f"deleting {len(names)} worker(s) of Ray's autoscaler: {', '.join(names)}",
+                  flush=True)
             api.delete(names)
     return names

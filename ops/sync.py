@@ -2,7 +2,8 @@
 such as .gitignore, see ops/sync_filter.py), sends only files whose size or mtime changed.
 
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
-copied to the other side, so the next run's size+mtime check skips unchanged files.
+copied to the other side, so the next run's size+mtime check skips unchanged files. Files and
+bytes are counted as they move (ops/progress.py draws them on a terminal).
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ import fnmatch
 import os
 import posixpath
 import stat
+import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import paramiko
 
 from ops.errors import OpsError
-from ops.progress import ProgressBar
+from ops.progress import ProgressBar, TransferCount, Transfers
 from ops.ssh import Connector
 from ops.stack_outputs import Node
 from ops.sync_filter import DirMergeFilters
@@ -82,8 +85,23 @@ def _remote_listing(sftp: paramiko.SFTPClient, path: str) -> dict[str, paramiko.
         return {}
 
 
-def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result) -> None:
-    sftp.put(str(local), remote)
+def _byte_counter(progress: Transfers | None) -> Callable[[int, int], None] | None:
+    """paramiko's transfer callback (bytes so far, size) -> `progress.add_bytes` of the new."""
+    if progress is None:
+        return None
+    moved = 0
+
+    def count(so_far: int, _size: int) -> None:
+        nonlocal moved
+        progress.add_bytes(so_far - moved)
+        moved = so_far
+
+    return count
+
+
+def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result,
+         progress: Transfers | None = None) -> None:
+    sftp.put(str(local), remote, callback=_byte_counter(progress))
     sftp.utime(remote, (st.st_atime, st.st_mtime))
     sftp.chmod(remote, stat.S_IMODE(st.st_mode))
 
@@ -117,10 +135,12 @@ def sync_up(
     destination: str,
     excludes: Iterable[str] = (),
     filters: Iterable[str] = (),
+    progress: Transfers | None = None,
 ) -> SyncReport:
     """Local `source` (file or directory) -> remote `destination`.
 
-    `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore).
+    `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore);
+    `progress` hears of every byte and file sent.
     """
     excludes = list(excludes)
     merge = DirMergeFilters(filters)
@@ -142,8 +162,8 @@ def sync_up(
         if _same(st.st_size, st.st_mtime, remote_size, remote_mtime):
             report.unchanged += 1
         else:
-            _put(sftp, source, target, st)
-            report.sent.append(source.name)
+            _put(sftp, source, target, st, progress)
+            _sent(report, source.name, progress)
         return report
     _remote_makedirs(sftp, destination.rstrip("/") or ".")
     for directory, subdirs, files in os.walk(source):
@@ -171,9 +191,15 @@ def sync_up(
             if attr is not None and _same(st.st_size, st.st_mtime, attr.st_size, attr.st_mtime):
                 report.unchanged += 1
                 continue
-            _put(sftp, local, posixpath.join(remote_dir, name), st)
-            report.sent.append(relative)
+            _put(sftp, local, posixpath.join(remote_dir, name), st, progress)
+            _sent(report, relative, progress)
     return report
+
+
+def _sent(report: SyncReport, relative: str, progress: Transfers | None) -> None:
+    report.sent.append(relative)
+    if progress is not None:
+        progress.add_file(relative)
 
 
 def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
@@ -183,8 +209,9 @@ def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
         return False
 
 
-def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes):
-    sftp.get(remote, str(local))
+def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes,
+         progress: Transfers | None = None) -> None:
+    sftp.get(remote, str(local), callback=_byte_counter(progress))
     os.utime(local, (attr.st_atime or attr.st_mtime or 0, attr.st_mtime or 0))
     if attr.st_mode is not None:
         local.chmod(stat.S_IMODE(attr.st_mode))
@@ -196,8 +223,10 @@ def sync_down(
     destination: Path,
     excludes: Iterable[str] = (),
     filters: Iterable[str] = (),
+    progress: Transfers | None = None,
 ) -> SyncReport:
-    """Remote `source` (file or directory) -> local `destination`; filter files read remotely."""
+    """Remote `source` (file or directory) -> local `destination`; filter files read remotely;
+    `progress` hears of every byte and file fetched."""
     excludes = list(excludes)
     merge = DirMergeFilters(filters)
     source = remote_path(source)
@@ -216,8 +245,8 @@ def sync_down(
         if _same(top.st_size or 0, top.st_mtime or 0, local_size, local_mtime):
             report.unchanged += 1
         else:
-            _get(sftp, source, target, top)
-            report.sent.append(posixpath.basename(source))
+            _get(sftp, source, target, top, progress)
+            _sent(report, posixpath.basename(source), progress)
         return report
     pending = [""]
     while pending:
@@ -243,8 +272,8 @@ def sync_down(
                 if _same(attr.st_size or 0, attr.st_mtime or 0, st.st_size, st.st_mtime):
                     report.unchanged += 1
                     continue
-            _get(sftp, posixpath.join(remote_dir, attr.filename), local, attr)
-            report.sent.append(relative)
+            _get(sftp, posixpath.join(remote_dir, attr.filename), local, attr, progress)
+            _sent(report, relative, progress)
     return report
 
 
@@ -254,30 +283,52 @@ def rsync_up_nodes(
     pairs: dict[str, str],
     excludes: list[str],
     filters: list[str] | None = None,
+    err: TextIO | None = None,
 ) -> dict[str, SyncReport]:
-    """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node."""
+    """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
+    counting files and bytes on `err` (a bar of nodes when there are several)."""
     connector.head()  # pin the jump host once before threads share it
-    bar = ProgressBar("rsync-up", len(nodes)) if len(nodes) > 1 else None
+    err = err or sys.stderr
+    several = len(nodes) > 1
+    progress = ProgressBar("rsync-up", len(nodes), err) if several else TransferCount(
+        "rsync-up", err)
 
     def send(node: Node) -> SyncReport:
         total = SyncReport()
         sftp = connector.node(node).open_sftp()
         try:
             for remote, local in pairs.items():
-                report = sync_up(sftp, Path(local), remote, excludes, filters or ())
+                report = sync_up(sftp, Path(local), remote, excludes, filters or (), progress)
                 total.sent += [posixpath.join(remote, path) for path in report.sent]
                 total.unchanged += report.unchanged
         finally:
             sftp.close()
-        if bar is not None:
-            bar.step(node.name)
+        if isinstance(progress, ProgressBar):
+            progress.step(node.name)
         return total
 
-    with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
-        reports = dict(zip([node.name for node in nodes], pool.map(send, nodes), strict=True))
-    if bar is not None:
-        bar.close()
-    return reports
+    try:
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
+            names = [node.name for node in nodes]
+            return dict(zip(names, pool.map(send, nodes), strict=True))
+    finally:
+        progress.close()
+
+
+def rsync_down_head(connector: Connector, source: str, local: Path,
+                    err: TextIO | None = None) -> SyncReport:
+    """`rsync-down`: the head's `source` -> `local`, counting files and bytes on `err`."""
+    from ops.cluster_file import rsync_excludes, rsync_filters
+
+    outputs = connector.outputs
+    progress = TransferCount("rsync-down", err or sys.stderr)
+    sftp = connector.head().open_sftp()
+    try:
+        return sync_down(sftp, source, local, rsync_excludes(outputs), rsync_filters(outputs),
+                         progress)
+    finally:
+        sftp.close()
+        progress.close()
 
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:

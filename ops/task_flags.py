@@ -13,8 +13,8 @@ from typing import Any
 from invoke import Task
 from invoke import task as invoke_task
 
-# `ray` uses -p for --port-forward, -A for --all-nodes, -o for --output, -y for --yes; -s is
-# our --stack.
+# `ray` uses -p for --port-forward, -A for --all-nodes, -o for --output, -y for --yes, -N for
+# attach's --new; -s is our --stack.
 SHORT_FLAGS: dict[str, str] = {
     "stack": "s",
     "port_forward": "p",
@@ -22,6 +22,7 @@ SHORT_FLAGS: dict[str, str] = {
     "output": "o",
     "base": "b",
     "yes": "y",
+    "new": "N",
 }
 
 

@@ -96,7 +96,7 @@ def test_each_request_is_stamped_so_a_second_one_is_new():
         reapply_request(True, True)
 
 
-def test_workers_only_deletes_the_autoscalers_workers_and_nothing_else(monkeypatch):
+def test_workers_only_deletes_the_autoscalers_workers_and_nothing_else(monkeypatch, capsys):
     from tests.fake_compute import FakeComputeServer
 
     cluster = {"ray-cluster-name": "c1"}
@@ -109,3 +109,5 @@ def test_workers_only_deletes_the_autoscalers_workers_and_nothing_else(monkeypat
         monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
         assert delete_autoscaler_workers("p", "z", "c1") == ["autoscaled"]
         assert set(fake.instances("p", "z")) == {"grouped", "head", "other"}
+    # said before the wait for the deletion, not only after it
+    assert capsys.readouterr().out == "deleting 1 worker(s) of Ray's autoscaler: autoscaled\n"

@@ -1,13 +1,18 @@
 """`invoke rsync-up/rsync-down`: excludes and filter files honoured, unchanged files not resent,
-file_mounts."""
+file_mounts, and files and bytes counted as they go on a terminal (not in a log)."""
 
 from __future__ import annotations
 
 import os
+import pty
+import re
+import select
 import shutil
 import subprocess
+import time
 
 import pytest
+from sshd_server import PROJECT_ROOT
 
 from ops.sync import is_excluded
 from ops.sync_filter import DirMergeFilters
@@ -149,3 +154,70 @@ def test_filter_rules_without_a_filter_file_exclude_nothing():
     filters = DirMergeFilters([".gitignore"])
     filters.load("", lambda name: None)
     assert not filters.excluded("anything.log", is_dir=False)
+
+
+def invoke_on_a_terminal(stack, *args: str) -> tuple[int, str, str]:
+    """`invoke ARGS` with stderr on a pseudo-terminal, as in a shell: (status, stdout, what the
+    terminal showed)."""
+    master, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(stack.spawn_args(*args), cwd=PROJECT_ROOT, env=stack.env,
+                                   stdout=subprocess.PIPE, stderr=terminal, text=True)
+        os.close(terminal)
+        shown = b""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if not select.select([master], [], [], 1)[0]:
+                if process.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer has closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stdout, _ = process.communicate(timeout=120)
+        return process.returncode, stdout, shown.decode(errors="replace")
+    finally:
+        os.close(master)
+
+
+def big_tree(root, files: int = 4, size: int = 300_000):
+    root.mkdir()
+    for index in range(files):
+        (root / f"part-{index}.bin").write_bytes(os.urandom(size))
+
+
+def test_syncs_count_files_and_bytes_on_a_terminal(stack, tmp_path):
+    source, remote, back = tmp_path / "src", tmp_path / "remote", tmp_path / "back"
+    big_tree(source)
+    status, stdout, shown = invoke_on_a_terminal(stack, "rsync-up", str(source), str(remote))
+    assert status == 0, shown
+    assert "4 file(s) sent" in stdout
+    assert "\r\x1b[Krsync-up: 4 file(s), 1.2 MB: part-3.bin" in shown
+    assert "rsync-up: 1 file(s)" in shown  # drawn as it went, not only at the end
+
+    status, stdout, shown = invoke_on_a_terminal(stack, "rsync-down", str(remote), str(back))
+    assert status == 0, shown
+    assert "rsync-down: 4 file(s), 1.2 MB" in shown
+    assert (back / "part-2.bin").read_bytes() == (source / "part-2.bin").read_bytes()
+
+
+def test_syncs_to_every_node_show_a_bar_of_nodes_with_the_files(stack):
+    status, stdout, shown = invoke_on_a_terminal(stack, "file-mounts")
+    assert status == 0, shown
+    # head and worker are one sshd here: the second may find the file already there
+    assert "rsync-up [" in shown and re.search(r"2/2 nodes, [12] file\(s\)", shown)
+
+
+def test_syncs_print_no_progress_into_a_log(stack, tmp_path):
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    big_tree(source)
+    up = stack.invoke("rsync-up", str(source), str(remote))
+    down = stack.invoke("rsync-down", str(remote), str(tmp_path / "back"))
+    assert up.returncode == down.returncode == 0, up.stderr + down.stderr
+    assert "4 file(s) sent" in up.stdout and "4 file(s) sent" in down.stdout
+    for result in (up, down):
+        assert "rsync-" not in result.stderr and "\r" not in result.stderr

@@ -69,6 +69,7 @@ def test_every_flat_name_still_runs():
     runs = json.loads(subprocess.run(
         [sys.executable, str(RUNNER), json.dumps([["--help", name] for name in names])],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},  # tasks.py is not installed
     ).stdout)
     for name, run in zip(names, runs, strict=True):
         assert run["code"] == 0, (name, run["stderr"])

@@ -184,3 +184,22 @@ def test_tpu_quota_listing_carries_only_documented_fields(fake) -> None:
         assert set(bucket) <= set(schemas["QuotaBucket"]["properties"])
     assert {"dimensions": {"zone": ZONE}, "effectiveLimit": "64",
             "defaultLimit": "100000"} in limit["quotaBuckets"]
+
+
+def test_preemptions_are_listed_as_zone_operations_of_their_documented_type(compute, fake):
+    """What Google's "list preemption history" sample asks for."""
+    _insert(compute, "spot", {})
+    _insert(compute, "other", {})
+    fake.cloud.preempt(PROJECT, ZONE, "spot", keep=True)
+
+    listed = compute.zoneOperations().list(
+        project=PROJECT, zone=ZONE, filter='operationType = "compute.instances.preempted"'
+    ).execute()
+
+    assert set(listed) <= set(COMPUTE_DOC["schemas"]["OperationList"]["properties"])
+    (operation,) = listed["items"]
+    assert set(operation) <= set(COMPUTE_DOC["schemas"]["Operation"]["properties"])
+    assert operation["targetLink"].endswith(f"/zones/{ZONE}/instances/spot")
+    assert operation["status"] == "DONE" and operation["insertTime"]
+    instance = compute.instances().get(project=PROJECT, zone=ZONE, instance="spot").execute()
+    assert instance["status"] == "TERMINATED" and instance["lastStopTimestamp"]

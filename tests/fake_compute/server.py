@@ -41,6 +41,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
          "operations.get"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
+        ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations", "zoneOperations.list"),
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/getGuestAttributes",
          "getGuestAttributes"),
         ("POST", _TPU + r"/nodes", "tpu.create"),
@@ -224,6 +225,15 @@ class FakeComputeServer:
         operation = self._scoped_operation(p, "compute")
         self.cloud.wait_for(operation, self.wait_max_s)
         return operation.compute_json()
+
+    def _zoneOperations_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        """Newest last, as GCE lists them; `filter` as instances.list takes it."""
+        wanted = self._compute_filter(query)
+        items = [body for body in (op.compute_json()
+                                   for op in self.cloud.zone_operations(p["project"], p["zone"]))
+                 if wanted(body)]
+        page, token = _page(items, query, "maxResults")
+        return {"kind": "compute#operationList", "items": page, "nextPageToken": token}
 
     def _scoped_operation(self, p: dict[str, str], kind: str) -> Operation:
         operation = self.cloud.operation(p["name"])

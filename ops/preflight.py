@@ -14,6 +14,7 @@ the ones Ray's autoscaler adds later are only ever bounded by max_workers: this 
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +32,14 @@ from infra.workers.retry import RetryPolicy, call_with_retry
 from infra.workers.service_usage import QuotaUnreadable, consumer_quota_metrics
 from infra.workers.tpu_quota import (
     TPU_SERVICE,
+    Model,
     TpuQuotaKey,
     model_of,
     slice_need,
     tpu_quota_rows,
     zone_usage,
 )
+from ops.cloud_api import API_ENDPOINT_ENV
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ def preflight(
     config: ClusterConfig, api_endpoint: str | None = None, retry: RetryPolicy | None = None
 ) -> PreflightReport:
     provider = config.provider
+    if api_endpoint is None:  # an emulator or the tests' fake, as for the other day-two tasks
+        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
     secret = provider.gcp_credentials
     credentials = build_credentials(
         secret.credentials.get_secret_value() if secret else None, api_endpoint
@@ -106,7 +111,7 @@ def preflight(
         zone = provider.availability_zone
         tpu_rows = tpu_quota_rows(
             tpu_needs, zone, _tpu_limits(provider.project, credentials, api_endpoint),
-            _tpu_usage(clients, provider.project, zone, policy),
+            _tpu_usage(clients, provider.project, zone, config.cluster_name, policy),
         )
         for key, row in tpu_rows.items():
             rows.append(row)
@@ -117,12 +122,14 @@ def preflight(
     )
 
 
-def _tpu_model(node_config: TpuNodeConfig) -> Any:
+def _tpu_model(node_config: TpuNodeConfig) -> Model:
     scheduling = node_config.scheduling_config
     return model_of(scheduling.model_dump(exclude_none=True) if scheduling else None)
 
 
-def _tpu_limits(project: str, credentials: Any, api_endpoint: str | None) -> list | str:
+def _tpu_limits(
+    project: str, credentials: Any, api_endpoint: str | None
+) -> list[dict[str, Any]] | str:
     """The TPU service's quota metrics, or why they cannot be read."""
     try:
         return consumer_quota_metrics(project, TPU_SERVICE, credentials, api_endpoint)
@@ -130,8 +137,10 @@ def _tpu_limits(project: str, credentials: Any, api_endpoint: str | None) -> lis
         return str(exc)
 
 
-def _tpu_usage(clients: ApiClients, project: str, zone: str, retry: RetryPolicy) -> Any:
-    """What the zone's TPU nodes hold, or why the TPU API could not say."""
+def _tpu_usage(
+    clients: ApiClients, project: str, zone: str, cluster_name: str, retry: RetryPolicy
+) -> Counter | str:
+    """What the zone's other TPU nodes hold, or why the TPU API could not say."""
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
     from google.cloud import tpu_v2
@@ -145,7 +154,8 @@ def _tpu_usage(clients: ApiClients, project: str, zone: str, retry: RetryPolicy)
     except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
         return f"the TPU API did not list the zone's nodes ({exc})"
     return zone_usage(
-        tpu_v2.Node.to_dict(node, preserving_proto_field_name=False) for node in listed
+        (tpu_v2.Node.to_dict(node, preserving_proto_field_name=False) for node in listed),
+        cluster_name,
     )
 
 

@@ -83,6 +83,8 @@ def test_tpu_stack_counts_its_slices_cores_against_the_zones_tpu_quota(tpu_fake)
     add_slice(tpu_fake, "someone-elses", {"acceleratorType": "v2-8"})
     add_slice(tpu_fake, "spot-one", {"acceleratorType": "v2-8",
                                      "schedulingConfig": {"spot": True}})  # other quota
+    add_slice(tpu_fake, "ours-tpu", {"acceleratorType": "v2-8",  # already in the 56 needed
+                                     "labels": {"ray-cluster-name": "tputest"}})
 
     report = tpu_stack_check(tpu_fake)
 
@@ -137,3 +139,20 @@ def test_topology_slice_needs_its_cores_from_the_v4_quota(tpu_fake):
     row = next(row for row in report.rows if row.metric.startswith("tpu-v4"))
     assert row.metric == "tpu-v4 (TensorCores, zone us-central2-b)"
     assert (row.needed, row.limit, row.short) == (8, 4, True)
+
+
+def test_preflight_task_exits_1_with_the_table_when_the_tpu_quota_is_short(
+        tpu_fake, monkeypatch, capsys):
+    from invoke import Collection, Program
+
+    import tasks
+
+    tpu_fake.cloud.catalogue.tpu_zone_limits[("tpu-v2", TPU_ZONE)] = 8
+    monkeypatch.setenv("RAY_GCP_API_ENDPOINT", tpu_fake.endpoint)
+
+    with pytest.raises(SystemExit) as exited:
+        Program(namespace=Collection.from_module(tasks)).run(["invoke", "preflight", "-s", "tpu"])
+
+    assert exited.value.code == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tpu-v2 "))
+    assert line.split()[4:9] == ["56", "8", "8", "0", "SHORT"]

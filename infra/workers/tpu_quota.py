@@ -14,7 +14,8 @@ metrics `tpu.googleapis.com/tpu-v6e-preemptible`, `tpu-v5s-litepod-preemptible`,
 seen), so the check takes the one metric of the listing whose name fits the generation and
 model; none or several is an honest "unknown", as is a listing that cannot be read. A metric
 has a zone limit (unit `1/{project}/{zone}`) and may have a region one: the tighter one
-counts. In use counts the TPU nodes of the cluster's zone, a lower bound for a region limit.
+counts. In use counts the other TPU nodes of the cluster's zone (a lower bound for a region
+limit); the cluster's own slices are in what it needs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from infra.labels import CLUSTER_NAME
 from infra.workers.quota import QuotaRow
 
 TPU_SERVICE = "tpu.googleapis.com"
@@ -141,11 +143,14 @@ def location_limit(metric: Mapping[str, Any], zone: str) -> tuple[float, str] | 
     return best
 
 
-def zone_usage(nodes: Iterable[Mapping[str, Any]]) -> Counter:
-    """TpuQuotaKey -> units the zone's existing TPU nodes hold (each node as the API lists
-    it: acceleratorType or acceleratorConfig, schedulingConfig)."""
+def zone_usage(nodes: Iterable[Mapping[str, Any]], cluster_name: str = "") -> Counter:
+    """TpuQuotaKey -> units the zone's TPU nodes hold (each node as the API lists it:
+    acceleratorType or acceleratorConfig, schedulingConfig), but for the cluster's own: those
+    are part of what the cluster at its largest needs, so counting them again would be twice."""
     usage: Counter = Counter()
     for node in nodes:
+        if cluster_name and (node.get("labels") or {}).get(CLUSTER_NAME) == cluster_name:
+            continue
         config = node.get("acceleratorConfig") or {}
         need = slice_need(
             node.get("acceleratorType"),

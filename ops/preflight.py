@@ -154,7 +154,8 @@ def _tpu_usage(
     except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
         return f"the TPU API did not list the zone's nodes ({exc})"
     return zone_usage(
-        (tpu_v2.Node.to_dict(node, preserving_proto_field_name=False) for node in listed),
+        (tpu_v2.Node.to_dict(node, use_integers_for_enums=False,
+                            preserving_proto_field_name=False) for node in listed),
         cluster_name,
     )
 

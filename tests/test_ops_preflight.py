@@ -79,8 +79,9 @@ def tpu_stack_check(fake: FakeComputeServer):
 
 
 def test_tpu_stack_counts_its_slices_cores_against_the_zones_tpu_quota(tpu_fake):
-    tpu_fake.cloud.catalogue.tpu_zone_limits[("tpu-v2", TPU_ZONE)] = 64
+    tpu_fake.cloud.catalogue.tpu_zone_limits[("tpu-v2", TPU_ZONE)] = 72
     add_slice(tpu_fake, "someone-elses", {"acceleratorType": "v2-8"})
+    add_slice(tpu_fake, "by-topology", {"acceleratorConfig": {"type": "V2", "topology": "2x2"}})
     add_slice(tpu_fake, "spot-one", {"acceleratorType": "v2-8",
                                      "schedulingConfig": {"spot": True}})  # other quota
     add_slice(tpu_fake, "ours-tpu", {"acceleratorType": "v2-8",  # already in the 56 needed
@@ -89,7 +90,7 @@ def test_tpu_stack_counts_its_slices_cores_against_the_zones_tpu_quota(tpu_fake)
     report = tpu_stack_check(tpu_fake)
 
     row = next(row for row in report.rows if row.metric == V2_ROW)
-    assert (row.needed, row.limit, row.usage, row.free) == (56, 64, 8, 56)
+    assert (row.needed, row.limit, row.usage, row.free) == (56, 72, 16, 56)
     assert not row.short
     assert report.users[V2_ROW] == ["7 x ray_tpu"]
     assert report.unchecked == []

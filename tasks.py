@@ -254,15 +254,19 @@ def rsync_down(c, source, target, stack=None):
 def status(c, stack=None):
     """The stack's nodes, their script versions, `ray status`.
 
-    Nodes with type, kind, state and IPs; each node's applied startup script version and
-    bootstrap stage; a head stopped by autostop is said so."""
+    Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
+    Compute/TPU API); each node's applied startup script version and bootstrap stage; a head
+    stopped by autostop is said so."""
     from ops.bootstrap_status import bootstrap_table, read_nodes
     from ops.errors import OpsError, user_errors
+    from ops.preemptions import preemption_lines
     from ops.ssh import connect_stack
     from ops.status import head_stopped_note, nodes_table, ray_status
 
     with user_errors(), connect_stack(stack) as connector:
         print(nodes_table(connector.outputs), flush=True)
+        for line in preemption_lines(connector.outputs):
+            print(line, flush=True)
         print()
         try:
             connector.head()
@@ -552,8 +556,8 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
 def preflight(c, stack=None):
     """Check the largest cluster against the region's quotas.
 
-    The head plus every type at max_workers against the region's Compute quotas, as a table;
-    creates nothing, exits 1 when a quota is short."""
+    The head plus every type at max_workers against the region's Compute quotas and the
+    zone's Cloud TPU quotas, as a table; creates nothing, exits 1 when a quota is short."""
     from invoke.exceptions import Exit
 
     from infra.config import load_cluster_config

@@ -1,16 +1,25 @@
 """`invoke preflight`: the whole cluster at its largest (the head plus every worker type at its
-`max_workers`) against the region's Compute quotas, as a table. Reads only: nothing is created.
+`max_workers`) against the region's Compute quotas and the zone's Cloud TPU quotas, as a table.
+Reads only: nothing is created.
 
 The same arithmetic as each WorkerGroup's pre-flight before it inserts (infra/workers/quota.py);
 this one answers before the first `up`, for the most the autoscaler may ever ask for.
+
+TPU quotas are checked here only, not before each `invoke up`: Pulumi's slices are pulumi-gcp
+`tpu.V2Vm` resources, created by pulumi-gcp with no hook of ours before the create, and the
+TPU API itself refuses a slice beyond quota by the quota's name before anything runs or is
+billed. A check before the up would have to know which slices the up adds (its diff), while
+the ones Ray's autoscaler adds later are only ever bounded by max_workers: this table.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from infra.config import ClusterConfig, ComputeNodeConfig
+from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.quota import (
     QuotaReader,
@@ -19,7 +28,18 @@ from infra.workers.quota import (
     quota_request_url,
     quota_rows,
 )
-from infra.workers.retry import RetryPolicy
+from infra.workers.retry import RetryPolicy, call_with_retry
+from infra.workers.service_usage import QuotaUnreadable, consumer_quota_metrics
+from infra.workers.tpu_quota import (
+    TPU_SERVICE,
+    Model,
+    TpuQuotaKey,
+    model_of,
+    slice_need,
+    tpu_quota_rows,
+    zone_usage,
+)
+from ops.cloud_api import API_ENDPOINT_ENV
 
 
 @dataclass(frozen=True)
@@ -29,8 +49,10 @@ class PreflightReport:
     rows: list[QuotaRow]
     users: dict[str, list[str]]
     """metric -> which nodes need it, e.g. ["head", "4 x ray_worker_small"]."""
-    unchecked: list[str]
-    """Node types whose quota this check cannot see (TPU types: the TPU API's quotas)."""
+    zone: str = ""
+    tpu_checked: bool = False
+    unchecked: list[str] = field(default_factory=list)
+    """TPU node types of a generation this check does not know."""
 
     @property
     def short(self) -> list[QuotaRow]:
@@ -51,19 +73,31 @@ def preflight(
     config: ClusterConfig, api_endpoint: str | None = None, retry: RetryPolicy | None = None
 ) -> PreflightReport:
     provider = config.provider
+    if api_endpoint is None:  # an emulator or the tests' fake, as for the other day-two tasks
+        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
     secret = provider.gcp_credentials
     credentials = build_credentials(
         secret.credentials.get_secret_value() if secret else None, api_endpoint
     )
-    reader = QuotaReader(
-        provider.project, ApiClients(credentials, api_endpoint), retry or RetryPolicy()
-    )
+    clients = ApiClients(credentials, api_endpoint)
+    policy = retry or RetryPolicy()
+    reader = QuotaReader(provider.project, clients, policy)
     quotas = reader.region_quotas(provider.region)
     totals: Counter = Counter()
     users: dict[str, list[str]] = {}
     unchecked: list[str] = []
+    tpu_needs: Counter = Counter()
+    tpu_users: dict[TpuQuotaKey, list[str]] = {}
     for label, node_type, count in largest_cluster(config):
         node_config = config.available_node_types[node_type].node_config
+        if isinstance(node_config, TpuNodeConfig):
+            need = slice_need(node_config.tpu_type_name, _tpu_model(node_config))
+            if need is None:
+                unchecked.append(node_type)
+                continue
+            tpu_needs[need[0]] += need[1] * count
+            tpu_users.setdefault(need[0], []).append(label)
+            continue
         if not isinstance(node_config, ComputeNodeConfig):
             unchecked.append(node_type)
             continue
@@ -72,8 +106,57 @@ def preflight(
         for metric, amount in body_needs(body, count, cpus, quotas).items():
             totals[metric] += amount
             users.setdefault(metric, []).append(label)
+    rows = quota_rows(totals, quotas)
+    if tpu_needs:
+        zone = provider.availability_zone
+        tpu_rows = tpu_quota_rows(
+            tpu_needs, zone, _tpu_limits(provider.project, credentials, api_endpoint),
+            _tpu_usage(clients, provider.project, zone, config.cluster_name, policy),
+        )
+        for key, row in tpu_rows.items():
+            rows.append(row)
+            users[row.metric] = tpu_users[key]
     return PreflightReport(
-        provider.project, provider.region, quota_rows(totals, quotas), users, unchecked
+        provider.project, provider.region, rows, users, provider.availability_zone,
+        bool(tpu_needs), unchecked,
+    )
+
+
+def _tpu_model(node_config: TpuNodeConfig) -> Model:
+    scheduling = node_config.scheduling_config
+    return model_of(scheduling.model_dump(exclude_none=True) if scheduling else None)
+
+
+def _tpu_limits(
+    project: str, credentials: Any, api_endpoint: str | None
+) -> list[dict[str, Any]] | str:
+    """The TPU service's quota metrics, or why they cannot be read."""
+    try:
+        return consumer_quota_metrics(project, TPU_SERVICE, credentials, api_endpoint)
+    except QuotaUnreadable as exc:
+        return str(exc)
+
+
+def _tpu_usage(
+    clients: ApiClients, project: str, zone: str, cluster_name: str, retry: RetryPolicy
+) -> Counter | str:
+    """What the zone's other TPU nodes hold, or why the TPU API could not say."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+    from google.cloud import tpu_v2
+    from requests import RequestException
+
+    parent = f"projects/{project}/locations/{zone}"
+    try:
+        listed = call_with_retry(
+            lambda: list(clients.tpu.list_nodes(parent=parent, retry=None)), retry
+        )
+    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
+        return f"the TPU API did not list the zone's nodes ({exc})"
+    return zone_usage(
+        (tpu_v2.Node.to_dict(node, use_integers_for_enums=False,
+                            preserving_proto_field_name=False) for node in listed),
+        cluster_name,
     )
 
 
@@ -89,7 +172,7 @@ def render(report: PreflightReport) -> str:
                 _num(row.free) if listed else "-",
                 _num(row.limit) if listed else "-",
                 _num(row.usage) if listed else "-",
-                ("SHORT" if row.short else "ok") if listed else "not listed",
+                ("SHORT" if row.short else "ok") if listed else (row.note or "not listed"),
                 ", ".join(report.users.get(row.metric, [])),
             )
         )
@@ -99,15 +182,23 @@ def render(report: PreflightReport) -> str:
         f"{report.project} (head + every worker type at max_workers; nothing created):",
         *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows),
     ]
+    lines += [f"{row.metric}: {row.note}: {row.why}" for row in report.rows if row.why]
     if report.unchecked:
         lines.append(
-            f"not checked: TPU types {', '.join(report.unchecked)} (their quota is the TPU "
-            "API's, not Compute's)"
+            f"not checked: TPU types {', '.join(report.unchecked)} (a TPU generation this "
+            "check does not know)"
+        )
+    if report.tpu_checked:
+        lines.append(
+            f"TPU quotas: zone {report.zone}'s limits of service {TPU_SERVICE} (`gcloud alpha "
+            f"services quota list --service={TPU_SERVICE} --consumer=projects/"
+            f"{report.project}`), in use by the zone's TPU nodes"
         )
     if report.short:
         lines.append(
             f"{len(report.short)} quota(s) short: request more at "
-            f"{quota_request_url(report.project)}, or lower max_workers"
+            f"{quota_request_url(report.project)} (filter by the quota's name and location), "
+            "or lower max_workers"
         )
     return "\n".join(lines)
 

@@ -26,6 +26,8 @@ class Node:
     internal_ip: str
     external_ip: str | None
     status: str
+    zone: str = ""
+    """The node's zone when the outputs say (a failover zone); else the stack's `zone`."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
             internal_ip=item.get("internal_ip") or "",
             external_ip=item.get("external_ip") or None,
             status=item.get("status", ""),
+            zone=item.get("zone") or "",
         )
         for item in raw.get("nodes") or []
     )

@@ -22,6 +22,7 @@ from tests.fake_compute.server import ROUTES
 DOCUMENTS = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
 COMPUTE_DOC = json.loads((DOCUMENTS / "compute.v1.json").read_text())
 TPU_DOC = json.loads((DOCUMENTS / "tpu.v2.json").read_text())
+SERVICE_USAGE_DOC = json.loads((DOCUMENTS / "serviceusage.v1beta1.json").read_text())
 PROJECT, ZONE = "my-proj", "us-west1-a"
 
 
@@ -44,6 +45,12 @@ def documented_calls() -> list[tuple[str, str, str]]:
     calls += [
         (m["httpMethod"], "/" + _sample_path(m["flatPath"]), m["id"])
         for m in _methods(TPU_DOC["resources"])
+    ]
+    # Service Usage's parent is `projects/{id}` (or folders/, organizations/): {v1beta1Id}.
+    calls += [
+        (m["httpMethod"], "/" + _sample_path(m["flatPath"].replace("{v1beta1Id}", "projects")),
+         m["id"])
+        for m in _methods(SERVICE_USAGE_DOC["resources"])
     ]
     return calls
 
@@ -154,3 +161,45 @@ def test_labels_gce_refuses_are_refused(compute, labels: dict[str, str]) -> None
     with pytest.raises(HttpError) as caught:
         _insert(compute, "a", labels)
     assert caught.value.resp.status == 400
+
+
+def test_tpu_quota_listing_carries_only_documented_fields(fake) -> None:
+    """Through the discovery client, as `gcloud alpha services quota list` asks."""
+    fake.cloud.catalogue.tpu_zone_limits[("tpu-v6e-preemptible", ZONE)] = 64
+    usage = discovery.build(
+        "serviceusage", "v1beta1", credentials=AnonymousCredentials(), static_discovery=True,
+        cache_discovery=False, client_options={"api_endpoint": f"http://{fake.endpoint}/"},
+    )
+    listed = usage.services().consumerQuotaMetrics().list(
+        parent=f"projects/{PROJECT}/services/tpu.googleapis.com", view="BASIC").execute()
+
+    schemas = SERVICE_USAGE_DOC["schemas"]
+    assert set(listed) <= set(schemas["ListConsumerQuotaMetricsResponse"]["properties"])
+    metric = next(m for m in listed["metrics"]
+                  if m["metric"] == "tpu.googleapis.com/tpu-v6e-preemptible")
+    assert set(metric) <= set(schemas["ConsumerQuotaMetric"]["properties"])
+    (limit,) = metric["consumerQuotaLimits"]
+    assert set(limit) <= set(schemas["ConsumerQuotaLimit"]["properties"])
+    for bucket in limit["quotaBuckets"]:
+        assert set(bucket) <= set(schemas["QuotaBucket"]["properties"])
+    assert {"dimensions": {"zone": ZONE}, "effectiveLimit": "64",
+            "defaultLimit": "100000"} in limit["quotaBuckets"]
+
+
+def test_preemptions_are_listed_as_zone_operations_of_their_documented_type(compute, fake):
+    """What Google's "list preemption history" sample asks for."""
+    _insert(compute, "spot", {})
+    _insert(compute, "other", {})
+    fake.cloud.preempt(PROJECT, ZONE, "spot", keep=True)
+
+    listed = compute.zoneOperations().list(
+        project=PROJECT, zone=ZONE, filter='operationType = "compute.instances.preempted"'
+    ).execute()
+
+    assert set(listed) <= set(COMPUTE_DOC["schemas"]["OperationList"]["properties"])
+    (operation,) = listed["items"]
+    assert set(operation) <= set(COMPUTE_DOC["schemas"]["Operation"]["properties"])
+    assert operation["targetLink"].endswith(f"/zones/{ZONE}/instances/spot")
+    assert operation["status"] == "DONE" and operation["insertTime"]
+    instance = compute.instances().get(project=PROJECT, zone=ZONE, instance="spot").execute()
+    assert instance["status"] == "TERMINATED" and instance["lastStopTimestamp"]

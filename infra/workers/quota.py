@@ -6,8 +6,8 @@ CPUS, or the family's own metric (N2_CPUS, C2_CPUS, ...) when the region lists i
 (`nvidia-tesla-t4` -> NVIDIA_T4_GPUS); local SSD (LOCAL_SSD_TOTAL_GB, 375 GB a disk); persistent
 disks (DISKS_TOTAL_GB for pd-standard, SSD_TOTAL_GB for the SSD-backed types). Preemptible and
 spot nodes use the PREEMPTIBLE_ variant where the region grants one (GCE charges them to the
-regular quota otherwise). Project-wide quotas (CPUS_ALL_REGIONS, GPUS_ALL_REGIONS) and TPU
-quotas (the TPU API's, not Compute's) are not checked here.
+regular quota otherwise). Project-wide quotas (CPUS_ALL_REGIONS, GPUS_ALL_REGIONS) are not
+checked; TPU quotas are the TPU service's, not Compute's (tpu_quota.py).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ class QuotaRow:
     limit: float | None
     """None: the region lists no such quota, so it cannot be checked."""
     usage: float = 0.0
+    note: str = ""
+    """With no limit: "unknown" or "unlimited" rather than "not listed" ..."""
+    why: str = ""
+    """... and, for "unknown", why the limit could not be read."""
 
     @property
     def free(self) -> float | None:

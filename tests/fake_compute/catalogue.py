@@ -1,9 +1,11 @@
 """What the fake cloud offers: regions and their zones, machine and accelerator types, quotas.
 
 Answers `zones.list`, `machineTypes.get`, `acceleratorTypes.get` and `regions.get` in the
-shapes of compute.v1's discovery document. By default a region has one zone (`<region>-a`),
-so a test that wants failover says which zones exist; every zone offers every machine type
-and every `nvidia-*` accelerator unless `unoffered` says otherwise.
+shapes of compute.v1's discovery document, and the TPU service's quota limits as Service Usage
+v1beta1 `consumerQuotaMetrics.list` answers them (serviceusage.v1beta1.json). By default a
+region has one zone (`<region>-a`), so a test that wants failover says which zones exist;
+every zone offers every machine type and every `nvidia-*` accelerator unless `unoffered` says
+otherwise.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 COMPUTE = "https://www.googleapis.com/compute/v1"
 _SHARED_CORE = {"e2-micro": 2, "e2-small": 2, "e2-medium": 2, "f1-micro": 1, "g1-small": 1}
@@ -39,6 +42,16 @@ def _generous() -> dict[str, float]:
     return {metric: 100_000.0 for metric in metrics}
 
 
+def _generous_tpu() -> dict[str, float]:
+    """TPU metrics as Google names them (tpu.googleapis.com/<name>), each with a default
+    per-zone limit; the serving one is there to be told apart from the training one."""
+    names = [f"tpu-{gen}{pod}{model}" for gen in ("v2", "v3") for pod in ("", "-pod")
+             for model in ("", "-preemptible")]
+    names += [f"tpu-{gen}{model}" for gen in ("v4", "v5s-litepod", "v5p", "v6e")
+              for model in ("", "-preemptible")]
+    return {name: 100_000.0 for name in [*names, "tpu-v5s-litepod-serving"]}
+
+
 @dataclass
 class Catalogue:
     zones: dict[str, list[str]] = field(default_factory=dict)
@@ -49,6 +62,12 @@ class Catalogue:
     """Metric -> limit, the same in every region; metrics absent here are not listed."""
     quota_usage: dict[str, float] = field(default_factory=dict)
     """Metric -> usage in every region (0 when absent): what other workloads already use."""
+    tpu_quota_limits: dict[str, float] = field(default_factory=_generous_tpu)
+    """TPU metric (e.g. tpu-v2-preemptible) -> its default limit in every zone (-1: none)."""
+    tpu_zone_limits: dict[tuple[str, str], float] = field(default_factory=dict)
+    """(TPU metric, zone) -> that zone's own limit, over the default."""
+    service_usage_disabled: bool = False
+    """Service Usage refuses with 403, as in a project where the API was never enabled."""
 
     def region_zones(self, region: str) -> list[str]:
         return self.zones.get(region) or [f"{region}-a"]
@@ -112,6 +131,31 @@ class Catalogue:
             "zones": [f"{COMPUTE}/projects/{project}/zones/{z}" for z in self.region_zones(region)],
             "selfLink": f"{COMPUTE}/projects/{project}/regions/{region}",
         }
+
+    def consumer_quota_metrics_json(self, project: str, service: str) -> list[dict[str, Any]]:
+        """The service's ConsumerQuotaMetrics (BASIC view); only tpu.googleapis.com has any."""
+        if service != "tpu.googleapis.com":
+            return []
+        zones = [zone for _, zone in self.all_zones()]
+        unit = "1/{project}/{zone}"
+        metrics = []
+        for name, default in sorted(self.tpu_quota_limits.items()):
+            metric = f"{service}/{name}"
+            base = f"projects/{project}/services/{service}/consumerQuotaMetrics/" \
+                   f"{quote(metric, safe='')}"
+            buckets = [{"effectiveLimit": str(int(default)), "defaultLimit": str(int(default))}]
+            buckets += [{"effectiveLimit": str(int(limit)), "defaultLimit": str(int(default)),
+                         "dimensions": {"zone": zone}}
+                        for (limit_metric, zone), limit in sorted(self.tpu_zone_limits.items())
+                        if limit_metric == name]
+            metrics.append({
+                "name": base, "metric": metric, "displayName": name, "unit": unit,
+                "consumerQuotaLimits": [{
+                    "name": f"{base}/limits/{quote('/project/zone', safe='')}",
+                    "metric": metric, "unit": unit, "isPrecise": True,
+                    "supportedLocations": zones, "quotaBuckets": buckets}],
+            })
+        return metrics
 
 
 def _guest_cpus(name: str) -> int | None:

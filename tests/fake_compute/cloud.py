@@ -311,11 +311,37 @@ class FakeCloud:
             return self._operation("compute", scope, "setLabels",
                                    f"{COMPUTE}/{scope}/instances/{name}")
 
-    def preempt(self, project: str, zone: str, name: str) -> None:
-        """The instance is gone at once, as a reclaimed preemptible VM the user never sees."""
+    def preempt(self, project: str, zone: str, name: str, keep: bool = False,
+                at: datetime | None = None) -> None:
+        """The instance is gone at once, as a reclaimed preemptible VM the user never sees,
+        or with `keep` stays TERMINATED (GCE's default for a preempted VM). Either way GCE
+        records a done `compute.instances.preempted` operation on it, at `at` (default now)."""
         with self.lock:
-            self.zone_instances(project, zone).pop(name, None)
+            instances = self.zone_instances(project, zone)
+            if name in instances:
+                self._record_preemption(project, zone, name, at or datetime.now(timezone.utc))
+            if keep and name in instances:
+                instances[name]["status"] = "TERMINATED"
+                instances[name]["lastStopTimestamp"] = (at or datetime.now(timezone.utc)
+                                                        ).isoformat(timespec="milliseconds")
+            else:
+                instances.pop(name, None)
             self.tpu_nodes.setdefault((project, zone), {}).pop(name, None)
+
+    def _record_preemption(self, project: str, zone: str, name: str, at: datetime) -> None:
+        scope = f"projects/{project}/zones/{zone}"
+        operation = self._operation("compute", scope, "compute.instances.preempted",
+                                    f"{COMPUTE}/{scope}/instances/{name}")
+        stamp = at.isoformat(timespec="milliseconds")
+        operation.done, operation.done_at = True, time.monotonic()
+        operation.metadata = {"insertTime": stamp, "startTime": stamp, "endTime": stamp,
+                              "user": "system@google.com"}
+
+    def zone_operations(self, project: str, zone: str) -> list[Operation]:
+        scope = f"projects/{project}/zones/{zone}"
+        with self.lock:
+            return [op for op in self.operations.values()
+                    if op.kind == "compute" and op.scope == scope]
 
     def add_foreign_instance(self, project: str, zone: str, name: str,
                              labels: dict[str, str]) -> None:

@@ -1,4 +1,5 @@
-"""HTTP front of the fake: the slice of the Compute v1 and TPU v2 REST APIs WorkerGroup uses.
+"""HTTP front of the fake: the slice of the Compute v1 and TPU v2 REST APIs WorkerGroup uses,
+and Service Usage v1beta1's quota listing.
 
 Binds 127.0.0.1 on a free port; the real google-cloud-compute / google-cloud-tpu clients talk
 to it with `api_endpoint="127.0.0.1:PORT"` over plain http.
@@ -40,6 +41,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
          "operations.get"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
+        ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations", "zoneOperations.list"),
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/getGuestAttributes",
          "getGuestAttributes"),
         ("POST", _TPU + r"/nodes", "tpu.create"),
@@ -63,6 +65,12 @@ ROUTES += [
          "acceleratorTypes.get"),
         ("GET", r"/regions/(?P<region>[^/]+)", "regions.get"),
     ]
+]
+
+# TPU quotas: the TPU API has no quota method; Service Usage v1beta1 lists them.
+ROUTES += [
+    ("GET", re.compile(r"/v1beta1/projects/(?P<project>[^/]+)/services/(?P<service>[^/]+)"
+                       r"/consumerQuotaMetrics$"), "serviceusage.consumerQuotaMetrics.list"),
 ]
 
 
@@ -218,6 +226,15 @@ class FakeComputeServer:
         self.cloud.wait_for(operation, self.wait_max_s)
         return operation.compute_json()
 
+    def _zoneOperations_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        """Newest last, as GCE lists them; `filter` as instances.list takes it."""
+        wanted = self._compute_filter(query)
+        items = [body for body in (op.compute_json()
+                                   for op in self.cloud.zone_operations(p["project"], p["zone"]))
+                 if wanted(body)]
+        page, token = _page(items, query, "maxResults")
+        return {"kind": "compute#operationList", "items": page, "nextPageToken": token}
+
     def _scoped_operation(self, p: dict[str, str], kind: str) -> Operation:
         operation = self.cloud.operation(p["name"])
         if operation.kind != kind or not operation.scope.endswith(f"/{p['zone']}"):
@@ -282,6 +299,15 @@ class FakeComputeServer:
 
     def _regions_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self.cloud.catalogue.region_json(p["project"], p["region"])
+
+    def _serviceusage_consumerQuotaMetrics_list(
+            self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        if self.cloud.catalogue.service_usage_disabled:
+            raise ApiError(403, f"Service Usage API has not been used in project {p['project']} "
+                           "before or it is disabled.", "accessNotConfigured")
+        metrics = self.cloud.catalogue.consumer_quota_metrics_json(p["project"], p["service"])
+        page, token = _page(metrics, query, "pageSize")
+        return {"metrics": page, "nextPageToken": token} if token else {"metrics": page}
 
     @staticmethod
     def _not_found(p: dict[str, str], collection: str) -> Any:

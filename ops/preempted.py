@@ -19,6 +19,10 @@ V2VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 # head is not replaced here: it is replaced create-before-delete, and its replacement would
 # take the same name.
 SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${V2VM_TYPE}::"
+# With provider.tpu_queued_resources a slice is a queued request (a dynamic resource); once GCP
+# reclaims its node the request is SUSPENDED and the node gone, so it is replaced the same way.
+QUEUED_SLICE_URN_TYPES = "ray-gcp:index:TpuSlices$pulumi-python:dynamic:Resource::"
+SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
 RECLAIMED = frozenset({"PREEMPTED", "TERMINATED"})
 GONE = "gone"
 
@@ -43,7 +47,8 @@ def kept_slices(deployment: Mapping[str, Any]) -> list[KeptSlice]:
             zone=resource["outputs"]["zone"],
         )
         for resource in deployment.get("resources") or []
-        if SLICE_URN_TYPES in resource.get("urn", "") and not resource.get("delete")
+        if any(kind in resource.get("urn", "") for kind in SLICE_KINDS)
+        and not resource.get("delete")
     ]
 
 

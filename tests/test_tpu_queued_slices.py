@@ -18,15 +18,13 @@ from infra.workers.queued_slice import QueuedSliceError, QueuedSliceProvider
 from ops.preempted import kept_slices, up_replacing_reclaimed
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, PROJECT, ZONE, fast_retry, tpu_body
-from tests.program_runs import stack_yaml
-from tests.test_program_behaviour import run_inline
+from tests.program_runs import run_stack, stack_yaml
 from tests.test_tpu_preemption import RecordingStack
 
 DYNAMIC = "pulumi-python:dynamic:Resource"
 V2VM = "gcp:tpu/v2Vm:V2Vm"
 NAME = "ray-full-worker-0123abcd-tpu"
 SCRIPT = "#!/bin/bash\necho join the head"
-QUEUED = {"wait_minutes": 30, "valid_until_minutes": 120}
 
 
 @pytest.fixture
@@ -150,15 +148,9 @@ def test_refresh_reports_a_reclaimed_slice_and_forgets_a_withdrawn_request(fake)
     assert provider().read(created.id, created.outs).id is None
 
 
-def queued_stack(**queued: Any) -> dict[str, Any]:
-    raw = stack_yaml("tpu")
-    raw["provider"]["tpu_queued_resources"] = queued or dict(QUEUED)
-    return raw
-
-
 def test_opt_in_stack_registers_a_queued_slice_per_kept_slice_instead_of_a_v2vm():
-    raw = queued_stack()
-    run = run_inline(raw)
+    raw = stack_yaml("tpu-queued")
+    run = run_stack("tpu-queued")
     cluster = raw["cluster_name"]
     plan = plan_cluster(parse_cluster_config(copy.deepcopy(raw), "test"))
     head_name = plan.head.instance_name
@@ -173,7 +165,8 @@ def test_opt_in_stack_registers_a_queued_slice_per_kept_slice_instead_of_a_v2vm(
             inputs = resource.inputs
             assert inputs["name"] == group.node_name(index)
             assert (inputs["project"], inputs["zone"]) == (plan.project, plan.zone)
-            assert inputs["wait_minutes"] == 30 and inputs["valid_until_minutes"] == 120
+            assert inputs["wait_minutes"] == 30 and inputs["valid_until_minutes"] == 360
+            assert inputs["body"]["schedulingConfig"] == {"spot": True}
             body = inputs["body"]
             config = group.node_config.body()
             assert body["runtimeVersion"] == config["runtimeVersion"]
@@ -190,13 +183,13 @@ def test_opt_in_stack_registers_a_queued_slice_per_kept_slice_instead_of_a_v2vm(
 
 
 def test_a_stack_without_the_key_keeps_v2vm_slices():
-    run = run_inline(stack_yaml("tpu"))
+    run = run_stack("tpu")
     assert run.of_type(V2VM)
     assert not [r for r in run.of_type(DYNAMIC) if "wait_minutes" in r.inputs]
 
 
 def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake):
-    run = run_inline(queued_stack())
+    run = run_stack("tpu-queued")
     queued = [r for r in run.of_type(DYNAMIC) if "wait_minutes" in r.inputs]
     state = {"resources": [
         {"urn": run.urns[r.name], "type": DYNAMIC, "custom": True,

@@ -6,18 +6,32 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import pulumi
 import pytest
 
 from infra.config import parse_cluster_config
 from infra.metadata import HEAD_ADDRESS_KEY
 from infra.plan import plan_cluster
-from infra.workers.queued_slice import QueuedSliceError, QueuedSliceProvider
+from infra.workers.queued_slice import (
+    QueuedSliceError,
+    QueuedSliceProvider,
+    QueuedTpuSlice,
+    QueuedTpuSliceArgs,
+)
 from ops.preempted import kept_slices, up_replacing_reclaimed
 from tests.fake_compute import FakeComputeServer, Faults
-from tests.fake_compute.helpers import FAST_DEADLINES, PROJECT, ZONE, fast_retry, tpu_body
+from tests.fake_compute.helpers import (
+    FAST_DEADLINES,
+    PROJECT,
+    ZONE,
+    fast_retry,
+    install_registering_mocks,
+    tpu_body,
+)
 from tests.program_runs import run_stack, stack_yaml
 from tests.test_tpu_preemption import RecordingStack
 
@@ -25,6 +39,7 @@ DYNAMIC = "pulumi-python:dynamic:Resource"
 V2VM = "gcp:tpu/v2Vm:V2Vm"
 NAME = "ray-full-worker-0123abcd-tpu"
 SCRIPT = "#!/bin/bash\necho join the head"
+SECRET = "very-secret-token-value"
 
 
 @pytest.fixture
@@ -225,3 +240,33 @@ def test_a_bad_tpu_queued_resources_setting_is_one_line_naming_its_path(value, m
         parse_cluster_config(raw, "cluster.yaml")
     assert any(path.startswith("provider.tpu_queued_resources") and message in text
                for path, text in caught.value.problems)
+
+
+def test_a_new_wait_updates_in_place_and_a_new_body_queues_a_new_request():
+    olds = slice_props("127.0.0.1:1")
+    news = slice_props("127.0.0.1:1", wait_minutes=90, credentials=SECRET)
+    rescripted = slice_props("127.0.0.1:1")
+    rescripted["body"]["metadata"]["startup-script"] = "#!/bin/bash\necho other"
+
+    in_place = provider().diff("id", olds, news)
+    replaced = provider().diff("id", olds, rescripted)
+
+    assert in_place.changes and not in_place.replaces
+    assert replaced.replaces == ["body"]
+    assert provider().update("id", {**olds, "status": "READY"}, news).outs["status"] == "READY"
+
+
+@pulumi.runtime.test
+def test_queued_slice_credentials_are_secret_and_not_in_the_pickled_provider():
+    mocks = install_registering_mocks()
+    request = QueuedTpuSlice("slice", QueuedTpuSliceArgs(
+        project=PROJECT, zone=ZONE, name=NAME, body=tpu_body(), wait_minutes=30,
+        credentials=pulumi.Output.from_input(SECRET)))
+
+    def check(secret: bool) -> None:
+        assert secret, "credentials must stay a secret output"
+        (args,) = [a for a in mocks.registered if a.name == "slice"]
+        assert args.typ == DYNAMIC and args.inputs["name"] == NAME
+        assert SECRET not in json.dumps(args.inputs.get("__provider", ""))
+
+    return pulumi.Output.from_input(request.credentials.is_secret()).apply(check)

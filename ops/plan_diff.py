@@ -91,6 +91,9 @@ def subject_of(resource: dict[str, Any]) -> str:
     inputs = resource["inputs"]
     if resource["kind"] == "WorkerGroup":
         return str(inputs["node_type"])
+    body = inputs.get("body") if resource["kind"] == "QueuedTpuSlice" else None
+    if isinstance(body, dict) and NODE_TYPE_LABEL in (body.get("labels") or {}):
+        return str(body["labels"][NODE_TYPE_LABEL])
     labels = inputs.get("labels") if isinstance(inputs.get("labels"), dict) else {}
     if resource["type"] in (INSTANCE_TYPE, TPU_VM_TYPE) and NODE_TYPE_LABEL in labels:
         return "head" if labels.get(NODE_KIND_LABEL) == "head" else str(labels[NODE_TYPE_LABEL])

@@ -80,6 +80,11 @@ TPU_TYPE = {
     "node_config": {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"},
 }
 
+def _queued_tpu(cluster: dict[str, Any], wait_minutes: int) -> None:
+    cluster["available_node_types"].update(ray_tpu=TPU_TYPE)
+    cluster["provider"]["tpu_queued_resources"] = {"wait_minutes": wait_minutes}
+
+
 SCENARIOS = {
     "base": lambda c: None,
     "more_workers": _more_workers,
@@ -88,6 +93,8 @@ SCENARIOS = {
     "bigger_workers": _bigger_workers,
     "with_gpu": lambda c: c["available_node_types"].update(ray_worker_gpu=GPU_TYPE),
     "with_tpu": lambda c: c["available_node_types"].update(ray_tpu=TPU_TYPE),
+    "with_tpu_queued": lambda c: _queued_tpu(c, 30),
+    "with_tpu_queued_longer": lambda c: _queued_tpu(c, 90),
 }
 
 
@@ -409,3 +416,15 @@ def test_a_head_input_outside_metadata_is_said_to_stop_and_start_it(
     after = copy.deepcopy(plans["base"])
     _head(after)["inputs"]["minCpuPlatform"] = "Intel Ice Lake"
     assert node_effect(only_row(diff_plans(plans["base"], after), "head")) == STOP_START_NOTE
+
+
+def test_queued_tpu_slices_replace_the_v2vm_and_a_longer_wait_is_an_in_place_update(
+    plans: dict[str, Plan],
+) -> None:
+    switched = diff_plans(plans["with_tpu"], plans["with_tpu_queued"])
+    assert ("remove", "ray_tpu") in actions(switched) and ("add", "ray_tpu") in actions(switched)
+    (added,) = [row for row in switched if row.action == "add"]
+    assert added.kind == "QueuedTpuSlice"
+    longer = diff_plans(plans["with_tpu_queued"], plans["with_tpu_queued_longer"])
+    assert actions(longer) == {("update", "ray_tpu")}
+    assert "ray_tpu.wait_minutes: 30 -> 90" in change_lines(only_row(longer, "ray_tpu"))

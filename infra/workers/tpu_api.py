@@ -1,6 +1,7 @@
 """TPU VMs through the TPU v2 API, listed by labels and deleted: what the sweeper does to a
 cluster's TPU slices (and those Ray's autoscaler launched), and how `invoke up` finds
-preempted ones. Pulumi creates the slices it keeps as `tpu.V2Vm` resources.
+preempted ones. Pulumi creates the slices it keeps as `tpu.V2Vm` resources, or through queued
+requests (queued_api.py).
 
 `google.cloud.tpu_v2` is imported inside the calls (see clients.py for why).
 """

@@ -270,3 +270,12 @@ def test_queued_slice_credentials_are_secret_and_not_in_the_pickled_provider():
         assert SECRET not in json.dumps(args.inputs.get("__provider", ""))
 
     return pulumi.Output.from_input(request.credentials.is_secret()).apply(check)
+
+
+def test_the_setting_without_a_tpu_worker_type_is_a_warning_not_silence():
+    raw = stack_yaml("full")
+    raw["provider"]["tpu_queued_resources"] = {"wait_minutes": 30}
+    warnings = parse_cluster_config(raw, "cluster.yaml").warnings
+    assert any(w.startswith("provider.tpu_queued_resources: no worker type is a TPU")
+               for w in warnings)
+    assert not parse_cluster_config(stack_yaml("tpu-queued"), "cluster.yaml").warnings

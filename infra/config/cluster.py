@@ -426,6 +426,13 @@ class ClusterConfig(StrictModel):
         if refusals:
             raise PathError(refusals)
         config = handler(merged)
+        if config.provider.tpu_queued_resources and not any(
+            t.is_tpu for t in config.worker_types.values()
+        ):
+            warnings.append(
+                "provider.tpu_queued_resources: no worker type is a TPU, so nothing is queued: "
+                "remove it or add a TPU worker type"
+            )
         config._warnings = warnings
         return config
 

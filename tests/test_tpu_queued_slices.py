@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 import pytest
+from google.cloud import tpu_v2
 
 from infra.config import parse_cluster_config
 from infra.metadata import HEAD_ADDRESS_KEY
@@ -88,6 +89,19 @@ def test_queued_path_reaches_active_and_the_node_boots_with_our_metadata_and_lab
     request = fake.queued.location(PROJECT, ZONE)[NAME]
     assert request["spot"] == {} and "schedulingConfig" not in node, "spot is the request's tier"
     assert request["queueingPolicy"] == {"validUntilDuration": "3600s"}
+
+
+def test_a_slice_by_accelerator_config_is_queued_with_the_apis_enum(fake):
+    props = slice_props(fake.endpoint)
+    del props["body"]["acceleratorType"]
+    props["body"]["acceleratorConfig"] = {"type": "v4", "topology": "2x2x1"}
+
+    assert provider().create(props).outs["queued_state"] == "ACTIVE"
+
+    config = fake.tpu_nodes(PROJECT, ZONE)[NAME]["acceleratorConfig"]
+    # The client sends enums as numbers (`$alt=json;enum-encoding=int`).
+    assert tpu_v2.AcceleratorConfig.Type(config["type"]).name == "V4"
+    assert config["topology"] == "2x2x1"
 
 
 def test_past_the_wait_one_error_names_the_state_and_the_next_up_waits_for_the_same_request(

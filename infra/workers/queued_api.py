@@ -55,6 +55,10 @@ def request_body(
     """The QueuedResource JSON for one slice. Spot is the request's tier (the API's `spot`),
     not a node scheduling field; preemptible and reserved stay on the node."""
     node = dict(node)
+    if node.get("acceleratorConfig"):
+        # The API's enum (V4, V5P, ...); the YAML may say v4, as pulumi-gcp's V2Vm accepts.
+        config = node["acceleratorConfig"]
+        node["acceleratorConfig"] = {**config, "type": str(config["type"]).upper()}
     scheduling = dict(node.pop("schedulingConfig", None) or {})
     spot = bool(scheduling.pop("spot", False))
     if any(scheduling.values()):

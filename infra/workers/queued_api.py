@@ -155,14 +155,15 @@ class QueuedSlices:
         if error:
             raise RuntimeError(f"GCP refused the queued request for TPU slice {name}: {error}")
 
-    def wait_active(self, name: str, wait_s: float) -> QueuedRequest:
-        """Poll until the request is ACTIVE; a DEAD one is returned at once. Raises
-        QueuedSliceTimeout when it is neither after `wait_s`."""
+    def wait_active(self, name: str, wait_s: float) -> QueuedRequest | None:
+        """Poll until the request is ACTIVE; a DEAD one is returned at once, and None when it
+        was withdrawn meanwhile. Raises QueuedSliceTimeout when it is still on its way after
+        `wait_s`."""
         latest: dict[str, QueuedRequest | None] = {}
 
         def settled() -> bool:
             latest["request"] = found = self.get(name)
-            return found is not None and (found.state == ACTIVE or found.state in DEAD)
+            return found is None or found.state == ACTIVE or found.state in DEAD
 
         try:
             poll_until(
@@ -170,9 +171,7 @@ class QueuedSlices:
             )
         except TimeoutError:
             raise QueuedSliceTimeout(latest.get("request")) from None
-        request = latest["request"]
-        assert request is not None
-        return request
+        return latest["request"]
 
     def wait_gone(self, name: str) -> None:
         """A request being deleted (by an earlier `down`, or GCP): until it has left."""

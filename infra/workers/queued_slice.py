@@ -122,6 +122,11 @@ class QueuedSliceProvider(ResourceProvider):
                 f"request is {state}. It stays queued: the next `invoke up` waits for the same "
                 "request (raise wait_minutes to wait longer), `invoke down` withdraws it."
             ) from None
+        if request is None:
+            raise QueuedSliceError(
+                f"TPU slice {name}: its queued request was deleted while `up` waited for it "
+                "(by hand, or a `down` at the same time); run `invoke up` again to queue it."
+            )
         if request.state != ACTIVE:
             why = f" ({request.reason})" if request.reason else ""
             raise QueuedSliceError(

@@ -21,7 +21,7 @@ import yaml
 
 from infra.config.urls import short_name
 from infra.workers.provider import IN_PLACE_KEYS
-from infra.workers.queued_slice import IDENTITY_KEYS as QUEUED_SLICE_IDENTITY_KEYS
+from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
 from ops.plan import DYNAMIC_TYPE, Plan
 
@@ -37,7 +37,6 @@ NODE_KIND_LABEL = "ray-node-type"
 # What a change to these inputs does: the dynamic providers' own rules.
 WORKER_GROUP_IN_PLACE = frozenset(IN_PLACE_KEYS)
 SWEEPER_REPLACE_KEYS = frozenset(SWEEPER_IDENTITY_KEYS)
-QUEUED_SLICE_REPLACE_KEYS = frozenset(QUEUED_SLICE_IDENTITY_KEYS)
 # pulumi-gcp inputs that cannot change on a live resource.
 REPLACE_KEYS: dict[str, frozenset[str]] = {
     INSTANCE_TYPE: frozenset({"name", "project", "zone", "bootDisk", "scratchDisks"}),
@@ -181,8 +180,9 @@ def _scrub(value: Any) -> Any:
 
 
 def _show_path(resource: dict[str, Any], path: str) -> str:
-    """Worker groups carry the node_config as `body`: the YAML has no such level."""
-    if resource["kind"] == "WorkerGroup" and path.startswith("body."):
+    """Worker groups and queued TPU slices carry the node_config as `body`: the YAML has no
+    such level."""
+    if resource["kind"] in ("WorkerGroup", "QueuedTpuSlice") and path.startswith("body."):
         return path[len("body."):]
     return path
 
@@ -312,7 +312,7 @@ def _replaces(old: dict[str, Any], new: dict[str, Any]) -> bool:
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "ClusterSweeper":
         return bool(changed & SWEEPER_REPLACE_KEYS)
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "QueuedTpuSlice":
-        return bool(changed & QUEUED_SLICE_REPLACE_KEYS)
+        return bool(queued_slice_replaced_keys(old["inputs"], new["inputs"]))
     return bool(changed & REPLACE_KEYS.get(new["type"], frozenset()))
 
 

@@ -170,6 +170,8 @@ def _documented(schema: str) -> set[str]:
 
 
 def test_queued_resources_move_as_documented_and_need_force_while_their_node_lives(tpu, fake):
+    """Create, get, list and delete of queued resources, and the node patch a queued slice's
+    new startup script goes by."""
     parent = f"projects/{PROJECT}/locations/{ZONE}"
     name = f"{parent}/queuedResources/qr"
     queued = tpu.projects().locations().queuedResources()
@@ -192,6 +194,16 @@ def test_queued_resources_move_as_documented_and_need_force_while_their_node_liv
     assert [r["name"] for r in listed["queuedResources"]] == [name]
     assert set(created) <= _documented("Node") and created["queuedResource"] == name
     assert created["metadata"] == node["metadata"] and created["labels"] == node["labels"]
+    nodes = tpu.projects().locations().nodes()
+    nodes.patch(name=f"{parent}/nodes/n1", updateMask="metadata,labels",
+                body={"metadata": {"startup-script": "echo new"}, "labels": {"k": "v"}}).execute()
+    fake.cloud.settle()
+    patched = nodes.get(name=f"{parent}/nodes/n1").execute()
+    assert (patched["metadata"], patched["labels"]) == ({"startup-script": "echo new"}, {"k": "v"})
+    with pytest.raises(HttpError) as immutable:
+        nodes.patch(name=f"{parent}/nodes/n1", updateMask="acceleratorType",
+                    body={"acceleratorType": "v4-16"}).execute()
+    assert immutable.value.resp.status == 400
     with pytest.raises(HttpError) as refused:
         queued.delete(name=name).execute()
     assert refused.value.resp.status == 400

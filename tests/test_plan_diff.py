@@ -23,6 +23,7 @@ from infra.stack_config import PROJECT_ROOT
 from ops.plan import Plan, collect_plan, plan_stack_isolated
 from ops.plan_base import PLANNER, changed_stacks, diff_stack_markdown
 from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow, diff_plans
+from ops.plan_effects import REAPPLY_NOTE, node_effect
 from ops.plan_markdown import change_lines, render_markdown
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
@@ -95,6 +96,8 @@ SCENARIOS = {
     "with_tpu": lambda c: c["available_node_types"].update(ray_tpu=TPU_TYPE),
     "with_tpu_queued": lambda c: _queued_tpu(c, 30),
     "with_tpu_queued_longer": lambda c: _queued_tpu(c, 90),
+    "with_tpu_queued_new_setup": lambda c: (
+        _queued_tpu(c, 30), c["worker_setup_commands"].append("echo new setup")),
 }
 
 
@@ -428,3 +431,12 @@ def test_queued_tpu_slices_replace_the_v2vm_and_a_longer_wait_is_an_in_place_upd
     longer = diff_plans(plans["with_tpu_queued"], plans["with_tpu_queued_longer"])
     assert actions(longer) == {("update", "ray_tpu")}
     assert "ray_tpu.wait_minutes: 30 -> 90" in change_lines(only_row(longer, "ray_tpu"))
+
+
+def test_a_new_worker_script_reapplies_on_queued_slices_in_place(plans: dict[str, Plan]) -> None:
+    rows = diff_plans(plans["with_tpu_queued"], plans["with_tpu_queued_new_setup"])
+    tpu_slice = only_row(rows, "ray_tpu")
+    assert tpu_slice.action == "update" and tpu_slice.kind == "QueuedTpuSlice"
+    assert any(line.startswith("ray_tpu.metadata.startup-script: changed")
+               for line in change_lines(tpu_slice))
+    assert node_effect(tpu_slice) == REAPPLY_NOTE

@@ -140,19 +140,36 @@ def test_a_failed_request_is_one_error_with_gcps_reason_and_the_next_up_queues_a
     assert fake.cloud.calls["tpu.queuedResources.delete"] == 1, "the failed one withdrawn"
 
 
-def test_a_request_queued_for_another_startup_script_is_queued_again(fake):
+def test_a_request_queued_for_an_older_script_keeps_its_place_and_its_node_gets_the_new_one(
+    fake,
+):
     fake.faults.queued_wait_polls = None
     with pytest.raises(QueuedSliceError):
         provider().create(slice_props(fake.endpoint, wait_minutes=0.002))
-    changed = slice_props(fake.endpoint, wait_minutes=0.002)
+    changed = slice_props(fake.endpoint)
     changed["body"]["metadata"]["startup-script"] = "#!/bin/bash\necho a new script"
+    fake.faults.queued_wait_polls = 0
 
-    with pytest.raises(QueuedSliceError):
-        provider().create(changed)
+    provider().create(changed)
 
-    request = fake.queued.location(PROJECT, ZONE)[NAME]
-    assert request["tpu"]["nodeSpec"][0]["node"]["metadata"] == changed["body"]["metadata"]
-    assert fake.cloud.calls["tpu.queuedResources.create"] == 2
+    assert fake.cloud.calls["tpu.queuedResources.create"] == 1, "its place in the queue kept"
+    assert fake.tpu_nodes(PROJECT, ZONE)[NAME]["metadata"] == changed["body"]["metadata"]
+
+
+def test_a_new_startup_script_updates_the_live_node_in_place(fake):
+    created = provider().create(slice_props(fake.endpoint))
+    news = slice_props(fake.endpoint)
+    news["body"]["metadata"]["startup-script"] = "#!/bin/bash\necho a new script"
+    news["body"]["labels"]["ray-launch-config"] = "t2"
+
+    assert provider().diff(created.id, created.outs, news).replaces == []
+    updated = provider().update(created.id, created.outs, news)
+
+    node = fake.tpu_nodes(PROJECT, ZONE)[NAME]
+    assert node["metadata"] == news["body"]["metadata"]
+    assert node["labels"] == news["body"]["labels"]
+    assert updated.outs["status"] == "READY" and updated.outs["body"] == news["body"]
+    assert fake.cloud.calls["tpu.queuedResources.create"] == 1
 
 
 def test_delete_withdraws_the_request_and_its_node(fake):
@@ -256,17 +273,18 @@ def test_a_bad_tpu_queued_resources_setting_is_one_line_naming_its_path(value, m
                for path, text in caught.value.problems)
 
 
-def test_a_new_wait_updates_in_place_and_a_new_body_queues_a_new_request():
+def test_a_new_wait_updates_in_place_and_a_new_accelerator_queues_a_new_request():
     olds = slice_props("127.0.0.1:1")
     news = slice_props("127.0.0.1:1", wait_minutes=90, credentials=SECRET)
-    rescripted = slice_props("127.0.0.1:1")
-    rescripted["body"]["metadata"]["startup-script"] = "#!/bin/bash\necho other"
+    bigger = slice_props("127.0.0.1:1")
+    bigger["body"]["acceleratorType"] = "v4-16"
 
     in_place = provider().diff("id", olds, news)
-    replaced = provider().diff("id", olds, rescripted)
+    replaced = provider().diff("id", olds, bigger)
 
     assert in_place.changes and not in_place.replaces
     assert replaced.replaces == ["body"]
+    assert not provider().diff("id", olds, dict(olds)).changes
     assert provider().update("id", {**olds, "status": "READY"}, news).outs["status"] == "READY"
 
 

@@ -193,6 +193,23 @@ class QueuedSlices:
             return None
         return listed_node(found)
 
+    def update_node(self, name: str, metadata: dict[str, str], labels: dict[str, str]) -> None:
+        """Change the slice's node's metadata and labels in place (`nodes.patch`): its node
+        watcher then re-applies a new startup script, as on any TPU slice."""
+        from google.cloud import tpu_v2
+        from google.protobuf import field_mask_pb2
+
+        request = tpu_v2.UpdateNodeRequest(
+            node=tpu_v2.Node(name=f"{self.parent}/nodes/{name}", metadata=metadata, labels=labels),
+            update_mask=field_mask_pb2.FieldMask(paths=["metadata", "labels"]),
+        )
+        future = call_with_retry(
+            lambda: self._clients.tpu.update_node(request=request, retry=None), self._retry
+        )
+        error = self._wait(future.operation.name)
+        if error:
+            raise RuntimeError(f"could not update TPU slice {name}'s metadata: {error}")
+
     # The sweeper's NodeLister: requests by their node's labels, deleted with their nodes.
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:

@@ -11,6 +11,8 @@ Past the bound it raises, naming the request's state, and leaves the request que
 records nothing for a failed create, so the next `up` finds it by name and waits again rather
 than queueing a duplicate, and `down` (the cluster sweeper) withdraws it. A FAILED or
 SUSPENDED request (GCP reclaimed the spot node) is replaced by a new one on the next create.
+New metadata (a changed startup script) or labels go to the node in place (`nodes.patch`),
+as on a V2Vm slice, so the slice keeps its capacity; any other change queues a new request.
 delete withdraws the request with `force`, which deletes its node too.
 
 The provider object holds no state or secrets (it is pickled into the stack); credentials and
@@ -33,7 +35,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from infra.workers.apis import Deadlines, keyed_diff, queued_slices
+from infra.workers.apis import Deadlines, queued_slices
 from infra.workers.queued_api import (
     ACTIVE,
     DEAD,
@@ -45,8 +47,11 @@ from infra.workers.queued_api import (
 )
 from infra.workers.retry import RetryPolicy
 
-# What the request asks for: a change queues a new one (the old one is withdrawn first).
-IDENTITY_KEYS = ("project", "zone", "name", "body")
+# What the request asks for: a change queues a new one (the old one is withdrawn first),
+# but for the node's metadata (a new startup script) and labels: the node is updated in
+# place, as a V2Vm slice is, and keeps its capacity.
+REQUEST_KEYS = ("project", "zone", "name", "body")
+BODY_IN_PLACE_KEYS = ("metadata", "labels")
 # How long to wait and how to reach the API: only the next create reads them.
 IN_PLACE_KEYS = ("wait_minutes", "valid_until_minutes", "credentials", "api_endpoint")
 OUTPUT_KEYS = ("queued_state", "status", "internal_ip", "external_ip")
@@ -73,9 +78,8 @@ class QueuedSliceProvider(ResourceProvider):
         if existing is not None and existing.state == DELETING:
             api.wait_gone(name)
             existing = None
-        if existing is not None and (existing.state in DEAD or not _asks_for(existing, props)):
-            # Never ACTIVE again, or queued for another spec (a changed startup script).
-            api.delete([name])
+        if existing is not None and existing.state in DEAD:
+            api.delete([name])  # never ACTIVE again: queue anew
             existing = None
         if existing is None:
             api.create(
@@ -83,14 +87,36 @@ class QueuedSliceProvider(ResourceProvider):
                 request_body(api.parent, name, props["body"], props.get("valid_until_minutes")),
             )
         request = self._wait(api, props)
+        if not _asks_for(request, props):
+            # Queued by an earlier up for another startup script or labels: it keeps its place
+            # in the queue, and its node gets ours once it exists.
+            body = props["body"]
+            api.update_node(name, body.get("metadata") or {}, body.get("labels") or {})
         return CreateResult(
             f"{api.parent}/queuedResources/{name}", self._outputs(api, props, request)
         )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return keyed_diff(olds, news, IDENTITY_KEYS, IN_PLACE_KEYS)
+        updates = [k for k in (*IN_PLACE_KEYS, "body") if olds.get(k) != news.get(k)]
+        return DiffResult(
+            changes=bool(updates or replaced_keys(olds, news)),
+            replaces=replaced_keys(olds, news),
+            stables=[],
+            delete_before_replace=False,
+        )
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """New metadata or labels go to the node in place; the rest only matters to the
+        next create."""
+        old_body, new_body = olds.get("body") or {}, news.get("body") or {}
+        if any(old_body.get(k) != new_body.get(k) for k in BODY_IN_PLACE_KEYS):
+            api, name = self._api(news), news["name"]
+            if api.node(name) is None:
+                raise QueuedSliceError(
+                    f"TPU slice {name} has no node to update (GCP reclaimed it): `invoke up` "
+                    "replaces the slice"
+                )
+            api.update_node(name, new_body.get("metadata") or {}, new_body.get("labels") or {})
         return UpdateResult({**_inputs(news), **{k: olds.get(k) for k in OUTPUT_KEYS}})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -149,8 +175,23 @@ class QueuedSliceProvider(ResourceProvider):
         }
 
 
+def replaced_keys(olds: Mapping[str, Any], news: Mapping[str, Any]) -> list[str]:
+    """The inputs whose change queues a new request: where and which slice, and its node
+    body but for metadata and labels."""
+    keys = [k for k in ("project", "zone", "name") if olds.get(k) != news.get(k)]
+    if _fixed_body(olds.get("body")) != _fixed_body(news.get("body")):
+        keys.append("body")
+    return keys
+
+
+def _fixed_body(body: Any) -> Any:
+    if not isinstance(body, dict):
+        return body
+    return {k: v for k, v in body.items() if k not in BODY_IN_PLACE_KEYS}
+
+
 def _asks_for(request: QueuedRequest, props: Mapping[str, Any]) -> bool:
-    """Whether a request found by name asks for this node (labels and metadata as sent)."""
+    """Whether the request asked for this node's labels and metadata."""
     body = props["body"]
     return request.labels == dict(body.get("labels") or {}) and request.metadata == dict(
         body.get("metadata") or {}
@@ -158,7 +199,7 @@ def _asks_for(request: QueuedRequest, props: Mapping[str, Any]) -> bool:
 
 
 def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: props.get(key) for key in (*IDENTITY_KEYS, *IN_PLACE_KEYS)}
+    return {key: props.get(key) for key in (*REQUEST_KEYS, *IN_PLACE_KEYS)}
 
 
 @dataclass

@@ -53,13 +53,15 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ]
 ]
 
-# TPU queued resources: slices that wait for capacity (tests/fake_compute/queued.py).
+# TPU queued resources: slices that wait for capacity (tests/fake_compute/queued.py), and the
+# node update that changes a queued slice's metadata and labels in place.
 ROUTES += [
     (verb, re.compile(_TPU + pattern + "$"), method)
     for verb, pattern, method in [
         ("POST", r"/queuedResources", "tpu.queuedResources.create"),
         ("GET", r"/queuedResources", "tpu.queuedResources.list"),
         ("GET", r"/queuedResources/(?P<name>[^/:]+)", "tpu.queuedResources.get"),
+        ("PATCH", r"/nodes/(?P<name>[^/:]+)", "tpu.patch"),
         ("DELETE", r"/queuedResources/(?P<name>[^/:]+)", "tpu.queuedResources.delete"),
     ]
 ]
@@ -276,6 +278,10 @@ class FakeComputeServer:
     def _tpu_operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self._scoped_operation(p, "tpu").tpu_json()
 
+    def _tpu_patch(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
+        return self.cloud.patch_node(p["project"], p["zone"], p["name"], body,
+                                     query.get("updateMask", "")).tpu_json()
+
     def _tpu_queuedResources_create(self, p: dict[str, str], query: dict[str, str],
                                     body: Any) -> Any:
         request_id = query.get("queuedResourceId")
@@ -363,5 +369,8 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_DELETE(self) -> None:  # noqa: N802
             self._serve("DELETE")
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            self._serve("PATCH")
 
     return RequestHandler

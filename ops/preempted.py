@@ -5,6 +5,8 @@ Its `tpu.V2Vm` inputs have not changed, so a bare `pulumi up` leaves a PREEMPTED
 is, and recreates a vanished one only after a refresh. `invoke up` therefore refreshes (a
 vanished slice leaves the state, so the up recreates it), asks the TPU API for the state of
 every slice the stack keeps, and runs the up with the reclaimed ones' URNs in `replace`.
+Queued slices (`provider.tpu_queued_resources`) are found and replaced the same way: replacing
+one withdraws its SUSPENDED request and queues a new one.
 """
 
 from __future__ import annotations

@@ -133,6 +133,7 @@ class RayCluster(pulumi.ComponentResource):
                     labels=labels,
                     depends_on=after_head,
                     opts=opts,
+                    credentials=credentials,
                 )
             else:
                 self.worker_groups[group.node_type] = _worker_group(

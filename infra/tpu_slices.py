@@ -1,4 +1,5 @@
-"""The TPU slices Pulumi keeps for one TPU worker type: `count` `tpu.V2Vm` resources.
+"""The TPU slices Pulumi keeps for one TPU worker type: `count` `tpu.V2Vm` resources, or, with
+`provider.tpu_queued_resources`, `count` `QueuedTpuSlice` requests (infra/workers/queued_slice.py).
 
 Each slice is its own resource, so a preview shows its accelerator, runtime version and
 scheduling, and pulumi-gcp validates them. Slice `i` keeps its logical name and its node name
@@ -12,8 +13,10 @@ from typing import Any
 
 import pulumi
 
-from infra.node_resources import tpu_node
+from infra.config.cluster import TpuQueuedResources
+from infra.node_resources import Node, tpu_node
 from infra.plan import ClusterPlan, NodeGroupPlan
+from infra.workers.queued_slice import QueuedTpuSlice, QueuedTpuSliceArgs
 
 
 class TpuSlices(pulumi.ComponentResource):
@@ -32,6 +35,7 @@ class TpuSlices(pulumi.ComponentResource):
         labels: pulumi.Output[dict[str, str]],
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
+        credentials: pulumi.Output[str] | None = None,
     ) -> None:
         super().__init__("ray-gcp:index:TpuSlices", name, None, opts)
         # Delete before replace: a replacement keeps its name (a preempted slice) or needs
@@ -40,19 +44,35 @@ class TpuSlices(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(
             parent=self, depends_on=depends_on, delete_before_replace=True
         )
-        nodes = [
-            tpu_node(
-                f"{name}-{index}",
-                group.node_name(index),
-                plan,
-                group,
-                body,
-                metadata,
-                labels,
-                child,
-            )
-            for index in range(group.count)
-        ]
+        queued = plan.config.provider.tpu_queued_resources
+        if queued is not None:
+            nodes = [
+                queued_node(
+                    f"{name}-{index}",
+                    group.node_name(index),
+                    plan,
+                    queued,
+                    body,
+                    labels,
+                    credentials,
+                    child,
+                )
+                for index in range(group.count)
+            ]
+        else:
+            nodes = [
+                tpu_node(
+                    f"{name}-{index}",
+                    group.node_name(index),
+                    plan,
+                    group,
+                    body,
+                    metadata,
+                    labels,
+                    child,
+                )
+                for index in range(group.count)
+            ]
         self.slices = [node[0] for node in nodes]
         self.instance_names = pulumi.Output.all(*[group.node_name(i) for i in range(group.count)])
         self.instances = pulumi.Output.all(
@@ -66,3 +86,32 @@ class TpuSlices(pulumi.ComponentResource):
             ]
         )
         self.register_outputs({"instance_names": self.instance_names})
+
+
+def queued_node(
+    resource_name: str,
+    node_name: str,
+    plan: ClusterPlan,
+    queued: TpuQueuedResources,
+    body: pulumi.Output[dict[str, Any]],
+    labels: pulumi.Output[dict[str, str]],
+    credentials: pulumi.Output[str] | None,
+    opts: pulumi.ResourceOptions,
+) -> Node:
+    """A slice through the queued-resources API: the node body as any TPU worker's (its
+    metadata holds the startup script) with the slice's labels; (resource, host 0's internal
+    IP, its external IP, node state)."""
+    request = QueuedTpuSlice(
+        resource_name,
+        QueuedTpuSliceArgs(
+            project=plan.project,
+            zone=plan.zone,
+            name=node_name,
+            body=pulumi.Output.all(body, labels).apply(lambda pair: {**pair[0], "labels": pair[1]}),
+            wait_minutes=queued.wait_minutes,
+            valid_until_minutes=queued.valid_until_minutes,
+            credentials=credentials,
+        ),
+        opts=opts,
+    )
+    return request, request.internal_ip, request.external_ip, request.status

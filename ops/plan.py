@@ -96,6 +96,8 @@ def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
             return "SshKeyPair"
         if "has_tpu" in inputs:
             return "ClusterSweeper"
+        if "wait_minutes" in inputs:
+            return "QueuedTpuSlice"
         return "DynamicResource"
     return type_token.rsplit(":", 1)[-1]
 

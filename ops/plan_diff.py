@@ -21,6 +21,7 @@ import yaml
 
 from infra.config.urls import short_name
 from infra.workers.provider import IN_PLACE_KEYS
+from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
 from ops.plan import DYNAMIC_TYPE, Plan
 
@@ -89,6 +90,9 @@ def subject_of(resource: dict[str, Any]) -> str:
     inputs = resource["inputs"]
     if resource["kind"] == "WorkerGroup":
         return str(inputs["node_type"])
+    body = inputs.get("body") if resource["kind"] == "QueuedTpuSlice" else None
+    if isinstance(body, dict) and NODE_TYPE_LABEL in (body.get("labels") or {}):
+        return str(body["labels"][NODE_TYPE_LABEL])
     labels = inputs.get("labels") if isinstance(inputs.get("labels"), dict) else {}
     if resource["type"] in (INSTANCE_TYPE, TPU_VM_TYPE) and NODE_TYPE_LABEL in labels:
         return "head" if labels.get(NODE_KIND_LABEL) == "head" else str(labels[NODE_TYPE_LABEL])
@@ -176,8 +180,9 @@ def _scrub(value: Any) -> Any:
 
 
 def _show_path(resource: dict[str, Any], path: str) -> str:
-    """Worker groups carry the node_config as `body`: the YAML has no such level."""
-    if resource["kind"] == "WorkerGroup" and path.startswith("body."):
+    """Worker groups and queued TPU slices carry the node_config as `body`: the YAML has no
+    such level."""
+    if resource["kind"] in ("WorkerGroup", "QueuedTpuSlice") and path.startswith("body."):
         return path[len("body."):]
     return path
 
@@ -306,6 +311,8 @@ def _replaces(old: dict[str, Any], new: dict[str, Any]) -> bool:
         return bool(changed - WORKER_GROUP_IN_PLACE)
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "ClusterSweeper":
         return bool(changed & SWEEPER_REPLACE_KEYS)
+    if new["type"] == DYNAMIC_TYPE and new["kind"] == "QueuedTpuSlice":
+        return bool(queued_slice_replaced_keys(old["inputs"], new["inputs"]))
     return bool(changed & REPLACE_KEYS.get(new["type"], frozenset()))
 
 

@@ -27,6 +27,7 @@ CONFIG_NOTE = "in place: the config watcher rewrites ~/ray_bootstrap_config.yaml
 STOP_START_NOTE = "stop/start: the instance stops for the update and boots into the new script"
 NEW_WORKERS_NOTE = "replaced: new workers boot from the new script"
 NEW_NODE_NOTE = "replaced: a new node boots from the new script"
+NEW_REQUEST_NOTE = "replaced: a new queued request, the slice waits for TPU capacity again"
 
 
 def effect_of_paths(paths: Iterable[str]) -> str | None:
@@ -47,6 +48,11 @@ def node_effect(row: DiffRow) -> str | None:
     """The effect line for a diff row of a node or worker group; None for other resources."""
     if row.kind == "WorkerGroup":
         return NEW_WORKERS_NOTE if row.action == "replace" else None
+    if row.kind == "QueuedTpuSlice":
+        if row.action == "replace":
+            return NEW_REQUEST_NOTE
+        node_paths = [c.path for c in row.changes if c.path.startswith(("metadata.", "labels."))]
+        return effect_of_paths(node_paths) if row.action == "update" else None
     if row.type not in (INSTANCE_TYPE, TPU_VM_TYPE):
         return None
     if row.action == "replace":

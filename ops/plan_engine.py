@@ -148,6 +148,14 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
                 "private_key": PLANNED_PRIVATE_KEY,
             }
+        if "wait_minutes" in inputs:  # a queued TPU slice, once GCP has filled it
+            return {
+                **inputs,
+                "queued_state": "ACTIVE",
+                "status": "READY",
+                "internal_ip": _fake_ip(name, "10.130"),
+                "external_ip": _fake_ip(name, "198.51"),
+            }
         prefix = inputs.get("name_prefix", name)
         count = int(inputs.get("count") or 0)
         names = [

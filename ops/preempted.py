@@ -5,6 +5,8 @@ Its `tpu.V2Vm` inputs have not changed, so a bare `pulumi up` leaves a PREEMPTED
 is, and recreates a vanished one only after a refresh. `invoke up` therefore refreshes (a
 vanished slice leaves the state, so the up recreates it), asks the TPU API for the state of
 every slice the stack keeps, and runs the up with the reclaimed ones' URNs in `replace`.
+Queued slices (`provider.tpu_queued_resources`) are found and replaced the same way: replacing
+one withdraws its SUSPENDED request and queues a new one.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ V2VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 # head is not replaced here: it is replaced create-before-delete, and its replacement would
 # take the same name.
 SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${V2VM_TYPE}::"
+# With provider.tpu_queued_resources a slice is a queued request (a dynamic resource); once GCP
+# reclaims its node the request is SUSPENDED and the node gone, so it is replaced the same way.
+QUEUED_SLICE_URN_TYPES = "ray-gcp:index:TpuSlices$pulumi-python:dynamic:Resource::"
+SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
 RECLAIMED = frozenset({"PREEMPTED", "TERMINATED"})
 GONE = "gone"
 
@@ -43,7 +49,8 @@ def kept_slices(deployment: Mapping[str, Any]) -> list[KeptSlice]:
             zone=resource["outputs"]["zone"],
         )
         for resource in deployment.get("resources") or []
-        if SLICE_URN_TYPES in resource.get("urn", "") and not resource.get("delete")
+        if any(kind in resource.get("urn", "") for kind in SLICE_KINDS)
+        and not resource.get("delete")
     ]
 
 

@@ -10,13 +10,17 @@ import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 
 from infra.workers import ClusterSweeperProvider, ClusterSweepError, WorkerGroupError
+from infra.workers.apis import queued_slices
+from infra.workers.queued_api import request_body
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import (
     CLUSTER,
+    FAST_DEADLINES,
     PROJECT,
     ZONE,
     RegisteringMocks,
     fast_provider,
+    fast_retry,
     fast_sweeper,
     group_props,
     install_registering_mocks,
@@ -198,3 +202,25 @@ def test_sweeper_credentials_are_secret_and_not_in_the_pickled_provider(mocks):
         assert SECRET not in json.dumps(args.inputs.get("__provider", ""))
 
     return pulumi.Output.from_input(sweeper.credentials.is_secret()).apply(check)
+
+
+def test_down_withdraws_the_clusters_queued_tpu_requests_waiting_or_active(fake):
+    api = queued_slices(sweeper_props(fake.endpoint), fast_retry(), FAST_DEADLINES)
+
+    def queue(name: str, cluster: str) -> None:
+        body = tpu_body()
+        body["labels"] = {**body["labels"], "ray-cluster-name": cluster}
+        api.create(name, request_body(api.parent, name, body, None))
+
+    active, waiting = f"ray-{CLUSTER}-worker-aa-tpu", f"ray-{CLUSTER}-worker-bb-tpu"
+    queue(active, CLUSTER)
+    assert getattr(api.wait_active(active, 5), "state", None) == "ACTIVE"
+    fake.faults.queued_wait_polls = None  # the rest wait for capacity that never comes
+    queue(waiting, CLUSTER)
+    queue("ray-other-worker-cc-tpu", OTHER)
+
+    deleted = fast_sweeper().sweep(sweeper_props(fake.endpoint))
+
+    assert {active, waiting} <= set(deleted)
+    assert set(fake.queued.location(PROJECT, ZONE)) == {"ray-other-worker-cc-tpu"}
+    assert cluster_tpu_nodes(fake) == set(), "the active request's node went with it"

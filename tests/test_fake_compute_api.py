@@ -203,3 +203,62 @@ def test_preemptions_are_listed_as_zone_operations_of_their_documented_type(comp
     assert operation["status"] == "DONE" and operation["insertTime"]
     instance = compute.instances().get(project=PROJECT, zone=ZONE, instance="spot").execute()
     assert instance["status"] == "TERMINATED" and instance["lastStopTimestamp"]
+
+
+@pytest.fixture
+def tpu(fake: FakeComputeServer):
+    """The TPU v2 discovery client at the fake."""
+    return discovery.build(
+        "tpu", "v2", credentials=AnonymousCredentials(), static_discovery=True,
+        cache_discovery=False, client_options={"api_endpoint": f"http://{fake.endpoint}/"},
+    )
+
+
+def _documented(schema: str) -> set[str]:
+    return set(TPU_DOC["schemas"][schema]["properties"])
+
+
+def test_queued_resources_move_as_documented_and_need_force_while_their_node_lives(tpu, fake):
+    """Create, get, list and delete of queued resources, and the node patch a queued slice's
+    new startup script goes by."""
+    parent = f"projects/{PROJECT}/locations/{ZONE}"
+    name = f"{parent}/queuedResources/qr"
+    queued = tpu.projects().locations().queuedResources()
+    node = {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base",
+            "labels": {"ray-cluster-name": "c"}, "metadata": {"startup-script": "echo hi"}}
+    body = {"tpu": {"nodeSpec": [{"parent": parent, "nodeId": "n1", "node": node}]}, "spot": {}}
+
+    operation = queued.create(parent=parent, queuedResourceId="qr", body=body).execute()
+    assert set(operation) <= _documented("Operation")
+    states = [queued.get(name=name).execute() for _ in range(3)]
+    listed = queued.list(parent=parent).execute()
+    created = tpu.projects().locations().nodes().get(name=f"{parent}/nodes/n1").execute()
+
+    assert [s["state"]["state"] for s in states] == ["PROVISIONING", "ACTIVE", "ACTIVE"]
+    documented_states = TPU_DOC["schemas"]["QueuedResourceState"]["properties"]["state"]["enum"]
+    assert all(s["state"]["state"] in documented_states for s in states)
+    assert set(states[-1]) <= _documented("QueuedResource")
+    assert set(states[-1]["state"]) <= _documented("QueuedResourceState")
+    assert set(listed) <= _documented("ListQueuedResourcesResponse")
+    assert [r["name"] for r in listed["queuedResources"]] == [name]
+    assert set(created) <= _documented("Node") and created["queuedResource"] == name
+    assert created["metadata"] == node["metadata"] and created["labels"] == node["labels"]
+    nodes = tpu.projects().locations().nodes()
+    nodes.patch(name=f"{parent}/nodes/n1", updateMask="metadata,labels",
+                body={"metadata": {"startup-script": "echo new"}, "labels": {"k": "v"}}).execute()
+    fake.cloud.settle()
+    patched = nodes.get(name=f"{parent}/nodes/n1").execute()
+    assert (patched["metadata"], patched["labels"]) == ({"startup-script": "echo new"}, {"k": "v"})
+    with pytest.raises(HttpError) as immutable:
+        nodes.patch(name=f"{parent}/nodes/n1", updateMask="acceleratorType",
+                    body={"acceleratorType": "v4-16"}).execute()
+    assert immutable.value.resp.status == 400
+    with pytest.raises(HttpError) as refused:
+        queued.delete(name=name).execute()
+    assert refused.value.resp.status == 400
+    queued.delete(name=name, force=True).execute()
+    fake.cloud.settle()
+    with pytest.raises(HttpError) as gone:
+        queued.get(name=name).execute()
+    assert gone.value.resp.status == 404
+    assert fake.tpu_nodes(PROJECT, ZONE) == {}

@@ -23,6 +23,7 @@ from infra.stack_config import PROJECT_ROOT
 from ops.plan import Plan, collect_plan, plan_stack_isolated
 from ops.plan_base import PLANNER, changed_stacks, diff_stack_markdown
 from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow, diff_plans
+from ops.plan_effects import REAPPLY_NOTE, node_effect
 from ops.plan_markdown import change_lines, render_markdown
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
@@ -80,6 +81,11 @@ TPU_TYPE = {
     "node_config": {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"},
 }
 
+def _queued_tpu(cluster: dict[str, Any], wait_minutes: int) -> None:
+    cluster["available_node_types"].update(ray_tpu=TPU_TYPE)
+    cluster["provider"]["tpu_queued_resources"] = {"wait_minutes": wait_minutes}
+
+
 SCENARIOS = {
     "base": lambda c: None,
     "more_workers": _more_workers,
@@ -88,6 +94,10 @@ SCENARIOS = {
     "bigger_workers": _bigger_workers,
     "with_gpu": lambda c: c["available_node_types"].update(ray_worker_gpu=GPU_TYPE),
     "with_tpu": lambda c: c["available_node_types"].update(ray_tpu=TPU_TYPE),
+    "with_tpu_queued": lambda c: _queued_tpu(c, 30),
+    "with_tpu_queued_longer": lambda c: _queued_tpu(c, 90),
+    "with_tpu_queued_new_setup": lambda c: (
+        _queued_tpu(c, 30), c["worker_setup_commands"].append("echo new setup")),
 }
 
 
@@ -409,3 +419,24 @@ def test_a_head_input_outside_metadata_is_said_to_stop_and_start_it(
     after = copy.deepcopy(plans["base"])
     _head(after)["inputs"]["minCpuPlatform"] = "Intel Ice Lake"
     assert node_effect(only_row(diff_plans(plans["base"], after), "head")) == STOP_START_NOTE
+
+
+def test_queued_tpu_slices_replace_the_v2vm_and_a_longer_wait_is_an_in_place_update(
+    plans: dict[str, Plan],
+) -> None:
+    switched = diff_plans(plans["with_tpu"], plans["with_tpu_queued"])
+    assert ("remove", "ray_tpu") in actions(switched) and ("add", "ray_tpu") in actions(switched)
+    (added,) = [row for row in switched if row.action == "add"]
+    assert added.kind == "QueuedTpuSlice"
+    longer = diff_plans(plans["with_tpu_queued"], plans["with_tpu_queued_longer"])
+    assert actions(longer) == {("update", "ray_tpu")}
+    assert "ray_tpu.wait_minutes: 30 -> 90" in change_lines(only_row(longer, "ray_tpu"))
+
+
+def test_a_new_worker_script_reapplies_on_queued_slices_in_place(plans: dict[str, Plan]) -> None:
+    rows = diff_plans(plans["with_tpu_queued"], plans["with_tpu_queued_new_setup"])
+    tpu_slice = only_row(rows, "ray_tpu")
+    assert tpu_slice.action == "update" and tpu_slice.kind == "QueuedTpuSlice"
+    assert any(line.startswith("ray_tpu.metadata.startup-script: changed")
+               for line in change_lines(tpu_slice))
+    assert node_effect(tpu_slice) == REAPPLY_NOTE

@@ -118,6 +118,18 @@ class Autostop(StrictModel):
     down: bool = False
 
 
+class TpuQueuedResources(StrictModel):
+    """`provider.tpu_queued_resources`: TPU worker slices are requested through the TPU
+    queued-resources API (they wait in GCP's queue for capacity) instead of created outright.
+
+    `wait_minutes` bounds how long one `up` waits for a slice to be ACTIVE; the request stays
+    queued past it and the next `up` waits for the same request. `valid_until_minutes` lets
+    GCP drop a request it has not filled by then (the API's `validUntilDuration`)."""
+
+    wait_minutes: int = Field(ge=1, le=7 * 24 * 60)
+    valid_until_minutes: int | None = Field(default=None, ge=1)
+
+
 class Provider(StrictModel):
     type: Literal["gcp"]
     region: str
@@ -133,6 +145,8 @@ class Provider(StrictModel):
     fallback_zones: list[str] | Literal[False] | None = None
     """Where workers go when availability_zone is out of capacity: absent, any zone of the
     region offering the types; a list, only those zones in that order; false, nowhere."""
+    tpu_queued_resources: TpuQueuedResources | None = None
+    """Absent: each TPU worker slice is a `tpu.V2Vm`; set: a queued resource (see above)."""
 
     @field_validator("fallback_zones", mode="before")
     @classmethod
@@ -141,6 +155,16 @@ class Provider(StrictModel):
             raise ValueError(
                 "use a list of zones of the region (e.g. [us-west1-b, us-west1-c]), false to "
                 "turn zone failover off, or leave it out for every zone of the region"
+            )
+        return value
+
+    @field_validator("tpu_queued_resources", mode="before")
+    @classmethod
+    def _queued_form(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(
+                "use a mapping such as {wait_minutes: 30} (how long `up` waits for each TPU "
+                "slice's queued request), or leave it out to create TPU slices outright"
             )
         return value
 
@@ -402,6 +426,13 @@ class ClusterConfig(StrictModel):
         if refusals:
             raise PathError(refusals)
         config = handler(merged)
+        if config.provider.tpu_queued_resources and not any(
+            t.is_tpu for t in config.worker_types.values()
+        ):
+            warnings.append(
+                "provider.tpu_queued_resources: no worker type is a TPU, so nothing is queued: "
+                "remove it or add a TPU worker type"
+            )
         config._warnings = warnings
         return config
 
@@ -633,6 +664,7 @@ class ClusterConfig(StrictModel):
         data["provider"].pop("ssh_source_ranges", None)
         data["provider"].pop("inline_secret_file_mounts", None)
         data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
+        data["provider"].pop("tpu_queued_resources", None)  # our TPU slices, not Ray's
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data

@@ -2,7 +2,8 @@
 
 `WorkerGroup` is a dynamic resource; `WorkerGroupProvider` does the work (see provider.py).
 `ClusterSweeper` makes `pulumi destroy` delete every node of the cluster, TPU VMs included
-(see sweeper.py). TPU slices Pulumi keeps are `tpu.V2Vm` resources (infra/tpu_slices.py).
+(see sweeper.py). TPU slices Pulumi keeps are `tpu.V2Vm` resources (infra/tpu_slices.py), or
+`QueuedTpuSlice` requests to the TPU queued-resources API (see queued_slice.py).
 Importing this package does not import the google-cloud client libraries: the providers
 import them when they first build a client.
 """

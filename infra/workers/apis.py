@@ -15,6 +15,7 @@ from pulumi.dynamic import DiffResult
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.compute_api import ComputeNodes
 from infra.workers.nodes import NodeLister
+from infra.workers.queued_api import QueuedSlices
 from infra.workers.retry import RetryPolicy
 from infra.workers.tpu_api import TpuNodes
 
@@ -55,7 +56,7 @@ def node_api(
         return TpuNodes(
             props["project"],
             props["zone"],
-            _clients(props),
+            clients_for(props),
             retry,
             deadlines.tpu_s,
             deadlines.tpu_poll_s,
@@ -63,11 +64,25 @@ def node_api(
     return compute_nodes(props, retry, deadlines)
 
 
+def queued_slices(
+    props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
+) -> QueuedSlices:
+    """The TPU queued requests of `props`' project and zone."""
+    return QueuedSlices(
+        props["project"],
+        props["zone"],
+        clients_for(props),
+        retry,
+        deadlines.tpu_s,
+        deadlines.tpu_poll_s,
+    )
+
+
 def compute_nodes(
     props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
 ) -> ComputeNodes:
     """The instances of `props`' project and zone: all a WorkerGroup keeps."""
-    clients = _clients(props)
+    clients = clients_for(props)
     return ComputeNodes(
         props["project"],
         props["zone"],
@@ -78,6 +93,7 @@ def compute_nodes(
     )
 
 
-def _clients(props: Mapping[str, Any]) -> ApiClients:
+def clients_for(props: Mapping[str, Any]) -> ApiClients:
+    """The API clients for a resource's credentials and endpoint."""
     endpoint = props.get("api_endpoint") or None
     return ApiClients(build_credentials(props.get("credentials"), endpoint), endpoint)

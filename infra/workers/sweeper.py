@@ -21,7 +21,7 @@ from typing import Any
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from infra.labels import CLUSTER_NAME
-from infra.workers.apis import Deadlines, Kind, keyed_diff, node_api
+from infra.workers.apis import Deadlines, Kind, keyed_diff, node_api, queued_slices
 from infra.workers.nodes import NodeLister, WorkerGroupError
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy
@@ -95,12 +95,7 @@ class ClusterSweeperProvider(ResourceProvider):
         """
         kinds: list[Kind] = ["compute", "tpu"] if props.get("has_tpu") else ["compute"]
         labels = {CLUSTER_NAME: str(props["cluster_name"])}
-        results, failures = run_all(
-            kinds,
-            lambda kind: self._sweep_kind(
-                node_api(kind, props, self.retry, self.deadlines), labels
-            ),
-        )
+        results, failures = run_all(kinds, lambda kind: self._sweep_api(kind, props, labels))
         deleted: list[str] = []
         remaining: list[str] = []
         problems: list[str] = []
@@ -110,7 +105,7 @@ class ClusterSweeperProvider(ResourceProvider):
                 continue
             gone, left, errors = results[kind]
             deleted += gone
-            remaining += [f"{name} ({_WHAT[kind]})" for name in left]
+            remaining += left
             if left:
                 problems += errors
         if remaining or failures:
@@ -124,6 +119,24 @@ class ClusterSweeperProvider(ResourceProvider):
                 remaining,
             )
         return deleted
+
+    def _sweep_api(
+        self, kind: Kind, props: Mapping[str, Any], labels: dict[str, str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """(deleted, still there with what each is, delete errors) for one API. TPU queued
+        requests go before TPU nodes: deleting one (with force) deletes its node, and a
+        request left behind would make its node again once GCP has the capacity."""
+        swept = []
+        if kind == "tpu":
+            queued = queued_slices(props, self.retry, self.deadlines)
+            swept.append((self._sweep_kind(queued, labels), "TPU queued request"))
+        nodes = node_api(kind, props, self.retry, self.deadlines)
+        swept.append((self._sweep_kind(nodes, labels), _WHAT[kind]))
+        return (
+            [name for (gone, _, _), _ in swept for name in gone],
+            [f"{name} ({what})" for (_, left, _), what in swept for name in left],
+            [error for (_, _, errors), _ in swept for error in errors],
+        )
 
     def _sweep_kind(
         self, api: NodeLister, labels: dict[str, str]

@@ -1,6 +1,7 @@
 """TPU VMs through the TPU v2 API, listed by labels and deleted: what the sweeper does to a
 cluster's TPU slices (and those Ray's autoscaler launched), and how `invoke up` finds
-preempted ones. Pulumi creates the slices it keeps as `tpu.V2Vm` resources.
+preempted ones. Pulumi creates the slices it keeps as `tpu.V2Vm` resources, or through queued
+requests (queued_api.py).
 
 `google.cloud.tpu_v2` is imported inside the calls (see clients.py for why).
 """
@@ -37,7 +38,8 @@ def _state(node: tpu_v2.Node) -> str:
     return tpu_v2.Node.State(node.state).name
 
 
-def _node(node: tpu_v2.Node) -> Node:
+def listed_node(node: tpu_v2.Node) -> Node:
+    """A TPU VM as the seam's Node: name, state, host 0's addresses."""
     state = _state(node)
     endpoint = node.network_endpoints[0] if node.network_endpoints else None
     return Node(
@@ -74,7 +76,7 @@ class TpuNodes:
             lambda: list(self._clients.tpu.list_nodes(parent=self.parent, retry=None)), self._retry
         )
         nodes = [
-            _node(n)
+            listed_node(n)
             for n in listed
             if all(n.labels.get(k) == v for k, v in labels.items()) and _state(n) not in _GONE
         ]
@@ -95,21 +97,29 @@ class TpuNodes:
         act_on_all("delete", f"TPU nodes in {self.zone}", names, call, self._wait)
 
     def _wait(self, operation_name: str) -> str | None:
-        latest: dict[str, Any] = {}
-
-        def done() -> bool:
-            operation = call_with_retry(
-                lambda: self._clients.tpu.get_operation(
-                    request={"name": operation_name}, retry=None
-                ),
-                self._retry,
-            )
-            latest["op"] = operation
-            return operation.done
-
-        poll_until(
-            done, self._deadline_s, f"TPU operation {operation_name}", interval_s=self._interval_s
+        return wait_operation(
+            self._clients, self._retry, operation_name, self._deadline_s, self._interval_s
         )
-        operation = latest["op"]
-        return operation.error.message if operation.HasField("error") else None
 
+
+def wait_operation(
+    clients: ApiClients,
+    retry: RetryPolicy,
+    operation_name: str,
+    deadline_s: float,
+    interval_s: float,
+) -> str | None:
+    """Poll a TPU long-running operation until done; its error message, if it failed."""
+    latest: dict[str, Any] = {}
+
+    def done() -> bool:
+        operation = call_with_retry(
+            lambda: clients.tpu.get_operation(request={"name": operation_name}, retry=None),
+            retry,
+        )
+        latest["op"] = operation
+        return operation.done
+
+    poll_until(done, deadline_s, f"TPU operation {operation_name}", interval_s=interval_s)
+    operation = latest["op"]
+    return operation.error.message if operation.HasField("error") else None

@@ -394,6 +394,23 @@ class FakeCloud:
         with self.lock:
             self.location_nodes(project, location)[node_id]["state"] = "PREEMPTED"
 
+    def patch_node(self, project: str, location: str, node_id: str, body: dict[str, Any],
+                   update_mask: str) -> Operation:
+        """`nodes.patch`: only the fields the API lets change, named in the mask, change."""
+        fields = [f for f in update_mask.split(",") if f]
+        allowed = {"description", "tags", "labels", "metadata"}
+        if not fields or not set(fields) <= allowed:
+            raise ApiError(400, f"updateMask {update_mask!r}: only {sorted(allowed)} can change")
+        with self.lock:
+            self.get_node(project, location, node_id)
+            node = self.location_nodes(project, location)[node_id]
+            if "labels" in fields:
+                check_labels(body.get("labels") or {}, "node.labels")
+            for name in fields:
+                node[name] = copy.deepcopy(body.get(name))
+            scope = f"projects/{project}/locations/{location}"
+            return self._operation("tpu", scope, "update", f"{scope}/nodes/{node_id}")
+
     def change_node(self, project: str, location: str, node_id: str, action: str) -> Operation:
         with self.lock:
             self.get_node(project, location, node_id)

@@ -33,6 +33,11 @@ class Faults:
     stockout_at_call: bool = False
     """A stocked-out zone refuses the insert call itself (HTTP 503), not only its operation."""
     """How long an operation that creates nothing (stockout, quota) runs; None: operation_s."""
+    queued_wait_polls: int | None = 0
+    """How many reads (get or list) a TPU queued resource stays WAITING_FOR_RESOURCES before
+    it is provisioned; None: it waits forever (no capacity ever comes)."""
+    queued_failure: str | None = None
+    """Queued resources that would be provisioned go FAILED instead, with this message."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_error(self, method: str) -> int | None:

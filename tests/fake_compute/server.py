@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
 from tests.fake_compute.faults import Faults
 from tests.fake_compute.filters import FilterError, Predicate, compile_filter
+from tests.fake_compute.queued import QueuedResources
 
 _COMPUTE = r"/compute/v1/projects/(?P<project>[^/]+)"
 _TPU = r"/v2/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
@@ -51,6 +52,19 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", _TPU + r"/nodes/(?P<name>[^/:]+):stop", "tpu.stop"),
         ("POST", _TPU + r"/nodes/(?P<name>[^/:]+):start", "tpu.start"),
         ("GET", _TPU + r"/operations/(?P<name>[^/]+)", "tpu.operations.get"),
+    ]
+]
+
+# TPU queued resources: slices that wait for capacity (tests/fake_compute/queued.py), and the
+# node update that changes a queued slice's metadata and labels in place.
+ROUTES += [
+    (verb, re.compile(_TPU + pattern + "$"), method)
+    for verb, pattern, method in [
+        ("POST", r"/queuedResources", "tpu.queuedResources.create"),
+        ("GET", r"/queuedResources", "tpu.queuedResources.list"),
+        ("GET", r"/queuedResources/(?P<name>[^/:]+)", "tpu.queuedResources.get"),
+        ("PATCH", r"/nodes/(?P<name>[^/:]+)", "tpu.patch"),
+        ("DELETE", r"/queuedResources/(?P<name>[^/:]+)", "tpu.queuedResources.delete"),
     ]
 ]
 
@@ -92,6 +106,7 @@ class FakeComputeServer:
     def __init__(self, faults: Faults | None = None, wait_max_s: float = 5.0) -> None:
         self.faults = faults or Faults()
         self.cloud = FakeCloud(self.faults)
+        self.queued = QueuedResources(self.cloud)
         self.authorizations: list[str] = []  # each request's Authorization header, in order
         # (project, zone, instance) -> {"namespace/key": value}, as a guest agent publishes
         self.guest_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
@@ -280,6 +295,29 @@ class FakeComputeServer:
     def _tpu_operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self._scoped_operation(p, "tpu").tpu_json()
 
+    def _tpu_patch(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
+        return self.cloud.patch_node(p["project"], p["zone"], p["name"], body,
+                                     query.get("updateMask", "")).tpu_json()
+
+    def _tpu_queuedResources_create(self, p: dict[str, str], query: dict[str, str],
+                                    body: Any) -> Any:
+        request_id = query.get("queuedResourceId")
+        if not request_id:
+            raise ApiError(400, "queuedResourceId is required")
+        return self.queued.create(p["project"], p["zone"], request_id, body).tpu_json()
+
+    def _tpu_queuedResources_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        page, token = _page(self.queued.list(p["project"], p["zone"]), query, "pageSize")
+        return {"queuedResources": page, "nextPageToken": token}
+
+    def _tpu_queuedResources_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        return self.queued.get(p["project"], p["zone"], p["name"])
+
+    def _tpu_queuedResources_delete(self, p: dict[str, str], query: dict[str, str],
+                                    _: Any) -> Any:
+        force = query.get("force", "").lower() in ("true", "1")
+        return self.queued.delete(p["project"], p["zone"], p["name"], force).tpu_json()
+
     # ------------------------------------------------------------------ the catalogue
 
     def _zones_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
@@ -357,5 +395,8 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_DELETE(self) -> None:  # noqa: N802
             self._serve("DELETE")
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            self._serve("PATCH")
 
     return RequestHandler

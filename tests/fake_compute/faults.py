@@ -33,6 +33,10 @@ class Faults:
     stockout_at_call: bool = False
     """A stocked-out zone refuses the insert call itself (HTTP 503), not only its operation."""
     """How long an operation that creates nothing (stockout, quota) runs; None: operation_s."""
+    metadata_race: dict[str, str] = field(default_factory=dict)
+    """Items another writer (say `gcloud compute ssh` adding a key) sets on an instance just
+    before the first setMetadata that reaches it: that call quotes a stale fingerprint."""
+    metadata_raced: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_error(self, method: str) -> int | None:
@@ -43,6 +47,14 @@ class Faults:
             if self.error_methods is not None and method not in self.error_methods:
                 return None
             return self.error_statuses.pop(0)
+
+    def take_metadata_race(self, instance: str) -> dict[str, str]:
+        """The items the other writer sets on `instance` now (once per instance)."""
+        with self.lock:
+            if not self.metadata_race or instance in self.metadata_raced:
+                return {}
+            self.metadata_raced.add(instance)
+            return dict(self.metadata_race)
 
     def fail_next(self, *statuses: int, methods: set[str] | None = None) -> None:
         with self.lock:

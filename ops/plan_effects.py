@@ -6,8 +6,10 @@ A node's metadata changes in place, and its watchers act on it (bootstrap/node_r
 a new startup script or small file mount reruns the changed stages and restarts Ray, head
 first; a new autoscaler config is rewritten for Ray's monitor. Any other input of a head
 (machine type, accelerators, scheduling) stops and starts it (`allow_stopping_for_update`),
-and it boots into the current script. A worker group's node body is its identity: a change
-there replaces the group with new workers.
+and it boots into the current script. A worker group's metadata and labels change in place
+too (setMetadata on each of its nodes, running or stopped), so a new worker script is
+re-applied like the head's; a change to its machines (machine type, disks, accelerators,
+scheduling, network, service account) or a new head replaces the group with new workers.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ def effect_of_paths(paths: Iterable[str]) -> str | None:
 def node_effect(row: DiffRow) -> str | None:
     """The effect line for a diff row of a node or worker group; None for other resources."""
     if row.kind == "WorkerGroup":
-        return NEW_WORKERS_NOTE if row.action == "replace" else None
+        if row.action == "replace":
+            return NEW_WORKERS_NOTE
+        if row.action == "update":  # a count, cache or credentials change is no node's
+            return effect_of_paths(c.path for c in row.changes if c.path.startswith(IN_PLACE))
+        return None
     if row.type not in (INSTANCE_TYPE, TPU_VM_TYPE):
         return None
     if row.action == "replace":

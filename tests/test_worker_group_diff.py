@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pulumi.runtime.rpc import UNKNOWN
 
+from bootstrap.node_metadata import HEAD_ADDRESS_KEY as BOOTSTRAP_HEAD_ADDRESS_KEY
 from infra.workers import WorkerGroupProvider
-from infra.workers.naming import group_id
+from infra.workers.naming import HEAD_ADDRESS_KEY, group_id
 from infra.workers.nodes import Node
 from infra.workers.plan import plan_scale
 from tests.fake_compute.helpers import compute_body, group_props
@@ -37,6 +38,20 @@ def test_script_and_label_changes_update_the_same_workers_in_place():
 
         assert diff.changes is True
         assert diff.replaces == []
+
+
+def test_a_new_head_to_join_replaces_the_group():
+    """The node watcher follows the script's version, not the head address: workers of a new
+    head are new workers, booted to join it."""
+    olds, news = compute_body(), compute_body()
+    olds["metadata"]["items"].append({"key": HEAD_ADDRESS_KEY, "value": "ray-c-head-1-compute"})
+    news["metadata"]["items"].append({"key": HEAD_ADDRESS_KEY, "value": "ray-c-head-2-compute"})
+
+    diff = WorkerGroupProvider().diff(
+        "id", group_props(None, 3, body=olds), group_props(None, 3, body=news))
+
+    assert diff.replaces == ["body"]
+    assert HEAD_ADDRESS_KEY == BOOTSTRAP_HEAD_ADDRESS_KEY
 
 
 def test_a_body_not_known_at_preview_is_said_to_replace():

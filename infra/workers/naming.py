@@ -7,7 +7,8 @@ again after a half-failed call: the labels in the cloud, not Pulumi's state, are
 truth.
 
 A node's metadata (its startup script) and labels change in place (setMetadata, setLabels),
-so they are no part of the group's identity. Groups created before that was so carry a group
+so they are no part of the group's identity (but for the head address: a new head gets new
+workers). Groups created before that was so carry a group
 id hashed over the whole body: the id a group was created with is kept in its state and used
 for as long as the group lives (see WorkerGroupProvider.update), so their nodes stay found.
 """
@@ -28,16 +29,27 @@ MAX_NAME_LENGTH = 63
 # What decides which nodes a group owns; a change to any of these makes a new group, except
 # for the body's BODY_IN_PLACE parts.
 IDENTITY_KEYS = ("project", "zone", "cluster_name", "node_type", "name_prefix", "body")
-# The parts of the insert body a running node takes in place.
+# The parts of the insert body a running node takes in place (its watcher acts on a new script).
 BODY_IN_PLACE = ("metadata", "labels")
+# Metadata that is identity all the same: the head a worker's Ray joins (bootstrap.node_metadata's
+# HEAD_ADDRESS_KEY; a test keeps them equal). A new head means new workers, booted to join it.
+HEAD_ADDRESS_KEY = "ray-head-address"
+
+
+def metadata_items(body: Mapping[str, Any]) -> dict[str, str]:
+    """The body's metadata as key -> value (GCE's `{items: [{key, value}]}`)."""
+    items = (body.get("metadata") or {}).get("items") or []
+    return {str(item["key"]): str(item["value"]) for item in items}
 
 
 def machine_of(body: Any) -> Any:
-    """The body without what changes in place: what a node is made of. A body not known yet
-    (a preview's unknown) stays as it is."""
+    """What the nodes are made of and whose they are: the body without what changes in place.
+    A body not known yet (a preview's unknown) stays as it is."""
     if not isinstance(body, Mapping):
         return body
-    return {key: value for key, value in body.items() if key not in BODY_IN_PLACE}
+    kept = {key: value for key, value in body.items() if key not in BODY_IN_PLACE}
+    head = metadata_items(body).get(HEAD_ADDRESS_KEY)
+    return {**kept, HEAD_ADDRESS_KEY: head} if head is not None else kept
 
 
 def replaced_keys(olds: Mapping[str, Any], news: Mapping[str, Any]) -> list[str]:

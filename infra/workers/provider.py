@@ -10,7 +10,7 @@ A new startup script (setup or start commands, docker settings, small file mount
 metadata change: every node of the group, running or stopped and in whichever zone, gets it
 through setMetadata and its node watcher re-applies it (bootstrap/node_reapply.sh). Only a
 change to what the nodes are made of (machine type, disks, accelerators, scheduling, network,
-service account) replaces the group with new nodes.
+service account) or to the head they join replaces the group with new nodes.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from infra.workers.naming import (
     IDENTITY_KEYS,
     group_id,
     is_autoscaler_worker,
+    metadata_items,
     new_node_name,
     node_type_labels,
     owned_worker_labels,
@@ -65,7 +66,8 @@ class WorkerGroupProvider(ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """A count, metadata or label change updates in place; a change to the machines (or
-        where and whose they are) replaces the group, new nodes first."""
+        where and whose they are, or the head they join) replaces the group, new nodes
+        first."""
         replaces = replaced_keys(olds, news)
         updates = any(olds.get(key) != news.get(key) for key in (*IN_PLACE_KEYS, "body"))
         return DiffResult(
@@ -130,7 +132,7 @@ class WorkerGroupProvider(ResourceProvider):
         body = props["body"]
         labels = {**(body.get("labels") or {}), **self._labels(props)}
         writes = {
-            "metadata": lambda: api.set_metadata(nodes, _want(_items(body), retired[0])),
+            "metadata": lambda: api.set_metadata(nodes, _want(metadata_items(body), retired[0])),
             "labels": lambda: api.set_labels(nodes, _want(labels, retired[1])),
         }
         _, failures = run_all(list(writes), lambda what: writes[what]())
@@ -174,12 +176,6 @@ class WorkerGroupProvider(ResourceProvider):
         }
 
 
-def _items(body: Mapping[str, Any]) -> dict[str, str]:
-    """The body's metadata as key -> value (GCE's `{items: [{key, value}]}`)."""
-    items = (body.get("metadata") or {}).get("items") or []
-    return {str(item["key"]): str(item["value"]) for item in items}
-
-
 def _retired(
     old_body: Any, new_body: Mapping[str, Any]
 ) -> tuple[Collection[str], Collection[str]]:
@@ -188,7 +184,7 @@ def _retired(
         return (), ()
     old_labels, new_labels = old_body.get("labels") or {}, new_body.get("labels") or {}
     return (
-        set(_items(old_body)) - set(_items(new_body)),
+        set(metadata_items(old_body)) - set(metadata_items(new_body)),
         set(old_labels) - set(new_labels),
     )
 

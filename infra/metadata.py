@@ -6,6 +6,7 @@ Merged, not overwritten: a user's `install-nvidia-driver` survives next to the s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 
@@ -16,6 +17,7 @@ from bootstrap.node_metadata import (
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     REAPPLY_ENV,
+    VERSION_KEY,
 )
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
@@ -27,7 +29,11 @@ __all__ = [
     "HEAD_ADDRESS_KEY",
     "REAPPLY_ENV",
     "merge_metadata",
+    "with_worker_request",
 ]
+
+# `invoke up --no-restart`'s request starts so (ops/reapply.py).
+NO_RESTART = "no-restart"
 
 
 def merge_metadata(
@@ -61,3 +67,18 @@ def merge_metadata(
         **extra,
     }
 
+
+
+def with_worker_request(body: dict[str, Any], request: str) -> dict[str, Any]:
+    """A worker group's body with a `--no-restart` request on its `ray-bootstrap-version`, so
+    its workers rerun a changed setup and leave Ray running, as the head does. A
+    `--restart-only` request stays off: workers restart their Ray once the head restarted its
+    own. Only the group's body gets it, never the autoscaler's copy of the node_config (a new
+    launch hash would make Ray replace the autoscaler's own workers)."""
+    if not request.startswith(NO_RESTART):
+        return body
+    items = [
+        {**item, "value": f"{item['value']} {request}"} if item["key"] == VERSION_KEY else item
+        for item in body["metadata"]["items"]
+    ]
+    return {**body, "metadata": {**body["metadata"], "items": items}}

@@ -1,12 +1,13 @@
 """`invoke up --restart-only/--no-restart` reach the head's node watcher through the program:
-the request rides on the head's `ray-bootstrap-version`, never on a worker group's body (a
-change there would replace the group)."""
+the request rides on the head's `ray-bootstrap-version`; a worker group's body gets only
+`--no-restart` (its workers follow the head's restart), and the autoscaler's copy of a worker
+node_config (in the head's bootstrap config) never gets either."""
 
 from __future__ import annotations
 
 import json
 
-from bootstrap.node_metadata import VERSION_KEY
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, VERSION_KEY
 from bootstrap.startup_script import script_version
 from infra.metadata import REAPPLY_ENV
 from ops.plan_engine import run_program
@@ -41,3 +42,21 @@ def test_restart_only_request_reaches_the_head_and_leaves_workers_alone(monkeypa
     version = script_version(head.inputs["metadata"]["startup-script"])
     assert head.inputs["metadata"][VERSION_KEY] == f"{version} restart-only 2026-12-03T10:00:00Z"
     assert _worker_items(after) == _worker_items(before)
+
+
+def test_no_restart_request_reaches_the_worker_groups_but_not_the_autoscaler_config(monkeypatch):
+    monkeypatch.delenv(REAPPLY_ENV, raising=False)
+    before = run_inline(stack_yaml("minimal"))
+    monkeypatch.setenv(REAPPLY_ENV, "no-restart 2026-12-03T10:00:00Z")
+    after = run_inline(stack_yaml("minimal"))
+    worker = _worker_items(after)
+    assert worker[VERSION_KEY] == (f"{script_version(worker['startup-script'])} "
+                                   "no-restart 2026-12-03T10:00:00Z")
+    assert {**worker, VERSION_KEY: ""} == {**_worker_items(before), VERSION_KEY: ""}
+    (head,) = after.of_type("gcp:compute/instance:Instance")
+    (old_head,) = before.of_type("gcp:compute/instance:Instance")
+    assert head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY] == \
+        old_head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY]
+    labels = [run.named("minimal-ray_worker_small").inputs["body"]["labels"]
+              for run in (before, after)]
+    assert labels[0] == labels[1]  # the launch hash Ray's autoscaler computes: unchanged

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from bootstrap_stubs import FakeGoogle, cluster, gce_env, stop_watchers
 
+from bootstrap import node_metadata
+from bootstrap.node_metadata import VERSION_KEY
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import GROUP_LABEL, IDENTITY_KEYS
 from tests.fake_compute import FakeComputeServer
@@ -162,3 +167,63 @@ def test_a_group_created_by_the_previous_code_is_found_updated_scaled_and_delete
     assert {items(i)["ray-bootstrap-version"] for i in after.values()} == {"v2"}
     provider.delete("id", refreshed)
     assert seen_through_the_api(fake) == {}
+
+
+# ---- end to end: the node watcher of a worker the provider created picks up its setMetadata
+
+HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
+WAIT_SECONDS = 30  # an upper bound for a slow machine, not a speed requirement
+
+
+def worker_body(**overrides: Any) -> dict[str, Any]:
+    """The group's body carrying a real rendered worker script (bootstrap_stubs' cluster)."""
+    entries = node_metadata(cluster(auth={"ssh_user": "root"}, **overrides), "worker", "worker_t")
+    body = compute_body()
+    body["metadata"] = {"items": [{"key": k, "value": v} for k, v in
+                                  {**entries, "ray-head-address": HEAD_NAME}.items()]}
+    return body
+
+
+def serve_as_metadata_server(instance: Any, google: FakeGoogle) -> None:
+    """What GCE's metadata server does for the node: serve its instance's metadata as
+    setMetadata left it (the version the watcher follows last, after the script it names)."""
+    current = items(instance)
+    for key in sorted(current, key=lambda k: k == VERSION_KEY):
+        if google.attributes.get(key) != current[key]:
+            google.set_attribute(key, current[key])
+
+
+def test_the_node_watcher_of_a_running_worker_applies_the_script_set_by_set_metadata(
+    fake, tmp_path
+):
+    provider = fast_provider()
+    outs = provider.create(group_props(fake.endpoint, 1, body=worker_body())).outs
+    (name,) = outs["instance_names"]
+    head = {"ray-bootstrap/status": "ready", "ray-bootstrap/ray-started": "aaaa t0 1"}
+    with FakeGoogle(guest_attributes={HEAD_NAME: head}) as google:
+        serve_as_metadata_server(seen_through_the_api(fake)[name], google)
+        script = tmp_path / "startup-script"
+        script.write_text(google.attributes["startup-script"])
+        env = gce_env(tmp_path, google, HEAD_NAME)
+        calls, applied = tmp_path / "calls", tmp_path / "guest-attributes/ray-bootstrap/version"
+        try:
+            boot = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
+                                  timeout=60)
+            assert boot.returncode == 0, (tmp_path / "bootstrap.log").read_text()
+            before = len(calls.read_text().splitlines())
+
+            v2 = worker_body(worker_setup_commands=["record setup-worker-v2"])
+            provider.update("id", outs, group_props(fake.endpoint, 1, body=v2))
+            serve_as_metadata_server(seen_through_the_api(fake)[name], google)
+
+            version = items(seen_through_the_api(fake)[name])[VERSION_KEY]
+            deadline = time.monotonic() + WAIT_SECONDS
+            while not (applied.exists() and applied.read_text() == version):
+                assert time.monotonic() < deadline, (tmp_path / "bootstrap.log").read_text()
+                time.sleep(0.05)
+        finally:
+            stop_watchers(tmp_path)
+    rerun = [c for c in calls.read_text().splitlines()[before:]
+             if not c.startswith(("ray-env", "getent"))]
+    assert rerun == ["record setup-common", "record setup-worker-v2", "ray stop",
+                     "ray start --address=10.128.0.7:6379"]

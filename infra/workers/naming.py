@@ -7,10 +7,10 @@ again after a half-failed call: the labels in the cloud, not Pulumi's state, are
 truth.
 
 A node's metadata (its startup script) and labels change in place (setMetadata, setLabels),
-so they are no part of the group's identity (but for the head address: a new head gets new
-workers). Groups created before that was so carry a group
-id hashed over the whole body: the id a group was created with is kept in its state and used
-for as long as the group lives (see WorkerGroupProvider.update), so their nodes stay found.
+so they are no part of the group's identity, but for the head address: a new head gets new
+workers. Groups created before that carry an id hashed over the whole body; a group keeps the
+id it was created with (in its state) for as long as it lives, so their nodes stay found (see
+WorkerGroupProvider.update).
 """
 
 from __future__ import annotations

@@ -41,8 +41,7 @@ from infra.workers.naming import (
     replaced_keys,
     resource_id,
 )
-from infra.workers.nodes import Node, NodeApi, Want, WorkerGroupError
-from infra.workers.parallel import run_all, short_error
+from infra.workers.nodes import Node, NodeApi, Want
 from infra.workers.plan import plan_scale
 from infra.workers.retry import RetryPolicy
 
@@ -125,19 +124,15 @@ class WorkerGroupProvider(ResourceProvider):
         nodes: list[Node],
         retired: tuple[Collection[str], Collection[str]],
     ) -> None:
-        """setMetadata and setLabels, at once, on every node not as the body says. Entries
-        others added (an SSH key, autostop's labels) stay; those the body dropped go."""
+        """setMetadata, then setLabels (one operation on an instance at a time), on every node
+        not as the body says. Entries others added (an SSH key, autostop's labels) stay;
+        those the body dropped go."""
         if not nodes:
             return
         body = props["body"]
+        api.set_metadata(nodes, _want(metadata_items(body), retired[0]))
         labels = {**(body.get("labels") or {}), **self._labels(props)}
-        writes = {
-            "metadata": lambda: api.set_metadata(nodes, _want(metadata_items(body), retired[0])),
-            "labels": lambda: api.set_labels(nodes, _want(labels, retired[1])),
-        }
-        _, failures = run_all(list(writes), lambda what: writes[what]())
-        if failures:
-            raise WorkerGroupError("; ".join(short_error(exc) for exc in failures.values()))
+        api.set_labels(nodes, _want(labels, retired[1]))
 
     def _observe(self, api: NodeApi, props: Mapping[str, Any]) -> tuple[list[Node], list[Node]]:
         """(our nodes, the autoscaler's nodes) of this type, from one list call, oldest first.

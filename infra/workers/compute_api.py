@@ -359,15 +359,16 @@ class ComputeNodes:
                             functools.partial(write, zone, name, desired, fingerprint),
                             self._retry,
                         )
+                    except api_exceptions.NotFound:
+                        return None  # deleted since it was listed: nothing to update
                     except api_exceptions.PreconditionFailed:
                         fresh = self._get(zone, name)
                         if fresh is None:
-                            return None  # deleted meanwhile: nothing left to update
+                            return None
                         values, fingerprint = state(fresh)
-                    except api_exceptions.NotFound:
-                        return None
                 raise WorkerGroupError(
-                    f"{name} changed under us {_FINGERPRINT_TRIES} times in a row (HTTP 412)"
+                    f"{name} was changed by another writer {_FINGERPRINT_TRIES} times in a row "
+                    "(HTTP 412 conditionNotMet): run `pulumi up` again"
                 )
 
             return call

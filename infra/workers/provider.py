@@ -45,7 +45,8 @@ from infra.workers.nodes import Node, NodeApi, Want
 from infra.workers.plan import plan_scale
 from infra.workers.retry import RetryPolicy
 
-# Inputs that change in place; the IDENTITY_KEYS replace the group instead.
+# Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
+# its machine changes: naming.machine_of; its metadata and labels change in place).
 IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones")
 
 

@@ -19,6 +19,7 @@ from bootstrap_stubs import FakeGoogle, cluster, gce_env, stop_watchers
 
 from bootstrap import node_metadata
 from bootstrap.node_metadata import VERSION_KEY
+from infra.workers import WorkerGroupError
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import GROUP_LABEL, IDENTITY_KEYS
 from tests.fake_compute import FakeComputeServer
@@ -102,6 +103,19 @@ def test_a_stale_fingerprint_is_read_again_and_what_others_added_stays(fake):
     for instance in seen_through_the_api(fake).values():
         assert items(instance) == {"startup-script": "echo v2", "ray-bootstrap-version": "v2",
                                    "ssh-keys": "alice:ssh-ed25519 AAAA alice"}
+
+
+def test_a_node_whose_metadata_keeps_changing_is_named_in_one_error(fake):
+    provider = fast_provider()
+    outs = provider.create(group_props(fake.endpoint, 1)).outs
+    fake.faults.fail_next(*[412] * 5, methods={"setMetadata"})
+
+    with pytest.raises(WorkerGroupError) as caught:
+        provider.update("id", outs, group_props(fake.endpoint, 1, body=V2))
+
+    (name,) = outs["instance_names"]
+    assert f"{name} was changed by another writer 5 times in a row" in str(caught.value)
+    assert "echo v2" not in str(caught.value)  # no metadata value in the message
 
 
 def test_entries_the_new_body_dropped_are_removed(fake):

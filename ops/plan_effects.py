@@ -14,8 +14,10 @@ scheduling, network, service account) or a new head replaces the group with new 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from infra.workers.naming import metadata_items
 from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, INSTANCE_TYPE, TPU_VM_TYPE, DiffRow
 
 REAPPLIED = ("metadata.startup-script", "metadata.ray-bootstrap-version",
@@ -60,3 +62,19 @@ def node_effect(row: DiffRow) -> str | None:
     if row.action == "update":
         return effect_of_paths(change.path for change in row.changes)
     return None
+
+
+def worker_group_effect(old_body: Any, new_body: Any) -> str | None:
+    """The effect of an in-place update of a worker group from its whole old and new bodies
+    (what engine events carry: inputs, not changed paths); None when either is not shown."""
+    if not isinstance(old_body, Mapping) or not isinstance(new_body, Mapping):
+        return None
+    paths = [f"metadata.{key}" for key in _changed(metadata_items(old_body),
+                                                   metadata_items(new_body))]
+    paths += [f"labels.{key}" for key in _changed(old_body.get("labels") or {},
+                                                  new_body.get("labels") or {})]
+    return effect_of_paths(paths)
+
+
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    return sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))

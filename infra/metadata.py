@@ -32,9 +32,6 @@ __all__ = [
     "with_worker_request",
 ]
 
-# `invoke up --no-restart`'s request starts so (ops/reapply.py).
-NO_RESTART = "no-restart"
-
 
 def merge_metadata(
     config: ClusterConfig,
@@ -48,7 +45,7 @@ def merge_metadata(
     Keys are known now and values may be outputs, so a secret value (file_mounts content, the
     head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
     line is kept next to the cluster's key, not replaced by it. `request` asks the node watcher
-    for a re-apply mode (the head only: see REAPPLY_ENV)."""
+    for a re-apply mode (the head's; a worker group's body gets it from with_worker_request)."""
     own = dict(group.node_config.metadata)
     user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
     cluster_line = pulumi.Output.from_input(public_key).apply(
@@ -70,12 +67,13 @@ def merge_metadata(
 
 
 def with_worker_request(body: dict[str, Any], request: str) -> dict[str, Any]:
-    """A worker group's body with a `--no-restart` request on its `ray-bootstrap-version`, so
-    its workers rerun a changed setup and leave Ray running, as the head does. A
-    `--restart-only` request stays off: workers restart their Ray once the head restarted its
-    own. Only the group's body gets it, never the autoscaler's copy of the node_config (a new
-    launch hash would make Ray replace the autoscaler's own workers)."""
-    if not request.startswith(NO_RESTART):
+    """A worker group's body with `invoke up`'s re-apply request on its
+    `ray-bootstrap-version`, as the head's: on `--no-restart` its workers rerun a changed setup
+    and leave Ray running, on `--restart-only` they skip setup and restart Ray once the head has
+    (a worker's restart waits for the head). Only the group's body gets it, never the
+    autoscaler's copy of the node_config (a new launch hash would make Ray replace the
+    autoscaler's own workers)."""
+    if not request:
         return body
     items = [
         {**item, "value": f"{item['value']} {request}"} if item["key"] == VERSION_KEY else item

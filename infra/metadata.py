@@ -65,7 +65,6 @@ def merge_metadata(
     }
 
 
-
 def with_worker_request(body: dict[str, Any], request: str) -> dict[str, Any]:
     """A worker group's body with `invoke up`'s re-apply request on its
     `ray-bootstrap-version`, as the head's: on `--no-restart` its workers rerun a changed setup

@@ -52,7 +52,7 @@ def node_effect(row: DiffRow) -> str | None:
     if row.kind == "WorkerGroup":
         if row.action == "replace":
             return NEW_WORKERS_NOTE
-        if row.action == "update":  # a count, cache or credentials change is no node's
+        if row.action == "update":  # only metadata and labels reach the nodes (not `count`)
             return effect_of_paths(c.path for c in row.changes if c.path.startswith(IN_PLACE))
         return None
     if row.type not in (INSTANCE_TYPE, TPU_VM_TYPE):

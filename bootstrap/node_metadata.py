@@ -32,8 +32,8 @@ STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `
 VERSION_KEY = "ray-bootstrap-version"
 VERSION_GUEST_ATTRIBUTE = "ray-bootstrap/version"  # the script version a node last applied
 # `invoke up --restart-only / --no-restart` sets this for the program: "<mode> <stamp>", put in
-# the head's ray-bootstrap-version. Only the head gets it: a worker's metadata is part of its
-# group's identity (a change would replace the group); workers restart Ray after the head does.
+# the head's ray-bootstrap-version and in each worker group's (infra.metadata.with_worker_request),
+# never in the autoscaler's copy of a worker node_config; workers restart Ray after the head.
 REAPPLY_ENV = "RAY_GCP_REAPPLY"
 # On GCE the node also mirrors its guest attributes here, for `invoke status` over SSH.
 STATE_DIR = "/run/ray-bootstrap"

@@ -18,6 +18,7 @@ from infra.metadata import (
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     merge_metadata,
+    with_worker_request,
 )
 from infra.network import ClusterNetwork
 from infra.node_resources import HeadNode
@@ -137,7 +138,13 @@ class RayCluster(pulumi.ComponentResource):
                 )
             else:
                 self.worker_groups[group.node_type] = _worker_group(
-                    f"{name}-{group.node_type}", plan, group, body, labels, credentials, opts
+                    f"{name}-{group.node_type}",
+                    plan,
+                    group,
+                    body.apply(lambda b: with_worker_request(b, reapply_request)),
+                    labels,
+                    credentials,
+                    opts,
                 )
         self.register_outputs({"head_name": head_name})
 

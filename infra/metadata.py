@@ -6,6 +6,7 @@ Merged, not overwritten: a user's `install-nvidia-driver` survives next to the s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 
@@ -16,6 +17,7 @@ from bootstrap.node_metadata import (
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     REAPPLY_ENV,
+    VERSION_KEY,
 )
 from infra.config import ClusterConfig
 from infra.plan import NodeGroupPlan
@@ -27,6 +29,7 @@ __all__ = [
     "HEAD_ADDRESS_KEY",
     "REAPPLY_ENV",
     "merge_metadata",
+    "with_worker_request",
 ]
 
 
@@ -42,7 +45,7 @@ def merge_metadata(
     Keys are known now and values may be outputs, so a secret value (file_mounts content, the
     head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
     line is kept next to the cluster's key, not replaced by it. `request` asks the node watcher
-    for a re-apply mode (the head only: see REAPPLY_ENV)."""
+    for a re-apply mode (the head's; a worker group's body gets it from with_worker_request)."""
     own = dict(group.node_config.metadata)
     user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
     cluster_line = pulumi.Output.from_input(public_key).apply(
@@ -61,3 +64,18 @@ def merge_metadata(
         **extra,
     }
 
+
+def with_worker_request(body: dict[str, Any], request: str) -> dict[str, Any]:
+    """A worker group's body with `invoke up`'s re-apply request on its
+    `ray-bootstrap-version`, as the head's: on `--no-restart` its workers rerun a changed setup
+    and leave Ray running, on `--restart-only` they skip setup and restart Ray once the head has
+    (a worker's restart waits for the head). Only the group's body gets it, never the
+    autoscaler's copy of the node_config (a new launch hash would make Ray replace the
+    autoscaler's own workers)."""
+    if not request:
+        return body
+    items = [
+        {**item, "value": f"{item['value']} {request}"} if item["key"] == VERSION_KEY else item
+        for item in body["metadata"]["items"]
+    ]
+    return {**body, "metadata": {**body["metadata"], "items": items}}

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from infra.config.urls import short_name
+from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
@@ -308,7 +309,9 @@ def _replaces(old: dict[str, Any], new: dict[str, Any]) -> bool:
     changed = {k for k in set(old["inputs"]) | set(new["inputs"])
                if old["inputs"].get(k, _MISSING) != new["inputs"].get(k, _MISSING)}
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "WorkerGroup":
-        return bool(changed - WORKER_GROUP_IN_PLACE)
+        # The body's metadata and labels change in place; its machine replaces the group.
+        others = changed - WORKER_GROUP_IN_PLACE - {"body"}
+        return bool(others or replaced_keys(old["inputs"], new["inputs"]))
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "ClusterSweeper":
         return bool(changed & SWEEPER_REPLACE_KEYS)
     if new["type"] == DYNAMIC_TYPE and new["kind"] == "QueuedTpuSlice":

@@ -81,7 +81,8 @@ class EventPrinter:
             if meta.op.value == "same":
                 return None
             line = f"  {meta.op.value:<8} {_urn_name(meta.urn)} ({meta.type})..."
-            effect = step_effect(meta.type, meta.op.value, meta.detailed_diff, meta.diffs)
+            effect = step_effect(meta.type, meta.op.value, meta.detailed_diff, meta.diffs,
+                                 meta.old, meta.new)
             return f"{line} {effect}" if effect else line
         if event.res_outputs_event is not None:
             meta = event.res_outputs_event.metadata
@@ -107,12 +108,16 @@ class EventPrinter:
 
 
 def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
-                diffs: list[str] | None) -> str | None:
+                diffs: list[str] | None, old: Any = None, new: Any = None) -> str | None:
     """What a step does to a running node (ops.plan_effects), for nodes Pulumi updates or
-    replaces itself; paths from the engine's detailed diff (`metadata.startup-script`)."""
+    replaces itself; paths from the engine's detailed diff (`metadata.startup-script`). For
+    a worker group (`old`/`new`: the step's states), from its old and new bodies."""
+    from ops.plan import DYNAMIC_TYPE
     from ops.plan_diff import INSTANCE_TYPE, TPU_VM_TYPE
     from ops.plan_effects import NEW_NODE_NOTE, effect_of_paths
 
+    if type_ == DYNAMIC_TYPE:
+        return _worker_group_step_effect(op, old, new)
     if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
         return None
     if op in ("replace", "create-replacement"):
@@ -120,6 +125,20 @@ def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
     if op != "update":
         return None
     effect = effect_of_paths(list(detailed_diff or {}) or list(diffs or []))
+    return f"({effect})" if effect else None
+
+
+def _worker_group_step_effect(op: str, old: Any, new: Any) -> str | None:
+    """Only a WorkerGroup's state has a `group_id` (the sweeper's has not)."""
+    from ops.plan_effects import NEW_WORKERS_NOTE, worker_group_effect
+
+    if old is None or "group_id" not in (old.outputs or {}):
+        return None
+    if op in ("replace", "create-replacement"):
+        return f"({NEW_WORKERS_NOTE})"
+    if op != "update" or new is None:
+        return None
+    effect = worker_group_effect((old.inputs or {}).get("body"), (new.inputs or {}).get("body"))
     return f"({effect})" if effect else None
 
 

@@ -1,7 +1,8 @@
-"""`invoke up --restart-only / --no-restart`: the request the head's node watcher acts on.
+"""`invoke up --restart-only / --no-restart`: the request the node watchers act on.
 
-The program puts it in the head's metadata `ray-bootstrap-version` (see bootstrap/node_reapply.sh);
-the stamp makes each `up` a new request, so `--restart-only` twice restarts Ray twice.
+The program puts it in the head's and each worker group's metadata `ray-bootstrap-version` (see
+bootstrap/node_reapply.sh); the stamp makes each `up` a new request, so `--restart-only` twice
+restarts Ray twice.
 """
 
 from __future__ import annotations

@@ -149,6 +149,27 @@ def stop_watchers(tmp_path: Path) -> None:
         os.killpg(int(node_watcher_pid_file(tmp_path).read_text()), signal.SIGTERM)
 
 
+def gce_env(tmp_path: Path, fake: FakeGoogle, head_name: str) -> dict[str, str]:
+    """The environment of a node booted as on GCE: no metadata dir, so metadata (ETag long
+    polls) and the head's guest attributes come from `fake`; the stubs first on PATH, the
+    node's log, state and guest attributes under tmp_path. Root: no user is created."""
+    stubs = tmp_path / "stubs"
+    stubs.mkdir(exist_ok=True)
+    for name, text in STUBS.items():
+        (stubs / name).write_text(text)
+        (stubs / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("RAY_BOOTSTRAP_") and k != "RAY_HEAD_IP"}
+    env.update(fake.env(), PATH=f"{stubs}:{os.environ['PATH']}",
+               STUB_CALLS=str(tmp_path / "calls"), STUB_HEAD_NAME=head_name,
+               HOME=str(tmp_path), RAY_BOOTSTRAP_COMPUTE_URL=f"{fake.url}/compute/v1",
+               RAY_BOOTSTRAP_LOG=str(tmp_path / "bootstrap.log"),
+               RAY_BOOTSTRAP_STATE_DIR=str(tmp_path / "state"),
+               RAY_BOOTSTRAP_STATUS_DIR=str(tmp_path / "guest-attributes"),
+               RAY_BOOTSTRAP_FOLLOW_INTERVAL="1", RAY_BOOTSTRAP_WATCH_INTERVAL="0.1")
+    return env
+
+
 @dataclass
 class FakeGoogle:
     """The metadata server (token, attributes with ETag long polls) and Secret Manager's

@@ -5,16 +5,15 @@ behave as named; a failing rerun is reported and leaves Ray running."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from bootstrap_stubs import (
-    STUBS,
     FakeGoogle,
     cluster,
+    gce_env,
     node_watcher_pid_file,
     run_script,
     stop_watchers,
@@ -255,26 +254,13 @@ def test_on_gce_the_watcher_long_polls_its_version_and_follows_the_head_through_
     getGuestAttributes (the head's attributes, with the node's token), as on GCE."""
     config = cluster(auth={"ssh_user": "root"})  # root: no user is created on this machine
     entries = node_metadata(config, "worker", "worker_t")
-    stubs = tmp_path / "stubs"
-    stubs.mkdir()
-    for name, text in STUBS.items():
-        (stubs / name).write_text(text)
-        (stubs / name).chmod(0o755)
     script = tmp_path / "startup-script"
     script.write_text(entries["startup-script"])
     calls = tmp_path / "calls"
     head = {"ray-bootstrap/status": "ready", "ray-bootstrap/ray-started": "aaaa t0 1"}
     with FakeGoogle(attributes={**entries, "ray-head-address": HEAD_NAME},
                     guest_attributes={HEAD_NAME: head}) as fake:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("RAY_BOOTSTRAP_") and k != "RAY_HEAD_IP"}
-        env.update(fake.env(), PATH=f"{stubs}:{os.environ['PATH']}", STUB_CALLS=str(calls),
-                   STUB_HEAD_NAME=HEAD_NAME, HOME=str(tmp_path),
-                   RAY_BOOTSTRAP_COMPUTE_URL=f"{fake.url}/compute/v1",
-                   RAY_BOOTSTRAP_LOG=str(tmp_path / "bootstrap.log"),
-                   RAY_BOOTSTRAP_STATE_DIR=str(tmp_path / "state"),
-                   RAY_BOOTSTRAP_STATUS_DIR=str(tmp_path / "guest-attributes"),
-                   RAY_BOOTSTRAP_FOLLOW_INTERVAL="1", RAY_BOOTSTRAP_WATCH_INTERVAL="0.1")
+        env = gce_env(tmp_path, fake, HEAD_NAME)
         try:
             boot = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
                                   timeout=60)

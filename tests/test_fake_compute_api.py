@@ -155,6 +155,38 @@ def test_set_labels_needs_the_current_fingerprint(compute) -> None:
     assert after["labelFingerprint"] != stale
 
 
+def test_set_metadata_needs_the_current_fingerprint_which_every_write_changes(compute) -> None:
+    compute.instances().insert(project=PROJECT, zone=ZONE, body={
+        "name": "a", "metadata": {"items": [{"key": "ray-bootstrap-version", "value": "v1"}]},
+    }).execute()
+    instance = compute.instances().get(project=PROJECT, zone=ZONE, instance="a").execute()
+    stale = instance["metadata"]["fingerprint"]
+    assert set(instance["metadata"]) <= set(COMPUTE_DOC["schemas"]["Metadata"]["properties"])
+
+    operation = compute.instances().setMetadata(project=PROJECT, zone=ZONE, instance="a", body={
+        "fingerprint": stale, "items": [{"key": "ray-bootstrap-version", "value": "v2"}],
+    }).execute()
+    with pytest.raises(HttpError) as caught:  # someone else changed it since
+        compute.instances().setMetadata(project=PROJECT, zone=ZONE, instance="a", body={
+            "fingerprint": stale, "items": [{"key": "ray-bootstrap-version", "value": "v3"}],
+        }).execute()
+
+    assert operation["operationType"] == "setMetadata"
+    assert caught.value.resp.status == 412
+    assert json.loads(caught.value.content)["error"]["errors"][0]["reason"] == "conditionNotMet"
+    after = compute.instances().get(project=PROJECT, zone=ZONE, instance="a").execute()
+    assert after["metadata"]["items"] == [{"key": "ray-bootstrap-version", "value": "v2"}]
+    assert after["metadata"]["fingerprint"] != stale
+
+
+def test_metadata_gce_refuses_is_refused(compute) -> None:
+    with pytest.raises(HttpError) as caught:
+        compute.instances().insert(project=PROJECT, zone=ZONE, body={
+            "name": "a", "metadata": {"items": [{"key": "no spaces", "value": "v"}]},
+        }).execute()
+    assert caught.value.resp.status == 400
+
+
 @pytest.mark.parametrize("labels", [{"Upper": "v"}, {"k": "Has Space"}, {"k": "x" * 64},
                                     {f"k{i}": "v" for i in range(65)}])
 def test_labels_gce_refuses_are_refused(compute, labels: dict[str, str]) -> None:

@@ -7,8 +7,9 @@ import io
 
 from pulumi.automation.events import EngineEvent
 
-from ops.plan_effects import NEW_NODE_NOTE, REAPPLY_NOTE, STOP_START_NOTE
+from ops.plan_effects import NEW_NODE_NOTE, NEW_WORKERS_NOTE, REAPPLY_NOTE, STOP_START_NOTE
 from ops.pulumi_cli import EventPrinter
+from tests.fake_compute.helpers import compute_body
 
 HEAD_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$gcp:compute/instance:Instance"
             "::ray-full-head-1a2b3c4d-compute")
@@ -38,3 +39,34 @@ def test_a_machine_change_is_said_to_stop_and_start_the_head():
 def test_a_replaced_head_is_a_new_node():
     assert _line("replace", {"name": {"diffKind": "update-replace"}}).endswith(
         f"... ({NEW_NODE_NOTE})\n")
+
+
+GROUP_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$pulumi-python:dynamic:Resource"
+             "::full-ray_worker_small")
+
+
+def _group_line(op: str, old_body: dict, new_body: dict) -> str:
+    """A WorkerGroup step as the engine reports it: whole old and new inputs, no paths."""
+    def state(body: dict) -> dict:
+        return {"type": "pulumi-python:dynamic:Resource", "urn": GROUP_URN,
+                "inputs": {"body": body, "count": 2}, "outputs": {"group_id": "g1", "count": 2}}
+
+    event = EngineEvent.from_json({"sequence": 1, "timestamp": 1, "resourcePreEvent": {
+        "metadata": {"op": op, "urn": GROUP_URN, "type": "pulumi-python:dynamic:Resource",
+                     "provider": "", "diffs": ["body"], "old": state(old_body),
+                     "new": state(new_body)}}})
+    out = io.StringIO()
+    EventPrinter(out)(event)
+    return out.getvalue()
+
+
+def test_a_worker_types_new_script_is_said_to_be_reapplied_in_place():
+    line = _group_line("update", compute_body(), compute_body(script="echo v2", version="v2"))
+    assert line.endswith(f"... ({REAPPLY_NOTE})\n")
+    assert _group_line("update", compute_body(), compute_body(launch_config="x")).endswith(
+        "(pulumi-python:dynamic:Resource)...\n")  # a label: in place, nothing re-applied
+
+
+def test_replaced_workers_are_new_workers():
+    body = compute_body(machine_type="n2-standard-4")
+    assert _group_line("replace", compute_body(), body).endswith(f"... ({NEW_WORKERS_NOTE})\n")

@@ -92,6 +92,7 @@ SCENARIOS = {
     "longer_idle_timeout": _longer_idle_timeout,
     "bigger_head": _bigger_head,
     "bigger_workers": _bigger_workers,
+    "worker_setup": lambda c: c.update(worker_setup_commands=["pip install -q tqdm"]),
     "with_gpu": lambda c: c["available_node_types"].update(ray_worker_gpu=GPU_TYPE),
     "with_tpu": lambda c: c["available_node_types"].update(ray_tpu=TPU_TYPE),
     "with_tpu_queued": lambda c: _queued_tpu(c, 30),
@@ -409,6 +410,18 @@ def test_config_change_rewrites_in_place_scaling_leaves_nodes_a_new_head_is_new_
     bigger = diff_plans(plans["base"], plans["bigger_head"])
     assert node_effect(only_row(bigger, "head")) == NEW_NODE_NOTE
     assert node_effect(only_row(bigger, WORKER)) == NEW_WORKERS_NOTE
+
+
+def test_a_worker_script_change_updates_the_group_in_place_and_is_said_to_be_reapplied(
+    plans: dict[str, Plan],
+) -> None:
+    from ops.plan_effects import REAPPLY_NOTE, node_effect
+
+    rows = diff_plans(plans["base"], plans["worker_setup"])
+    worker = only_row(rows, WORKER)
+    assert worker.action == "update"
+    assert "metadata.startup-script" in {change.path for change in worker.changes}
+    assert node_effect(worker) == REAPPLY_NOTE
 
 
 def test_a_head_input_outside_metadata_is_said_to_stop_and_start_it(

@@ -1,12 +1,15 @@
-"""`invoke up --restart-only/--no-restart` reach the head's node watcher through the program:
-the request rides on the head's `ray-bootstrap-version`, never on a worker group's body (a
-change there would replace the group)."""
+"""`invoke up --restart-only/--no-restart` reach every node watcher through the program: the
+request rides on the head's `ray-bootstrap-version` and on each worker group's (updated in
+place), never on the autoscaler's copy of a worker node_config (in the head's bootstrap config:
+a new launch hash would make Ray replace the autoscaler's own workers)."""
 
 from __future__ import annotations
 
 import json
 
-from bootstrap.node_metadata import VERSION_KEY
+import pytest
+
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, VERSION_KEY
 from bootstrap.startup_script import script_version
 from infra.metadata import REAPPLY_ENV
 from ops.plan_engine import run_program
@@ -32,12 +35,24 @@ def test_version_key_names_the_script_version_on_every_node(monkeypatch):
     assert worker[VERSION_KEY] == script_version(worker["startup-script"])
 
 
-def test_restart_only_request_reaches_the_head_and_leaves_workers_alone(monkeypatch):
+@pytest.mark.parametrize("request_", ["restart-only 2026-12-03T10:00:00Z",
+                                      "no-restart 2026-12-03T10:00:00Z"])
+def test_a_request_reaches_the_head_and_worker_groups_but_not_the_autoscaler_config(
+    monkeypatch, request_: str
+):
     monkeypatch.delenv(REAPPLY_ENV, raising=False)
     before = run_inline(stack_yaml("minimal"))
-    monkeypatch.setenv(REAPPLY_ENV, "restart-only 2026-12-03T10:00:00Z")
+    monkeypatch.setenv(REAPPLY_ENV, request_)
     after = run_inline(stack_yaml("minimal"))
     (head,) = after.of_type("gcp:compute/instance:Instance")
+    (old_head,) = before.of_type("gcp:compute/instance:Instance")
     version = script_version(head.inputs["metadata"]["startup-script"])
-    assert head.inputs["metadata"][VERSION_KEY] == f"{version} restart-only 2026-12-03T10:00:00Z"
-    assert _worker_items(after) == _worker_items(before)
+    assert head.inputs["metadata"][VERSION_KEY] == f"{version} {request_}"
+    worker = _worker_items(after)
+    assert worker[VERSION_KEY] == f"{script_version(worker['startup-script'])} {request_}"
+    assert {**worker, VERSION_KEY: ""} == {**_worker_items(before), VERSION_KEY: ""}
+    assert head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY] == \
+        old_head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY]
+    labels = [run.named("minimal-ray_worker_small").inputs["body"]["labels"]
+              for run in (before, after)]
+    assert labels[0] == labels[1]  # the launch hash Ray's autoscaler computes: unchanged

@@ -286,7 +286,7 @@ def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(
         assert labels["ray-cluster-name"] == cluster.yaml["cluster_name"]
         assert labels["ray-user-node-type"] == worker_type
         # It boots itself from the same startup script our workers carry.
-        assert instance["metadata"] == template["metadata"]
+        assert instance["metadata"]["items"] == template["metadata"]["items"]
 
     # `down`: the sweeper removes the autoscaler's nodes with ours and the head.
     sweeper = ClusterSweeperProvider(retry=fast_retry(), deadlines=FAST_DEADLINES)

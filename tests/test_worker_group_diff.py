@@ -1,9 +1,13 @@
-"""What `pulumi preview` is told: a count change updates, a body change replaces."""
+"""What `pulumi preview` is told: a count, script or label change updates in place, a change
+to the machines replaces."""
 
 from __future__ import annotations
 
+from pulumi.runtime.rpc import UNKNOWN
+
+from bootstrap.node_metadata import HEAD_ADDRESS_KEY as BOOTSTRAP_HEAD_ADDRESS_KEY
 from infra.workers import WorkerGroupProvider
-from infra.workers.naming import group_id
+from infra.workers.naming import HEAD_ADDRESS_KEY, group_id
 from infra.workers.nodes import Node
 from infra.workers.plan import plan_scale
 from tests.fake_compute.helpers import compute_body, group_props
@@ -16,14 +20,45 @@ def test_count_change_is_an_in_place_update():
     assert diff.replaces == []
 
 
-def test_body_change_replaces_the_group_new_workers_first():
+def test_machine_change_replaces_the_group_new_workers_first():
     olds = group_props(None, 3)
-    news = group_props(None, 3, body=compute_body(launch_config="changed"))
+    news = group_props(None, 3, body=compute_body(machine_type="n2-standard-4"))
 
     diff = WorkerGroupProvider().diff("id", olds, news)
 
     assert diff.replaces == ["body"]
     assert diff.delete_before_replace is False
+
+
+def test_script_and_label_changes_update_the_same_workers_in_place():
+    olds = group_props(None, 3)
+    for body in (compute_body(script="echo v2", version="v2"),
+                 compute_body(launch_config="changed")):
+        diff = WorkerGroupProvider().diff("id", olds, group_props(None, 3, body=body))
+
+        assert diff.changes is True
+        assert diff.replaces == []
+
+
+def test_a_new_head_to_join_replaces_the_group():
+    """The node watcher follows the script's version, not the head address: workers of a new
+    head are new workers, booted to join it."""
+    olds, news = compute_body(), compute_body()
+    olds["metadata"]["items"].append({"key": HEAD_ADDRESS_KEY, "value": "ray-c-head-1-compute"})
+    news["metadata"]["items"].append({"key": HEAD_ADDRESS_KEY, "value": "ray-c-head-2-compute"})
+
+    diff = WorkerGroupProvider().diff(
+        "id", group_props(None, 3, body=olds), group_props(None, 3, body=news))
+
+    assert diff.replaces == ["body"]
+    assert HEAD_ADDRESS_KEY == BOOTSTRAP_HEAD_ADDRESS_KEY
+
+
+def test_a_body_not_known_at_preview_is_said_to_replace():
+    diff = WorkerGroupProvider().diff(
+        "id", group_props(None, 3), group_props(None, 3, body=UNKNOWN))
+
+    assert diff.replaces == ["body"]
 
 
 def test_unchanged_inputs_are_no_change():
@@ -32,10 +67,12 @@ def test_unchanged_inputs_are_no_change():
     assert diff.changes is False
 
 
-def test_a_new_body_is_a_new_group_so_old_and_new_workers_are_told_apart():
+def test_new_machines_are_a_new_group_a_new_script_is_the_same_group():
     assert group_id(group_props(None, 3)) == group_id(group_props(None, 7))
     assert group_id(group_props(None, 3)) != group_id(
-        group_props(None, 3, body=compute_body(launch_config="changed")))
+        group_props(None, 3, body=compute_body(machine_type="n2-standard-4")))
+    assert group_id(group_props(None, 3)) == group_id(
+        group_props(None, 3, body=compute_body(script="echo v2", launch_config="changed")))
 
 
 def _node(name: str, phase: str = "live") -> Node:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from google.api_core import exceptions as api_exceptions
 
 from infra.workers.clients import ApiClients
-from infra.workers.nodes import Node, Phase, WorkerGroupError
+from infra.workers.nodes import Node, Phase, Want, WorkerGroupError
 from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
 from infra.workers.quota import QuotaReader, body_needs, quota_rows, refuse_if_short
 from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
@@ -45,6 +45,9 @@ _LIVE = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING"}
 _STOPPED = {"STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED"}
 # zoneOperations.wait returns after at most ~2 minutes even if the operation still runs.
 _WAIT_CALL_S = 130.0
+# setMetadata/setLabels answered 412 (someone else changed the node meanwhile) this often in a
+# row for one node: give up on it rather than race forever.
+_FINGERPRINT_TRIES = 5
 
 
 @functools.cache
@@ -77,7 +80,18 @@ def _node(instance: compute_v1.Instance) -> Node:
         internal_ip=(interface.network_i_p or None) if interface else None,
         external_ip=(access.nat_i_p or None) if access else None,
         zone=_bare(instance.zone) or None,
+        metadata={item.key: item.value for item in instance.metadata.items},
+        metadata_fingerprint=instance.metadata.fingerprint,
+        label_fingerprint=instance.label_fingerprint,
     )
+
+
+def _metadata_state(node: Node) -> tuple[dict[str, str], str]:
+    return dict(node.metadata), node.metadata_fingerprint
+
+
+def _label_state(node: Node) -> tuple[dict[str, str], str]:
+    return dict(node.labels), node.label_fingerprint
 
 
 def _operation_error(operation: compute_v1.Operation) -> str | None:
@@ -300,13 +314,95 @@ class ComputeNodes:
     # ------------------------------------------------------------ delete/stop/start
 
     def delete(self, names: Sequence[str]) -> None:
-        self._each("delete", names, "delete_unary")
+        self._each("delete", names, lambda zone: self._call_in(zone, "delete_unary"))
 
     def stop(self, names: Sequence[str]) -> None:
-        self._each("stop", names, "stop_unary")
+        self._each("stop", names, lambda zone: self._call_in(zone, "stop_unary"))
 
     def start(self, names: Sequence[str]) -> None:
-        self._each("start", names, "start_unary")
+        self._each("start", names, lambda zone: self._call_in(zone, "start_unary"))
+
+    # ------------------------------------------------------------ in place
+
+    def set_metadata(self, nodes: Sequence[Node], want: Want) -> None:
+        """setMetadata on every node (live or stopped, in whichever zone) whose items are not
+        what `want` makes of them, all at once; each operation waited on."""
+        self._converge("update the metadata of", nodes, want, _metadata_state,
+                       self._write_metadata)
+
+    def set_labels(self, nodes: Sequence[Node], want: Want) -> None:
+        """setLabels likewise."""
+        self._converge("relabel", nodes, want, _label_state, self._write_labels)
+
+    def _converge(
+        self,
+        verb: str,
+        nodes: Sequence[Node],
+        want: Want,
+        state: Callable[[Node], tuple[dict[str, str], str]],
+        write: Callable[[str, str, dict[str, str], str], str],
+    ) -> None:
+        """Write what `want` says, quoting the fingerprint last seen; on a 412 (the node was
+        changed since it was listed) read it again and recompute from what is there now."""
+        listed = {node.name: node for node in nodes}
+        self._zone_of.update({n.name: n.zone or self.zone for n in nodes})
+
+        def call_in(zone: str) -> Callable[[str], str | None]:
+            def call(name: str) -> str | None:
+                values, fingerprint = state(listed[name])
+                for _ in range(_FINGERPRINT_TRIES):
+                    desired = want(values)
+                    if desired == values:
+                        return None
+                    try:
+                        return call_with_retry(
+                            functools.partial(write, zone, name, desired, fingerprint),
+                            self._retry,
+                        )
+                    except api_exceptions.NotFound:
+                        return None  # deleted since it was listed: nothing to update
+                    except api_exceptions.PreconditionFailed:
+                        fresh = self._get(zone, name)
+                        if fresh is None:
+                            return None
+                        values, fingerprint = state(fresh)
+                raise WorkerGroupError(
+                    f"{name} was changed by another writer {_FINGERPRINT_TRIES} times in a row "
+                    "(HTTP 412 conditionNotMet): run `pulumi up` again"
+                )
+
+            return call
+
+        self._each(verb, list(listed), call_in)
+
+    def _write_metadata(
+        self, zone: str, name: str, items: dict[str, str], fingerprint: str
+    ) -> str:
+        from google.cloud import compute_v1
+
+        resource = compute_v1.Metadata(
+            fingerprint=fingerprint,
+            items=[compute_v1.Items(key=key, value=value) for key, value in items.items()],
+        )
+        operation = self._clients.instances.set_metadata_unary(
+            project=self.project, zone=zone, instance=name, metadata_resource=resource,
+            retry=None,
+        )
+        return operation.name
+
+    def _write_labels(self, zone: str, name: str, labels: dict[str, str], fingerprint: str) -> str:
+        from google.cloud import compute_v1
+
+        resource = compute_v1.InstancesSetLabelsRequest(
+            label_fingerprint=fingerprint, labels=labels
+        )
+        operation = self._clients.instances.set_labels_unary(
+            project=self.project, zone=zone, instance=name,
+            instances_set_labels_request_resource=resource, retry=None,
+        )
+        return operation.name
+
+    # ------------------------------------------------------------ delete/stop/start (calls)
 
     def _call_in(self, zone: str, method: str) -> Callable[[str], str | None]:
         def call(name: str) -> str | None:
@@ -323,8 +419,14 @@ class ComputeNodes:
 
         return call
 
-    def _each(self, verb: str, names: Sequence[str], method: str) -> None:
-        """The call on every node, zone by zone (each node where it was listed or created)."""
+    def _each(
+        self,
+        verb: str,
+        names: Sequence[str],
+        call_in: Callable[[str], Callable[[str], str | None]],
+    ) -> None:
+        """The call `call_in(zone)` makes, on every node, zone by zone (each node where it was
+        listed or created)."""
         by_zone: dict[str, list[str]] = {}
         for name in names:
             by_zone.setdefault(self._zone_of.get(name, self.zone), []).append(name)
@@ -333,7 +435,7 @@ class ComputeNodes:
             zones,
             lambda zone: start_and_wait(
                 by_zone[zone],
-                self._call_in(zone, method),
+                call_in(zone),
                 lambda operation: self._wait(zone, operation),
             ),
         )

@@ -6,11 +6,13 @@ deletes (TPU slices are `tpu.V2Vm` resources), which is what the sweeper needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Phase = Literal["live", "stopped", "dead"]
+Want = Callable[[Mapping[str, str]], dict[str, str]]
+"""What a node's metadata items (or labels) should become, given what they are now."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,11 @@ class Node:
     external_ip: str | None = None
     zone: str | None = None
     """Where an instance is (a group fails over to other zones of its region)."""
+    metadata: dict[str, str] = field(default_factory=dict)
+    """An instance's metadata items, key -> value (empty for TPU VMs)."""
+    metadata_fingerprint: str = ""
+    label_fingerprint: str = ""
+    """What setMetadata / setLabels must quote: the API refuses a stale one (HTTP 412)."""
 
     def output(self) -> dict[str, Any]:
         return {
@@ -70,3 +77,12 @@ class NodeApi(NodeLister, Protocol):
     def stop(self, names: Sequence[str]) -> None: ...
 
     def start(self, names: Sequence[str]) -> None: ...
+
+    def set_metadata(self, nodes: Sequence[Node], want: Want) -> None:
+        """Give every node the metadata `want` makes of its own, in place (a running node's
+        watcher acts on it); nodes already there are left alone."""
+        ...
+
+    def set_labels(self, nodes: Sequence[Node], want: Want) -> None:
+        """The same for the nodes' labels."""
+        ...

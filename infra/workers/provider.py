@@ -1,14 +1,21 @@
 """The WorkerGroup dynamic provider: "N workers of node type T" reconciled against the cloud.
 
-create and update are the same reconcile: list the group's nodes by label, plan, act, list
-again. Because our nodes carry the group label, a half-failed call leaves nothing Pulumi cannot
-find again. The provider object holds no state or secrets (it is pickled into the stack);
-credentials come with each call's properties.
+create and update are the same reconcile: list the group's nodes by label, bring their
+metadata and labels up to date in place, plan, act, list again. Because our nodes carry the
+group label, a half-failed call leaves nothing Pulumi cannot find again. The provider object
+holds no state or secrets (it is pickled into the stack); credentials come with each call's
+properties.
+
+A new startup script (setup or start commands, docker settings, small file mounts) is a
+metadata change: every node of the group, running or stopped and in whichever zone, gets it
+through setMetadata and its node watcher re-applies it (bootstrap/node_reapply.sh). Only a
+change to what the nodes are made of (machine type, disks, accelerators, scheduling, network,
+service account) or to the head they join replaces the group with new nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pulumi.dynamic import (
@@ -21,22 +28,25 @@ from pulumi.dynamic import (
 
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
-from infra.workers.apis import Deadlines, compute_nodes, keyed_diff
+from infra.workers.apis import Deadlines, compute_nodes
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
     group_id,
     is_autoscaler_worker,
+    metadata_items,
     new_node_name,
     node_type_labels,
     owned_worker_labels,
+    replaced_keys,
     resource_id,
 )
-from infra.workers.nodes import Node, NodeApi
+from infra.workers.nodes import Node, NodeApi, Want
 from infra.workers.plan import plan_scale
 from infra.workers.retry import RetryPolicy
 
-# Inputs that change in place; the IDENTITY_KEYS replace the group instead.
+# Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
+# its machine changes: naming.machine_of; its metadata and labels change in place).
 IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones")
 
 
@@ -55,11 +65,23 @@ class WorkerGroupProvider(ResourceProvider):
         return CreateResult(resource_id(props), self._reconcile(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        """A count change updates in place; an identity change replaces, new nodes first."""
-        return keyed_diff(olds, news, IDENTITY_KEYS, IN_PLACE_KEYS)
+        """A count, metadata or label change updates in place; a change to the machines (or
+        where and whose they are, or the head they join) replaces the group, new nodes
+        first."""
+        replaces = replaced_keys(olds, news)
+        updates = any(olds.get(key) != news.get(key) for key in (*IN_PLACE_KEYS, "body"))
+        return DiffResult(
+            changes=bool(replaces or updates),
+            replaces=replaces,
+            stables=[],
+            delete_before_replace=False,
+        )
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(self._reconcile(news))
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """The same nodes, found by the group id they were created with (a group created
+        before metadata left the id has an id hashed over its old body), brought up to date."""
+        props = {**news, "group_id": olds.get("group_id") or group_id(news)}
+        return UpdateResult(self._reconcile(props, _retired(olds.get("body"), news["body"])))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Refresh: what is really there; lost nodes lower `count`, so the next up replaces them."""
@@ -73,10 +95,16 @@ class WorkerGroupProvider(ResourceProvider):
 
     # ------------------------------------------------------------------ internals
 
-    def _reconcile(self, props: dict[str, Any]) -> dict[str, Any]:
+    def _reconcile(
+        self, props: dict[str, Any], retired: tuple[Collection[str], Collection[str]] = ((), ())
+    ) -> dict[str, Any]:
+        """`retired`: the metadata and label keys the old body had and the new one has not."""
         api = self._api(props)
         ours, _ = self._observe(api, props)
         plan = plan_scale(ours, int(props["count"]), bool(props.get("cache_stopped_nodes")))
+        # Stopped nodes too: they boot into the current script when started.
+        kept = [n for n in ours if n.phase != "dead" and n.name not in plan.delete]
+        self._bring_up_to_date(api, props, kept, retired)
         if plan.start:
             api.start(plan.start)
         if plan.create:
@@ -89,6 +117,23 @@ class WorkerGroupProvider(ResourceProvider):
         if plan.delete:
             api.delete(plan.delete)
         return self._outputs(props, *self._observe(api, props))
+
+    def _bring_up_to_date(
+        self,
+        api: NodeApi,
+        props: Mapping[str, Any],
+        nodes: list[Node],
+        retired: tuple[Collection[str], Collection[str]],
+    ) -> None:
+        """setMetadata, then setLabels (one operation on an instance at a time), on every node
+        not as the body says. Entries others added (an SSH key, autostop's labels) stay;
+        those the body dropped go."""
+        if not nodes:
+            return
+        body = props["body"]
+        api.set_metadata(nodes, _want(metadata_items(body), retired[0]))
+        labels = {**(body.get("labels") or {}), **self._labels(props)}
+        api.set_labels(nodes, _want(labels, retired[1]))
 
     def _observe(self, api: NodeApi, props: Mapping[str, Any]) -> tuple[list[Node], list[Node]]:
         """(our nodes, the autoscaler's nodes) of this type, from one list call, oldest first.
@@ -125,3 +170,23 @@ class WorkerGroupProvider(ResourceProvider):
             "instances": [n.output() for n in ours],
             "autoscaler_instance_names": [n.name for n in foreign],
         }
+
+
+def _retired(
+    old_body: Any, new_body: Mapping[str, Any]
+) -> tuple[Collection[str], Collection[str]]:
+    """The metadata and label keys the old body set and the new one does not."""
+    if not isinstance(old_body, Mapping):
+        return (), ()
+    old_labels, new_labels = old_body.get("labels") or {}, new_body.get("labels") or {}
+    return (
+        set(metadata_items(old_body)) - set(metadata_items(new_body)),
+        set(old_labels) - set(new_labels),
+    )
+
+
+def _want(desired: Mapping[str, str], retired: Collection[str]) -> Want:
+    def want(current: Mapping[str, str]) -> dict[str, str]:
+        return {**{k: v for k, v in current.items() if k not in retired}, **desired}
+
+    return want

@@ -48,6 +48,32 @@ def check_labels(labels: Any, field: str) -> dict[str, str]:
                            "Label keys and values must be lowercase letters, digits, - or _.")
     return dict(labels)
 _EPOCH = datetime(2024, 1, 1, tzinfo=timezone.utc)
+# GCE's metadata rules: keys [a-zA-Z0-9-_]{1,128}; all keys and values under 512 KB.
+_METADATA_KEY = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+_METADATA_BYTES = 512 * 1024
+
+
+def check_metadata(metadata: Any, field: str, serial: int) -> dict[str, Any]:
+    """An instance's `metadata` as GCE keeps it: its items and a fingerprint that changes with
+    every write (`serial`); 400 for what GCE refuses."""
+    metadata = metadata or {}
+    items = metadata.get("items") or [] if isinstance(metadata, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise ApiError(400, f"Invalid value for field '{field}.items'")
+    for item in items:
+        if not _METADATA_KEY.fullmatch(str(item.get("key", ""))):
+            raise ApiError(400, f"Invalid value for field '{field}.items.key': "
+                           f"'{item.get('key')}'. Must match [a-zA-Z0-9-_]{{1,128}}.")
+    size = sum(len(str(i["key"]).encode()) + len(str(i.get("value", "")).encode()) for i in items)
+    if size > _METADATA_BYTES:
+        raise ApiError(400, f"Invalid value for field '{field}': metadata is {size} bytes, "
+                       f"more than {_METADATA_BYTES}")
+    digest = hashlib.sha256(json.dumps([serial, items]).encode()).digest()[:8]
+    kept: dict[str, Any] = {"kind": "compute#metadata",
+                            "fingerprint": base64.b64encode(digest).decode("ascii")}
+    if items:
+        kept["items"] = [{"key": i["key"], "value": i.get("value", "")} for i in items]
+    return kept
 
 
 class ApiError(Exception):
@@ -239,6 +265,8 @@ class FakeCloud:
         instance["labels"] = check_labels(instance.get("labels") or {}, "resource.labels")
         instance["labelFingerprint"] = label_fingerprint(instance["labels"])
         serial = next(self._ids)
+        instance["metadata"] = check_metadata(instance.get("metadata"), "resource.metadata",
+                                              serial)
         machine_type = str(instance.get("machineType", "n1-standard-1"))
         if not machine_type.startswith("zones/") and "/" not in machine_type:
             machine_type = f"{scope.split('/', 2)[2]}/machineTypes/{machine_type}"
@@ -309,6 +337,27 @@ class FakeCloud:
             instance["labelFingerprint"] = label_fingerprint(instance["labels"])
             scope = f"projects/{project}/zones/{zone}"
             return self._operation("compute", scope, "setLabels",
+                                   f"{COMPUTE}/{scope}/instances/{name}")
+
+    def set_metadata(self, project: str, zone: str, name: str, metadata: Any) -> Operation:
+        """`instances.setMetadata`: replaces the items (and the fingerprint) if the body quotes
+        the current fingerprint, else 412 conditionNotMet. `Faults.metadata_race` first has
+        another writer change the instance's metadata."""
+        with self.lock:
+            self.get_instance(project, zone, name)
+            instance = self.zone_instances(project, zone)[name]
+            race = self.faults.take_metadata_race(name)
+            if race:
+                current = {i["key"]: i["value"] for i in instance["metadata"].get("items", [])}
+                items = [{"key": k, "value": v} for k, v in {**current, **race}.items()]
+                instance["metadata"] = check_metadata({"items": items}, "metadata",
+                                                      next(self._ids))
+            if (metadata or {}).get("fingerprint") != instance["metadata"]["fingerprint"]:
+                raise ApiError(412, "Supplied fingerprint does not match current metadata "
+                               "fingerprint.", "conditionNotMet")
+            instance["metadata"] = check_metadata(metadata, "metadata", next(self._ids))
+            scope = f"projects/{project}/zones/{zone}"
+            return self._operation("compute", scope, "setMetadata",
                                    f"{COMPUTE}/{scope}/instances/{name}")
 
     def preempt(self, project: str, zone: str, name: str, keep: bool = False,

@@ -30,14 +30,19 @@ class Faults:
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
     """Or ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS, the newer form GCE answers with."""
     refused_operation_s: float | None = None
+    """How long an operation that creates nothing (stockout, quota) runs; None: operation_s."""
     stockout_at_call: bool = False
     """A stocked-out zone refuses the insert call itself (HTTP 503), not only its operation."""
-    """How long an operation that creates nothing (stockout, quota) runs; None: operation_s."""
     queued_wait_polls: int | None = 0
     """How many reads (get or list) a TPU queued resource stays WAITING_FOR_RESOURCES before
     it is provisioned; None: it waits forever (no capacity ever comes)."""
     queued_failure: str | None = None
     """Queued resources that would be provisioned go FAILED instead, with this message."""
+    metadata_race: dict[str, str] = field(default_factory=dict)
+    """Items another writer (say `gcloud compute ssh` adding a key) sets on an instance just
+    before the first setMetadata that reaches it: that call quotes a stale fingerprint."""
+    metadata_raced: set[str] = field(default_factory=set)
+    """Instances whose race has been run (each races once)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def take_error(self, method: str) -> int | None:
@@ -48,6 +53,14 @@ class Faults:
             if self.error_methods is not None and method not in self.error_methods:
                 return None
             return self.error_statuses.pop(0)
+
+    def take_metadata_race(self, instance: str) -> dict[str, str]:
+        """The items the other writer sets on `instance` now (once per instance)."""
+        with self.lock:
+            if not self.metadata_race or instance in self.metadata_raced:
+                return {}
+            self.metadata_raced.add(instance)
+            return dict(self.metadata_race)
 
     def fail_next(self, *statuses: int, methods: set[str] | None = None) -> None:
         with self.lock:

@@ -11,17 +11,19 @@ from infra.workers import ClusterSweeperProvider, Deadlines, RetryPolicy, Worker
 PROJECT, ZONE, CLUSTER, NODE_TYPE = "my-proj", "us-west1-a", "full", "ray_worker_small"
 
 
-def compute_body(launch_config: str = "abc123") -> dict[str, Any]:
+def compute_body(launch_config: str = "abc123", machine_type: str = "n1-standard-2",
+                 script: str = "echo hi", version: str = "v1") -> dict[str, Any]:
     """An instances.insert body as the program builds it: Ray's labels, no name."""
     return {
-        "machineType": f"zones/{ZONE}/machineTypes/n1-standard-2",
+        "machineType": f"zones/{ZONE}/machineTypes/{machine_type}",
         "disks": [{"boot": True, "autoDelete": True, "type": "PERSISTENT",
                    "initializeParams": {"diskSizeGb": 50, "sourceImage":
                                         "projects/deeplearning-platform-release/global/images/"
                                         "family/common-cpu"}}],
         "networkInterfaces": [{"network": "global/networks/default",
                                "accessConfigs": [{"type": "ONE_TO_ONE_NAT"}]}],
-        "metadata": {"items": [{"key": "startup-script", "value": "echo hi"}]},
+        "metadata": {"items": [{"key": "startup-script", "value": script},
+                               {"key": "ray-bootstrap-version", "value": version}]},
         "scheduling": {"preemptible": True},
         "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "unmanaged",
                    "ray-node-status": "up-to-date", "ray-node-name": f"ray-{CLUSTER}-worker",

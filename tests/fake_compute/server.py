@@ -39,6 +39,8 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/start", "start"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/setLabels",
          "setLabels"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/setMetadata",
+         "setMetadata"),
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
          "operations.get"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
@@ -231,6 +233,10 @@ class FakeComputeServer:
     def _setLabels(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
         operation = self.cloud.set_labels(p["project"], p["zone"], p["name"],
                                           body.get("labels"), body.get("labelFingerprint"))
+        return operation.compute_json()
+
+    def _setMetadata(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        operation = self.cloud.set_metadata(p["project"], p["zone"], p["name"], body)
         return operation.compute_json()
 
     def _operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:

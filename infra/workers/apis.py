@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pulumi.dynamic import DiffResult
+from pulumi.dynamic import DiffResult, ResourceProvider
 
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.compute_api import ComputeNodes
 from infra.workers.nodes import NodeLister
 from infra.workers.queued_api import QueuedSlices
 from infra.workers.retry import RetryPolicy
-from infra.workers.tpu_api import TpuNodes
+from infra.workers.tpu_api import TpuNodes, TpuZone
 
 Kind = Literal["compute", "tpu"]
+TpuZoneT = TypeVar("TpuZoneT", bound=TpuZone)
 
 
 def keyed_diff(
@@ -48,19 +49,24 @@ class Deadlines:
     tpu_poll_s: float = 5.0
 
 
+class ApiProvider(ResourceProvider):
+    """A dynamic provider over the node APIs. It holds only its retry policy and deadlines
+    (it is pickled into the stack); credentials come with each call's properties. Tests
+    construct it with short deadlines and fast retries."""
+
+    def __init__(
+        self, retry: RetryPolicy | None = None, deadlines: Deadlines | None = None
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self.deadlines = deadlines or Deadlines()
+
+
 def node_api(
     kind: Kind, props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
 ) -> NodeLister:
     """Instances (`compute`) or TPU VMs (`tpu`) of `props`' project and zone."""
     if kind == "tpu":
-        return TpuNodes(
-            props["project"],
-            props["zone"],
-            clients_for(props),
-            retry,
-            deadlines.tpu_s,
-            deadlines.tpu_poll_s,
-        )
+        return _tpu_zone(TpuNodes, props, retry, deadlines)
     return compute_nodes(props, retry, deadlines)
 
 
@@ -68,13 +74,15 @@ def queued_slices(
     props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
 ) -> QueuedSlices:
     """The TPU queued requests of `props`' project and zone."""
-    return QueuedSlices(
-        props["project"],
-        props["zone"],
-        clients_for(props),
-        retry,
-        deadlines.tpu_s,
-        deadlines.tpu_poll_s,
+    return _tpu_zone(QueuedSlices, props, retry, deadlines)
+
+
+def _tpu_zone(
+    api: type[TpuZoneT], props: Mapping[str, Any], retry: RetryPolicy, deadlines: Deadlines
+) -> TpuZoneT:
+    return api(
+        props["project"], props["zone"], clients_for(props), retry,
+        deadlines.tpu_s, deadlines.tpu_poll_s,
     )
 
 

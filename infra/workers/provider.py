@@ -22,13 +22,12 @@ from pulumi.dynamic import (
     CreateResult,
     DiffResult,
     ReadResult,
-    ResourceProvider,
     UpdateResult,
 )
 
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
-from infra.workers.apis import Deadlines, compute_nodes
+from infra.workers.apis import ApiProvider, compute_nodes
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
@@ -43,21 +42,14 @@ from infra.workers.naming import (
 )
 from infra.workers.nodes import Node, NodeApi, Want
 from infra.workers.plan import plan_scale
-from infra.workers.retry import RetryPolicy
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
 # its machine changes: naming.machine_of; its metadata and labels change in place).
 IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones")
 
 
-class WorkerGroupProvider(ResourceProvider):
+class WorkerGroupProvider(ApiProvider):
     """CRUD of a worker group. Tests construct it with short deadlines and fast retries."""
-
-    def __init__(
-        self, retry: RetryPolicy | None = None, deadlines: Deadlines | None = None
-    ) -> None:
-        self.retry = retry or RetryPolicy()
-        self.deadlines = deadlines or Deadlines()
 
     # ------------------------------------------------------------------ CRUD
 

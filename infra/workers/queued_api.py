@@ -19,11 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
-from infra.workers.clients import ApiClients
 from infra.workers.nodes import Node, Phase
-from infra.workers.parallel import act_on_all
-from infra.workers.retry import RetryPolicy, call_with_retry, poll_until
-from infra.workers.tpu_api import listed_node, wait_operation
+from infra.workers.retry import call_with_retry, poll_until
+from infra.workers.tpu_api import TpuZone, listed_node
 
 if TYPE_CHECKING:
     from google.cloud import tpu_v2
@@ -108,22 +106,8 @@ class QueuedSliceTimeout(TimeoutError):
         super().__init__(request.state if request else "gone")
 
 
-class QueuedSlices:
+class QueuedSlices(TpuZone):
     """The queued resources of one zone, and the nodes they made."""
-
-    def __init__(
-        self,
-        project: str,
-        zone: str,
-        clients: ApiClients,
-        retry: RetryPolicy,
-        operation_deadline_s: float,
-        poll_interval_s: float = 5.0,
-    ) -> None:
-        self.parent = f"projects/{project}/locations/{zone}"
-        self.zone = zone
-        self._clients, self._retry = clients, retry
-        self._deadline_s, self._interval_s = operation_deadline_s, poll_interval_s
 
     def get(self, name: str) -> QueuedRequest | None:
         """The request, or None when there is none of that name."""
@@ -235,21 +219,4 @@ class QueuedSlices:
 
     def delete(self, names: Sequence[str]) -> None:
         """Each request with `force`: its node is deleted first, then the request."""
-
-        def call(name: str) -> str | None:
-            request = {"name": f"{self.parent}/queuedResources/{name}", "force": True}
-            try:
-                future = call_with_retry(
-                    lambda: self._clients.tpu.delete_queued_resource(request=request, retry=None),
-                    self._retry,
-                )
-            except api_exceptions.NotFound:
-                return None
-            return future.operation.name
-
-        act_on_all("delete", f"TPU queued requests in {self.zone}", names, call, self._wait)
-
-    def _wait(self, operation_name: str) -> str | None:
-        return wait_operation(
-            self._clients, self._retry, operation_name, self._deadline_s, self._interval_s
-        )
+        self._delete_each("TPU queued requests", "queuedResources", names, {"force": True})

@@ -31,11 +31,10 @@ from pulumi.dynamic import (
     DiffResult,
     ReadResult,
     Resource,
-    ResourceProvider,
     UpdateResult,
 )
 
-from infra.workers.apis import Deadlines, queued_slices
+from infra.workers.apis import ApiProvider, queued_slices
 from infra.workers.queued_api import (
     ACTIVE,
     DEAD,
@@ -45,7 +44,6 @@ from infra.workers.queued_api import (
     QueuedSliceTimeout,
     request_body,
 )
-from infra.workers.retry import RetryPolicy
 
 # What the request asks for: a change queues a new one (the old one is withdrawn first),
 # but for the node's metadata (a new startup script) and labels: the node is updated in
@@ -62,14 +60,8 @@ class QueuedSliceError(RuntimeError):
     """The slice is not ACTIVE: still queued past the wait, FAILED, or suspended."""
 
 
-class QueuedSliceProvider(ResourceProvider):
+class QueuedSliceProvider(ApiProvider):
     """CRUD of one queued TPU slice. Tests construct it with fast retries and polls."""
-
-    def __init__(
-        self, retry: RetryPolicy | None = None, deadlines: Deadlines | None = None
-    ) -> None:
-        self.retry = retry or RetryPolicy()
-        self.deadlines = deadlines or Deadlines()
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         api = self._api(props)

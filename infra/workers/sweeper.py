@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
 from infra.labels import CLUSTER_NAME
-from infra.workers.apis import Deadlines, Kind, keyed_diff, node_api, queued_slices
+from infra.workers.apis import ApiProvider, Deadlines, Kind, keyed_diff, node_api, queued_slices
 from infra.workers.nodes import NodeLister, WorkerGroupError
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy
@@ -53,7 +53,7 @@ def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
     return {key: props.get(key) for key in (*SWEEPER_IDENTITY_KEYS, *SWEEPER_IN_PLACE_KEYS)}
 
 
-class ClusterSweeperProvider(ResourceProvider):
+class ClusterSweeperProvider(ApiProvider):
     """Holds no state or secrets (it is pickled into the stack): credentials come per call.
 
     `passes` bounds how often the sweep lists and deletes before it checks what is left; a
@@ -67,8 +67,7 @@ class ClusterSweeperProvider(ResourceProvider):
         deadlines: Deadlines | None = None,
         passes: int = 2,
     ) -> None:
-        self.retry = retry or RetryPolicy()
-        self.deadlines = deadlines or Deadlines()
+        super().__init__(retry, deadlines)
         self.passes = passes
 
     # ------------------------------------------------------------------ CRUD

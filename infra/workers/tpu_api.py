@@ -53,8 +53,8 @@ def listed_node(node: tpu_v2.Node) -> Node:
     )
 
 
-class TpuNodes:
-    """The TPU VMs of one zone (a pod slice is one node of many hosts)."""
+class TpuZone:
+    """One zone's TPU v2 API: the calls and waits its nodes and queued requests share."""
 
     def __init__(
         self,
@@ -70,6 +70,35 @@ class TpuNodes:
         self._clients, self._retry = clients, retry
         self._deadline_s, self._interval_s = operation_deadline_s, poll_interval_s
 
+    def _delete_each(
+        self, what: str, collection: str, names: Sequence[str], extra: dict[str, Any]
+    ) -> None:
+        """Delete `collection/name` for each name at once and wait; one already gone is fine."""
+        delete = (
+            self._clients.tpu.delete_node
+            if collection == "nodes"
+            else self._clients.tpu.delete_queued_resource
+        )
+
+        def call(name: str) -> str | None:
+            request = {"name": f"{self.parent}/{collection}/{name}", **extra}
+            try:
+                future = call_with_retry(lambda: delete(request=request, retry=None), self._retry)
+            except api_exceptions.NotFound:
+                return None
+            return future.operation.name
+
+        act_on_all("delete", f"{what} in {self.zone}", names, call, self._wait)
+
+    def _wait(self, operation_name: str) -> str | None:
+        return wait_operation(
+            self._clients, self._retry, operation_name, self._deadline_s, self._interval_s
+        )
+
+
+class TpuNodes(TpuZone):
+    """The TPU VMs of one zone (a pod slice is one node of many hosts)."""
+
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
         # ListNodes has no filter: select by labels here.
         listed = call_with_retry(
@@ -83,23 +112,7 @@ class TpuNodes:
         return sorted(nodes, key=lambda n: (n.created, n.name))
 
     def delete(self, names: Sequence[str]) -> None:
-        def call(name: str) -> str | None:
-            request = {"name": f"{self.parent}/nodes/{name}"}
-            try:
-                future = call_with_retry(
-                    lambda: self._clients.tpu.delete_node(request=request, retry=None),
-                    self._retry,
-                )
-            except api_exceptions.NotFound:
-                return None
-            return future.operation.name
-
-        act_on_all("delete", f"TPU nodes in {self.zone}", names, call, self._wait)
-
-    def _wait(self, operation_name: str) -> str | None:
-        return wait_operation(
-            self._clients, self._retry, operation_name, self._deadline_s, self._interval_s
-        )
+        self._delete_each("TPU nodes", "nodes", names, {})
 
 
 def wait_operation(

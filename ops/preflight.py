@@ -2,20 +2,16 @@
 `max_workers`) against the region's Compute quotas and the zone's Cloud TPU quotas, as a table.
 Reads only: nothing is created.
 
-The same arithmetic as each WorkerGroup's pre-flight before it inserts (infra/workers/quota.py);
-this one answers before the first `up`, for the most the autoscaler may ever ask for.
-
-TPU quotas are checked here only, not before each `invoke up`: Pulumi's slices are pulumi-gcp
-`tpu.V2Vm` resources, created by pulumi-gcp with no hook of ours before the create, and the
-TPU API itself refuses a slice beyond quota by the quota's name before anything runs or is
-billed. A check before the up would have to know which slices the up adds (its diff), while
-the ones Ray's autoscaler adds later are only ever bounded by max_workers: this table.
+The same arithmetic as each WorkerGroup's pre-flight before it inserts (infra/workers/quota.py)
+and as the TPU check `invoke up` runs at the size Pulumi keeps (ops/up_quota.py); this one
+answers before the first `up`, for the most the autoscaler may ever ask for.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,34 +65,79 @@ def largest_cluster(config: ClusterConfig) -> list[tuple[str, str, int]]:
     return nodes
 
 
+def kept_cluster(config: ClusterConfig, counts: Mapping[str, int]) -> list[tuple[str, str, int]]:
+    """(label, node type, count): the head, then each worker type at the count Pulumi keeps
+    (what an `up` creates; Ray's autoscaler adds the rest later)."""
+    nodes = [("head", config.head_node_type, 1)]
+    nodes += [(f"{count} x {name}", name, count) for name, count in sorted(counts.items()) if count]
+    return nodes
+
+
+@dataclass(frozen=True)
+class QuotaApis:
+    """How this check reaches the APIs: credentials, clients, endpoint, retry policy."""
+
+    credentials: Any
+    clients: ApiClients
+    endpoint: str | None
+    retry: RetryPolicy
+
+
+def quota_apis(
+    config: ClusterConfig, api_endpoint: str | None, retry: RetryPolicy | None
+) -> QuotaApis:
+    if api_endpoint is None:  # an emulator or the tests' fake, as for the other day-two tasks
+        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
+    secret = config.provider.gcp_credentials
+    credentials = build_credentials(
+        secret.credentials.get_secret_value() if secret else None, api_endpoint
+    )
+    return QuotaApis(credentials, ApiClients(credentials, api_endpoint), api_endpoint,
+                 retry or RetryPolicy())
+
+
+def tpu_quota_check(
+    config: ClusterConfig, nodes: list[tuple[str, str, int]], apis: QuotaApis
+) -> tuple[list[QuotaRow], dict[str, list[str]], list[str]]:
+    """The TPU rows for the TPU node types among `nodes`, which nodes need each, and the TPU
+    types of a generation this check does not know."""
+    needs: Counter = Counter()
+    users: dict[TpuQuotaKey, list[str]] = {}
+    unchecked: list[str] = []
+    for label, node_type, count in nodes:
+        node_config = config.available_node_types[node_type].node_config
+        if not isinstance(node_config, TpuNodeConfig):
+            continue
+        need = slice_need(node_config.tpu_type_name, _tpu_model(node_config))
+        if need is None:
+            unchecked.append(node_type)
+            continue
+        needs[need[0]] += need[1] * count
+        users.setdefault(need[0], []).append(label)
+    if not needs:
+        return [], {}, unchecked
+    project, zone = config.provider.project, config.provider.availability_zone
+    rows = tpu_quota_rows(
+        needs, zone, _tpu_limits(project, apis.credentials, apis.endpoint),
+        _tpu_usage(apis.clients, project, zone, config.cluster_name, apis.retry),
+    )
+    return list(rows.values()), {row.metric: users[key] for key, row in rows.items()}, unchecked
+
+
 def preflight(
     config: ClusterConfig, api_endpoint: str | None = None, retry: RetryPolicy | None = None
 ) -> PreflightReport:
     provider = config.provider
-    if api_endpoint is None:  # an emulator or the tests' fake, as for the other day-two tasks
-        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
-    secret = provider.gcp_credentials
-    credentials = build_credentials(
-        secret.credentials.get_secret_value() if secret else None, api_endpoint
-    )
-    clients = ApiClients(credentials, api_endpoint)
-    policy = retry or RetryPolicy()
-    reader = QuotaReader(provider.project, clients, policy)
+    apis = quota_apis(config, api_endpoint, retry)
+    reader = QuotaReader(provider.project, apis.clients, apis.retry)
     quotas = reader.region_quotas(provider.region)
     totals: Counter = Counter()
     users: dict[str, list[str]] = {}
-    unchecked: list[str] = []
-    tpu_needs: Counter = Counter()
-    tpu_users: dict[TpuQuotaKey, list[str]] = {}
-    for label, node_type, count in largest_cluster(config):
+    nodes = largest_cluster(config)
+    tpu_rows, tpu_users, unchecked = tpu_quota_check(config, nodes, apis)
+    for label, node_type, count in nodes:
         node_config = config.available_node_types[node_type].node_config
         if isinstance(node_config, TpuNodeConfig):
-            need = slice_need(node_config.tpu_type_name, _tpu_model(node_config))
-            if need is None:
-                unchecked.append(node_type)
-                continue
-            tpu_needs[need[0]] += need[1] * count
-            tpu_users.setdefault(need[0], []).append(label)
             continue
         if not isinstance(node_config, ComputeNodeConfig):
             unchecked.append(node_type)
@@ -106,19 +147,11 @@ def preflight(
         for metric, amount in body_needs(body, count, cpus, quotas).items():
             totals[metric] += amount
             users.setdefault(metric, []).append(label)
-    rows = quota_rows(totals, quotas)
-    if tpu_needs:
-        zone = provider.availability_zone
-        tpu_rows = tpu_quota_rows(
-            tpu_needs, zone, _tpu_limits(provider.project, credentials, api_endpoint),
-            _tpu_usage(clients, provider.project, zone, config.cluster_name, policy),
-        )
-        for key, row in tpu_rows.items():
-            rows.append(row)
-            users[row.metric] = tpu_users[key]
+    rows = quota_rows(totals, quotas) + tpu_rows
+    users.update(tpu_users)
     return PreflightReport(
         provider.project, provider.region, rows, users, provider.availability_zone,
-        bool(tpu_needs), unchecked,
+        bool(tpu_rows), unchecked,
     )
 
 

@@ -156,6 +156,11 @@ def run_operation(
 
     from ops.preempted import up_replacing_reclaimed
 
+    if operation == "up":
+        from ops.plan import cluster_from_settings, stack_settings
+        from ops.up_quota import check_tpu_quota_before_up
+
+        check_tpu_quota_before_up(*cluster_from_settings(stack_settings(name)), out)
     stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)

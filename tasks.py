@@ -49,7 +49,7 @@ def preview(c, stack=None):
 
 @task(help={
     "stack": _STACK_HELP,
-    "workers-only": "only delete the workers (the groups' and the autoscaler's); keep the head",
+    "workers-only": "only delete the workers (groups, TPU slices, the autoscaler's); keep the head",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
 })
 def down(c, stack=None, workers_only=False, keep_min_workers=False):

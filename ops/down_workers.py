@@ -1,11 +1,11 @@
 """`invoke down --workers-only [--keep-min-workers]`, as `ray down` names them.
 
---workers-only destroys only the stack's WorkerGroup resources (targeted `pulumi destroy`,
-which deletes their instances), then, as `ray down --workers-only` does, the workers Ray's
-autoscaler launched itself; the head and the rest stay, and the next `up` brings the groups
-back. --keep-min-workers instead scales every worker type to its `min_workers` (the counts are
-written to the stack file, as `invoke scale` does) and runs `up`.
-"""
+--workers-only destroys only the stack's workers: its WorkerGroup resources and the TPU slices
+it keeps (targeted `pulumi destroy`, which deletes their instances and slices), then, as `ray
+down --workers-only` does, the workers Ray's autoscaler launched itself (instances, and TPU
+nodes on a TPU cluster); the head and the rest stay, and the next `up` brings the workers back.
+--keep-min-workers instead scales every worker type to its `min_workers` (the counts are
+written to the stack file, as `invoke scale` does) and runs `up`."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import load_cluster_config
-from infra.labels import CLUSTER_NAME, NODE_KIND
+from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
 from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
 from ops.cloud_api import api_errors, nodes_api
 from ops.errors import OpsError
+from ops.preempted import SLICE_KINDS
 from ops.pulumi_cli import require_cli, run_operation, select_stack
 from ops.scale import ScaleError, set_worker_count
 from ops.stack_outputs import load_outputs
@@ -25,12 +26,14 @@ from ops.stack_outputs import load_outputs
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 
 
-def worker_group_urns(deployment: dict[str, Any]) -> list[str]:
-    """URNs of the WorkerGroups in an exported deployment: dynamic resources whose outputs
-    carry a `group_id` (the ClusterSweeper's do not)."""
+def worker_urns(deployment: dict[str, Any]) -> list[str]:
+    """URNs of the workers in an exported deployment: the WorkerGroups (dynamic resources whose
+    outputs carry a `group_id`; the ClusterSweeper's do not) and the kept TPU worker slices
+    (V2Vm or queued, under a TpuSlices component; a TPU head is not one)."""
     return [resource["urn"] for resource in deployment.get("resources") or []
-            if resource.get("type") == DYNAMIC_TYPE
-            and "group_id" in (resource.get("outputs") or {})]
+            if (resource.get("type") == DYNAMIC_TYPE
+                and "group_id" in (resource.get("outputs") or {}))
+            or any(kind in resource.get("urn", "") for kind in SLICE_KINDS)]
 
 
 def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, int]:
@@ -57,23 +60,32 @@ def down_workers(stack: str, keep_min: bool, workers_only: bool) -> None:
         run_operation(stack, "up")
         return
     outputs = load_outputs(stack)
-    urns = worker_group_urns(select_stack(stack).export_stack().deployment or {})
+    has_tpu = load_cluster_config(cluster_path_for_stack(stack)).has_tpu
+    urns = worker_urns(select_stack(stack).export_stack().deployment or {})
     if urns:
         run_operation(stack, "destroy", target=urns, target_dependents=True)
     else:
-        print(f"stack {stack!r} has no worker groups")
+        print(f"stack {stack!r} keeps no workers")
     deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
+    if has_tpu:
+        deleted += delete_autoscaler_workers(
+            outputs.project, outputs.zone, outputs.cluster_name, "tpu"
+        )
     print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler")
 
 
-def delete_autoscaler_workers(project: str, zone: str, cluster_name: str) -> list[str]:
-    """The cluster's Ray workers that no group owns (the autoscaler's), deleted."""
-    with api_errors("deleting the autoscaler's workers"):
-        api = nodes_api(project, zone)
-        workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: "worker"})
+def delete_autoscaler_workers(
+    project: str, zone: str, cluster_name: str, kind: str = "compute"
+) -> list[str]:
+    """The cluster's Ray workers (instances, or TPU nodes) of Ray's autoscaler's own kind that
+    no group owns, deleted; the slices Pulumi keeps are `unmanaged` and stay."""
+    what = "TPU node(s)" if kind == "tpu" else "worker(s)"
+    with api_errors(f"deleting the autoscaler's {what}"):
+        api = nodes_api(project, zone, kind)
+        workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: KIND_WORKER})
         names = [node.name for node in workers if GROUP_LABEL not in node.labels]
         if names:  # the API waits for each deletion: say what it is waiting for
-            print(f"deleting {len(names)} worker(s) of Ray's autoscaler: {', '.join(names)}",
+            print(f"deleting {len(names)} {what} of Ray's autoscaler: {', '.join(names)}",
                   flush=True)
             api.delete(names)
     return names

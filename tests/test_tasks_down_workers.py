@@ -13,13 +13,14 @@ import pytest
 import yaml
 
 from infra.config import load_cluster_config
+from infra.labels import KIND_UNMANAGED, NODE_KIND
 from infra.workers.provider import WorkerGroupProvider
 from infra.workers.sweeper import ClusterSweeperProvider
 from ops.down_workers import (
     DYNAMIC_TYPE,
     delete_autoscaler_workers,
     keep_min_workers,
-    worker_group_urns,
+    worker_urns,
 )
 from ops.errors import OpsError
 from ops.reapply import reapply_request
@@ -33,26 +34,31 @@ def invoke(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_worker_group_urns_are_the_groups_not_the_sweeper():
+@pytest.mark.parametrize("stack", ["full", "tpu", "tpu-pod", "tpu-queued"])
+def test_worker_urns_are_the_groups_and_kept_slices_not_the_head_or_sweeper(stack):
     """Outputs as the real providers record them: the groups' carry `group_id`; the
-    sweeper's and the other dynamic resources' (the key pair) do not."""
-    run = run_stack("full")
+    sweeper's and the other dynamic resources' (the key pair) do not. The workers are what
+    the program labels as nodes Pulumi keeps for Ray (`unmanaged`); a TPU head is not one."""
+    run = run_stack(stack)
     deployment = {"resources": []}
+    workers = []
     for resource in run.resources:
-        if resource.type != DYNAMIC_TYPE:
-            continue
         props = resource.inputs
-        if "count" in props:
+        labels = props.get("labels") or (props.get("body") or {}).get("labels") or {}
+        if labels.get(NODE_KIND) == KIND_UNMANAGED:
+            workers.append(run.urns[resource.name])
+        if resource.type != DYNAMIC_TYPE:
+            outputs = props
+        elif "count" in props:
             outputs = WorkerGroupProvider()._outputs(props, [], [])
         elif "has_tpu" in props:
             outputs = ClusterSweeperProvider().create(props).outs
         else:
             outputs = props
-        deployment["resources"].append({"urn": f"urn:{resource.name}", "type": DYNAMIC_TYPE,
+        deployment["resources"].append({"urn": run.urns[resource.name], "type": resource.type,
                                         "outputs": outputs})
-    groups = [f"urn:{r.name}" for r in run.resources if "count" in r.inputs]
-    assert len(deployment["resources"]) > len(groups)  # the sweeper and the key pair too
-    assert sorted(worker_group_urns(deployment)) == sorted(groups)
+    assert workers and len(deployment["resources"]) > len(workers)
+    assert sorted(worker_urns(deployment)) == sorted(workers)
 
 
 def test_keep_min_workers_writes_each_types_min_workers(tmp_path):
@@ -111,3 +117,24 @@ def test_workers_only_deletes_the_autoscalers_workers_and_nothing_else(monkeypat
         assert set(fake.instances("p", "z")) == {"grouped", "head", "other"}
     # said before the wait for the deletion, not only after it
     assert capsys.readouterr().out == "deleting 1 worker(s) of Ray's autoscaler: autoscaled\n"
+
+
+def test_workers_only_deletes_the_autoscalers_tpu_nodes_not_the_kept_slices(monkeypatch, capsys):
+    from tests.fake_compute import FakeComputeServer
+
+    def slice_(name: str, kind: str, cluster: str = "c1") -> None:
+        fake.cloud.create_node("p", "z", name, {
+            "acceleratorType": "v2-8", "runtimeVersion": "tpu-vm-base",
+            "labels": {"ray-cluster-name": cluster, "ray-node-type": kind}})
+
+    with FakeComputeServer() as fake:
+        slice_("autoscaled-tpu", "worker")
+        slice_("kept-slice", "unmanaged")
+        slice_("tpu-head", "head")
+        slice_("other-cluster", "worker", "c2")
+        monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
+        assert delete_autoscaler_workers("p", "z", "c1", "tpu") == ["autoscaled-tpu"]
+        fake.cloud.settle()
+        assert set(fake.tpu_nodes("p", "z")) == {"kept-slice", "tpu-head", "other-cluster"}
+    assert capsys.readouterr().out == \
+        "deleting 1 TPU node(s) of Ray's autoscaler: autoscaled-tpu\n"

@@ -6,8 +6,12 @@ FileNotFoundError deep inside, so every entry point here checks first and says h
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from ops.errors import OpsError
@@ -64,16 +68,67 @@ def stack_outputs(name: str) -> dict[str, Any]:
 
 
 class EventPrinter:
-    """Engine events -> one line per resource step, so long `up`s show progress as they go."""
+    """Engine events -> one line per resource step, so long `up`s show progress as they go;
+    while `ticking`, a line every interval names the steps still running and for how long (a
+    TPU slice, or a queued one waiting for capacity, can take many minutes without an event)."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
+    def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic
+                 ) -> None:
         self.out = out
         self.failed = 0
+        self.clock = clock
+        self.running: dict[str, float] = {}
+        """Steps begun and not yet done or failed: resource name -> when they began."""
+        self._lock = threading.Lock()
 
     def __call__(self, event: EngineEvent) -> None:
+        self._track(event)
         line = self.render(event)
         if line:
-            print(line, file=self.out, flush=True)
+            with self._lock:
+                print(line, file=self.out, flush=True)
+
+    def _track(self, event: EngineEvent) -> None:
+        with self._lock:
+            if event.resource_pre_event is not None:
+                meta = event.resource_pre_event.metadata
+                if meta.op.value != "same":
+                    self.running[_urn_name(meta.urn)] = self.clock()
+            elif event.res_outputs_event is not None:
+                self.running.pop(_urn_name(event.res_outputs_event.metadata.urn), None)
+            elif event.res_op_failed_event is not None:
+                self.running.pop(_urn_name(event.res_op_failed_event.metadata.urn), None)
+
+    def still_running(self) -> str | None:
+        """`  running  a (4m05s), b (30s)`, longest first; None when no step is running."""
+        with self._lock:
+            now = self.clock()
+            steps = sorted(self.running.items(), key=lambda item: item[1])
+        if not steps:
+            return None
+        return "  running  " + ", ".join(
+            f"{name} ({_elapsed(now - began)})" for name, began in steps
+        )
+
+    @contextlib.contextmanager
+    def ticking(self, interval_s: float = 30.0) -> Iterator[None]:
+        """Print `still_running` every `interval_s` while the body runs."""
+        stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(interval_s):
+                line = self.still_running()
+                if line:
+                    with self._lock:
+                        print(line, file=self.out, flush=True)
+
+        ticker = threading.Thread(target=tick, name="pulumi-progress", daemon=True)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
 
     def render(self, event: EngineEvent) -> str | None:
         if event.resource_pre_event is not None:
@@ -146,6 +201,11 @@ def _urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
+def _elapsed(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
 def run_operation(
     name: str, operation: Operation, out: TextIO = sys.stdout, **options: Any
 ) -> None:
@@ -171,7 +231,8 @@ def run_operation(
         "refresh": stack.refresh,
     }
     try:
-        actions[operation](on_event=printer, **options)
+        with printer.ticking():
+            actions[operation](on_event=printer, **options)
     except auto.CommandError as exc:
         # The engine's diagnostics were already streamed; keep the exit message to one line.
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]

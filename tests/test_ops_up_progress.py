@@ -4,6 +4,7 @@ engine's own events (parsed by the Automation API, as during a real `up`)."""
 from __future__ import annotations
 
 import io
+import threading
 
 from pulumi.automation.events import EngineEvent
 
@@ -70,3 +71,41 @@ def test_a_worker_types_new_script_is_said_to_be_reapplied_in_place():
 def test_replaced_workers_are_new_workers():
     body = compute_body(machine_type="n2-standard-4")
     assert _group_line("replace", compute_body(), body).endswith(f"... ({NEW_WORKERS_NOTE})\n")
+
+
+def _step_event(kind: str, name: str, op: str = "create") -> EngineEvent:
+    urn = f"urn:pulumi:tpu::ray-gcp::ray-gcp:index:TpuSlices$gcp:tpu/v2Vm:V2Vm::{name}"
+    metadata = {"op": op, "urn": urn, "type": "gcp:tpu/v2Vm:V2Vm", "provider": ""}
+    return EngineEvent.from_json({"sequence": 1, "timestamp": 1, kind: {"metadata": metadata}})
+
+
+def test_steps_still_running_are_named_with_how_long_longest_first():
+    now = [0.0]
+    printer = EventPrinter(io.StringIO(), clock=lambda: now[0])
+    printer(_step_event("resourcePreEvent", "slice-0"))
+    now[0] = 95.0
+    printer(_step_event("resourcePreEvent", "slice-1"))
+    printer(_step_event("resourcePreEvent", "unchanged", op="same"))
+    now[0] = 250.0
+
+    assert printer.still_running() == "  running  slice-0 (4m10s), slice-1 (2m35s)"
+    printer(_step_event("resOutputsEvent", "slice-0"))
+    assert printer.still_running() == "  running  slice-1 (2m35s)"
+    printer(_step_event("resOpFailedEvent", "slice-1"))
+    assert printer.still_running() is None
+
+
+def test_a_long_step_prints_running_lines_while_it_waits_and_none_after():
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    with printer.ticking(interval_s=0.01):
+        printer(_step_event("resourcePreEvent", "queued-slice-0"))
+        for _ in range(500):  # until the ticker has spoken (each wait is 10 ms)
+            if "running  queued-slice-0 (" in out.getvalue():
+                break
+            threading.Event().wait(0.01)
+    said = out.getvalue()
+    assert "  running  queued-slice-0 (0s)" in said
+    printer(_step_event("resOutputsEvent", "queued-slice-0"))
+    threading.Event().wait(0.05)
+    assert out.getvalue().count("running") == said.count("running")  # the ticker has stopped

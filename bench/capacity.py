@@ -55,7 +55,7 @@ def ray_launcher_way(server: FakeComputeServer, count: int, budget_s: float) -> 
         rounds += 1
         operations = []
         for _ in range(count - created):
-            name = new_node_name("ray-base", "compute")
+            name = new_node_name("ray-base")
             instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
             operations.append(clients.instances.insert_unary(
                 project=PROJECT, zone=ZONE, instance_resource=instance).name)

@@ -5,6 +5,7 @@ actor keeps it up; a job during the window restarts the countdown; cancelling st
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from bootstrap.autostop import (
     OVERRIDE_FILE,
@@ -39,6 +41,7 @@ PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "idle"
 WINDOW_S = 2.0  # the idle window of these tests
 POLL_S = 0.25
 WAIT_S = 60  # an upper bound for a slow machine, not a speed requirement
+_wait_for = functools.partial(wait_for, within_s=WAIT_S, poll_s=0.1)
 CONFIG_DATA = {
     "cluster_name": CLUSTER,
     "provider": {"type": "gcp", "region": "us-west1", "availability_zone": ZONE,
@@ -92,14 +95,6 @@ def _answers(dashboard: str) -> bool:
     except Exception:  # noqa: BLE001 - not up yet
         return False
     return True
-
-
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {WAIT_S}s")
-        time.sleep(0.1)
 
 
 def _driver(head: dict, code: str) -> subprocess.Popen:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,20 +17,11 @@ from bootstrap_stubs import (
     stop_watchers,
     watcher_pid_file,
 )
+from waiting import WAIT_SECONDS, wait_for
 
 from bootstrap import render_startup_script
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY
 from bootstrap.startup_script import WATCH_CONFIG_ARG
-
-WAIT_SECONDS = 30  # an upper bound for a slow machine, not a speed requirement
-
-
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {WAIT_SECONDS}s")
-        time.sleep(0.05)
 
 
 def _watchers(state_dir: Path) -> list[int]:
@@ -76,11 +66,11 @@ def test_changed_config_metadata_rewrites_the_config_file(head, tmp_path):
     config_file = run.home / "ray_bootstrap_config.yaml"
     assert config_file.read_text() == "max_workers: 2\n"
     _replace_metadata(tmp_path, BOOTSTRAP_CONFIG_KEY, "max_workers: 5\n")
-    _wait_for(lambda: config_file.read_text() == "max_workers: 5\n", "config rewritten")
+    wait_for(lambda: config_file.read_text() == "max_workers: 5\n", "config rewritten")
     # The watcher logs just after the rename that the line above saw: wait for it too.
     log_file = tmp_path / "bootstrap.log"
-    _wait_for(lambda: "metadata ray-bootstrap-config changed: rewrote" in log_file.read_text(),
-              "the rewrite logged")
+    wait_for(lambda: "metadata ray-bootstrap-config changed: rewrote" in log_file.read_text(),
+             "the rewrite logged")
     assert not config_file.with_name("ray_bootstrap_config.yaml.tmp").exists()
 
 
@@ -108,7 +98,7 @@ def test_rerun_with_a_changed_script_replaces_the_watcher(head, tmp_path):
     assert run.returncode == 0, run.log
     new_pid = int(watcher_pid_file(tmp_path).read_text())
     assert new_pid != old_pid
-    _wait_for(lambda: _watchers(tmp_path / "state") == [new_pid], "one watcher left")
+    wait_for(lambda: _watchers(tmp_path / "state") == [new_pid], "one watcher left")
 
 
 def test_watcher_on_gce_long_polls_the_attribute_by_etag(tmp_path):
@@ -127,13 +117,13 @@ def test_watcher_on_gce_long_polls_the_attribute_by_etag(tmp_path):
                                    env=env, start_new_session=True)
         try:
             config_file = home / "ray_bootstrap_config.yaml"
-            _wait_for(config_file.exists, "first config written")
+            wait_for(config_file.exists, "first config written")
             assert config_file.read_text() == "max_workers: 2\n"
-            _wait_for(lambda: any("wait_for_change=true" in r for r in fake.requests),
-                      "a long poll held open")
+            wait_for(lambda: any("wait_for_change=true" in r for r in fake.requests),
+                     "a long poll held open")
             fake.set_attribute(BOOTSTRAP_CONFIG_KEY, "max_workers: 7\n")
-            _wait_for(lambda: config_file.read_text() == "max_workers: 7\n",
-                      "config rewritten after the change")
+            wait_for(lambda: config_file.read_text() == "max_workers: 7\n",
+                     "config rewritten after the change")
         finally:
             os.killpg(watcher.pid, signal.SIGTERM)
             watcher.wait(timeout=WAIT_SECONDS)
@@ -154,7 +144,7 @@ def test_with_docker_the_new_config_is_copied_into_the_container(tmp_path):
         copied = (f"docker cp {run.home}/ray_bootstrap_config.yaml "
                   "rc:/root/ray_bootstrap_config.yaml.tmp")
         calls = tmp_path / "calls"
-        _wait_for(lambda: "docker exec rc mv" in calls.read_text(), "config copied")
+        wait_for(lambda: "docker exec rc mv" in calls.read_text(), "config copied")
     finally:
         stop_watchers(tmp_path)
     lines = calls.read_text().splitlines()

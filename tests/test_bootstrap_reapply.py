@@ -6,7 +6,6 @@ behave as named; a failing rerun is reported and leaves Ray running."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,15 @@ from bootstrap_stubs import (
     run_script,
     stop_watchers,
 )
+from waiting import wait_for
 
 from bootstrap import node_metadata
 from bootstrap.node_metadata import VERSION_KEY
 from bootstrap.startup_script import script_version
 
-WAIT_SECONDS = 30  # an upper bound for a slow machine, not a speed requirement
 HEAD_ADDRESS = {"ray-head-address": "10.0.0.9"}
 V1_START = "ray start --address=10.0.0.9:6379"
 V2_START = "ray start --address=10.0.0.9:6379 --num-gpus=0"
-
-
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {WAIT_SECONDS}s")
-        time.sleep(0.05)
 
 
 class Node:
@@ -81,12 +72,12 @@ class Node:
         return script_version(entries["startup-script"])
 
     def wait_applied(self, version: str) -> None:
-        _wait_for(lambda: self.attribute("version") == version
-                  and self.attribute("status") == "ready", f"version {version} applied")
+        wait_for(lambda: self.attribute("version") == version
+                 and self.attribute("status") == "ready", f"version {version} applied")
 
     def wait_log(self, text: str) -> None:
-        _wait_for(lambda: text in (self.tmp_path / "bootstrap.log").read_text(),
-                  f"log line {text!r}")
+        wait_for(lambda: text in (self.tmp_path / "bootstrap.log").read_text(),
+                 f"log line {text!r}")
 
     def boot_log(self) -> str:
         return (self.tmp_path / "bootstrap.log").read_text()
@@ -155,7 +146,7 @@ def test_restart_only_with_an_unchanged_script_still_restarts_ray(worker):
     worker.wait_log("re-applying version")
     worker.wait_applied(script_version((worker.tmp_path / "metadata" / "startup-script")
                                        .read_text()))
-    _wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START], "Ray restarted")
+    wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START], "Ray restarted")
 
 
 def test_no_restart_applies_setup_without_restarting_ray(worker):
@@ -170,7 +161,7 @@ def test_no_restart_applies_setup_without_restarting_ray(worker):
 def test_failing_rerun_is_reported_with_its_stage_and_leaves_ray_running(worker):
     before = len(worker.calls())
     version = worker.hand(setup_commands=["record setup-v2", "exit 9"])
-    _wait_for(lambda: worker.attribute("status") == "failed:setup:9", "failure reported")
+    wait_for(lambda: worker.attribute("status") == "failed:setup:9", "failure reported")
     worker.wait_log(f"re-apply of version {version} failed")
     assert worker.new_calls(before) == ["record setup-v2"]  # no `ray stop`: Ray runs on
     assert worker.attribute("version") == script_version(
@@ -221,8 +212,8 @@ def test_no_restart_keeps_the_running_container(tmp_path):
 def test_worker_restarts_its_ray_after_the_head_restarted_its_own(worker):
     before = len(worker.calls())
     (worker.head_status / "ray-started").write_text("bbbb 2026-12-03T10:05:00Z 2")
-    _wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START],
-              "Ray restarted after the head")
+    wait_for(lambda: worker.new_calls(before) == ["ray stop", V1_START],
+             "Ray restarted after the head")
     assert "the head restarted Ray (bbbb" in worker.boot_log()
 
 
@@ -266,7 +257,7 @@ def test_on_gce_the_watcher_long_polls_its_version_and_follows_the_head_through_
                                   timeout=60)
             log = tmp_path / "bootstrap.log"
             assert boot.returncode == 0, log.read_text()
-            _wait_for(lambda: any("ray-bootstrap-version?wait_for_change=true" in r
+            wait_for(lambda: any("ray-bootstrap-version?wait_for_change=true" in r
                                   for r in fake.requests), "a long poll of the version")
             before = len(calls.read_text().splitlines())
             v2 = node_metadata(cluster(auth={"ssh_user": "root"},
@@ -275,7 +266,7 @@ def test_on_gce_the_watcher_long_polls_its_version_and_follows_the_head_through_
             fake.set_attribute("startup-script", v2["startup-script"])
             fake.set_attribute(VERSION_KEY, v2[VERSION_KEY])
             version = (tmp_path / "guest-attributes" / "ray-bootstrap" / "version")
-            _wait_for(lambda: version.read_text() == v2[VERSION_KEY], "version 2 applied")
+            wait_for(lambda: version.read_text() == v2[VERSION_KEY], "version 2 applied")
             applied = [c for c in calls.read_text().splitlines()[before:]
                        if not c.startswith(("ray-env", "getent"))]
             assert applied == ["record setup-common", "record setup-worker-v2", "ray stop",
@@ -283,8 +274,8 @@ def test_on_gce_the_watcher_long_polls_its_version_and_follows_the_head_through_
             # The head restarts its Ray: the worker sees it through the Compute API.
             before = len(calls.read_text().splitlines())
             head["ray-bootstrap/ray-started"] = "bbbb t1 2"
-            _wait_for(lambda: "ray start --address=10.128.0.7:6379"
-                      in calls.read_text().splitlines()[before:], "Ray restarted after the head")
+            wait_for(lambda: "ray start --address=10.128.0.7:6379"
+                     in calls.read_text().splitlines()[before:], "Ray restarted after the head")
             assert "the head restarted Ray (bbbb t1 2)" in log.read_text()
         finally:
             stop_watchers(tmp_path)

@@ -7,24 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pexpect
 import pytest
 from sshd_server import PROJECT_ROOT, free_port, http_server
+from waiting import WAIT_SECONDS, wait_for
 
 pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures
 
-WAIT_SECONDS = 30  # an upper bound for a slow machine, not a speed requirement
-
-
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {WAIT_SECONDS}s")
-        time.sleep(0.05)
 
 
 def _needs(program: str) -> None:
@@ -53,7 +44,7 @@ def test_exec_detached_runs_in_the_ray_session_and_says_how_to_look(home_stack, 
     result = home_stack.invoke("exec", flag, f"echo ran-$((6*7)) > {done}")
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"Run `invoke attach {flag}` to check command status.\n"
-    _wait_for(lambda: done.exists() and done.read_text() == "ran-42\n", "the command ran")
+    wait_for(lambda: done.exists() and done.read_text() == "ran-42\n", "the command ran")
     if flag == "--tmux":  # a window of the session `invoke attach --tmux` attaches to
         listed = subprocess.run(["tmux", "list-sessions", "-F", "#S"], env=sessions,
                                 capture_output=True, text=True)
@@ -81,7 +72,7 @@ def test_submit_tmux_runs_the_script_detached(home_stack, sessions):
     result = home_stack.invoke("submit", "--tmux", str(script), "--", "a", "b c")
     assert result.returncode == 0, result.stderr
     assert "Run `invoke attach --tmux` to check command status." in result.stdout
-    _wait_for(lambda: marker.exists() and marker.read_text() == "a b c", "the script ran")
+    wait_for(lambda: marker.exists() and marker.read_text() == "a b c", "the script ran")
 
 
 def test_tmux_and_screen_together_are_one_line(stack):

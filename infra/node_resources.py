@@ -60,18 +60,6 @@ def create_node(
     config = group.node_config
     if isinstance(config, TpuNodeConfig):
         return tpu_node(name, name, plan, group, body, metadata, labels, child)
-    common: dict[str, Any] = {
-        "name": name,
-        "project": plan.project,
-        "zone": plan.zone,
-        "labels": labels,
-        "tags": list(group.network_tags),
-        "metadata": metadata,
-        "service_account": _service_account(
-            group.service_account_email, group.service_account_scopes
-        ),
-        "opts": child,
-    }
     static = instance_args(config)
     created = new_data_disks(config)
     disks = [
@@ -99,7 +87,8 @@ def create_node(
             lambda b: [network_interface_args(nic) for nic in b["networkInterfaces"]]
         ),
         **static,
-        **common,
+        **_node_inputs(name, plan, group, metadata, labels),
+        opts=child,
     )
     return (
         instance,
@@ -148,15 +137,7 @@ def tpu_vm_args(
     if not isinstance(config, TpuNodeConfig):
         raise TypeError(f"{group.node_type} is not a TPU node type")
     return {
-        "name": node_name,
-        "project": plan.project,
-        "zone": plan.zone,
-        "labels": labels,
-        "tags": list(group.network_tags),
-        "metadata": metadata,
-        "service_account": _service_account(
-            group.service_account_email, group.service_account_scopes
-        ),
+        **_node_inputs(node_name, plan, group, metadata, labels),
         "network_config": body.apply(
             lambda b: tpu_network_args(plan.project, plan.region, b["networkConfig"])
         ),
@@ -164,8 +145,27 @@ def tpu_vm_args(
     }
 
 
-def _service_account(email: str | None, scopes: tuple[str, ...]) -> dict | None:
-    return {"email": email, "scopes": list(scopes)} if email else None
+def _node_inputs(
+    name: str,
+    plan: ClusterPlan,
+    group: NodeGroupPlan,
+    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
+    labels: pulumi.Output[dict[str, str]],
+) -> dict[str, Any]:
+    """The inputs a `compute.Instance` and a `tpu.V2Vm` name alike: where the node is, what it
+    is called and carries, and the service account it runs as."""
+    email = group.service_account_email
+    return {
+        "name": name,
+        "project": plan.project,
+        "zone": plan.zone,
+        "labels": labels,
+        "tags": list(group.network_tags),
+        "metadata": metadata,
+        "service_account": (
+            {"email": email, "scopes": list(group.service_account_scopes)} if email else None
+        ),
+    }
 
 
 def _tpu_external_ip(endpoints: list[Any] | None) -> str | None:

@@ -246,14 +246,21 @@ def test_kill_random_node_without_workers_says_so(stack, sshd):
 # ---------------------------------------------------------------- status: script versions
 
 
-def test_status_shows_each_nodes_version_and_a_failed_stage_with_its_log_tail(stack, sshd,
-                                                                              tmp_path):
+def _nodes_at_version_1(stack, sshd, tmp_path, status: str):
+    """Outputs wanting version 1111aaaa on the head and 2222bbbb on the workers, and the guest
+    attributes every node (all the same sshd) reports: version 1111aaaa at `status`."""
     stack.write_outputs(stack_outputs_for(sshd, script_versions={
         "head": "1111aaaa", "ray_worker_small": "2222bbbb"}))
     attributes = tmp_path / "attributes"
     attributes.mkdir()
     (attributes / "version").write_text("1111aaaa")
-    (attributes / "status").write_text("failed:setup:9")
+    (attributes / "status").write_text(status)
+    return attributes
+
+
+def test_status_shows_each_nodes_version_and_a_failed_stage_with_its_log_tail(stack, sshd,
+                                                                              tmp_path):
+    attributes = _nodes_at_version_1(stack, sshd, tmp_path, "failed:setup:9")
     log = tmp_path / "bootstrap.log"
     log.write_text("".join(f"line {i}\n" for i in range(40)) + "stage=setup failed exit=9\n")
     with Connector(load_outputs(), announce=io.StringIO()) as connector:
@@ -268,12 +275,7 @@ def test_status_shows_each_nodes_version_and_a_failed_stage_with_its_log_tail(st
 
 def test_status_says_a_node_is_converging_until_it_reports_the_wanted_version(stack, sshd,
                                                                                 tmp_path):
-    stack.write_outputs(stack_outputs_for(sshd, script_versions={
-        "head": "1111aaaa", "ray_worker_small": "2222bbbb"}))
-    attributes = tmp_path / "attributes"
-    attributes.mkdir()
-    (attributes / "version").write_text("1111aaaa")
-    (attributes / "status").write_text("running:setup")
+    attributes = _nodes_at_version_1(stack, sshd, tmp_path, "running:setup")
     with Connector(load_outputs(), announce=io.StringIO()) as connector:
         states = {r.name: r.state for r in read_nodes(connector, attributes_dir=str(attributes))}
     assert states == {HEAD: "running:setup", WORKER: "converging (running:setup)"}

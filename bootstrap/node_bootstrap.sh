@@ -100,6 +100,24 @@ metadata_attr() {
         "$METADATA_URL/attributes/$1" 2> /dev/null
 }
 
+# One metadata request for attribute $1 into file $3: at once without an ETag ($etag), else
+# held until the value differs from that ETag or $2 seconds pass (then the unchanged value
+# comes back). On HTTP 200 $etag is the new one; otherwise it is cleared (the next request
+# starts afresh), $poll_code says what came back, and the call fails.
+long_poll_attribute() {
+    url="$METADATA_URL/attributes/$1"
+    [ -n "$etag" ] && url="$url?wait_for_change=true&last_etag=$etag&timeout_sec=$2"
+    poll_code=$(curl -sS -o "$3" -D "$3.headers" -w '%{http_code}' \
+        --max-time $(($2 + 30)) -H 'Metadata-Flavor: Google' "$url" 2> /dev/null)
+    if [ "$poll_code" = 200 ]; then
+        etag=$(sed -n 's/^[Ee][Tt][Aa][Gg]:[[:space:]]*//p' "$3.headers" | tr -d '\r' \
+            | tail -n 1)
+        return 0
+    fi
+    etag=
+    return 1
+}
+
 # Commands run as auth.ssh_user with `~` = its home; GCE runs this script as root.
 prepare_node() {
     if is_local; then
@@ -499,27 +517,17 @@ watch_config() {
     log "config watcher pid=$$ stops: $pid_file names another watcher"
 }
 
-# One metadata request: at once without an ETag, else held until the value differs from
-# that ETag or WATCH_TIMEOUT passes (then the unchanged value comes back).
+# One long poll of the config; a new value is installed, a failure waits and says why.
 long_poll_config() {
-    url="$METADATA_URL/attributes/$CONFIG_KEY"
-    if [ -n "$etag" ]; then
-        url="$url?wait_for_change=true&last_etag=$etag&timeout_sec=$WATCH_TIMEOUT"
-    fi
-    code=$(curl -sS -o "$fetched" -D "$fetched.headers" -w '%{http_code}' \
-        --max-time $((WATCH_TIMEOUT + 30)) -H 'Metadata-Flavor: Google' "$url" 2> /dev/null)
-    if [ "$code" = 200 ]; then
-        etag=$(sed -n 's/^[Ee][Tt][Aa][Gg]:[[:space:]]*//p' "$fetched.headers" | tr -d '\r' \
-            | tail -n 1)
+    if long_poll_attribute "$CONFIG_KEY" "$WATCH_TIMEOUT" "$fetched"; then
         install_config "$fetched"
         return
     fi
-    if [ "$code" = 404 ]; then
+    if [ "$poll_code" = 404 ]; then
         log "config watcher: metadata $CONFIG_KEY is gone: $NODE_HOME/ray_bootstrap_config.yaml kept"
     else
-        log "config watcher: metadata server answered HTTP ${code:-none}: retrying"
+        log "config watcher: metadata server answered HTTP ${poll_code:-none}: retrying"
     fi
-    etag=
     sleep "$WATCH_INTERVAL"
 }
 

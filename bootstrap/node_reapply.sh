@@ -284,18 +284,11 @@ wait_for_version() {
     fi
     timeout=$WATCH_TIMEOUT
     [ "$NODE_ROLE" = head ] || timeout=$FOLLOW_INTERVAL
-    url="$METADATA_URL/attributes/$VERSION_KEY"
-    [ -n "$etag" ] && url="$url?wait_for_change=true&last_etag=$etag&timeout_sec=$timeout"
     fetched="$dir/version.fetched"
-    code=$(curl -sS -o "$fetched" -D "$fetched.headers" -w '%{http_code}' \
-        --max-time $((timeout + 30)) -H 'Metadata-Flavor: Google' "$url" 2> /dev/null)
-    if [ "$code" = 200 ]; then
-        etag=$(sed -n 's/^[Ee][Tt][Aa][Gg]:[[:space:]]*//p' "$fetched.headers" | tr -d '\r' \
-            | tail -n 1)
+    if long_poll_attribute "$VERSION_KEY" "$timeout" "$fetched"; then
         value=$(cat "$fetched")
         return
     fi
-    etag=
     value=
     sleep "$WATCH_INTERVAL"
 }

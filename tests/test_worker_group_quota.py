@@ -10,7 +10,13 @@ import pytest
 from infra.workers import WorkerGroupError
 from infra.workers.quota import QuotaShortError, body_needs, gpu_metric
 from tests.fake_compute import FakeComputeServer
-from tests.fake_compute.helpers import PROJECT, ZONE, compute_body, fast_provider, group_props
+from tests.fake_compute.helpers import (
+    PROJECT,
+    ZONE,
+    fast_provider,
+    gpu_body,
+    group_props,
+)
 
 
 @pytest.fixture
@@ -49,11 +55,7 @@ def test_without_a_preemptible_quota_preemptible_vcpus_count_against_cpus(fake):
 
 
 def test_short_gpu_and_instance_quotas_are_all_named(fake):
-    body = compute_body()
-    body["scheduling"] = {"onHostMaintenance": "TERMINATE"}
-    body["guestAccelerators"] = [{
-        "acceleratorType": f"projects/{PROJECT}/zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4",
-        "acceleratorCount": 2}]
+    body = gpu_body(2)
     fake.cloud.catalogue.quota_limits.update({"NVIDIA_T4_GPUS": 4, "INSTANCES": 10})
     fake.cloud.catalogue.quota_usage["INSTANCES"] = 9
 

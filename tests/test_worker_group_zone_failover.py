@@ -16,6 +16,7 @@ from tests.fake_compute.helpers import (
     compute_body,
     fast_provider,
     fast_sweeper,
+    gpu_body,
     group_props,
     sweeper_props,
 )
@@ -112,11 +113,7 @@ def test_failover_turned_off_stays_in_the_zone_and_says_so(fake):
 
 
 def test_zones_without_the_machine_or_gpu_type_are_skipped(fake):
-    body = compute_body()
-    body["scheduling"] = {"onHostMaintenance": "TERMINATE"}
-    body["guestAccelerators"] = [{
-        "acceleratorType": f"projects/{PROJECT}/zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4",
-        "acceleratorCount": 1}]
+    body = gpu_body(1)
     fake.faults.zone_capacity[ZONE] = 0
     fake.cloud.catalogue.unoffered["us-west1-b"] = {"nvidia-tesla-t4"}
 

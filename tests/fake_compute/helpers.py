@@ -31,6 +31,16 @@ def compute_body(launch_config: str = "abc123", machine_type: str = "n1-standard
     }
 
 
+def gpu_body(count: int) -> dict[str, Any]:
+    """compute_body with `count` T4 GPUs (GCE wants such a VM to terminate on maintenance)."""
+    body = compute_body()
+    body["scheduling"] = {"onHostMaintenance": "TERMINATE"}
+    body["guestAccelerators"] = [{
+        "acceleratorType": f"projects/{PROJECT}/zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4",
+        "acceleratorCount": count}]
+    return body
+
+
 def tpu_body() -> dict[str, Any]:
     return {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base",
             "labels": {"ray-cluster-name": CLUSTER, "ray-node-type": "unmanaged",

@@ -59,9 +59,8 @@ def kill_random_node(
 
 
 def terminate(project: str, zone: str, node: Node) -> None:
-    """Delete the instance (names ending `-tpu`: the TPU VM) and wait for it to go."""
+    """Delete the instance (or the TPU VM) and wait for it to go."""
     from ops.cloud_api import api_errors, nodes_api
 
-    kind = "tpu" if node.name.endswith("-tpu") else "compute"
     with api_errors(f"deleting {node.name}"):
-        nodes_api(project, zone, kind).delete([node.name])
+        nodes_api(project, zone, node.api).delete([node.name])

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from ops.stack_outputs import Node, StackOutputs
+from ops.stack_outputs import StackOutputs
 
 if TYPE_CHECKING:
     from infra.workers.clients import ApiClients
@@ -34,11 +34,6 @@ class Fate:
     """Compute status, TPU state, or "gone"."""
     preempted: bool
     at: datetime | None = None
-
-
-def is_tpu(node: Node) -> bool:
-    """TPU VMs are named `...-tpu` (infra/plan.py); everything else is a Compute instance."""
-    return node.name.endswith("-tpu")
 
 
 def compute_fates(
@@ -96,12 +91,12 @@ def tpu_fates(clients: ApiClients, project: str, zone: str, names: list[str]) ->
 
 def node_fates(outputs: StackOutputs, clients: ApiClients) -> list[Fate]:
     """Every node of the outputs that the Compute or TPU API calls preempted or gone."""
-    groups: dict[tuple[str, bool], list[str]] = {}
+    groups: dict[tuple[str, str], list[str]] = {}
     for node in outputs.nodes:
-        groups.setdefault((node.zone or outputs.zone, is_tpu(node)), []).append(node.name)
+        groups.setdefault((node.zone or outputs.zone, node.api), []).append(node.name)
     fates = []
-    for (zone, tpu), names in sorted(groups.items()):
-        read = tpu_fates if tpu else compute_fates
+    for (zone, api), names in sorted(groups.items()):
+        read = tpu_fates if api == "tpu" else compute_fates
         fates += read(clients, outputs.project, zone, names)
     return fates
 

@@ -29,6 +29,11 @@ class Node:
     zone: str = ""
     """The node's zone when the outputs say (a failover zone); else the stack's `zone`."""
 
+    @property
+    def api(self) -> str:
+        """"tpu" for a TPU VM, else "compute": node names end in their kind (infra/plan.py)."""
+        return "tpu" if self.name.endswith("-tpu") else "compute"
+
 
 @dataclass(frozen=True)
 class StackOutputs:

@@ -88,3 +88,18 @@ def test_plan_scales_down_newest_first_and_restarts_stopped_before_creating():
     plan = plan_scale(cached, 4, cache_stopped_nodes=True)
     assert sorted(plan.start) == ["s1", "s2"]
     assert plan.create == 1
+
+
+def test_a_provider_pickled_when_deadlines_lived_in_provider_py_still_loads(monkeypatch):
+    """Pulumi keeps each dynamic provider pickled (dill) in the stack; stacks made before
+    Deadlines moved to infra/workers/apis.py name it `infra.workers.provider.Deadlines`."""
+    import dill
+
+    from infra.workers.apis import Deadlines
+
+    monkeypatch.setattr(Deadlines, "__module__", "infra.workers.provider")
+    blob = dill.dumps(WorkerGroupProvider(deadlines=Deadlines(compute_s=5.0)), recurse=True)
+    monkeypatch.undo()
+
+    assert b"infra.workers.provider" in blob and b"Deadlines" in blob
+    assert dill.loads(blob).deadlines == Deadlines(compute_s=5.0)

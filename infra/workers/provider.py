@@ -27,7 +27,11 @@ from pulumi.dynamic import (
 
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
-from infra.workers.apis import ApiProvider, compute_nodes
+from infra.workers.apis import (
+    ApiProvider,
+    Deadlines,  # noqa: F401 - see above
+    compute_nodes,
+)
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,

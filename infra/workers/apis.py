@@ -31,10 +31,21 @@ def keyed_diff(
 ) -> DiffResult:
     """A dynamic provider's diff by key: identity keys replace (new first), others update."""
     replaces = [k for k in replace_keys if olds.get(k) != news.get(k)]
-    updates = [k for k in in_place_keys if olds.get(k) != news.get(k)]
+    return replacing_diff(olds, news, replaces, in_place_keys)
+
+
+def replacing_diff(
+    olds: Mapping[str, Any],
+    news: Mapping[str, Any],
+    replaces: Sequence[str],
+    in_place_keys: Sequence[str],
+) -> DiffResult:
+    """Replace (new first) for the changed keys `replaces`; else an in-place update when any
+    of `in_place_keys` changed."""
+    updates = any(olds.get(k) != news.get(k) for k in in_place_keys)
     return DiffResult(
         changes=bool(replaces or updates),
-        replaces=replaces,
+        replaces=list(replaces),
         stables=[],
         delete_before_replace=False,
     )

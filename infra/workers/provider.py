@@ -31,6 +31,7 @@ from infra.workers.apis import (
     ApiProvider,
     Deadlines,  # noqa: F401 - see above
     compute_nodes,
+    replacing_diff,
 )
 from infra.workers.naming import (
     GROUP_LABEL,
@@ -64,14 +65,7 @@ class WorkerGroupProvider(ApiProvider):
         """A count, metadata or label change updates in place; a change to the machines (or
         where and whose they are, or the head they join) replaces the group, new nodes
         first."""
-        replaces = replaced_keys(olds, news)
-        updates = any(olds.get(key) != news.get(key) for key in (*IN_PLACE_KEYS, "body"))
-        return DiffResult(
-            changes=bool(replaces or updates),
-            replaces=replaces,
-            stables=[],
-            delete_before_replace=False,
-        )
+        return replacing_diff(olds, news, replaced_keys(olds, news), (*IN_PLACE_KEYS, "body"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """The same nodes, found by the group id they were created with (a group created

@@ -34,7 +34,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from infra.workers.apis import ApiProvider, queued_slices
+from infra.workers.apis import ApiProvider, queued_slices, replacing_diff
 from infra.workers.queued_api import (
     ACTIVE,
     DEAD,
@@ -89,13 +89,7 @@ class QueuedSliceProvider(ApiProvider):
         )
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        updates = [k for k in (*IN_PLACE_KEYS, "body") if olds.get(k) != news.get(k)]
-        return DiffResult(
-            changes=bool(updates or replaced_keys(olds, news)),
-            replaces=replaced_keys(olds, news),
-            stables=[],
-            delete_before_replace=False,
-        )
+        return replacing_diff(olds, news, replaced_keys(olds, news), (*IN_PLACE_KEYS, "body"))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """New metadata or labels go to the node in place; the rest only matters to the

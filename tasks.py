@@ -14,8 +14,8 @@ _STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK,
 
 def _lifecycle(stack: str | None, operation: str) -> None:
     from ops.errors import user_errors
-    from ops.pulumi_cli import require_cli, run_operation
-    from ops.stack_outputs import resolve_stack_name
+    from ops.lifecycle.pulumi_cli import require_cli, run_operation
+    from ops.stack import resolve_stack_name
 
     with user_errors():
         name = resolve_stack_name(stack, require_file=True)
@@ -34,7 +34,7 @@ def up(c, stack=None, restart_only=False, no_restart=False):
     With live progress; preempted TPU slices are replaced, and running nodes re-apply a
     changed startup script themselves."""
     from ops.errors import user_errors
-    from ops.reapply import export_request, reapply_request
+    from ops.lifecycle.reapply import export_request, reapply_request
 
     with user_errors():
         export_request(reapply_request(restart_only, no_restart))
@@ -55,9 +55,9 @@ def preview(c, stack=None):
 def down(c, stack=None, workers_only=False, keep_min_workers=False):
     """Delete the cluster (pulumi destroy), or only its workers."""
     if workers_only or keep_min_workers:
-        from ops.down_workers import down_workers
         from ops.errors import user_errors
-        from ops.stack_outputs import resolve_stack_name
+        from ops.lifecycle.down_workers import down_workers
+        from ops.stack import resolve_stack_name
 
         with user_errors():
             down_workers(resolve_stack_name(stack), keep_min_workers, workers_only)
@@ -85,10 +85,10 @@ def refresh(c, stack=None):
 )
 def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
     """A shell on the head (or --node), with port forwards."""
-    from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
-    from ops.sessions import new_session_command
-    from ops.ssh import connect_stack
+    from ops.remote.attach import PortForward, interactive_shell, parse_forward, session_command
+    from ops.remote.sessions import new_session_command
+    from ops.remote.ssh import connect_stack
 
     with user_errors():
         command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
@@ -127,9 +127,9 @@ def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=Fa
           tmux=False, screen=False, port_forward=None):
     """Run a command on the head or every node, with its status."""
     from ops.errors import OpsError, exit_status, user_errors
-    from ops.remote import exec_on_all, exec_on_node
-    from ops.sessions import attach_hint, detacher, forwarding, one_node_only
-    from ops.ssh import connect_stack
+    from ops.remote.commands import exec_on_all, exec_on_node
+    from ops.remote.sessions import attach_hint, detacher, forwarding, one_node_only
+    from ops.remote.ssh import connect_stack
 
     with user_errors():
         if all_nodes and node:
@@ -173,10 +173,10 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     from pathlib import Path
 
     from ops.errors import OpsError, exit_status, user_errors
-    from ops.remote import remainder_argv
-    from ops.remote import submit as submit_script
-    from ops.sessions import attach_hint, detacher, forwarding
-    from ops.ssh import connect_stack
+    from ops.remote.commands import remainder_argv
+    from ops.remote.commands import submit as submit_script
+    from ops.remote.sessions import attach_hint, detacher, forwarding
+    from ops.remote.ssh import connect_stack
 
     script_args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
     with user_errors():
@@ -210,7 +210,7 @@ def rsync_up(c, source, target, stack=None, all_nodes=False):
     from pathlib import Path
 
     from ops.errors import OpsError, user_errors
-    from ops.sync import rsync_up_stack
+    from ops.remote.sync import rsync_up_stack
 
     with user_errors():
         if not Path(source).exists():
@@ -222,7 +222,7 @@ def rsync_up(c, source, target, stack=None, all_nodes=False):
 def file_mounts(c, stack=None):
     """Sync the cluster YAML's file_mounts to every node."""
     from ops.errors import user_errors
-    from ops.sync import rsync_up_stack
+    from ops.remote.sync import rsync_up_stack
 
     with user_errors():
         rsync_up_stack(stack, None, all_nodes=True)
@@ -241,8 +241,8 @@ def rsync_down(c, source, target, stack=None):
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
     from ops.errors import user_errors
     from ops.paths import in_existing_folder
-    from ops.ssh import connect_stack
-    from ops.sync import rsync_down_head
+    from ops.remote.ssh import connect_stack
+    from ops.remote.sync import rsync_down_head
 
     with user_errors():
         local = in_existing_folder(target, "target")
@@ -257,11 +257,11 @@ def status(c, stack=None):
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
     Compute/TPU API); each node's applied startup script version and bootstrap stage; a head
     stopped by autostop is said so."""
-    from ops.bootstrap_status import bootstrap_table, read_nodes
+    from ops.cloud.bootstrap_status import bootstrap_table, read_nodes
+    from ops.cloud.preemptions import preemption_lines
+    from ops.cloud.status import head_stopped_note, nodes_table, ray_status
     from ops.errors import OpsError, user_errors
-    from ops.preemptions import preemption_lines
-    from ops.ssh import connect_stack
-    from ops.status import head_stopped_note, nodes_table, ray_status
+    from ops.remote.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
         print(nodes_table(connector.outputs), flush=True)
@@ -292,8 +292,8 @@ def ssh_config(c, stack=None, output=None):
 
     from ops.errors import user_errors
     from ops.paths import in_existing_folder
-    from ops.ssh import connect_stack
-    from ops.ssh_config import host_alias, write_ssh_config
+    from ops.remote.ssh import connect_stack
+    from ops.remote.ssh_config import host_alias, write_ssh_config
 
     with user_errors():
         chosen = in_existing_folder(output, "--output") if output else None
@@ -320,9 +320,9 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
     import shlex
 
     from ops.errors import OpsError, user_errors
-    from ops.pulumi_cli import require_cli
-    from ops.scale import set_worker_count
-    from ops.stack_outputs import resolve_stack_name
+    from ops.lifecycle.pulumi_cli import require_cli
+    from ops.lifecycle.scale import set_worker_count
+    from ops.stack import resolve_stack_name
 
     with user_errors():
         if not str(count).isdigit():
@@ -349,7 +349,7 @@ def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
 
     Runs the real program under a mock engine: no cloud, no pulumi CLI."""
     from ops.errors import user_errors
-    from ops.plan import plan_stack, render, resolve_plan_args, write_output
+    from ops.review.plan import plan_stack, render, resolve_plan_args, write_output
 
     with user_errors():
         name, tree = resolve_plan_args(stack, format, root, output)
@@ -369,8 +369,8 @@ def diff(c, base, stack=None, output=None):
 
     The base side is planned with that tree's own program and stacks, for PR reviews."""
     from ops.errors import user_errors
-    from ops.plan import resolve_plan_args, write_output
-    from ops.plan_base import diff_stack_markdown
+    from ops.review.plan import resolve_plan_args, write_output
+    from ops.review.plan_base import diff_stack_markdown
 
     with user_errors():
         name, _ = resolve_plan_args(stack, "json", None, output, missing_ok=True)
@@ -384,7 +384,7 @@ def changed_stacks(c, base):
     Every stack when the program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed,
     else those whose stack file or cluster YAML changed."""
     from ops.errors import user_errors
-    from ops.plan_base import changed_stacks as find_changed
+    from ops.review.plan_base import changed_stacks as find_changed
 
     with user_errors():
         for name in find_changed(base):
@@ -445,9 +445,9 @@ def dashboard(c, stack=None, port=8265, remote_port=8265):
     Runs until Ctrl-C."""
     import threading
 
-    from ops.dashboard import forward_dashboard
     from ops.errors import user_errors
-    from ops.ssh import connect_stack
+    from ops.remote.dashboard import forward_dashboard
+    from ops.remote.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
         forward = forward_dashboard(connector, int(port), int(remote_port))
@@ -465,9 +465,9 @@ def get_head_ip(c, stack=None, internal=False):
     """Print the head's IP, for scripts.
 
     External unless --internal."""
-    from ops.cluster_ips import head_ip
+    from ops.cloud.cluster_ips import head_ip
     from ops.errors import user_errors
-    from ops.stack_outputs import load_outputs
+    from ops.stack import load_outputs
 
     with user_errors():
         print(head_ip(load_outputs(stack), internal))
@@ -478,9 +478,9 @@ def get_worker_ips(c, stack=None, internal=False):
     """Print each worker's IP, one a line.
 
     External, or internal where a node has none (or with --internal)."""
-    from ops.cluster_ips import worker_ips
+    from ops.cloud.cluster_ips import worker_ips
     from ops.errors import user_errors
-    from ops.stack_outputs import load_outputs
+    from ops.stack import load_outputs
 
     with user_errors():
         for ip in worker_ips(load_outputs(stack), internal):
@@ -493,8 +493,8 @@ def monitor(c, stack=None, lines=100):
 
     The head's monitor.* logs, as `ray monitor` follows them."""
     from ops.errors import exit_status, user_errors
-    from ops.monitor import monitor as follow_monitor
-    from ops.ssh import connect_stack
+    from ops.remote.monitor import monitor as follow_monitor
+    from ops.remote.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
         status = follow_monitor(connector, int(lines))
@@ -517,10 +517,10 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
     Ray's logs, debug state, `pip freeze` and processes, with a progress bar."""
     from pathlib import Path
 
-    from ops.cluster_dump import DumpParts, default_output
-    from ops.cluster_dump import cluster_dump as dump
+    from ops.cloud.cluster_dump import DumpParts, default_output
+    from ops.cloud.cluster_dump import cluster_dump as dump
     from ops.errors import user_errors
-    from ops.ssh import connect_stack
+    from ops.remote.ssh import connect_stack
 
     parts = DumpParts(logs, debug_state, pip, processes, processes_verbose)
     with user_errors(), connect_stack(stack) as connector:
@@ -539,9 +539,9 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
     """Stop Ray on a random worker, for failure drills.
 
     `ray stop` on it (--hard: delete its instance); asks first unless --yes."""
+    from ops.cloud.kill_node import kill_random_node as kill
     from ops.errors import user_errors
-    from ops.kill_node import kill_random_node as kill
-    from ops.ssh import connect_stack
+    from ops.remote.ssh import connect_stack
 
     with user_errors(), connect_stack(stack) as connector:
         node = kill(connector, yes, hard)
@@ -562,9 +562,9 @@ def preflight(c, stack=None):
 
     from infra.config import load_cluster_config
     from infra.stack_config import cluster_path_for_stack
-    from ops import preflight as quota_preflight
     from ops.errors import user_errors
-    from ops.stack_outputs import resolve_stack_name
+    from ops.lifecycle import preflight as quota_preflight
+    from ops.stack import resolve_stack_name
 
     with user_errors():
         name = resolve_stack_name(stack, require_file=True)
@@ -588,9 +588,9 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False):
     """Change a running cluster's autostop.
 
     --minutes N [--down], or --cancel; no node is recreated."""
-    from ops.autostop import parse_request, set_autostop
+    from ops.cloud.autostop import parse_request, set_autostop
     from ops.errors import user_errors
-    from ops.ssh import connect_stack
+    from ops.remote.ssh import connect_stack
 
     with user_errors():
         idle_minutes = parse_request(minutes, down, cancel)
@@ -604,10 +604,10 @@ def cost(c, stack=None):
 
     Per node type its hourly price, per node its hours run (from the instances' timestamps),
     the total so far and per hour now."""
-    from ops.cost import cost_report, node_costs
+    from ops.cloud.cost import cost_report, node_costs
     from ops.errors import user_errors
-    from ops.plan import cluster_from_settings, stack_settings
-    from ops.stack_outputs import resolve_stack_name
+    from ops.review.plan import cluster_from_settings, stack_settings
+    from ops.stack import resolve_stack_name
 
     with user_errors():
         name = resolve_stack_name(stack, require_file=True)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ops.plan_engine import ProgramRun
-from ops.preempted import cluster_credentials, kept_slices, up_replacing_reclaimed
+from ops.lifecycle.preempted import cluster_credentials, kept_slices, up_replacing_reclaimed
+from ops.review.plan_engine import ProgramRun
 from tests.fake_compute import FakeComputeServer
 from tests.program_runs import run_stack, stack_yaml
 from tests.test_program_behaviour import run_inline

@@ -35,7 +35,7 @@ from infra.workers.tpu_quota import (
     tpu_quota_rows,
     zone_usage,
 )
-from ops.cloud_api import API_ENDPOINT_ENV
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from typing import TextIO
 import paramiko
 
 from ops.errors import OpsError
-from ops.progress import ProgressBar, TransferCount, Transfers
-from ops.ssh import Connector
-from ops.stack_outputs import Node
-from ops.sync_filter import DirMergeFilters
+from ops.remote.progress import ProgressBar, TransferCount, Transfers
+from ops.remote.ssh import Connector
+from ops.remote.sync_filter import DirMergeFilters
+from ops.stack import Node
 
 
 @dataclass
@@ -318,7 +318,7 @@ def rsync_up_nodes(
 def rsync_down_head(connector: Connector, source: str, local: Path,
                     err: TextIO | None = None) -> SyncReport:
     """`rsync-down`: the head's `source` -> `local`, counting files and bytes on `err`."""
-    from ops.cluster_file import rsync_excludes, rsync_filters
+    from ops.remote.cluster_file import rsync_excludes, rsync_filters
 
     outputs = connector.outputs
     progress = TransferCount("rsync-down", err or sys.stderr)
@@ -333,8 +333,8 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
-    from ops.cluster_file import file_mounts, rsync_excludes, rsync_filters
-    from ops.ssh import connect_stack
+    from ops.remote.cluster_file import file_mounts, rsync_excludes, rsync_filters
+    from ops.remote.ssh import connect_stack
 
     with connect_stack(stack) as connector:
         outputs = connector.outputs

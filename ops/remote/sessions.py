@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 
 import paramiko
 
-from ops.attach import PortForward, parse_forward
 from ops.errors import OpsError
+from ops.remote.attach import PortForward, parse_forward
 
 SESSION = "ray"
 

@@ -4,9 +4,9 @@ machine type changes."""
 
 from __future__ import annotations
 
-from ops.plan_diff import ACTION_ORDER, DiffRow
-from ops.plan_effects import node_effect
-from ops.prices import cost_hint, price_note
+from ops.review.plan_diff import ACTION_ORDER, DiffRow
+from ops.review.plan_effects import node_effect
+from ops.review.prices import cost_hint, price_note
 
 COMMENT_MARKER = "<!-- ray-gcp-plan-diff:{stack} -->"
 MAX_CHANGES_SHOWN = 25

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ops.errors import OpsError
 from ops.paths import PROJECT_ROOT
-from ops.stack_outputs import StackOutputs
+from ops.stack import StackOutputs
 
 if TYPE_CHECKING:
     from infra.config import ClusterConfig

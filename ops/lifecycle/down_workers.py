@@ -16,12 +16,12 @@ from infra.config import load_cluster_config
 from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
 from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
-from ops.cloud_api import api_errors, nodes_api
+from ops.cloud.cloud_api import api_errors, nodes_api
 from ops.errors import OpsError
-from ops.preempted import SLICE_KINDS
-from ops.pulumi_cli import require_cli, run_operation, select_stack
-from ops.scale import ScaleError, set_worker_count
-from ops.stack_outputs import load_outputs
+from ops.lifecycle.preempted import SLICE_KINDS
+from ops.lifecycle.pulumi_cli import require_cli, run_operation, select_stack
+from ops.lifecycle.scale import ScaleError, set_worker_count
+from ops.stack import load_outputs
 
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 

@@ -11,8 +11,8 @@ import shlex
 
 from bootstrap.autostop import OVERRIDE_FILE
 from ops.errors import OpsError
-from ops.remote import run_captured
-from ops.ssh import Connector
+from ops.remote.commands import run_captured
+from ops.remote.ssh import Connector
 
 # The head's startup script keeps the daemon here (its state dir on GCE); the brackets keep
 # pgrep from finding the shell that runs it, whose command line holds the pattern.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from ops.stack_outputs import StackOutputs
+from ops.stack import StackOutputs
 
 if TYPE_CHECKING:
     from infra.workers.clients import ApiClients
@@ -131,7 +131,7 @@ def preemption_lines(
     from requests import RequestException
 
     from infra.workers.clients import ApiClients, build_credentials
-    from ops.cloud_api import API_ENDPOINT_ENV
+    from ops.cloud.cloud_api import API_ENDPOINT_ENV
 
     if not outputs.nodes:
         return []

@@ -18,7 +18,7 @@ from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
 from infra.workers.retry import RetryPolicy
 from ops.errors import OpsError
-from ops.prices import (
+from ops.review.prices import (
     NodePrice,
     node_type_price,
     price_note,

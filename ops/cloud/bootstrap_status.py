@@ -13,11 +13,11 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ops.cloud.status import BOOTSTRAP_LOG
 from ops.errors import OpsError
-from ops.remote import run_captured
-from ops.ssh import Connector
-from ops.stack_outputs import Node
-from ops.status import BOOTSTRAP_LOG
+from ops.remote.commands import run_captured
+from ops.remote.ssh import Connector
+from ops.stack import Node
 
 # bootstrap.node_metadata.STATE_DIR's mirror of the guest attributes (a test keeps them equal;
 # importing bootstrap here would cost `invoke status` the config model's import).

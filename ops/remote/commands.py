@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
 
-if TYPE_CHECKING:  # paramiko is imported by ops.ssh when a connection is made
+if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is made
     import paramiko
 
-    from ops.ssh import Connector
-    from ops.stack_outputs import Node
+    from ops.remote.ssh import Connector
+    from ops.stack import Node
 
 _CHUNK = 32768
 RAY_ON_PATH = "command -v ray >/dev/null 2>&1"

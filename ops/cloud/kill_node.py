@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ops.errors import OpsError
-from ops.remote import in_container, node_shell, stream_command
-from ops.ssh import Connector
-from ops.stack_outputs import Node
+from ops.remote.commands import in_container, node_shell, stream_command
+from ops.remote.ssh import Connector
+from ops.stack import Node
 
 KILL_COMMAND = "ray stop"
 PROMPT = "A random node will be killed. Confirm [y/N]: "
@@ -60,7 +60,7 @@ def kill_random_node(
 
 def terminate(project: str, zone: str, node: Node) -> None:
     """Delete the instance (or the TPU VM) and wait for it to go."""
-    from ops.cloud_api import api_errors, nodes_api
+    from ops.cloud.cloud_api import api_errors, nodes_api
 
     with api_errors(f"deleting {node.name}"):
         nodes_api(project, zone, node.api).delete([node.name])

@@ -140,7 +140,7 @@ def _chosen_stack(stack: str | None) -> str:
     source = os.environ.get(OUTPUTS_ENV)
     if source and Path(source).is_file():
         return Path(source).stem
-    from ops import pulumi_cli
+    from ops.lifecycle import pulumi_cli
 
     return pulumi_cli.selected_stack_name()
 
@@ -164,6 +164,6 @@ def load_outputs(stack: str | None = None) -> StackOutputs:
     source = os.environ.get(OUTPUTS_ENV)
     if source:
         return parse_outputs(name, _read_outputs_file(name, Path(source)))
-    from ops import pulumi_cli
+    from ops.lifecycle import pulumi_cli
 
     return parse_outputs(name, pulumi_cli.stack_outputs(name))

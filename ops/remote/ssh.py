@@ -2,7 +2,7 @@
 
 Host keys are checked against a per-stack known_hosts file (OpenSSH format, so `ssh -o
 UserKnownHostsFile=` can share it). On first contact the offered key is checked against the
-keys GCE publishes for the instance (ops.host_keys) when there are any, and refused if it is
+keys GCE publishes for the instance (ops.remote.host_keys) when there are any, and refused if it is
 none of them; then it is pinned and its fingerprint printed. A different key later is refused,
 and so is a known_hosts file with a line that cannot be read (fail closed: skipping it could
 let another key be pinned). The file is opened without following symlinks. Workers are reached
@@ -24,9 +24,9 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from ops.errors import OpsError
-from ops.host_keys import PublishedKeys, published_host_keys
 from ops.paths import known_hosts_path, open_no_follow
-from ops.stack_outputs import Node, StackOutputs
+from ops.remote.host_keys import PublishedKeys, published_host_keys
+from ops.stack import Node, StackOutputs
 
 # (project, zone, instance) -> the host keys GCE publishes for it
 KeyLookup = Callable[[str, str, str], PublishedKeys]
@@ -256,6 +256,6 @@ def _refused(exc: Exception) -> bool:
 
 def connect_stack(stack: str | None) -> Connector:
     """The Connector for `--stack` (or the default stack); connections open on first use."""
-    from ops.stack_outputs import load_outputs
+    from ops.stack import load_outputs
 
     return Connector(load_outputs(stack))

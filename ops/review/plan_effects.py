@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.workers.naming import metadata_items
-from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, INSTANCE_TYPE, TPU_VM_TYPE, DiffRow
+from ops.review.plan_diff import BOOTSTRAP_CONFIG_KEY, INSTANCE_TYPE, TPU_VM_TYPE, DiffRow
 
 REAPPLIED = ("metadata.startup-script", "metadata.ray-bootstrap-version",
              "metadata.ray-file-mount-")

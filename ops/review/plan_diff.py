@@ -1,4 +1,4 @@
-"""Compare two plans (ops.plan) into rows a reviewer reads: added, removed, replaced, updated.
+"""Compare two plans (`plan`) into rows a reviewer reads: added, removed, replaced, updated.
 
 Resources match by (type, logical name). Nodes whose names embed a config hash (the head
 instance, TPU VMs) get a new name when their config changes; an unmatched old and new node
@@ -24,7 +24,7 @@ from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
-from ops.plan import DYNAMIC_TYPE, Plan
+from ops.review.plan import DYNAMIC_TYPE, Plan
 
 Action = Literal["add", "remove", "replace", "update"]
 ACTION_ORDER: tuple[Action, ...] = ("replace", "update", "add", "remove")

@@ -2,11 +2,12 @@
 
 The base side is the whole tree at the ref, extracted with `git archive` into a temp dir
 (the working tree is never checked out or touched), planned by that tree's own
-`python -m ops.plan` with the temp dir first on the import path. So a pull request that
-changes only the program (`infra/`, `bootstrap/`) shows what that change does, as does one
-that changes only a stack's YAML. A ref from before the planner existed (no `ops/plan.py`)
-is planned with the working tree's program and the ref's stack files, and the output says
-so. Both sides run at once, each in its own interpreter.
+`python -m ops.review.plan` (`ops.plan` at a ref from before `ops/` had rooms) with the temp
+dir first on the import path. So a pull request that changes only the program (`infra/`,
+`bootstrap/`) shows what that change does, as does one that changes only a stack's YAML. A
+ref from before the planner existed (neither file) is planned with the working tree's program
+and the ref's stack files, and the output says so. Both sides run at once, each in its own
+interpreter.
 """
 
 from __future__ import annotations
@@ -23,14 +24,25 @@ from pathlib import Path
 from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
 from infra.yaml_text import YamlFileError, parse_yaml_text
 from ops.errors import OpsError
-from ops.plan import PLAN_FORMAT_VERSION, Plan, collect_plan, plan_stack_isolated
-from ops.plan_diff import diff_plans, unchanged_count
-from ops.plan_markdown import price_line, render_markdown
+from ops.review.plan import (
+    PLAN_FORMAT_VERSION,
+    Plan,
+    collect_plan,
+    plan_stack_isolated,
+    resolve_plan_args,
+    write_output,
+)
+from ops.review.plan_diff import diff_plans, unchanged_count
+from ops.review.plan_markdown import price_line, render_markdown
 
 STACKS_DIR = "stacks"
-PLANNER = "ops/plan.py"
-# Paths (relative to the project root) whose change can alter any stack's plan.
-PROGRAM_PATTERNS = ("infra/*", "bootstrap/*", "ops/plan*.py", "pyproject.toml")
+PLANNER = "ops/review/plan.py"
+# Where the planner lived before ops/ was split into rooms; a base ref may be that old.
+FLAT_PLANNER = "ops/plan.py"
+# Paths (relative to the project root) whose change can alter any stack's plan (the flat
+# `ops/plan*.py` too: a ref from before the split has them).
+PROGRAM_PATTERNS = ("infra/*", "bootstrap/*", "ops/review/*", "ops/stack.py", "ops/plan*.py",
+                    "pyproject.toml")
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -92,17 +104,25 @@ def materialise_tree(ref: str, dest: Path, root: Path = PROJECT_ROOT) -> None:
         raise OpsError(f"git archive {ref} failed: {stderr.strip()}")
 
 
+def planner_module(tree: Path) -> str | None:
+    """The module `python -m` runs to plan with `tree`'s own program; None when it has none."""
+    for path in (PLANNER, FLAT_PLANNER):
+        if (tree / path).is_file():
+            return path.removesuffix(".py").replace("/", ".")
+    return None
+
+
 def has_planner(tree: Path) -> bool:
-    return (tree / PLANNER).is_file()
+    return planner_module(tree) is not None
 
 
 def plan_tree_isolated(stack: str, tree: Path) -> subprocess.Popen[str]:
-    """Plan `stack` with the program that lives in `tree` (its own `ops.plan`, `infra`,
+    """Plan `stack` with the program that lives in `tree` (its own planner, `infra`,
     `bootstrap`), in a fresh interpreter whose import path starts at `tree`."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.Popen(
-        [sys.executable, "-m", "ops.plan", "--stack", stack, "--root", str(tree)],
+        [sys.executable, "-m", str(planner_module(tree)), "--stack", stack, "--root", str(tree)],
         cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -188,6 +208,12 @@ def diff_stack_markdown(stack: str, ref: str, root: Path = PROJECT_ROOT) -> str:
                            unchanged_count(pair.base, pair.head), notes=pair.notes,
                            price=price_line(pair.base.get("price_per_hour"),
                                             pair.head.get("price_per_hour")))
+
+
+def write_diff(stack: str | None, base: str, output: str | None) -> None:
+    """`invoke diff`: the arguments checked, then the Markdown to `output` or stdout."""
+    name, _ = resolve_plan_args(stack, "json", None, output, missing_ok=True)
+    write_output(diff_stack_markdown(name, base), output)
 
 
 def _stack_name(path: str) -> str | None:

@@ -18,12 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
+from ops.cloud.status import BOOTSTRAP_LOG
 from ops.errors import OpsError
-from ops.progress import ProgressBar
-from ops.remote import in_container, node_shell
-from ops.ssh import Connector
-from ops.stack_outputs import Node
-from ops.status import BOOTSTRAP_LOG
+from ops.remote.commands import in_container, node_shell
+from ops.remote.progress import ProgressBar
+from ops.remote.ssh import Connector
+from ops.stack import Node
 
 SESSION_DIR = "/tmp/ray/session_latest"  # where Ray keeps the current session's logs
 _CHUNK = 65536

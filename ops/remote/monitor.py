@@ -7,8 +7,8 @@ import sys
 from typing import BinaryIO
 
 from ops.errors import OpsError
-from ops.remote import in_container, node_shell, run_captured, stream_command
-from ops.ssh import Connector
+from ops.remote.commands import in_container, node_shell, run_captured, stream_command
+from ops.remote.ssh import Connector
 
 MONITOR_LOGS = "/tmp/ray/session_latest/logs/monitor*"  # Ray's monitor_cluster tails these
 

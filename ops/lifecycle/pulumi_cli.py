@@ -164,12 +164,12 @@ class EventPrinter:
 
 def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
                 diffs: list[str] | None, old: Any = None, new: Any = None) -> str | None:
-    """What a step does to a running node (ops.plan_effects), for nodes Pulumi updates or
+    """What a step does to a running node (ops.review.plan_effects), for nodes Pulumi updates or
     replaces itself; paths from the engine's detailed diff (`metadata.startup-script`). For
     a worker group (`old`/`new`: the step's states), from its old and new bodies."""
-    from ops.plan import DYNAMIC_TYPE
-    from ops.plan_diff import INSTANCE_TYPE, TPU_VM_TYPE
-    from ops.plan_effects import NEW_NODE_NOTE, effect_of_paths
+    from ops.review.plan import DYNAMIC_TYPE
+    from ops.review.plan_diff import INSTANCE_TYPE, TPU_VM_TYPE
+    from ops.review.plan_effects import NEW_NODE_NOTE, effect_of_paths
 
     if type_ == DYNAMIC_TYPE:
         return _worker_group_step_effect(op, old, new)
@@ -185,7 +185,7 @@ def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
 
 def _worker_group_step_effect(op: str, old: Any, new: Any) -> str | None:
     """Only a WorkerGroup's state has a `group_id` (the sweeper's has not)."""
-    from ops.plan_effects import NEW_WORKERS_NOTE, worker_group_effect
+    from ops.review.plan_effects import NEW_WORKERS_NOTE, worker_group_effect
 
     if old is None or "group_id" not in (old.outputs or {}):
         return None
@@ -214,11 +214,11 @@ def run_operation(
     and replaces TPU slices GCP reclaimed (see ops/preempted.py)."""
     from pulumi import automation as auto
 
-    from ops.preempted import up_replacing_reclaimed
+    from ops.lifecycle.preempted import up_replacing_reclaimed
 
     if operation == "up":
-        from ops.plan import cluster_from_settings, stack_settings
-        from ops.up_quota import check_tpu_quota_before_up
+        from ops.lifecycle.up_quota import check_tpu_quota_before_up
+        from ops.review.plan import cluster_from_settings, stack_settings
 
         check_tpu_quota_before_up(*cluster_from_settings(stack_settings(name)), out)
     stack = select_stack(name)

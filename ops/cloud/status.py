@@ -7,9 +7,9 @@ import shlex
 from datetime import datetime
 
 from ops.errors import OpsError
-from ops.remote import node_shell, run_captured
-from ops.ssh import Connector
-from ops.stack_outputs import StackOutputs
+from ops.remote.commands import node_shell, run_captured
+from ops.remote.ssh import Connector
+from ops.stack import StackOutputs
 
 BOOTSTRAP_LOG = "/var/log/ray-bootstrap.log"
 LOG_TAIL_LINES = 20
@@ -57,7 +57,7 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
     from infra.workers.clients import ApiClients, build_credentials
-    from ops.cost import ENDPOINT_ENV
+    from ops.cloud.cost import ENDPOINT_ENV
 
     endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
     clients = ApiClients(build_credentials(None, endpoint), endpoint)

@@ -1,6 +1,6 @@
 """`invoke plan`: the stack's resources as a canonical, deterministic document.
 
-Runs the real program offline (ops.plan_engine) and reduces what it records to what a
+Runs the real program offline (ops.review.plan_engine) and reduces what it records to what a
 reviewer needs: Pulumi type token, a friendlier kind, logical name, parent and inputs with
 secrets masked. Keys are sorted and resources ordered by (type, name), so the same stack
 config always gives byte-identical JSON; `invoke diff` compares two of these documents.
@@ -43,7 +43,7 @@ def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
                       output: str | None, missing_ok: bool = False) -> tuple[str, Path]:
     """Check `invoke plan`/`diff` arguments before the slow plan: the stack (chosen as every
     task chooses it) and its file, the format, the root and where the output goes."""
-    from ops.stack_outputs import resolve_stack_name
+    from ops.stack import resolve_stack_name
 
     if output_format not in FORMATS:
         raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
@@ -105,7 +105,7 @@ def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
 def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
     """Plan `stack` in this process. The pulumi runtime is process-global: callers that plan
     more than once should prefer `plan_stack_isolated`."""
-    from ops.plan_engine import run_program
+    from ops.review.plan_engine import run_program
 
     config = stack_settings(stack, root)
     run = run_program(config, stack=stack, preview=True)
@@ -149,7 +149,7 @@ def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict
 def price_per_hour(settings: dict[str, str]) -> dict[str, Any]:
     """The cluster's approximate USD per hour at its pinned size and at max_workers (the
     program has just accepted these settings)."""
-    from ops.prices import cluster_price
+    from ops.review.prices import cluster_price
 
     return cluster_price(*cluster_from_settings(settings)).as_dict()
 
@@ -158,7 +158,7 @@ def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Pop
     """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
     the result with `collect_plan`. Two can run at once."""
     return subprocess.Popen(
-        [sys.executable, "-m", "ops.plan", "--stack", stack, "--root", str(root)],
+        [sys.executable, "-m", "ops.review.plan", "--stack", stack, "--root", str(root)],
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -206,9 +206,9 @@ def render(plan: Plan, output_format: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ops.plan --stack S [--root DIR]`: canonical JSON on stdout (one plan per
+    """`python -m ops.review.plan --stack S [--root DIR]`: canonical JSON on stdout (one plan per
     interpreter, which is how `invoke diff` isolates its two runs)."""
-    parser = argparse.ArgumentParser(prog="python -m ops.plan")
+    parser = argparse.ArgumentParser(prog="python -m ops.review.plan")
     parser.add_argument("--stack", required=True)
     parser.add_argument("--root", type=Path, default=PROJECT_ROOT)
     args = parser.parse_args(argv)

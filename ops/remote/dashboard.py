@@ -5,9 +5,9 @@ As `ray dashboard` does, a busy local port is not fatal: the next ones are tried
 
 from __future__ import annotations
 
-from ops.attach import PortForward
 from ops.errors import OpsError
-from ops.ssh import Connector
+from ops.remote.attach import PortForward
+from ops.remote.ssh import Connector
 
 DASHBOARD_PORT = 8265  # ray_constants.DEFAULT_DASHBOARD_PORT
 PORT_TRIES = 10

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ops.paths import open_no_follow, state_dir
-from ops.stack_outputs import StackOutputs
+from ops.stack import StackOutputs
 
 
 def write_private_key(outputs: StackOutputs, path: Path) -> Path:

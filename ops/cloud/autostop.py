@@ -12,7 +12,7 @@ import shlex
 from bootstrap.autostop import OVERRIDE_FILE
 from ops.errors import OpsError
 from ops.remote.commands import run_captured
-from ops.remote.ssh import Connector
+from ops.remote.ssh import Connector, connect_stack
 
 # The head's startup script keeps the daemon here (its state dir on GCE); the brackets keep
 # pgrep from finding the shell that runs it, whose command line holds the pattern.
@@ -59,3 +59,10 @@ def set_autostop(connector: Connector, minutes: int | None, down: bool) -> str:
         said += ("\nwarning: no autostop daemon runs on the head (it starts at boot from a "
                  "startup script that has one): the setting waits for the next boot")
     return said
+
+
+def change_autostop(stack: str | None, minutes: str | None, down: bool, cancel: bool) -> str:
+    """`invoke autostop`: check the flags, then set the head's override; what was set."""
+    idle_minutes = parse_request(minutes, down, cancel)
+    with connect_stack(stack) as connector:
+        return set_autostop(connector, idle_minutes, down)

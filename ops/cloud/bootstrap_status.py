@@ -13,15 +13,15 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ops.cloud.status import BOOTSTRAP_LOG
 from ops.errors import OpsError
 from ops.remote.commands import run_captured
 from ops.remote.ssh import Connector
 from ops.stack import Node
 
-# bootstrap.node_metadata.STATE_DIR's mirror of the guest attributes (a test keeps them equal;
-# importing bootstrap here would cost `invoke status` the config model's import).
+# bootstrap.node_metadata.STATE_DIR's mirror of the guest attributes, and its LOG_FILE (a test
+# keeps them equal; importing bootstrap here would cost `invoke status` the config model's import).
 ATTRIBUTES_DIR = "/run/ray-bootstrap/guest-attributes/ray-bootstrap"
+BOOTSTRAP_LOG = "/var/log/ray-bootstrap.log"
 LOG_TAIL_LINES = 15
 
 

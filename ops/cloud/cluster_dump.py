@@ -18,11 +18,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from ops.cloud.status import BOOTSTRAP_LOG
+from ops.cloud.bootstrap_status import BOOTSTRAP_LOG
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell
 from ops.remote.progress import ProgressBar
-from ops.remote.ssh import Connector
+from ops.remote.ssh import Connector, connect_stack
 from ops.stack import Node
 
 SESSION_DIR = "/tmp/ray/session_latest"  # where Ray keeps the current session's logs
@@ -135,3 +135,14 @@ def _add_node(archive: tarfile.TarFile, name: str, part: Path) -> None:
             data = source.extractfile(member) if member.isfile() else None
             member.name = f"{name}/{member.name.removeprefix('./')}".rstrip("/")
             archive.addfile(member, data)
+
+
+def dump_stack(stack: str | None, output: str | None, parts: DumpParts) -> None:
+    """`invoke cluster-dump`: write the archive (to `output`, else `default_output()`) and
+    name what could not be collected."""
+    with connect_stack(stack) as connector:
+        archive, failed = cluster_dump(connector, Path(output) if output else default_output(),
+                                       parts)
+    for line in failed:
+        print(f"warning: not in the archive: {line}")
+    print(f"wrote {archive}")

@@ -17,6 +17,7 @@ from datetime import date, datetime, timezone
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
 from infra.workers.retry import RetryPolicy
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.review.prices import (
     NodePrice,
@@ -25,8 +26,8 @@ from ops.review.prices import (
     region_factor,
     staleness_warning,
 )
+from ops.stack import Stack
 
-ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"  # an emulator or the test fake: http, anonymous
 # Billed as running: GCE instance and TPU node states between start and stop.
 _RUNNING = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "STOPPING", "SUSPENDING",
             "READY", "CREATING", "STARTING", "RESTARTING"}
@@ -104,7 +105,7 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
     from infra.workers.retry import call_with_retry
 
     now = now or datetime.now(timezone.utc)
-    endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
+    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
     secret = config.provider.gcp_credentials
     clients = ApiClients(
         build_credentials(secret.credentials.get_secret_value() if secret else None, endpoint),
@@ -187,3 +188,9 @@ def cost_report(stack: str, config: ClusterConfig, costs: list[NodeCost],
                  f"per hour now: ${sum(c.per_hour_now for c in costs):.2f}/h")
     lines.append(price_note())
     return "\n".join(lines) + "\n"
+
+
+def stack_cost_report(stack: str | None) -> str:
+    """`invoke cost`: the report for the stack --stack names (its file must exist)."""
+    chosen = Stack.choose(stack, require_file=True)
+    return cost_report(chosen.name, chosen.cluster, node_costs(chosen.cluster))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell, stream_command
-from ops.remote.ssh import Connector
+from ops.remote.ssh import Connector, connect_stack
 from ops.stack import Node
 
 KILL_COMMAND = "ray stop"
@@ -64,3 +64,11 @@ def terminate(project: str, zone: str, node: Node) -> None:
 
     with api_errors(f"deleting {node.name}"):
         nodes_api(project, zone, node.api).delete([node.name])
+
+
+def kill_stack_node(stack: str | None, yes: bool, hard: bool) -> None:
+    """`invoke kill-random-node`: kill one random worker of the stack and name it."""
+    with connect_stack(stack) as connector:
+        node = kill_random_node(connector, yes, hard)
+    if node is not None:
+        print(f"Killed node with IP {node.internal_ip}")

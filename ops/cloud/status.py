@@ -1,4 +1,5 @@
-"""`invoke status`: the stack's nodes as a table, then `ray status` from the head."""
+"""`invoke status`: the stack's nodes as a table, their preemptions and bootstrap stages,
+then `ray status` from the head."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import os
 import shlex
 from datetime import datetime
 
+from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.cloud.preemptions import preemption_lines
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
-from ops.remote.ssh import Connector
+from ops.remote.ssh import Connector, connect_stack
 from ops.stack import StackOutputs
 
-BOOTSTRAP_LOG = "/var/log/ray-bootstrap.log"
 LOG_TAIL_LINES = 20
 RAY_STATUS_COMMAND = "ray status"
 
@@ -57,9 +60,8 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
     from infra.workers.clients import ApiClients, build_credentials
-    from ops.cloud.cost import ENDPOINT_ENV
 
-    endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
+    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
     clients = ApiClients(build_credentials(None, endpoint), endpoint)
     try:
         head = clients.instances.get(project=outputs.project, zone=outputs.zone,
@@ -77,3 +79,24 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
         return (f"the cluster was {reason} for idleness at {when} (autostop): `invoke up "
                 f"--stack {outputs.stack}` brings it back")
     return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
+
+
+def show_status(stack: str | None) -> None:
+    """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
+    and `ray status`; an unreachable head is explained by the Compute API when it can be."""
+    with connect_stack(stack) as connector:
+        print(nodes_table(connector.outputs), flush=True)
+        for line in preemption_lines(connector.outputs):
+            print(line, flush=True)
+        print()
+        try:
+            connector.head()
+        except OpsError:  # unreachable head: stopped (by autostop?) or gone, says the API
+            note = head_stopped_note(connector.outputs)
+            if note is None:
+                raise
+            print(note)
+            return
+        print(bootstrap_table(read_nodes(connector)), flush=True)
+        print()
+        print(ray_status(connector))

@@ -19,11 +19,10 @@ from infra.workers.naming import GROUP_LABEL
 from ops.cloud.cloud_api import api_errors, nodes_api
 from ops.errors import OpsError
 from ops.lifecycle.preempted import SLICE_KINDS
-from ops.lifecycle.pulumi_cli import require_cli, run_operation, select_stack
+from ops.lifecycle.pulumi_cli import operate, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
-from ops.stack import load_outputs
-
-DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+from ops.pulumi_types import DYNAMIC_TYPE
+from ops.stack import Stack, require_cli, select_stack
 
 
 def worker_urns(deployment: dict[str, Any]) -> list[str]:
@@ -48,24 +47,32 @@ def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, in
     return counts
 
 
-def down_workers(stack: str, keep_min: bool, workers_only: bool) -> None:
+def down(stack: str | None, workers_only: bool, keep_min: bool) -> None:
+    """`invoke down`: the whole cluster (pulumi destroy), or only its workers."""
+    if workers_only or keep_min:
+        down_workers(Stack.choose(stack), keep_min, workers_only)
+    else:
+        operate(stack, "destroy")
+
+
+def down_workers(stack: Stack, keep_min: bool, workers_only: bool) -> None:
     if not workers_only:
         raise OpsError("--keep-min-workers only goes with --workers-only (without it `down` "
                        "deletes the whole cluster): add --workers-only")
     require_cli()
     if keep_min:
-        counts = keep_min_workers(stack)
+        counts = keep_min_workers(stack.name)
         print("worker counts set to min_workers: "
               + ", ".join(f"{name}={count}" for name, count in counts.items()), flush=True)
         run_operation(stack, "up")
         return
-    outputs = load_outputs(stack)
-    has_tpu = load_cluster_config(cluster_path_for_stack(stack)).has_tpu
-    urns = worker_urns(select_stack(stack).export_stack().deployment or {})
+    outputs = stack.outputs
+    has_tpu = stack.cluster.has_tpu
+    urns = worker_urns(select_stack(stack.name).export_stack().deployment or {})
     if urns:
         run_operation(stack, "destroy", target=urns, target_dependents=True)
     else:
-        print(f"stack {stack!r} keeps no workers")
+        print(f"stack {stack.name!r} keeps no workers")
     deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
     if has_tpu:
         deleted += delete_autoscaler_workers(

@@ -11,19 +11,20 @@ one withdraws its SUSPENDED request and queues a new one.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-V2VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
+from ops.pulumi_types import DYNAMIC_TYPE, TPU_VM_TYPE
+from ops.stack import cluster_credentials
+
 # URNs name their parents' types: the worker slices live under a TpuSlices component. A TPU
 # head is not replaced here: it is replaced create-before-delete, and its replacement would
 # take the same name.
-SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${V2VM_TYPE}::"
+SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${TPU_VM_TYPE}::"
 # With provider.tpu_queued_resources a slice is a queued request (a dynamic resource); once GCP
 # reclaims its node the request is SUSPENDED and the node gone, so it is replaced the same way.
-QUEUED_SLICE_URN_TYPES = "ray-gcp:index:TpuSlices$pulumi-python:dynamic:Resource::"
+QUEUED_SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${DYNAMIC_TYPE}::"
 SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
 RECLAIMED = frozenset({"PREEMPTED", "TERMINATED"})
 GONE = "gone"
@@ -85,23 +86,6 @@ def tpu_states(
         api = node_api("tpu", props, RetryPolicy(), Deadlines())
         states[(project, zone)] = {node.name: node.status for node in api.list_nodes({})}
     return states
-
-
-def cluster_credentials(stack_config: Mapping[str, str]) -> str | None:
-    """The stack's `provider.gcp_credentials` (as the program gives them to pulumi-gcp);
-    None means Application Default Credentials."""
-    from infra.config import load_cluster_config, parse_cluster_config
-    from infra.stack_config import CONFIG_KEY, resolve_cluster_path
-
-    inline = stack_config.get("ray-gcp:clusterConfig")
-    if inline:
-        config = parse_cluster_config(json.loads(inline), "ray-gcp:clusterConfig")
-    elif stack_config.get(CONFIG_KEY):
-        config = load_cluster_config(resolve_cluster_path(stack_config[CONFIG_KEY]))
-    else:
-        return None
-    credentials = config.provider.gcp_credentials
-    return credentials.credentials.get_secret_value() if credentials else None
 
 
 class UpStack(Protocol):

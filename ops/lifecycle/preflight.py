@@ -36,6 +36,7 @@ from infra.workers.tpu_quota import (
     zone_usage,
 )
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.stack import Stack
 
 
 @dataclass(frozen=True)
@@ -239,3 +240,11 @@ def render(report: PreflightReport) -> str:
 def _num(value: float | None) -> str:
     value = value or 0.0
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def preflight_stack(stack: str | None) -> bool:
+    """`invoke preflight`: print the quota table for the stack's largest cluster; whether a
+    quota is short."""
+    report = preflight(Stack.choose(stack, require_file=True).cluster)
+    print(render(report))
+    return report.short

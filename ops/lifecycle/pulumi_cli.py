@@ -1,234 +1,64 @@
-"""The Pulumi Automation API behind `invoke up/preview/down/refresh`, and its missing-CLI message.
+"""The Pulumi Automation API behind `invoke up/preview/down/refresh`, and `pulumi up` for `scale`.
 
 The Automation API drives the pulumi CLI as a subprocess; without the CLI it raises
-FileNotFoundError deep inside, so every entry point here checks first and says how to install it.
+FileNotFoundError deep inside, so every entry point checks first (`ops.stack.require_cli`) and
+says how to install it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import shutil
+import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from ops.errors import OpsError
+from ops.lifecycle.events import EventPrinter
+from ops.lifecycle.reapply import export_request, reapply_request
 from ops.paths import PROJECT_ROOT
-
-if TYPE_CHECKING:
-    from pulumi.automation import Stack
-    from pulumi.automation.events import EngineEvent
+from ops.stack import Stack, require_cli, select_stack
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
 
-INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (or `brew install pulumi`)"
 
-
-def require_cli() -> None:
-    if shutil.which("pulumi") is None:
-        raise OpsError(f"the pulumi CLI is not on PATH: {INSTALL_HINT}, then retry")
-
-
-def selected_stack_name() -> str:
-    """What `pulumi stack --show-name` says: the stack selected for this project."""
-    if shutil.which("pulumi") is None:
-        from infra.stack_config import stack_names
-
-        raise OpsError("no stack given: pass --stack/-s NAME or set PULUMI_STACK (stacks here: "
-                       f"{', '.join(stack_names()) or 'none'})")
-    from pulumi import automation as auto
-
-    summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT)).stack()
-    if summary is None:
-        raise OpsError(
-            "no stack given and none selected: pass --stack/-s NAME, set PULUMI_STACK or run "
-            "`pulumi stack select`"
-        )
-    return summary.name
-
-
-def select_stack(name: str) -> Stack:
+def operate(stack: str | None, operation: Operation) -> None:
+    """`invoke preview/refresh/down`: the stack --stack names (its file checked first), the
+    CLI check, then the operation."""
+    chosen = Stack.choose(stack, require_file=True)
     require_cli()
-    from pulumi import automation as auto
-
-    try:
-        return auto.select_stack(stack_name=name, work_dir=str(PROJECT_ROOT))
-    except auto.StackNotFoundError:
-        raise OpsError(
-            f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
-            f"`pulumi stack init {name}`"
-        ) from None
+    run_operation(chosen, operation)
 
 
-def stack_outputs(name: str) -> dict[str, Any]:
-    """Plain output values; secrets (the SSH key) are unwrapped in memory only."""
-    return {key: output.value for key, output in select_stack(name).outputs().items()}
-
-
-class EventPrinter:
-    """Engine events -> one line per resource step, so long `up`s show progress as they go;
-    while `ticking`, a line every interval names the steps still running and for how long (a
-    TPU slice, or a queued one waiting for capacity, can take many minutes without an event)."""
-
-    def __init__(self, out: TextIO = sys.stdout, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
-        self.out = out
-        self.failed = 0
-        self.clock = clock
-        self.running: dict[str, float] = {}
-        """Steps begun and not yet done or failed: resource name -> when they began."""
-        self._lock = threading.Lock()
-
-    def __call__(self, event: EngineEvent) -> None:
-        self._track(event)
-        line = self.render(event)
-        if line:
-            with self._lock:
-                print(line, file=self.out, flush=True)
-
-    def _track(self, event: EngineEvent) -> None:
-        with self._lock:
-            if event.resource_pre_event is not None:
-                meta = event.resource_pre_event.metadata
-                if meta.op.value != "same":
-                    self.running[_urn_name(meta.urn)] = self.clock()
-            elif event.res_outputs_event is not None:
-                self.running.pop(_urn_name(event.res_outputs_event.metadata.urn), None)
-            elif event.res_op_failed_event is not None:
-                self.running.pop(_urn_name(event.res_op_failed_event.metadata.urn), None)
-
-    def still_running(self) -> str | None:
-        """`  running  a (4m05s), b (30s)`, longest first; None when no step is running."""
-        with self._lock:
-            now = self.clock()
-            steps = sorted(self.running.items(), key=lambda item: item[1])
-        if not steps:
-            return None
-        return "  running  " + ", ".join(
-            f"{name} ({_elapsed(now - began)})" for name, began in steps
-        )
-
-    @contextlib.contextmanager
-    def ticking(self, interval_s: float = 30.0) -> Iterator[None]:
-        """Print `still_running` every `interval_s` while the body runs."""
-        stop = threading.Event()
-
-        def tick() -> None:
-            while not stop.wait(interval_s):
-                line = self.still_running()
-                if line:
-                    with self._lock:
-                        print(line, file=self.out, flush=True)
-
-        ticker = threading.Thread(target=tick, name="pulumi-progress", daemon=True)
-        ticker.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            ticker.join()
-
-    def render(self, event: EngineEvent) -> str | None:
-        if event.resource_pre_event is not None:
-            meta = event.resource_pre_event.metadata
-            if meta.op.value == "same":
-                return None
-            line = f"  {meta.op.value:<8} {_urn_name(meta.urn)} ({meta.type})..."
-            effect = step_effect(meta.type, meta.op.value, meta.detailed_diff, meta.diffs,
-                                 meta.old, meta.new)
-            return f"{line} {effect}" if effect else line
-        if event.res_outputs_event is not None:
-            meta = event.res_outputs_event.metadata
-            if meta.op.value == "same":
-                return None
-            return f"  done     {_urn_name(meta.urn)}"
-        if event.res_op_failed_event is not None:
-            self.failed += 1
-            return f"  FAILED   {_urn_name(event.res_op_failed_event.metadata.urn)}"
-        if event.diagnostic_event is not None:
-            diag = event.diagnostic_event
-            if diag.severity in ("error", "warning") and not diag.ephemeral:
-                return f"  {diag.severity}: {diag.message.strip()}"
-            return None
-        if event.summary_event is not None:
-            summary = event.summary_event
-            changes = ", ".join(
-                f"{count} {getattr(op, 'value', op)}"
-                for op, count in summary.resource_changes.items()
-            )
-            return f"summary: {changes or 'no changes'} in {summary.duration_seconds}s"
-        return None
-
-
-def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
-                diffs: list[str] | None, old: Any = None, new: Any = None) -> str | None:
-    """What a step does to a running node (ops.review.plan_effects), for nodes Pulumi updates or
-    replaces itself; paths from the engine's detailed diff (`metadata.startup-script`). For
-    a worker group (`old`/`new`: the step's states), from its old and new bodies."""
-    from ops.review.plan import DYNAMIC_TYPE
-    from ops.review.plan_diff import INSTANCE_TYPE, TPU_VM_TYPE
-    from ops.review.plan_effects import NEW_NODE_NOTE, effect_of_paths
-
-    if type_ == DYNAMIC_TYPE:
-        return _worker_group_step_effect(op, old, new)
-    if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
-        return None
-    if op in ("replace", "create-replacement"):
-        return f"({NEW_NODE_NOTE})"
-    if op != "update":
-        return None
-    effect = effect_of_paths(list(detailed_diff or {}) or list(diffs or []))
-    return f"({effect})" if effect else None
-
-
-def _worker_group_step_effect(op: str, old: Any, new: Any) -> str | None:
-    """Only a WorkerGroup's state has a `group_id` (the sweeper's has not)."""
-    from ops.review.plan_effects import NEW_WORKERS_NOTE, worker_group_effect
-
-    if old is None or "group_id" not in (old.outputs or {}):
-        return None
-    if op in ("replace", "create-replacement"):
-        return f"({NEW_WORKERS_NOTE})"
-    if op != "update" or new is None:
-        return None
-    effect = worker_group_effect((old.inputs or {}).get("body"), (new.inputs or {}).get("body"))
-    return f"({effect})" if effect else None
-
-
-def _urn_name(urn: str) -> str:
-    return urn.rsplit("::", 1)[-1]
-
-
-def _elapsed(seconds: float) -> str:
-    minutes, seconds = divmod(int(seconds), 60)
-    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+def up(stack: str | None, restart_only: bool, no_restart: bool) -> None:
+    """`invoke up`: the re-apply request for the node watchers, then the up."""
+    export_request(reapply_request(restart_only, no_restart))
+    operate(stack, "up")
 
 
 def run_operation(
-    name: str, operation: Operation, out: TextIO = sys.stdout, **options: Any
+    stack: str | Stack, operation: Operation, out: TextIO = sys.stdout, **options: Any
 ) -> None:
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
-    and replaces TPU slices GCP reclaimed (see ops/preempted.py)."""
+    and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py)."""
     from pulumi import automation as auto
 
     from ops.lifecycle.preempted import up_replacing_reclaimed
 
+    chosen = Stack.of(stack)
+    name = chosen.name
     if operation == "up":
         from ops.lifecycle.up_quota import check_tpu_quota_before_up
-        from ops.review.plan import cluster_from_settings, stack_settings
 
-        check_tpu_quota_before_up(*cluster_from_settings(stack_settings(name)), out)
-    stack = select_stack(name)
+        check_tpu_quota_before_up(chosen.cluster, chosen.worker_counts, out)
+    automation_stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
     actions = {
-        "up": lambda on_event: up_replacing_reclaimed(stack, on_event, out),
-        "preview": stack.preview,
-        "destroy": stack.destroy,
-        "refresh": stack.refresh,
+        "up": lambda on_event: up_replacing_reclaimed(automation_stack, on_event, out),
+        "preview": automation_stack.preview,
+        "destroy": automation_stack.destroy,
+        "refresh": automation_stack.refresh,
     }
     try:
         with printer.ticking():
@@ -238,3 +68,14 @@ def run_operation(
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
         reason = lines[-1] if lines else "see the messages above"
         raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None
+
+
+def confirmed_up(stack: Stack) -> None:
+    """`pulumi up` on the user's terminal: it shows the change and asks before applying it."""
+    require_cli()
+    pulumi = shutil.which("pulumi") or "pulumi"
+    result = subprocess.run([pulumi, "up", "--stack", stack.name], cwd=PROJECT_ROOT,
+                            check=False)
+    if result.returncode != 0:
+        raise OpsError(f"pulumi up of stack {stack.name!r} exited with {result.returncode}: "
+                       "see the messages above")

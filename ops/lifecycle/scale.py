@@ -1,4 +1,4 @@
-"""`invoke scale`: set one worker type's count in a stack file (the task then runs `pulumi up`).
+"""`invoke scale`: set one worker type's count in a stack file, then run `pulumi up`.
 
 The count lives under `ray-gcp:workerCounts` (node type -> count) in
 `stacks/Pulumi.<stack>.yaml`; the program reads it and sets each WorkerGroup's `count`.
@@ -13,6 +13,8 @@ import yaml
 from infra.config import ConfigError, load_cluster_config
 from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
 from ops.errors import OpsError
+from ops.lifecycle.pulumi_cli import confirmed_up
+from ops.stack import Stack
 
 
 class ScaleError(OpsError):
@@ -52,3 +54,13 @@ def set_worker_count(stack: str, node_type: str, count: int,
     path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
     return path
 
+
+def scale(stack: str | None, node_type: str, count: str) -> None:
+    """`invoke scale`: write the count (checked against the type's limits), then `pulumi up`,
+    which shows the change and asks before applying it."""
+    if not str(count).isdigit():
+        raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
+    chosen = Stack.choose(stack, require_file=True)
+    path = set_worker_count(chosen.name, node_type, int(count))
+    print(f"{node_type}: count {count} written to {path}")
+    confirmed_up(chosen)

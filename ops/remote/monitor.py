@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell, run_captured, stream_command
-from ops.remote.ssh import Connector
+from ops.remote.ssh import Connector, connect_stack
 
 MONITOR_LOGS = "/tmp/ray/session_latest/logs/monitor*"  # Ray's monitor_cluster tails these
 
@@ -32,3 +32,9 @@ def monitor(connector: Connector, lines: int = 100, logs: str = "", follow: bool
                        "yet (see `invoke status`)")
     output = out or sys.stdout.buffer
     return stream_command(client, node_shell(tail), output, sys.stderr.buffer)
+
+
+def monitor_stack(stack: str | None, lines: int) -> int:
+    """`invoke monitor`: follow the head's autoscaler log until Ctrl-C; the exit status."""
+    with connect_stack(stack) as connector:
+        return monitor(connector, lines)

@@ -26,7 +26,7 @@ from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 from ops.errors import OpsError
 from ops.paths import known_hosts_path, open_no_follow
 from ops.remote.host_keys import PublishedKeys, published_host_keys
-from ops.stack import Node, StackOutputs
+from ops.stack import Node, StackOutputs, load_outputs
 
 # (project, zone, instance) -> the host keys GCE publishes for it
 KeyLookup = Callable[[str, str, str], PublishedKeys]
@@ -256,6 +256,4 @@ def _refused(exc: Exception) -> bool:
 
 def connect_stack(stack: str | None) -> Connector:
     """The Connector for `--stack` (or the default stack); connections open on first use."""
-    from ops.stack import load_outputs
-
     return Connector(load_outputs(stack))

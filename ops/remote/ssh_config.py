@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ops.paths import open_no_follow, state_dir
+from ops.paths import in_existing_folder, open_no_follow, state_dir
+from ops.remote.ssh import connect_stack
 from ops.stack import StackOutputs
 
 
@@ -48,3 +49,14 @@ def write_ssh_config(outputs: StackOutputs, known_hosts: Path, dest: Path | None
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve()))
     return dest
+
+
+def stack_ssh_config(stack: str | None, output: str | None) -> str:
+    """`invoke ssh-config`: pin the head's host key, write the block (to `output` when given)
+    and say how to use it."""
+    chosen = in_existing_folder(output, "--output") if output else None
+    with connect_stack(stack) as connector:
+        connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
+        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
+    return (f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
+            f"`ssh {host_alias(connector.outputs)}`")

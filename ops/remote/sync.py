@@ -350,3 +350,20 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
         )
         for name, report in reports.items():
             print(f"{name}: {report.summary()}")
+
+
+def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool) -> None:
+    """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
+    if not Path(source).exists():
+        raise OpsError(f"{source} does not exist: pass a local file or directory")
+    rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
+
+
+def rsync_down(stack: str | None, source: str, target: str) -> None:
+    """`rsync-down`: the head's `source` -> the local `target`, whose folder must exist."""
+    from ops.paths import in_existing_folder
+    from ops.remote.ssh import connect_stack
+
+    local = in_existing_folder(target, "target")
+    with connect_stack(stack) as connector:
+        print(rsync_down_head(connector, source, local).summary())

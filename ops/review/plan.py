@@ -21,16 +21,15 @@ from infra.stack_config import (
     PROJECT_ROOT,
     StackFileError,
     check_stack,
-    resolve_cluster_path,
 )
 from ops.errors import OpsError
 from ops.paths import in_existing_folder
+from ops.pulumi_types import DYNAMIC_TYPE
+from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
 
 if TYPE_CHECKING:
-    from infra.config import ClusterConfig
+    pass
 
-DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
-CONFIG_NAMESPACE = "ray-gcp:"
 PLAN_FORMAT_VERSION = 1
 
 Plan = dict[str, Any]
@@ -43,8 +42,6 @@ def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
                       output: str | None, missing_ok: bool = False) -> tuple[str, Path]:
     """Check `invoke plan`/`diff` arguments before the slow plan: the stack (chosen as every
     task chooses it) and its file, the format, the root and where the output goes."""
-    from ops.stack import resolve_stack_name
-
     if output_format not in FORMATS:
         raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
     tree = Path(root).expanduser() if root else PROJECT_ROOT
@@ -67,23 +64,6 @@ def write_output(text: str, output: str | None) -> None:
         Path(output).expanduser().write_text(text)
     else:
         print(text, end="")
-
-
-def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
-    """The stack file's `ray-gcp:*` keys as pulumi hands them to a program: strings as they
-    are, anything else as JSON text. `ray-gcp:cluster` becomes absolute under `root`, so a
-    stack materialised from another git ref plans its own cluster YAML."""
-    settings = check_stack(stack, root / "stacks", root)
-    config: dict[str, str] = {}
-    for key, value in settings.items():
-        if not str(key).startswith(CONFIG_NAMESPACE):
-            continue
-        if isinstance(value, dict) and "secure" in value:
-            continue  # encrypted with the stack's key: not readable offline, never shown
-        config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    if isinstance(settings.get(CONFIG_KEY), str):
-        config[CONFIG_KEY] = str(resolve_cluster_path(settings[CONFIG_KEY], root))
-    return config
 
 
 def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
@@ -127,23 +107,6 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
     ]
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(config)}
-
-
-def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict[str, int]]:
-    """The stack's cluster config and pinned worker counts, read as the program reads them."""
-    from infra.config import load_cluster_config, parse_cluster_config
-    from infra.plan import resolve_worker_counts
-
-    inline = settings.get(f"{CONFIG_NAMESPACE}clusterConfig")
-    if inline:
-        config = parse_cluster_config(json.loads(inline), f"{CONFIG_NAMESPACE}clusterConfig")
-    elif settings.get(CONFIG_KEY):
-        config = load_cluster_config(settings[CONFIG_KEY])
-    else:
-        raise OpsError(f"the stack sets neither {CONFIG_KEY} nor "
-                       f"{CONFIG_NAMESPACE}clusterConfig: set one to its cluster YAML")
-    counts = settings.get(f"{CONFIG_NAMESPACE}workerCounts")
-    return config, resolve_worker_counts(config, json.loads(counts) if counts else None)
 
 
 def price_per_hour(settings: dict[str, str]) -> dict[str, Any]:
@@ -203,6 +166,13 @@ def render(plan: Plan, output_format: str) -> str:
     if output_format not in FORMATS:
         raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
     return render_json(plan) if output_format == "json" else render_table(plan)
+
+
+def write_plan(stack: str | None, output: str | None, output_format: str, root: str | None
+               ) -> None:
+    """`invoke plan`: the arguments checked, then the plan rendered to `output` or stdout."""
+    name, tree = resolve_plan_args(stack, output_format, root, output)
+    write_output(render(plan_stack(name, tree), output_format), output)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,14 +24,13 @@ from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
-from ops.review.plan import DYNAMIC_TYPE, Plan
+from ops.pulumi_types import DYNAMIC_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
+from ops.review.plan import Plan
 
 Action = Literal["add", "remove", "replace", "update"]
 ACTION_ORDER: tuple[Action, ...] = ("replace", "update", "add", "remove")
 ABSENT = "(none)"
 
-INSTANCE_TYPE = "gcp:compute/instance:Instance"
-TPU_VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 NODE_TYPE_LABEL = "ray-user-node-type"
 NODE_KIND_LABEL = "ray-node-type"
 

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infra.workers.naming import metadata_items
-from ops.review.plan_diff import BOOTSTRAP_CONFIG_KEY, INSTANCE_TYPE, TPU_VM_TYPE, DiffRow
+from ops.pulumi_types import DYNAMIC_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
+from ops.review.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow
 
 REAPPLIED = ("metadata.startup-script", "metadata.ray-bootstrap-version",
              "metadata.ray-file-mount-")
@@ -84,3 +85,32 @@ def worker_group_effect(old_body: Any, new_body: Any) -> str | None:
 
 def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
+
+
+def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
+                diffs: list[str] | None, old: Any = None, new: Any = None) -> str | None:
+    """What a step does to a running node (ops.review.plan_effects), for nodes Pulumi updates or
+    replaces itself; paths from the engine's detailed diff (`metadata.startup-script`). For
+    a worker group (`old`/`new`: the step's states), from its old and new bodies."""
+    if type_ == DYNAMIC_TYPE:
+        return _worker_group_step_effect(op, old, new)
+    if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
+        return None
+    if op in ("replace", "create-replacement"):
+        return f"({NEW_NODE_NOTE})"
+    if op != "update":
+        return None
+    effect = effect_of_paths(list(detailed_diff or {}) or list(diffs or []))
+    return f"({effect})" if effect else None
+
+
+def _worker_group_step_effect(op: str, old: Any, new: Any) -> str | None:
+    """Only a WorkerGroup's state has a `group_id` (the sweeper's has not)."""
+    if old is None or "group_id" not in (old.outputs or {}):
+        return None
+    if op in ("replace", "create-replacement"):
+        return f"({NEW_WORKERS_NOTE})"
+    if op != "update" or new is None:
+        return None
+    effect = worker_group_effect((old.inputs or {}).get("body"), (new.inputs or {}).get("body"))
+    return f"({effect})" if effect else None

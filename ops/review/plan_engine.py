@@ -19,9 +19,10 @@ from pulumi.runtime.settings import get_root_resource, set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from ops.pulumi_types import DYNAMIC_TYPE
+
 SECRET_MASK = "[secret]"
 PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
-DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 PROJECT_NAME = "ray-gcp"
 
 

@@ -152,6 +152,15 @@ def test_every_room_says_what_it_owns_and_may_import():
         assert "Owns" in docstring and "May import" in docstring, init
 
 
+def test_the_readme_layout_names_every_room_and_shared_module():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    section = readme.split("\n## How the code is laid out\n")[1].split("\n## ")[0]
+    ops = PROJECT_ROOT / "ops"
+    rooms = [f"ops/{init.parent.name}/" for init in sorted(ops.glob("*/__init__.py"))]
+    shared = [f"ops/{path.name}" for path in sorted(ops.glob("*.py")) if path.stem != "__init__"]
+    assert [name for name in rooms + shared if name not in section] == []
+
+
 # ---- the checks themselves catch what they are for, on a small tree written here
 
 

@@ -3,7 +3,7 @@
 Reads only: nothing is created.
 
 The same arithmetic as each WorkerGroup's pre-flight before it inserts (infra/workers/quota.py)
-and as the TPU check `invoke up` runs at the size Pulumi keeps (ops/up_quota.py); this one
+and as the TPU check `invoke up` runs at the size Pulumi keeps (up_quota.py); this one
 answers before the first `up`, for the most the autoscaler may ever ask for.
 """
 

@@ -1,9 +1,9 @@
 """rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter files
-such as .gitignore, see ops/sync_filter.py), sends only files whose size or mtime changed.
+such as .gitignore, see sync_filter.py), sends only files whose size or mtime changed.
 
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
 copied to the other side, so the next run's size+mtime check skips unchanged files. Files and
-bytes are counted as they move (ops/progress.py draws them on a terminal).
+bytes are counted as they move (progress.py draws them on a terminal).
 """
 
 from __future__ import annotations

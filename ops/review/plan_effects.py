@@ -89,9 +89,10 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
                 diffs: list[str] | None, old: Any = None, new: Any = None) -> str | None:
-    """What a step does to a running node (ops.review.plan_effects), for nodes Pulumi updates or
-    replaces itself; paths from the engine's detailed diff (`metadata.startup-script`). For
-    a worker group (`old`/`new`: the step's states), from its old and new bodies."""
+    """What a step of `invoke up/preview` does to a running node, worded as `invoke diff`
+    words it, for nodes Pulumi updates or replaces itself; paths from the engine's detailed
+    diff (`metadata.startup-script`). For a worker group (`old`/`new`: the step's states),
+    from its old and new bodies."""
     if type_ == DYNAMIC_TYPE:
         return _worker_group_step_effect(op, old, new)
     if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):

@@ -178,15 +178,8 @@ def pulumi_outputs(name: str) -> dict[str, Any]:
 
 
 def resolve_stack_name(stack: str | None, require_file: bool = False) -> str:
-    """--stack, else $PULUMI_STACK, else the outputs file's name, else pulumi's selected stack;
-    every task picks its stack here. The stack file, when there is one (or `require_file`),
-    is checked first, so its mistakes show before any slow work."""
-    name = _chosen_stack(stack)
-    from infra.stack_config import STACKS_DIR, check_stack
-
-    if require_file or (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
-        check_stack(name)
-    return name
+    """The name of the stack `Stack.choose` chooses."""
+    return Stack.choose(stack, require_file).name
 
 
 def _chosen_stack(stack: str | None) -> str:
@@ -215,7 +208,10 @@ def _read_outputs_file(stack: str, source: Path) -> dict[str, Any]:
 
 def load_outputs(stack: str | None = None) -> StackOutputs:
     """The outputs of `stack` (or the default stack) as StackOutputs."""
-    name = resolve_stack_name(stack)
+    return Stack.choose(stack).outputs
+
+
+def _outputs_of(name: str) -> StackOutputs:
     source = os.environ.get(OUTPUTS_ENV)
     if source:
         return parse_outputs(name, _read_outputs_file(name, Path(source)))
@@ -285,8 +281,16 @@ class Stack:
 
     @classmethod
     def choose(cls, stack: str | None, require_file: bool = False) -> Stack:
-        """The stack a task's --stack names, chosen as `resolve_stack_name` chooses it."""
-        return cls(resolve_stack_name(stack, require_file))
+        """--stack, else $PULUMI_STACK, else the outputs file's name, else pulumi's selected
+        stack; every task picks its stack here. The stack file, when there is one (or
+        `require_file`), is read and checked first, so its mistakes show before any slow work;
+        it is not read again."""
+        from infra.stack_config import STACKS_DIR
+
+        chosen = cls(_chosen_stack(stack))
+        if require_file or (STACKS_DIR / f"Pulumi.{chosen.name}.yaml").exists():
+            chosen.settings  # noqa: B018 - read (and checked) now, kept for later
+        return chosen
 
     @classmethod
     def of(cls, stack: str | Stack) -> Stack:
@@ -312,4 +316,5 @@ class Stack:
 
     @cached_property
     def outputs(self) -> StackOutputs:
-        return load_outputs(self.name)
+        """The deployed stack's outputs (from pulumi, or $RAY_GCP_STACK_OUTPUTS)."""
+        return _outputs_of(self.name)

@@ -22,9 +22,10 @@ from infra.config.urls import short_name
 from infra.stack_config import PROJECT_ROOT
 from ops.review.plan import Plan, collect_plan, plan_stack_isolated
 from ops.review.plan_base import PLANNER, changed_stacks, diff_stack_markdown
-from ops.review.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow, diff_plans
+from ops.review.plan_diff import DiffRow, diff_plans
 from ops.review.plan_effects import REAPPLY_NOTE, node_effect
 from ops.review.plan_markdown import change_lines, render_markdown
+from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 WORKER = "ray_worker_small"

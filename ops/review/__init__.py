@@ -1,8 +1,9 @@
 """Offline plan review: `invoke plan`, `invoke diff`, `invoke changed-stacks`, and prices.
 
 Owns running the real program under a mock engine (`plan_engine`), the canonical plan document
-(`plan`), comparing two plans and wording what each change does to a running node
-(`plan_diff`, `plan_effects`, whose `step_effect` also words `invoke up`'s progress), planning
+(`plan`), comparing two plans (`plan_diff`: matching; `plan_values`: how a changed input is
+shown; `replacements`: whether it replaces the resource), wording what each change does to a
+running node (`plan_effects`, whose `step_effect` also words `invoke up`'s progress), planning
 a git ref's tree beside the working tree (`plan_base`) and the dated price table with its
 estimates (`prices`, `price_table.yaml`). No cloud, no pulumi CLI.
 May import `infra`, `bootstrap` and the shared top of `ops` (`errors`, `paths`,

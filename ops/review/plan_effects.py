@@ -19,7 +19,8 @@ from typing import Any
 
 from infra.workers.naming import metadata_items
 from ops.pulumi_types import DYNAMIC_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
-from ops.review.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow
+from ops.review.plan_diff import DiffRow
+from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
 
 REAPPLIED = ("metadata.startup-script", "metadata.ray-bootstrap-version",
              "metadata.ray-file-mount-")

@@ -31,7 +31,7 @@ from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
-from infra.local_state import state_base, writable_folder
+from infra.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "stacks" / "clusters" / "local.yaml"

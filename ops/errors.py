@@ -12,7 +12,7 @@ TRACEBACK_ENV = "RAY_GCP_TRACEBACK"
 _USER_ERRORS = (
     ("infra.config.errors", "ConfigError"),
     ("infra.stack_config", "StackFileError"),
-    ("infra.local_state", "StateDirError"),
+    ("infra.stack_config", "StateDirError"),
     ("bootstrap.local_cluster", "LocalClusterError"),
 )
 

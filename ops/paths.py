@@ -1,5 +1,5 @@
 """Where per-stack local state lives (pinned host keys, the ssh config block, the key file),
-under infra.local_state's folder; and the checks of local paths a task will write."""
+under infra.stack_config's state folder; and the checks of local paths a task will write."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from infra.local_state import state_base, writable_folder
+from infra.stack_config import state_base, writable_folder
 from ops.errors import OpsError
-
-# ops/ sits in the project root; computed here so importing it does not pull in
-# infra.stack_config (YAML parsing) for `invoke exec`.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def state_dir(stack: str) -> Path:

@@ -19,8 +19,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from infra.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
-from ops.paths import PROJECT_ROOT
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack as AutomationStack

@@ -12,10 +12,10 @@ import subprocess
 import sys
 from typing import Any, Literal, TextIO
 
+from infra.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
-from ops.paths import PROJECT_ROOT
 from ops.stack import Stack, require_cli, select_stack
 
 Operation = Literal["up", "preview", "destroy", "refresh"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infra.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
-from ops.paths import PROJECT_ROOT
 from ops.stack import StackOutputs
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
-from ops.paths import state_base, writable_folder
+from infra.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "stacks" / "clusters" / "local.yaml"
@@ -290,6 +290,21 @@ def local_up(
         cluster.down()
         raise
     return cluster
+
+
+def try_local_cluster(config: ClusterConfig, keep: bool, progress: Progress = _quiet) -> None:
+    """`invoke local-up`: start the cluster, run a task on each node and say whether it ran
+    there, then tear the cluster down unless `keep`."""
+    cluster = local_up(config, progress)
+    try:
+        report = cluster.run_program()
+        for node in report["nodes"]:
+            ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
+            progress(f"node {node['node_id'][:12]}: task ran there: {ran}")
+        progress(f"local cluster up at {cluster.address}")
+    finally:
+        if not keep:
+            progress(f"tearing down: stopped {len(cluster.down())} processes")
 
 
 def local_down(progress: Progress = _quiet) -> bool:

@@ -32,7 +32,7 @@ from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
 from infra.config import parse_cluster_config
 from infra.labels import ray_labels
-from ops.autostop import override_text
+from ops.cloud.autostop import override_text
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
@@ -300,7 +300,7 @@ def test_cancel_stops_the_countdown(ray_head, fake, tmp_path):
 
 
 def test_an_open_ssh_session_is_seen(stack, sshd):
-    from ops.ssh import connect_stack
+    from ops.remote.ssh import connect_stack
 
     def ours() -> list[str]:  # other tests' sessions on this machine do not count here
         return [who for pid, who in ssh_sessions(Path("/proc")).items()

@@ -15,8 +15,8 @@ from bootstrap_stubs import REPO, SHIPPED_STACKS
 from bootstrap.local_cluster import free_port
 from infra.config import load_cluster_config, parse_cluster_config
 from infra.labels import ray_labels
-from ops.cost import cost_report, hours_run, node_costs
-from ops.prices import (
+from ops.cloud.cost import cost_report, hours_run, node_costs
+from ops.review.prices import (
     STALE_AFTER_DAYS,
     node_type_price,
     price_table,

@@ -13,8 +13,8 @@ import time
 from sshd_server import PROJECT_ROOT
 from tools import require_tool
 
-from ops.sync import is_excluded
-from ops.sync_filter import DirMergeFilters
+from ops.remote.sync import is_excluded
+from ops.remote.sync_filter import DirMergeFilters
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

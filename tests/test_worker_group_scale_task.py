@@ -9,10 +9,10 @@ import yaml
 from invoke import Context
 from invoke.exceptions import Exit
 
-import ops.pulumi_cli
-import ops.scale
+import ops.lifecycle.pulumi_cli
+import ops.lifecycle.scale
 import tasks
-from ops.scale import COUNTS_KEY, ScaleError, set_worker_count
+from ops.lifecycle.scale import COUNTS_KEY, ScaleError, set_worker_count
 
 CLUSTER_YAML = """
 cluster_name: full
@@ -66,8 +66,8 @@ def test_unknown_node_type_names_the_known_ones(stacks):
 
 
 def test_scale_task_exits_non_zero_without_the_cli(stacks, monkeypatch):
-    monkeypatch.setattr(ops.scale, "STACKS_DIR", stacks)
-    monkeypatch.setattr(ops.pulumi_cli.shutil, "which", lambda _: None)
+    monkeypatch.setattr(ops.lifecycle.scale, "STACKS_DIR", stacks)
+    monkeypatch.setattr(ops.lifecycle.pulumi_cli.shutil, "which", lambda _: None)
 
     with pytest.raises(Exit) as exited:
         tasks.scale(Context(), stack="full", type="ray_worker_small", count="2")

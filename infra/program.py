@@ -74,7 +74,7 @@ def warn_held_back_file_mounts(config: ClusterConfig) -> None:
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
-    for warning in config.warnings:
+    for warning in [*config.warnings, *config.review_warnings]:
         pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)

@@ -69,7 +69,9 @@ def test_head_instance_inputs_come_from_the_yaml(stack: str):
     assert head.inputs["serviceAccount"] == {
         "email": f"ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com",
         "scopes": [CLOUD_PLATFORM]}
-    assert head.inputs["networkInterfaces"][0]["accessConfigs"] == [{}], "head needs an external IP"
+    private = bool(raw["provider"].get("private_cluster"))
+    assert head.inputs["networkInterfaces"][0]["accessConfigs"] == ([] if private else [{}]), \
+        "a head has an external IP unless the cluster is private"
     assert f"ray-{cluster}-head" in head.inputs["tags"]
     metadata = head.inputs["metadata"]
     assert {"startup-script", "ssh-keys", "ray-bootstrap-config"} <= set(metadata)

@@ -557,13 +557,16 @@ def preflight(c, stack=None):
     """Check the largest cluster against the region's quotas.
 
     The head plus every type at max_workers against the region's Compute quotas and the
-    zone's Cloud TPU quotas, as a table; creates nothing, exits 1 when a quota is short."""
+    zone's Cloud TPU quotas, as a table; creates nothing, exits 1 when a quota is short.
+    Then names the network's firewall rules that admit SSH or Ray's ports more widely than
+    the cluster's own, and a private cluster's subnet without Private Google Access."""
     from invoke.exceptions import Exit
 
     from infra.config import load_cluster_config
     from infra.stack_config import cluster_path_for_stack
     from ops import preflight as quota_preflight
     from ops.errors import user_errors
+    from ops.network_check import network_warnings, render_warnings
     from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
@@ -571,6 +574,9 @@ def preflight(c, stack=None):
         config = load_cluster_config(cluster_path_for_stack(name))
         report = quota_preflight.preflight(config)
         print(quota_preflight.render(report))
+        found = network_warnings(config, quota_preflight.quota_apis(config, None, None))
+        if found:
+            print(render_warnings(found))
     if report.short:
         raise Exit(code=1)
 

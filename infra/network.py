@@ -16,20 +16,19 @@ import pulumi_gcp as gcp
 
 from infra.config import ClusterConfig, ComputeNodeConfig
 from infra.config.node_config import NetworkInterface
-from infra.plan import ClusterPlan, NodeGroupPlan
+from infra.plan import ClusterPlan, NodeGroupPlan, subnet_preference
 
 EXTERNAL_NAT = {"name": "External NAT", "type": "ONE_TO_ONE_NAT"}
 
 
 def pick_subnetwork(subnetworks: list[Any]) -> dict[str, str]:
-    """Ray takes the first subnet of the region; prefer `default`, then the first by name,
-    so the choice is stable between runs."""
+    """The region's subnet the nodes join (infra.plan.subnet_preference)."""
     if not subnetworks:
         raise pulumi.RunError(
             "the region has no subnetwork: create one (or a network in auto "
             "mode) or give networkInterfaces in every node_config"
         )
-    entries = sorted(subnetworks, key=lambda s: (_get(s, "name") != "default", _get(s, "name")))
+    entries = sorted(subnetworks, key=lambda s: subnet_preference(_get(s, "name")))
     chosen = entries[0]
     return {"subnetwork": _get(chosen, "self_link"), "network": _get(chosen, "network")}
 

@@ -132,6 +132,12 @@ def resolve_worker_counts(
     return counts
 
 
+def subnet_preference(name: str) -> tuple[bool, str]:
+    """Sort key of the region's subnets when the YAML names none: Ray takes the first; we
+    prefer `default`, then the first by name, so the choice is stable between runs."""
+    return (name != "default", name)
+
+
 def plan_cluster(
     config: ClusterConfig, worker_counts: Mapping[str, object] | None = None
 ) -> ClusterPlan:

@@ -217,10 +217,16 @@ def run_operation(
     from ops.preempted import up_replacing_reclaimed
 
     if operation == "up":
+        from ops.network_check import network_warnings, render_warnings
         from ops.plan import cluster_from_settings, stack_settings
+        from ops.preflight import quota_apis
         from ops.up_quota import check_tpu_quota_before_up
 
-        check_tpu_quota_before_up(*cluster_from_settings(stack_settings(name)), out)
+        config, counts = cluster_from_settings(stack_settings(name))
+        check_tpu_quota_before_up(config, counts, out)
+        found = network_warnings(config, quota_apis(config, None, None))
+        if found:
+            print(render_warnings(found), file=out, flush=True)
     stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)

@@ -111,6 +111,8 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     pulumi.export("head_external_ip", head.external_ip)
     pulumi.export("ssh_user", config.auth.ssh_user)
     pulumi.export("ssh_port", 22)
+    # How the tasks reach the head (IAP in private mode): a template ops/ssh_proxy.py fills in.
+    pulumi.export("ssh_proxy_command", config.provider.proxy_command or "")
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)
     pulumi.export("service_account_email", cluster.service_account.email)
     pulumi.export(

@@ -5,9 +5,10 @@ UserKnownHostsFile=` can share it). On first contact the offered key is checked 
 keys GCE publishes for the instance (ops.host_keys) when there are any, and refused if it is
 none of them; then it is pinned and its fingerprint printed. A different key later is refused,
 and so is a known_hosts file with a line that cannot be read (fail closed: skipping it could
-let another key be pinned). The file is opened without following symlinks. Workers are reached
-through the head as a jump host (a `direct-tcpip` channel as the socket), the way Ray's nodes
-sit on an internal network.
+let another key be pinned). The file is opened without following symlinks. The head is dialled
+directly or through the stack's ProxyCommand (IAP for a private cluster: ops/ssh_proxy.py);
+workers are reached through the head as a jump host (a `direct-tcpip` channel as the socket),
+the way Ray's nodes sit on an internal network.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 from ops.errors import OpsError
 from ops.host_keys import PublishedKeys, published_host_keys
 from ops.paths import known_hosts_path, open_no_follow
+from ops.ssh_proxy import proxy_command, require_proxy_tool
 from ops.stack_outputs import Node, StackOutputs
 
 # (project, zone, instance) -> the host keys GCE publishes for it
@@ -152,8 +154,9 @@ class Connector:
     def head(self) -> paramiko.SSHClient:
         with self._lock:
             if self.outputs.head_name not in self._clients:
+                host, sock = head_socket(self.outputs)
                 self._clients[self.outputs.head_name] = self._connect(
-                    self.outputs.head_address, "the head", self.outputs.head_name, sock=None
+                    host, "the head", self.outputs.head_name, sock=sock
                 )
             return self._clients[self.outputs.head_name]
 
@@ -180,7 +183,8 @@ class Connector:
             return self._clients[node.name]
 
     def _connect(
-        self, host: str, what: str, instance: str, sock: paramiko.Channel | None
+        self, host: str, what: str, instance: str,
+        sock: paramiko.Channel | paramiko.ProxyCommand | None,
     ) -> paramiko.SSHClient:
         port = self.outputs.ssh_port
         user = self.outputs.ssh_user
@@ -245,6 +249,16 @@ class Connector:
             client.close()
             raise OpsError(f"cannot reach {what} at {host}:{port}: {exc.strerror or exc}") from None
         return client
+
+
+def head_socket(outputs: StackOutputs) -> tuple[str, paramiko.ProxyCommand | None]:
+    """How the head is dialled: its address directly, or through the stack's ProxyCommand
+    (IAP in private mode), its key then pinned under its instance name (no address to pin)."""
+    command = proxy_command(outputs)
+    if command is None:
+        return outputs.head_address, None
+    require_proxy_tool(command)
+    return outputs.head_name, paramiko.ProxyCommand(command)
 
 
 def _refused(exc: Exception) -> bool:

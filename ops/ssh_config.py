@@ -1,7 +1,8 @@
 """`invoke ssh-config`: a Host block for the head that plain `ssh`/`scp`/VS Code can use.
 
-It points at the same pinned known_hosts file with StrictHostKeyChecking yes, and at a copy of
-the stack's key written 0600 (OpenSSH refuses keys other users can read).
+It points at the same pinned known_hosts file with StrictHostKeyChecking yes, at a copy of
+the stack's key written 0600 (OpenSSH refuses keys other users can read), and through the
+same ProxyCommand the tasks use (IAP for a private cluster).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 from pathlib import Path
 
 from ops.paths import open_no_follow, state_dir
+from ops.ssh_proxy import proxy_command
 from ops.stack_outputs import StackOutputs
 
 
@@ -27,9 +29,12 @@ def host_alias(outputs: StackOutputs) -> str:
 
 
 def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path) -> str:
+    """Through a tunnel (IAP), the host is the instance name: the tasks pin its key so."""
+    proxy = proxy_command(outputs)
     return "\n".join([
         f"Host {host_alias(outputs)}",
-        f"    HostName {outputs.head_address}",
+        f"    HostName {outputs.head_name if proxy else outputs.head_address}",
+        *([f"    ProxyCommand {proxy}"] if proxy else []),
         f"    User {outputs.ssh_user}",
         f"    Port {outputs.ssh_port}",
         f"    IdentityFile {key_path}",

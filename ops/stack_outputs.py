@@ -55,6 +55,8 @@ class StackOutputs:
     nodes: tuple[Node, ...] = ()
     # `head` and each worker type -> the startup script version its nodes should report.
     script_versions: dict[str, str] = field(default_factory=dict)
+    ssh_proxy_command: str = ""
+    """The head's ProxyCommand template (ops/ssh_proxy.py); empty: dialled directly."""
 
     def wanted_version(self, node: Node) -> str:
         key = "head" if node.kind == "head" or node.name == self.head_name else node.node_type
@@ -117,6 +119,7 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
         cluster_config_file=raw.get("cluster_config_file", ""),
         nodes=nodes,
         script_versions=dict(raw.get("script_versions") or {}),
+        ssh_proxy_command=raw.get("ssh_proxy_command") or "",
     )
 
 

@@ -170,3 +170,60 @@ def test_auth_ssh_proxy_command_points_at_the_provider_key():
         parse_cluster_config(data)
     ((path, message),) = caught.value.problems
     assert path == "auth.ssh_proxy_command" and "provider.ssh_proxy_command" in message
+
+
+# ------------------------------------------------------------------------- OS Login
+
+def test_os_login_nodes_carry_enable_oslogin_and_the_key_for_the_startup_script_only():
+    run = run_stack("private")
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    (tpu,) = run.of_type("gcp:tpu/v2Vm:V2Vm")
+    (group,) = [r for r in run.of_type("pulumi-python:dynamic:Resource")
+                if r.name.endswith("ray_worker_small")]
+    group_metadata = {item["key"]: item["value"]
+                      for item in group.inputs["body"]["metadata"]["items"]}
+    bootstrap = yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
+    launched = {name: {i["key"]: i["value"] for i in t["node_config"]["metadata"]["items"]}
+                for name, t in bootstrap["available_node_types"].items()
+                if "networkInterfaces" in t["node_config"]}
+    for metadata in [head.inputs["metadata"], tpu.inputs["metadata"], group_metadata,
+                     *launched.values()]:
+        assert metadata["enable-oslogin"] == "TRUE"
+        assert "ssh-keys" not in metadata
+        kind, blob = metadata["ray-authorized-key"].split()
+        assert kind == "ssh-ed25519" or kind.startswith(("ssh-rsa", "ecdsa")), kind
+    assert run.outputs["os_login_account"] == "you@example.com"
+
+
+def test_os_login_grants_are_additive_members_for_the_principal():
+    run, raw = run_stack("private"), stack_yaml("private")
+    principal = raw["provider"]["os_login"]["principal"]
+    project = raw["provider"]["project_id"]
+    (login,) = [m for m in run.of_type("gcp:projects/iAMMember:IAMMember")
+                if m.inputs["member"] == principal]
+    assert login.inputs == {"project": project, "role": "roles/compute.osAdminLogin",
+                            "member": principal}
+    (account_user,) = run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+    assert account_user.inputs == {
+        "serviceAccountId": f"projects/{project}/serviceAccounts/"
+                            f"ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com",
+        "role": "roles/iam.serviceAccountUser", "member": principal}
+    assert set(account_user.inputs) <= _pulumi_gcp_inputs(gcp.serviceaccount.IAMMemberArgs)
+    # Whole-policy resources would drop everyone else's bindings: none is used.
+    types = {r.type for r in run.resources}
+    assert not {t for t in types if t.endswith(("IAMPolicy", "IAMBinding"))}
+
+
+def test_os_login_refuses_ssh_keys_metadata_in_a_node_config():
+    worker = {"resources": {}, "node_config": {"machineType": "n1-standard-2",
+              "metadata": {"items": [{"key": "ssh-keys", "value": "me:ssh-ed25519 AAAA me"}]}}}
+    provider = {**PROVIDER, "os_login": {"principal": "user:me@example.com"}}
+    ((path, message),) = _problems(provider, {"w": worker})
+    assert path == "available_node_types.w.node_config.metadata.ssh-keys"
+    assert "OS Login ignores ssh-keys" in message
+
+
+def test_os_login_principal_must_be_an_iam_member():
+    provider = {**PROVIDER, "os_login": {"principal": "me@example.com"}}
+    ((path, message),) = _problems(provider, {})
+    assert path == "provider.os_login.principal" and "user:alice@example.com" in message

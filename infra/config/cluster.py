@@ -240,6 +240,15 @@ class Provider(StrictModel):
         return IAP_PROXY_COMMAND if self.private_cluster else None
 
     @property
+    def os_login_account(self) -> str:
+        """Whose OS Login profile the tasks add the stack's key to: the principal's email when
+        it is one account (`user:`, `serviceAccount:`), else "" (the tasks ask for it)."""
+        if self.os_login is None:
+            return ""
+        kind, _, email = self.os_login.principal.partition(":")
+        return email if kind in ("user", "serviceAccount") else ""
+
+    @property
     def ssh_ranges(self) -> list[str]:
         return list(self.ssh_source_ranges or [])
 
@@ -582,6 +591,8 @@ class ClusterConfig(StrictModel):
             problems += self._head_problems()
         if self.provider.private_cluster:
             problems += self._public_address_problems()
+        if self.provider.os_login:
+            problems += self._os_login_problems()
         total_min = sum(t.min_workers for t in self.available_node_types.values())
         if total_min > self.max_workers:
             problems.append(
@@ -648,6 +659,20 @@ class ClusterConfig(StrictModel):
                     if given:
                         problems.append((f"{path}.networkInterfaces[{index}].{key}",
                                          f"an external address: {fix}"))
+        return problems
+
+    def _os_login_problems(self) -> list[tuple[str, str]]:
+        """OS Login ignores `ssh-keys`, and a node cannot turn it off and on at once."""
+        problems = []
+        for name, node_type in self.available_node_types.items():
+            path = f"available_node_types.{name}.node_config.metadata"
+            metadata = node_type.node_config.metadata
+            if "ssh-keys" in metadata:
+                problems.append((f"{path}.ssh-keys", "OS Login ignores ssh-keys metadata: "
+                                 "remove it (provider.os_login registers your key instead)"))
+            if metadata.get("enable-oslogin", "TRUE").upper() != "TRUE":
+                problems.append((f"{path}.enable-oslogin", "provider.os_login turns OS Login "
+                                 "on for every node: remove it, or remove provider.os_login"))
         return problems
 
     def _normalise_tpu_network(self, config: TpuNodeConfig) -> None:

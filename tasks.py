@@ -299,7 +299,8 @@ def ssh_config(c, stack=None, output=None):
         chosen = in_existing_folder(output, "--output") if output else None
     with user_errors(), connect_stack(stack) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
-        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
+        path = write_ssh_config(connector.outputs, connector.known_hosts,
+                                connector.login_user(), chosen)
     print(f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
           f"`ssh {host_alias(connector.outputs)}`")
 

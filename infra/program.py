@@ -114,6 +114,7 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     # How the tasks reach the head (IAP in private mode): a template ops/ssh_proxy.py fills in.
     pulumi.export("ssh_proxy_command", config.provider.proxy_command or "")
     # With OS Login the tasks register the stack's key for this account (ops/os_login.py).
+    pulumi.export("os_login", config.provider.os_login is not None)
     pulumi.export("os_login_account", config.provider.os_login_account)
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)
     pulumi.export("service_account_email", cluster.service_account.email)

@@ -26,6 +26,7 @@ from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from ops.errors import OpsError
 from ops.host_keys import PublishedKeys, published_host_keys
+from ops.os_login import os_login_user
 from ops.paths import known_hosts_path, open_no_follow
 from ops.ssh_proxy import proxy_command, require_proxy_tool
 from ops.stack_outputs import Node, StackOutputs
@@ -136,6 +137,7 @@ class Connector:
         self.timeout = timeout
         self.key_lookup = key_lookup
         self._key = load_private_key(outputs.ssh_private_key)
+        self._login: str | None = None
         self._clients: dict[str, paramiko.SSHClient] = {}
         self._lock = threading.RLock()
 
@@ -159,6 +161,17 @@ class Connector:
                     host, "the head", self.outputs.head_name, sock=sock
                 )
             return self._clients[self.outputs.head_name]
+
+    def login_user(self) -> str:
+        """auth.ssh_user; with OS Login, the POSIX user OS Login gives the stack's key (asked
+        once per Connector, before the first connection)."""
+        with self._lock:
+            if self._login is None:
+                self._login = (
+                    os_login_user(self.outputs, f"{self._key.get_name()} {self._key.get_base64()}")
+                    if self.outputs.os_login else self.outputs.ssh_user
+                )
+            return self._login
 
     def node(self, node: Node) -> paramiko.SSHClient:
         """The head directly; a worker through a channel the head opens to its internal IP."""
@@ -187,7 +200,7 @@ class Connector:
         sock: paramiko.Channel | paramiko.ProxyCommand | None,
     ) -> paramiko.SSHClient:
         port = self.outputs.ssh_port
-        user = self.outputs.ssh_user
+        user = self.login_user()
         client = paramiko.SSHClient()
         for entry in read_pins(self.known_hosts):
             for name in entry.hostnames:

@@ -28,14 +28,15 @@ def host_alias(outputs: StackOutputs) -> str:
     return f"ray-{outputs.cluster_name}"
 
 
-def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path) -> str:
-    """Through a tunnel (IAP), the host is the instance name: the tasks pin its key so."""
+def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path, user: str) -> str:
+    """Through a tunnel (IAP), the host is the instance name: the tasks pin its key so.
+    `user` is the one the tasks log in as (OS Login's POSIX name, or auth.ssh_user)."""
     proxy = proxy_command(outputs)
     return "\n".join([
         f"Host {host_alias(outputs)}",
         f"    HostName {outputs.head_name if proxy else outputs.head_address}",
         *([f"    ProxyCommand {proxy}"] if proxy else []),
-        f"    User {outputs.ssh_user}",
+        f"    User {user}",
         f"    Port {outputs.ssh_port}",
         f"    IdentityFile {key_path}",
         "    IdentitiesOnly yes",
@@ -45,11 +46,13 @@ def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path) -> str:
     ])
 
 
-def write_ssh_config(outputs: StackOutputs, known_hosts: Path, dest: Path | None = None) -> Path:
+def write_ssh_config(
+    outputs: StackOutputs, known_hosts: Path, user: str, dest: Path | None = None
+) -> Path:
     """Write key + Host block under the stack's state dir (or `dest`); returns the block's path."""
     directory = state_dir(outputs.stack)
     key_path = write_private_key(outputs, directory / "id_ssh")
     dest = dest or directory / "ssh_config"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve()))
+    dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve(), user))
     return dest

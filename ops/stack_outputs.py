@@ -57,6 +57,9 @@ class StackOutputs:
     script_versions: dict[str, str] = field(default_factory=dict)
     ssh_proxy_command: str = ""
     """The head's ProxyCommand template (ops/ssh_proxy.py); empty: dialled directly."""
+    os_login: bool = False
+    """Nodes take logins from OS Login: the user is the one ops/os_login.py is given."""
+    os_login_account: str = ""
 
     def wanted_version(self, node: Node) -> str:
         key = "head" if node.kind == "head" or node.name == self.head_name else node.node_type
@@ -120,6 +123,8 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
         nodes=nodes,
         script_versions=dict(raw.get("script_versions") or {}),
         ssh_proxy_command=raw.get("ssh_proxy_command") or "",
+        os_login=bool(raw.get("os_login")),
+        os_login_account=raw.get("os_login_account") or "",
     )
 
 

@@ -134,11 +134,11 @@ prepare_node() {
         fi
         RUN_AS=$NODE_SSH_USER
         NODE_HOME=$(getent passwd "$NODE_SSH_USER" | cut -d: -f6)
-        if authorized_key=$(metadata_attr ray-authorized-key) && [ -n "$authorized_key" ]; then
-            authorize_key "$authorized_key"
-        fi
     else
         NODE_HOME=$HOME
+    fi
+    if authorized_key=$(metadata_attr ray-authorized-key) && [ -n "$authorized_key" ]; then
+        authorize_key "$authorized_key"
     fi
     log "node role=$NODE_ROLE type=$NODE_TYPE cluster=$NODE_CLUSTER home=$NODE_HOME"
 }
@@ -153,7 +153,9 @@ authorize_key() {
     fi
     chmod 0700 "$NODE_HOME/.ssh"
     chmod 0600 "$NODE_HOME/.ssh/authorized_keys"
-    chown -R "$NODE_SSH_USER" "$NODE_HOME/.ssh"
+    if [ -n "$RUN_AS" ]; then
+        chown -R "$RUN_AS" "$NODE_HOME/.ssh"
+    fi
 }
 
 # Hand a file we wrote as root to the user the commands run as.

@@ -62,4 +62,4 @@ def test_the_pr_diff_shows_the_warning_even_without_a_resource_change(tmp_path):
 
     assert "No resource changes." in markdown
     (line,) = [line for line in markdown.splitlines() if line.startswith("> **Warning:**")]
-    assert "0.0.0.0/1, 128.0.0.0/1 covers 0.0.0.0/0" in line
+    assert "(0.0.0.0/1, 128.0.0.0/1 together cover 0.0.0.0/0)" in line

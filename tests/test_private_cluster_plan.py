@@ -227,3 +227,16 @@ def test_os_login_principal_must_be_an_iam_member():
     provider = {**PROVIDER, "os_login": {"principal": "me@example.com"}}
     ((path, message),) = _problems(provider, {})
     assert path == "provider.os_login.principal" and "user:alice@example.com" in message
+
+
+def test_inside_the_vpc_a_private_cluster_is_dialled_directly_unless_a_tunnel_is_named():
+    def proxy(**provider) -> str | None:
+        data = {"cluster_name": "c", "provider": {**PROVIDER, **provider},
+                "head_node_type": "head", "available_node_types": {"head": HEAD}}
+        return parse_cluster_config(data).provider.proxy_command
+
+    assert proxy().startswith("gcloud compute start-iap-tunnel {instance} {port}")
+    assert proxy(use_internal_ips=True) is None
+    bastion = "ssh -W {host}:{port} bastion.example.com"
+    assert proxy(use_internal_ips=True, ssh_proxy_command=bastion) == bastion
+    assert proxy(private_cluster=False) is None

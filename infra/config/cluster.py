@@ -234,10 +234,11 @@ class Provider(StrictModel):
 
     @property
     def proxy_command(self) -> str | None:
-        """The ProxyCommand template the tasks use: the YAML's, else IAP's in private mode."""
+        """The ProxyCommand template the tasks use: the YAML's, else IAP's in private mode,
+        unless `use_internal_ips` says the laptop is inside the VPC (then: dialled directly)."""
         if self.ssh_proxy_command is not None:
             return self.ssh_proxy_command
-        return IAP_PROXY_COMMAND if self.private_cluster else None
+        return IAP_PROXY_COMMAND if self.private_cluster and not self.use_internal_ips else None
 
     @property
     def os_login_account(self) -> str:
@@ -515,9 +516,10 @@ class ClusterConfig(StrictModel):
         if whole is None:
             return []
         given = ", ".join(self.provider.ssh_ranges)
+        shown = whole if given == whole else f"{given} together cover {whole}"
         return [
             f"provider.ssh_source_ranges: SSH to the head is open to the whole internet "
-            f"({given} covers {whole}): list your own ranges, or set "
+            f"({shown}): list your own ranges, or set "
             "provider.private_cluster: true (SSH through IAP only, no public IPs)"
         ]
 

@@ -106,9 +106,13 @@ class LocalCluster:
         return LocalNode(role, node_type, self.root / role)
 
     def ray_env(self) -> dict[str, str]:
-        """What every Ray command of this cluster runs with (scripts, `ray status`)."""
+        """What every Ray command of this cluster runs with (scripts, `ray status`).
+
+        The `ray` the node scripts run is the one installed beside this Python (the project's
+        environment), first on PATH, so an environment that is not activated still serves."""
         env = {k: v for k, v in os.environ.items() if k != "RAY_HEAD_IP"}
         env.update({
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
             "RAY_TMPDIR": str(self.ray_tmpdir),
             "RAY_GCS_PORT": str(self.gcs_port),
             "RAY_DASHBOARD_PORT": str(self.dashboard_port),

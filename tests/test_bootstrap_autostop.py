@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tools import env_tool
 from waiting import wait_for
 
 from bootstrap.autostop import (
@@ -35,7 +36,6 @@ from ops.autostop import override_text
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
-pytestmark = pytest.mark.skipif(shutil.which("ray") is None, reason="needs the ray CLI")
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "idle"
 WINDOW_S = 2.0  # the idle window of these tests
@@ -66,7 +66,7 @@ def ray_head(tmp_path_factory):
                                             "runtime_env", "metrics", "node_manager", "object")}
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp_dir)}
     command = [
-        "ray", "start", "--head", "--num-cpus=2", "--disable-usage-stats",
+        env_tool("ray"), "start", "--head", "--num-cpus=2", "--disable-usage-stats",
         f"--temp-dir={temp_dir}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
         f"--port={ports['gcs']}", f"--dashboard-port={ports['dashboard']}",
         f"--ray-client-server-port={ports['client']}",

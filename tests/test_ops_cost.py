@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -134,7 +135,8 @@ def test_invoke_cost_prints_the_report_for_a_stack(fake):
                                     "ray-full-head-1", ray_labels("full", "head",
                                                                   config.head_node_type))
     result = subprocess.run(
-        ["invoke", "cost", "--stack", "full"], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "invoke", "cost", "--stack", "full"], cwd=REPO,
+        capture_output=True, text=True,
         env={**os.environ, "RAY_GCP_API_ENDPOINT": fake.endpoint, "PYTHONPATH": str(REPO)},
         timeout=120)
     assert result.returncode == 0, result.stderr

@@ -5,7 +5,6 @@ The head's address is unroutable (TEST-NET-1), so only the tunnel can reach it."
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -21,10 +20,8 @@ from sshd_server import PROJECT_ROOT, TestStack, http_server, keygen, stack_outp
 
 from infra.config import load_cluster_config
 from ops.host_keys import COMPUTE_ENDPOINT_ENV
-from ops.remote import submit
-from ops.ssh import Connector
-from ops.stack_outputs import load_outputs
 from tests.fake_compute import FakeComputeServer
+from tests.tools import require_tool
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
@@ -85,17 +82,11 @@ def test_exec_on_the_head_and_every_node_goes_through_the_tunnel(iap, sshd):
     assert tunnels(iap) == [documented_argv(sshd)] * 2
 
 
-def test_submit_status_and_syncs_go_through_the_tunnel(iap, sshd, tmp_path, monkeypatch,
-                                                       capfdbinary):
-    # `invoke submit` stops at `c.remainder` before any SSH with invoke 2.2.1 (on main too):
-    # its SSH half, ops.remote.submit, runs here, in this process, through the same tunnel.
-    for key in ("PATH", "IAP_STANDIN_LOG", "IAP_STANDIN_TARGETS"):
-        monkeypatch.setenv(key, iap.env[key])
+def test_submit_status_and_syncs_go_through_the_tunnel(iap, sshd, tmp_path):
     script = tmp_path / "job.py"
     script.write_text("import sys; print('job', sys.argv[1])\n")
-    with Connector(load_outputs(), announce=io.StringIO()) as connector:
-        assert submit(connector, script, ["ok"]) == 0
-    assert capfdbinary.readouterr().out == b"job ok\n"
+    submitted = iap.invoke("submit", str(script), "--", "ok")
+    assert (submitted.returncode, submitted.stdout) == (0, "job ok\n"), submitted.stderr
 
     local = tmp_path / "up"
     local.mkdir()
@@ -156,8 +147,8 @@ def test_ssh_config_carries_the_same_proxy_command_and_openssh_uses_it(iap, sshd
     assert (f"    ProxyCommand gcloud compute start-iap-tunnel {HEAD} {sshd.port} "
             f"--listen-on-stdin --zone={ZONE} --project={PROJECT}\n") in config
     ssh = subprocess.run(
-        ["ssh", "-F", str(iap.state_dir / "test" / "ssh_config"), "-o", "BatchMode=yes",
-         "ray-local", "echo via-openssh"],
+        [require_tool("ssh"), "-F", str(iap.state_dir / "test" / "ssh_config"),
+         "-o", "BatchMode=yes", "ray-local", "echo via-openssh"],
         capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, env=iap.env)
     assert ssh.stdout == "via-openssh\n", ssh.stderr
     # The task pinned the key under the instance name; OpenSSH found it there.

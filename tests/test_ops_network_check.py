@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from infra.config import load_cluster_config
+from infra.config import load_cluster_config, parse_cluster_config
 from ops import pulumi_cli
 from ops.cloud_api import API_ENDPOINT_ENV
 from ops.network_check import network_warnings
@@ -109,3 +110,15 @@ def test_invoke_up_prints_the_wider_rule_before_it_refreshes(fake, monkeypatch):
     (line,) = [x for x in out.getvalue().splitlines() if x.startswith("warning:")]
     assert "firewall rule default-allow-ssh admits SSH to the head from 0.0.0.0/0" in line
     assert [operation for operation, _ in stack.calls] == ["refresh", "up"]
+
+
+def test_a_subnet_named_in_the_yaml_is_read_with_subnetworks_get(fake):
+    raw = yaml.safe_load((CLUSTERS / "private.yaml").read_text())
+    for node_type in raw["available_node_types"].values():
+        if "machineType" in node_type["node_config"]:
+            node_type["node_config"]["networkInterfaces"] = [
+                {"subnetwork": "regions/us-central1/subnetworks/default"}]
+    config = parse_cluster_config(raw)
+    (line,) = network_warnings(config, quota_apis(config, fake.endpoint, fast_retry()))
+    assert line.startswith("subnet default of us-central1 has no Private Google Access")
+    assert (fake.cloud.calls["subnetworks.get"], fake.cloud.calls["subnetworks.list"]) == (1, 0)

@@ -430,7 +430,9 @@ def preflight(c, stack=None):
     """Check the largest cluster against the region's quotas.
 
     The head plus every type at max_workers against the region's Compute quotas and the
-    zone's Cloud TPU quotas, as a table; creates nothing, exits 1 when a quota is short."""
+    zone's Cloud TPU quotas, as a table; creates nothing, exits 1 when a quota is short.
+    Then names the network's firewall rules that admit SSH or Ray's ports more widely than
+    the cluster's own, and a private cluster's subnet without Private Google Access."""
     from invoke.exceptions import Exit
 
     from ops.errors import user_errors

@@ -73,7 +73,8 @@ def _provider(config: ClusterConfig) -> dict[str, Any]:
         "region": provider.region,
         "availability_zone": provider.availability_zone,
         "cache_stopped_nodes": provider.cache_stopped_nodes,
-        "use_internal_ips": provider.use_internal_ips,
+        # A private cluster's nodes have no other address to dial.
+        "use_internal_ips": provider.use_internal_ips or bool(provider.private_cluster),
         # Every node sets itself up from its startup script, the autoscaler's own included:
         # Ray's SSH updaters would race it (`ray stop` mid-boot), as they do for KubeRay.
         DISABLE_NODE_UPDATERS_FIELD: True,

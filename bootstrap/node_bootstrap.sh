@@ -137,7 +137,25 @@ prepare_node() {
     else
         NODE_HOME=$HOME
     fi
+    if authorized_key=$(metadata_attr ray-authorized-key) && [ -n "$authorized_key" ]; then
+        authorize_key "$authorized_key"
+    fi
     log "node role=$NODE_ROLE type=$NODE_TYPE cluster=$NODE_CLUSTER home=$NODE_HOME"
+}
+
+# OS Login: the guest ignores `ssh-keys`, so the cluster's key (the head's Ray reaches
+# workers with it) is authorized for auth.ssh_user here, once.
+authorize_key() {
+    mkdir -p "$NODE_HOME/.ssh" || fail $?
+    touch "$NODE_HOME/.ssh/authorized_keys" || fail $?
+    if ! grep -qxF "$1" "$NODE_HOME/.ssh/authorized_keys"; then
+        printf '%s\n' "$1" >> "$NODE_HOME/.ssh/authorized_keys" || fail $?
+    fi
+    chmod 0700 "$NODE_HOME/.ssh"
+    chmod 0600 "$NODE_HOME/.ssh/authorized_keys"
+    if [ -n "$RUN_AS" ]; then
+        chown -R "$RUN_AS" "$NODE_HOME/.ssh"
+    fi
 }
 
 # Hand a file we wrote as root to the user the commands run as.

@@ -26,6 +26,11 @@ BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
 # service account's token, which needs roles/secretmanager.secretAccessor on the secret.
 BOOTSTRAP_SSH_KEY_SECRET_KEY = "ray-bootstrap-ssh-key-secret"
 STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`
+# With OS Login the guest ignores `ssh-keys`: the cluster's public key comes under this key
+# instead, and the startup script authorizes it for auth.ssh_user (the head's Ray reaches
+# workers with it). OS Login's own switch:
+AUTHORIZED_KEY_KEY = "ray-authorized-key"
+OS_LOGIN_KEY = "enable-oslogin"
 # Every node's watcher follows this key: "<script version>[ <request>]", the request being
 # `restart-only <stamp>` or `no-restart <stamp>` (invoke up --restart-only / --no-restart).
 # It changes with the script, so it adds no replacement of its own.

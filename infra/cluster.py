@@ -10,7 +10,7 @@ import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
 from infra.config import ClusterConfig
-from infra.iam import ClusterServiceAccount
+from infra.iam import ClusterServiceAccount, OsLoginGrants
 from infra.key_secret import BootstrapKeySecret
 from infra.labels import LAUNCH_CONFIG, launch_config_hash
 from infra.metadata import (
@@ -64,6 +64,10 @@ class RayCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
         )
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
+        if config.provider.os_login:
+            self.os_login = OsLoginGrants(
+                f"{name}-os-login", plan, depends_on=[self.service_account], opts=child
+            )
         self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
         self.network = ClusterNetwork(f"{name}-network", plan, child)
         self.key_secret = BootstrapKeySecret(

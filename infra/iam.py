@@ -1,4 +1,4 @@
-"""Ray's autoscaler service account and its project roles (SPEC 2.2)."""
+"""Ray's autoscaler service account and its project roles (SPEC 2.2); OS Login's grants."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import pulumi_gcp as gcp
 
 from infra.config import ClusterConfig
 from infra.config.cluster import AUTOSCALER_ACCOUNT_ID
+from infra.plan import ClusterPlan
+
+SERVICE_ACCOUNT_USER = "roles/iam.serviceAccountUser"
 
 
 class ClusterServiceAccount(pulumi.ComponentResource):
@@ -47,3 +50,47 @@ class ClusterServiceAccount(pulumi.ComponentResource):
             for role in config.autoscaler_roles
         ]
         self.register_outputs({"email": self.email})
+
+
+class OsLoginGrants(pulumi.ComponentResource):
+    """What `provider.os_login.principal` needs to log in to the nodes: the OS Login role on
+    the project (`osAdminLogin` for sudo, which Ray's setup uses, or `osLogin`), and
+    `serviceAccountUser` on each service account the nodes run as (OS Login asks it of anyone
+    logging in to a VM that runs as a service account). Each is one IAM member resource: it
+    adds the pair to the policy and leaves every other member alone."""
+
+    def __init__(
+        self,
+        name: str,
+        plan: ClusterPlan,
+        depends_on: list[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
+        super().__init__("ray-gcp:index:OsLoginGrants", name, None, opts)
+        os_login = plan.config.provider.os_login
+        if os_login is None:
+            raise ValueError("OsLoginGrants needs provider.os_login")
+        child = pulumi.ResourceOptions(parent=self, depends_on=depends_on)
+        self.login = gcp.projects.IAMMember(
+            f"{name}-{os_login.login_role.removeprefix('roles/').replace('.', '-')}",
+            project=plan.project,
+            role=os_login.login_role,
+            member=os_login.principal,
+            opts=child,
+        )
+        accounts = sorted({
+            group.service_account_email
+            for group in [plan.head, *plan.node_types.values()]
+            if group.service_account_email
+        })
+        self.account_users = [
+            gcp.serviceaccount.IAMMember(
+                f"{name}-account-user-{email.split('@')[0]}",
+                service_account_id=f"projects/{plan.project}/serviceAccounts/{email}",
+                role=SERVICE_ACCOUNT_USER,
+                member=os_login.principal,
+                opts=child,
+            )
+            for email in accounts
+        ]
+        self.register_outputs({})

@@ -13,9 +13,11 @@ import pulumi
 from bootstrap import node_metadata as bootstrap_metadata
 from bootstrap.file_mounts import is_file_mount_key
 from bootstrap.node_metadata import (
+    AUTHORIZED_KEY_KEY,
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
+    OS_LOGIN_KEY,
     REAPPLY_ENV,
     VERSION_KEY,
 )
@@ -40,7 +42,9 @@ def merge_metadata(
     extra: Mapping[str, pulumi.Input[str]],
     request: str = "",
 ) -> dict[str, pulumi.Input[str]]:
-    """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
+    """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`. With
+    OS Login, `enable-oslogin` and the cluster's public key for the startup script instead of
+    `ssh-keys` (which the guest then ignores).
 
     Keys are known now and values may be outputs, so a secret value (file_mounts content, the
     head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
@@ -57,12 +61,16 @@ def merge_metadata(
             config, group.role, group.node_type, request=request
         ).items()
     }
-    return {
-        **own,
-        **bootstrap,
-        "ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line])),
-        **extra,
-    }
+    if config.provider.os_login:
+        keys = {
+            OS_LOGIN_KEY: "TRUE",
+            AUTHORIZED_KEY_KEY: pulumi.Output.from_input(public_key).apply(
+                lambda key: " ".join(key.split()[:2])
+            ),
+        }
+    else:
+        keys = {"ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line]))}
+    return {**own, **bootstrap, **keys, **extra}
 
 
 def with_worker_request(body: dict[str, Any], request: str) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """Where nodes attach and which traffic reaches them (SPEC 2.4).
 
 Explicit `networkInterfaces` on every compute type are used as given; otherwise the region's
-subnet is looked up and used, with an external NAT so SSH reaches the head. Firewall rules
-open Ray's ports between the cluster's nodes only, and SSH to the head from chosen ranges.
+subnet is looked up and used, with an external NAT so SSH reaches the head (none in private
+mode or with `use_internal_ips`). Firewall rules open Ray's ports between the cluster's nodes
+only, and SSH to the head from chosen ranges. In private mode a Cloud Router and Cloud NAT
+give the cluster's subnet egress (PyPI, docker registries) without a public address.
 """
 
 from __future__ import annotations
@@ -14,20 +16,19 @@ import pulumi_gcp as gcp
 
 from infra.config import ClusterConfig, ComputeNodeConfig
 from infra.config.node_config import NetworkInterface
-from infra.plan import ClusterPlan, NodeGroupPlan
+from infra.plan import ClusterPlan, NodeGroupPlan, subnet_preference
 
 EXTERNAL_NAT = {"name": "External NAT", "type": "ONE_TO_ONE_NAT"}
 
 
 def pick_subnetwork(subnetworks: list[Any]) -> dict[str, str]:
-    """Ray takes the first subnet of the region; prefer `default`, then the first by name,
-    so the choice is stable between runs."""
+    """The region's subnet the nodes join (infra.plan.subnet_preference)."""
     if not subnetworks:
         raise pulumi.RunError(
             "the region has no subnetwork: create one (or a network in auto "
             "mode) or give networkInterfaces in every node_config"
         )
-    entries = sorted(subnetworks, key=lambda s: (_get(s, "name") != "default", _get(s, "name")))
+    entries = sorted(subnetworks, key=lambda s: subnet_preference(_get(s, "name")))
     chosen = entries[0]
     return {"subnetwork": _get(chosen, "self_link"), "network": _get(chosen, "network")}
 
@@ -89,6 +90,8 @@ class ClusterNetwork(pulumi.ComponentResource):
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
             opts=child,
         )
+        if firewall.cloud_nat:
+            self.router, self.nat = _cloud_nat(plan, self.network, self.subnetwork, child)
         self.register_outputs({"network": self.network, "subnetwork": self.subnetwork})
 
     def interfaces_for(self, group: NodeGroupPlan) -> pulumi.Output[list[dict[str, Any]]]:
@@ -102,6 +105,50 @@ class ClusterNetwork(pulumi.ComponentResource):
         return pulumi.Output.all(self.network, self.subnetwork).apply(
             lambda pair: [{"network": pair[0], "subnetwork": pair[1], "accessConfigs": access}]
         )
+
+
+def _cloud_nat(
+    plan: ClusterPlan,
+    network: pulumi.Output[str],
+    subnetwork: pulumi.Output[str | None],
+    child: pulumi.ResourceOptions,
+) -> tuple[gcp.compute.Router, gcp.compute.RouterNat]:
+    """A Cloud Router in the cluster's region and network, and a NAT on it for the cluster's
+    subnet only (its primary and secondary ranges): another subnet of the network keeps
+    whatever egress it has. Addresses are Google's (AUTO_ONLY), nothing to reserve; only
+    errors are logged."""
+    name = f"ray-{plan.config.cluster_name}"
+    router = gcp.compute.Router(
+        f"{name}-router",
+        name=f"{name}-router",
+        project=plan.project,
+        region=plan.region,
+        network=network,
+        description=f"Ray cluster {plan.config.cluster_name}: Cloud NAT for private nodes",
+        opts=child,
+    )
+    nat = gcp.compute.RouterNat(
+        f"{name}-nat",
+        name=f"{name}-nat",
+        project=plan.project,
+        region=plan.region,
+        router=router.name,
+        nat_ip_allocate_option="AUTO_ONLY",
+        # A YAML naming only a network (no subnet) gets every subnet of it in the region.
+        source_subnetwork_ip_ranges_to_nat=subnetwork.apply(
+            lambda link: "LIST_OF_SUBNETWORKS" if link else "ALL_SUBNETWORKS_ALL_IP_RANGES"
+        ),
+        subnetworks=subnetwork.apply(
+            lambda link: [
+                gcp.compute.RouterNatSubnetworkArgs(
+                    name=link, source_ip_ranges_to_nats=["ALL_IP_RANGES"]
+                )
+            ] if link else []
+        ),
+        log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
+        opts=child,
+    )
+    return router, nat
 
 
 def _first_interface(config: ClusterConfig) -> NetworkInterface:

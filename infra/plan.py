@@ -66,6 +66,9 @@ class FirewallPlan:
     cluster_tag: str
     head_tag: str
     ssh_source_ranges: tuple[str, ...]
+    cloud_nat: bool = False
+    """The stack gives the cluster's subnet a Cloud NAT (private mode: no node has a public
+    address, yet `pip install` in setup_commands must reach PyPI)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,12 @@ def resolve_worker_counts(
     return counts
 
 
+def subnet_preference(name: str) -> tuple[bool, str]:
+    """Sort key of the region's subnets when the YAML names none: Ray takes the first; we
+    prefer `default`, then the first by name, so the choice is stable between runs."""
+    return (name != "default", name)
+
+
 def plan_cluster(
     config: ClusterConfig, worker_counts: Mapping[str, object] | None = None
 ) -> ClusterPlan:
@@ -137,7 +146,9 @@ def plan_cluster(
     firewall = FirewallPlan(
         cluster_tag=cluster_tag,
         head_tag=f"{cluster_tag}-head",
-        ssh_source_ranges=tuple(config.provider.ssh_source_ranges),
+        ssh_source_ranges=tuple(config.provider.ssh_ranges),
+        cloud_nat=bool(config.provider.private_cluster)
+        and not config.provider.private_cluster.existing_cloud_nat,
     )
     head = _group(config, "head", config.head_node_type, 1, firewall)
     node_types = {
@@ -167,7 +178,7 @@ def _group(
         labels=labels,
         node_config=node_config,
         resources=dict(spec.resources),
-        external_ip=not config.provider.use_internal_ips,
+        external_ip=not (config.provider.use_internal_ips or config.provider.private_cluster),
         network_tags=tuple(dict.fromkeys([*node_config.tags, *tags])),
         service_account_email=email,
         service_account_scopes=scopes,

@@ -74,7 +74,7 @@ def warn_held_back_file_mounts(config: ClusterConfig) -> None:
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
-    for warning in config.warnings:
+    for warning in [*config.warnings, *config.review_warnings]:
         pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_metadata_limits(plan)
@@ -111,6 +111,11 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
     pulumi.export("head_external_ip", head.external_ip)
     pulumi.export("ssh_user", config.auth.ssh_user)
     pulumi.export("ssh_port", 22)
+    # How the tasks reach the head (IAP in private mode): a template ops/ssh_proxy.py fills in.
+    pulumi.export("ssh_proxy_command", config.provider.proxy_command or "")
+    # With OS Login the tasks register the stack's key for this account (ops/os_login.py).
+    pulumi.export("os_login", config.provider.os_login is not None)
+    pulumi.export("os_login_account", config.provider.os_login_account)
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)
     pulumi.export("service_account_email", cluster.service_account.email)
     pulumi.export(

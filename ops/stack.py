@@ -70,6 +70,11 @@ class StackOutputs:
     nodes: tuple[Node, ...] = ()
     # `head` and each worker type -> the startup script version its nodes should report.
     script_versions: dict[str, str] = field(default_factory=dict)
+    ssh_proxy_command: str = ""
+    """The head's ProxyCommand template (ops.remote.ssh_proxy); empty: dialled directly."""
+    os_login: bool = False
+    """Nodes take logins from OS Login: the user is the one ops.remote.os_login is given."""
+    os_login_account: str = ""
 
     def wanted_version(self, node: Node) -> str:
         key = "head" if node.kind == "head" or node.name == self.head_name else node.node_type
@@ -132,6 +137,9 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
         cluster_config_file=raw.get("cluster_config_file", ""),
         nodes=nodes,
         script_versions=dict(raw.get("script_versions") or {}),
+        ssh_proxy_command=raw.get("ssh_proxy_command") or "",
+        os_login=bool(raw.get("os_login")),
+        os_login_account=raw.get("os_login_account") or "",
     )
 
 

@@ -11,7 +11,7 @@ import yaml
 from ops.review.plan_engine import ProgramRun, run_program
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-STACKS = ["full", "minimal", "gpu-docker", "tpu", "tpu-pod", "tpu-pod-topology"]
+STACKS = ["full", "minimal", "gpu-docker", "tpu", "tpu-pod", "tpu-pod-topology", "private"]
 
 
 def stack_yaml(stack: str) -> dict[str, Any]:

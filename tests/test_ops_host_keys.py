@@ -120,7 +120,7 @@ def test_ssh_config_does_not_write_the_key_through_a_planted_symlink(stack, tmp_
     key_path.parent.mkdir(parents=True)
     key_path.symlink_to(target)
     with pytest.raises(OpsError, match="id_ssh is a symbolic link"):
-        write_ssh_config(load_outputs(), known_hosts(stack))
+        write_ssh_config(load_outputs(), known_hosts(stack), "ubuntu")
     assert not target.exists()
 
 

@@ -39,12 +39,16 @@ def test_service_account_and_roles_follow_the_spec(stack: str):
     project = raw["provider"]["project_id"]
     (account,) = run.of_type("gcp:serviceaccount/account:Account")
     assert account.inputs["accountId"] == "ray-autoscaler-sa-v1"
-    roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
+    account_member = f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com"
+    members = run.of_type("gcp:projects/iAMMember:IAMMember")
+    roles = {m.inputs["role"] for m in members if m.inputs["member"] == account_member}
     has_tpu = any(is_tpu(t["node_config"]) for t in worker_types(raw).values())
     assert roles == SPEC_ROLES | ({"roles/tpu.admin"} if has_tpu else set())
-    for member in run.of_type("gcp:projects/iAMMember:IAMMember"):
-        assert member.inputs["member"] == (
-            f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com")
+    # Anyone else is granted only OS Login's role, and only when the YAML asks for it.
+    os_login = raw["provider"].get("os_login")
+    others = [(m.inputs["member"], m.inputs["role"]) for m in members
+              if m.inputs["member"] != account_member]
+    assert others == ([(os_login["principal"], "roles/compute.osAdminLogin")] if os_login else [])
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -69,10 +73,13 @@ def test_head_instance_inputs_come_from_the_yaml(stack: str):
     assert head.inputs["serviceAccount"] == {
         "email": f"ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com",
         "scopes": [CLOUD_PLATFORM]}
-    assert head.inputs["networkInterfaces"][0]["accessConfigs"] == [{}], "head needs an external IP"
+    private = bool(raw["provider"].get("private_cluster"))
+    assert head.inputs["networkInterfaces"][0]["accessConfigs"] == ([] if private else [{}]), \
+        "a head has an external IP unless the cluster is private"
     assert f"ray-{cluster}-head" in head.inputs["tags"]
     metadata = head.inputs["metadata"]
-    assert {"startup-script", "ssh-keys", "ray-bootstrap-config"} <= set(metadata)
+    login_key = "ray-authorized-key" if raw["provider"].get("os_login") else "ssh-keys"
+    assert {"startup-script", login_key, "ray-bootstrap-config"} <= set(metadata)
     # The key itself stays in Secret Manager; metadata only names the version to read.
     assert metadata["ray-bootstrap-ssh-key-secret"] == (
         f"projects/{project}/secrets/ray-{cluster}-ssh-key/versions/1")

@@ -30,6 +30,14 @@ from pydantic import (
 from infra.config.errors import PathError
 from infra.config.head_instance import head_unsupported
 from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
+from infra.config.private import (
+    IAP_PROXY_COMMAND,
+    IAP_SOURCE_RANGE,
+    OsLogin,
+    PrivateCluster,
+    covers_everything,
+    proxy_template_problem,
+)
 from infra.config.ray_merge import fill_like_ray
 from infra.config.urls import (
     accelerator_type_url,
@@ -139,7 +147,18 @@ class Provider(StrictModel):
     cache_stopped_nodes: bool = False
     autostop: Autostop | None = None
     use_internal_ips: bool = False
-    ssh_source_ranges: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+    """Ray's meaning: the tasks and the autoscaler dial nodes' internal addresses (the laptop
+    is inside the VPC); here it also leaves nodes without an external IP."""
+    private_cluster: PrivateCluster | None = None
+    """No node has a public address: SSH only from IAP's range (35.235.240.0/20) and through
+    an IAP tunnel, Ray's ports internal, egress through a Cloud NAT (infra/config/private.py)."""
+    ssh_proxy_command: str | None = None
+    """How the tasks reach the head: a ProxyCommand template ({instance}, {zone}, {project},
+    {host}, {port}, {user}); in private mode it defaults to `gcloud compute start-iap-tunnel`."""
+    os_login: OsLogin | None = None
+    """Logins through OS Login instead of `ssh-keys` metadata (infra/config/private.py)."""
+    ssh_source_ranges: list[str] | None = None
+    """Who may open SSH to the head: default IAP's range in private mode, else 0.0.0.0/0."""
     inline_secret_file_mounts: bool = False
     """Let file_mounts that look like keys or credentials travel in instance metadata."""
     fallback_zones: list[str] | Literal[False] | None = None
@@ -189,9 +208,56 @@ class Provider(StrictModel):
             raise PathError(problems)
         return self
 
+    @field_validator("private_cluster", mode="before")
+    @classmethod
+    def _private_form(cls, value: Any) -> Any:
+        """`private_cluster: true` is the mapping with every default; `false` is off."""
+        if value is True:
+            return {}
+        if value is False:
+            return None
+        return value
+
+    @field_validator("ssh_proxy_command")
+    @classmethod
+    def _proxy_template(cls, value: str | None) -> str | None:
+        problem = proxy_template_problem(value) if value is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _ssh_defaults(self) -> Provider:
+        if self.ssh_source_ranges is None:
+            self.ssh_source_ranges = [IAP_SOURCE_RANGE] if self.private_cluster else ["0.0.0.0/0"]
+        return self
+
+    @property
+    def proxy_command(self) -> str | None:
+        """The ProxyCommand template the tasks use: the YAML's, else IAP's in private mode,
+        unless `use_internal_ips` says the laptop is inside the VPC (then: dialled directly)."""
+        if self.ssh_proxy_command is not None:
+            return self.ssh_proxy_command
+        return IAP_PROXY_COMMAND if self.private_cluster and not self.use_internal_ips else None
+
+    @property
+    def os_login_account(self) -> str:
+        """Whose OS Login profile the tasks add the stack's key to: the principal's email when
+        it is one account (`user:`, `serviceAccount:`), else "" (the tasks ask for it)."""
+        if self.os_login is None:
+            return ""
+        kind, _, email = self.os_login.principal.partition(":")
+        return email if kind in ("user", "serviceAccount") else ""
+
+    @property
+    def ssh_ranges(self) -> list[str]:
+        return list(self.ssh_source_ranges or [])
+
     @field_validator("ssh_source_ranges")
     @classmethod
-    def _cidrs(cls, ranges: list[str]) -> list[str]:
+    def _cidrs(cls, ranges: list[str] | None) -> list[str] | None:
+        if ranges is None:
+            return ranges
         if not ranges:
             raise ValueError(
                 "an empty list leaves the SSH firewall rule without a source: list the ranges "
@@ -245,7 +311,9 @@ class Auth(StrictModel):
         used = [key for key in ("ssh_proxy_command", "ssh_proxy_use_node_id") if data.get(key)]
         if used:
             raise PathError(
-                [(key, f"the invoke tasks connect directly, through no proxy: remove {key}")
+                [(key, "the invoke tasks read their tunnel from provider.ssh_proxy_command "
+                       f"(placeholders such as {{instance}}, {{host}}, {{port}}): move it there "
+                       f"and remove {key}")
                  for key in used]
             )
         return {k: v for k, v in data.items() if k != "ssh_proxy_use_node_id"}
@@ -441,6 +509,20 @@ class ClusterConfig(StrictModel):
         """Keys Ray would drop from this YAML (legacy, unused provider keys): one line each."""
         return list(self._warnings)
 
+    @property
+    def review_warnings(self) -> list[str]:
+        """What a reviewer of the plan should see: SSH open to every address."""
+        whole = covers_everything(self.provider.ssh_ranges)
+        if whole is None:
+            return []
+        given = ", ".join(self.provider.ssh_ranges)
+        shown = whole if given == whole else f"{given} together cover {whole}"
+        return [
+            f"provider.ssh_source_ranges: SSH to the head is open to the whole internet "
+            f"({shown}): list your own ranges, or set "
+            "provider.private_cluster: true (SSH through IAP only, no public IPs)"
+        ]
+
     @field_validator("cluster_name")
     @classmethod
     def _gce_name(cls, value: str) -> str:
@@ -509,6 +591,10 @@ class ClusterConfig(StrictModel):
                 )
         if self.head_node_type in self.available_node_types:
             problems += self._head_problems()
+        if self.provider.private_cluster:
+            problems += self._public_address_problems()
+        if self.provider.os_login:
+            problems += self._os_login_problems()
         total_min = sum(t.min_workers for t in self.available_node_types.values())
         if total_min > self.max_workers:
             problems.append(
@@ -557,6 +643,39 @@ class ClusterConfig(StrictModel):
             )
             for field, why in found
         ]
+
+    def _public_address_problems(self) -> list[tuple[str, str]]:
+        """A node_config that asks for an external IP contradicts private mode."""
+        fix = "remove it: provider.private_cluster gives no node a public address"
+        problems = []
+        for name, node_type in self.available_node_types.items():
+            path = f"available_node_types.{name}.node_config"
+            config = node_type.node_config
+            if isinstance(config, TpuNodeConfig):
+                if config.network_config and config.network_config.enable_external_ips:
+                    problems.append((f"{path}.networkConfig.enableExternalIps", f"true: {fix}"))
+                continue
+            for index, interface in enumerate(config.network_interfaces or []):
+                for key, given in (("accessConfigs", interface.access_configs),
+                                   ("ipv6AccessConfigs", interface.ipv6_access_configs)):
+                    if given:
+                        problems.append((f"{path}.networkInterfaces[{index}].{key}",
+                                         f"an external address: {fix}"))
+        return problems
+
+    def _os_login_problems(self) -> list[tuple[str, str]]:
+        """OS Login ignores `ssh-keys`, and a node cannot turn it off and on at once."""
+        problems = []
+        for name, node_type in self.available_node_types.items():
+            path = f"available_node_types.{name}.node_config.metadata"
+            metadata = node_type.node_config.metadata
+            if "ssh-keys" in metadata:
+                problems.append((f"{path}.ssh-keys", "OS Login ignores ssh-keys metadata: "
+                                 "remove it (provider.os_login registers your key instead)"))
+            if metadata.get("enable-oslogin", "TRUE").upper() != "TRUE":
+                problems.append((f"{path}.enable-oslogin", "provider.os_login turns OS Login "
+                                 "on for every node: remove it, or remove provider.os_login"))
+        return problems
 
     def _normalise_tpu_network(self, config: TpuNodeConfig) -> None:
         network, project = config.network_config, self.provider.project
@@ -661,7 +780,8 @@ class ClusterConfig(StrictModel):
             # Ray treats a container_name without an image as a broken docker config.
             data["docker"] = {}
         data["provider"].pop("gcp_credentials", None)
-        data["provider"].pop("ssh_source_ranges", None)
+        for ours in ("ssh_source_ranges", "private_cluster", "ssh_proxy_command", "os_login"):
+            data["provider"].pop(ours, None)  # our network and tunnels, not Ray's
         data["provider"].pop("inline_secret_file_mounts", None)
         data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
         data["provider"].pop("tpu_queued_resources", None)  # our TPU slices, not Ray's

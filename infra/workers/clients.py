@@ -116,6 +116,14 @@ class ApiClients:
     def regions(self) -> compute_v1.RegionsClient:
         return self._cached("regions", lambda: self._compute("regions", "Regions"))
 
+    @property
+    def subnetworks(self) -> compute_v1.SubnetworksClient:
+        return self._cached("subnetworks", lambda: self._compute("subnetworks", "Subnetworks"))
+
+    @property
+    def firewalls(self) -> compute_v1.FirewallsClient:
+        return self._cached("firewalls", lambda: self._compute("firewalls", "Firewalls"))
+
     def _compute(self, service: str, name: str) -> Any:
         """`compute_v1.<name>Client` over its REST transport, e.g. ("zones", "Zones")."""
         from google.cloud import compute_v1

@@ -9,14 +9,13 @@ answers before the first `up`, for the most the autoscaler may ever ask for.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
-from infra.workers.clients import ApiClients, build_credentials
+from infra.workers.clients import ApiClients
 from infra.workers.quota import (
     QuotaReader,
     QuotaRow,
@@ -35,7 +34,8 @@ from infra.workers.tpu_quota import (
     tpu_quota_rows,
     zone_usage,
 )
-from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.lifecycle.apis import QuotaApis, quota_apis
+from ops.lifecycle.network_check import network_warnings, render_warnings
 from ops.stack import Stack
 
 
@@ -72,29 +72,6 @@ def kept_cluster(config: ClusterConfig, counts: Mapping[str, int]) -> list[tuple
     nodes = [("head", config.head_node_type, 1)]
     nodes += [(f"{count} x {name}", name, count) for name, count in sorted(counts.items()) if count]
     return nodes
-
-
-@dataclass(frozen=True)
-class QuotaApis:
-    """How this check reaches the APIs: credentials, clients, endpoint, retry policy."""
-
-    credentials: Any
-    clients: ApiClients
-    endpoint: str | None
-    retry: RetryPolicy
-
-
-def quota_apis(
-    config: ClusterConfig, api_endpoint: str | None, retry: RetryPolicy | None
-) -> QuotaApis:
-    if api_endpoint is None:  # an emulator or the tests' fake, as for the other day-two tasks
-        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
-    secret = config.provider.gcp_credentials
-    credentials = build_credentials(
-        secret.credentials.get_secret_value() if secret else None, api_endpoint
-    )
-    return QuotaApis(credentials, ApiClients(credentials, api_endpoint), api_endpoint,
-                 retry or RetryPolicy())
 
 
 def tpu_quota_check(
@@ -245,6 +222,10 @@ def _num(value: float | None) -> str:
 def preflight_stack(stack: str | None) -> bool:
     """`invoke preflight`: print the quota table for the stack's largest cluster; whether a
     quota is short."""
-    report = preflight(Stack.choose(stack, require_file=True).cluster)
+    config = Stack.choose(stack, require_file=True).cluster
+    report = preflight(config)
     print(render(report))
-    return report.short
+    found = network_warnings(config, quota_apis(config, None, None))
+    if found:
+        print(render_warnings(found))
+    return bool(report.short)

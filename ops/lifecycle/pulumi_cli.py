@@ -48,9 +48,14 @@ def run_operation(
     chosen = Stack.of(stack)
     name = chosen.name
     if operation == "up":
+        from ops.lifecycle.apis import quota_apis
+        from ops.lifecycle.network_check import network_warnings, render_warnings
         from ops.lifecycle.up_quota import check_tpu_quota_before_up
 
         check_tpu_quota_before_up(chosen.cluster, chosen.worker_counts, out)
+        found = network_warnings(chosen.cluster, quota_apis(chosen.cluster, None, None))
+        if found:
+            print(render_warnings(found), file=out, flush=True)
     automation_stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)

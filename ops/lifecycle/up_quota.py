@@ -19,7 +19,8 @@ from infra.config import ClusterConfig
 from infra.workers.quota import quota_request_url
 from infra.workers.retry import RetryPolicy
 from ops.errors import OpsError
-from ops.lifecycle.preflight import kept_cluster, quota_apis, tpu_quota_check
+from ops.lifecycle.apis import quota_apis
+from ops.lifecycle.preflight import kept_cluster, tpu_quota_check
 
 
 def check_tpu_quota_before_up(

@@ -1,7 +1,9 @@
 """Work on the nodes over SSH: `invoke attach/exec/submit`, `rsync-up/rsync-down/file-mounts`,
 `dashboard`, `monitor` and `ssh-config`.
 
-Owns the paramiko connections and pinned host keys (`ssh`, `host_keys`), running commands in
+Owns the paramiko connections and pinned host keys (`ssh`, `host_keys`), the ProxyCommand a
+tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the OS Login user
+(`os_login`), running commands in
 the right shell or container (`commands`), what attach, exec and submit do with their flags
 (`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), SFTP sync
 with rsync's filters (`sync`, `sync_filter`, `cluster_file`, `progress`), the autoscaler log

@@ -40,7 +40,7 @@ def published_host_keys(project: str, zone: str, instance: str) -> PublishedKeys
     """The keys GCE publishes for `instance`; empty with a reason when none can be had."""
     if not (project and zone and instance):
         return PublishedKeys(frozenset(), "the stack outputs name no project, zone or instance")
-    if not (os.environ.get(COMPUTE_ENDPOINT_ENV) or _credentials_may_exist()):
+    if not (os.environ.get(COMPUTE_ENDPOINT_ENV) or credentials_may_exist()):
         return PublishedKeys(frozenset(), "no Application Default Credentials to ask the "
                                           "Compute API with (`gcloud auth application-default "
                                           "login`)")
@@ -70,7 +70,7 @@ def published_host_keys(project: str, zone: str, instance: str) -> PublishedKeys
     return PublishedKeys(keys, "" if keys else "none published yet")
 
 
-def _credentials_may_exist() -> bool:
+def credentials_may_exist() -> bool:
     """Where google.auth.default() finds credentials, checked without importing it."""
     if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return True

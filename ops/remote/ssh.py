@@ -5,9 +5,10 @@ UserKnownHostsFile=` can share it). On first contact the offered key is checked 
 keys GCE publishes for the instance (ops.remote.host_keys) when there are any, and refused if it is
 none of them; then it is pinned and its fingerprint printed. A different key later is refused,
 and so is a known_hosts file with a line that cannot be read (fail closed: skipping it could
-let another key be pinned). The file is opened without following symlinks. Workers are reached
-through the head as a jump host (a `direct-tcpip` channel as the socket), the way Ray's nodes
-sit on an internal network.
+let another key be pinned). The file is opened without following symlinks. The head is dialled
+directly or through the stack's ProxyCommand (IAP for a private cluster: ops.remote.ssh_proxy);
+workers are reached through the head as a jump host (a `direct-tcpip` channel as the socket),
+the way Ray's nodes sit on an internal network.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 from ops.errors import OpsError
 from ops.paths import known_hosts_path, open_no_follow
 from ops.remote.host_keys import PublishedKeys, published_host_keys
+from ops.remote.os_login import os_login_user
+from ops.remote.ssh_proxy import proxy_command, require_proxy_tool
 from ops.stack import Node, StackOutputs, load_outputs
 
 # (project, zone, instance) -> the host keys GCE publishes for it
@@ -134,6 +137,7 @@ class Connector:
         self.timeout = timeout
         self.key_lookup = key_lookup
         self._key = load_private_key(outputs.ssh_private_key)
+        self._login: str | None = None
         self._clients: dict[str, paramiko.SSHClient] = {}
         self._lock = threading.RLock()
 
@@ -152,10 +156,22 @@ class Connector:
     def head(self) -> paramiko.SSHClient:
         with self._lock:
             if self.outputs.head_name not in self._clients:
+                host, sock = head_socket(self.outputs)
                 self._clients[self.outputs.head_name] = self._connect(
-                    self.outputs.head_address, "the head", self.outputs.head_name, sock=None
+                    host, "the head", self.outputs.head_name, sock=sock
                 )
             return self._clients[self.outputs.head_name]
+
+    def login_user(self) -> str:
+        """auth.ssh_user; with OS Login, the POSIX user OS Login gives the stack's key (asked
+        once per Connector, before the first connection)."""
+        with self._lock:
+            if self._login is None:
+                self._login = (
+                    os_login_user(self.outputs, f"{self._key.get_name()} {self._key.get_base64()}")
+                    if self.outputs.os_login else self.outputs.ssh_user
+                )
+            return self._login
 
     def node(self, node: Node) -> paramiko.SSHClient:
         """The head directly; a worker through a channel the head opens to its internal IP."""
@@ -180,10 +196,11 @@ class Connector:
             return self._clients[node.name]
 
     def _connect(
-        self, host: str, what: str, instance: str, sock: paramiko.Channel | None
+        self, host: str, what: str, instance: str,
+        sock: paramiko.Channel | paramiko.ProxyCommand | None,
     ) -> paramiko.SSHClient:
         port = self.outputs.ssh_port
-        user = self.outputs.ssh_user
+        user = self.login_user()
         client = paramiko.SSHClient()
         for entry in read_pins(self.known_hosts):
             for name in entry.hostnames:
@@ -245,6 +262,16 @@ class Connector:
             client.close()
             raise OpsError(f"cannot reach {what} at {host}:{port}: {exc.strerror or exc}") from None
         return client
+
+
+def head_socket(outputs: StackOutputs) -> tuple[str, paramiko.ProxyCommand | None]:
+    """How the head is dialled: its address directly, or through the stack's ProxyCommand
+    (IAP in private mode), its key then pinned under its instance name (no address to pin)."""
+    command = proxy_command(outputs)
+    if command is None:
+        return outputs.head_address, None
+    require_proxy_tool(command)
+    return outputs.head_name, paramiko.ProxyCommand(command)
 
 
 def _refused(exc: Exception) -> bool:

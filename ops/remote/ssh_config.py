@@ -1,7 +1,8 @@
 """`invoke ssh-config`: a Host block for the head that plain `ssh`/`scp`/VS Code can use.
 
-It points at the same pinned known_hosts file with StrictHostKeyChecking yes, and at a copy of
-the stack's key written 0600 (OpenSSH refuses keys other users can read).
+It points at the same pinned known_hosts file with StrictHostKeyChecking yes, at a copy of
+the stack's key written 0600 (OpenSSH refuses keys other users can read), and through the
+same ProxyCommand the tasks use (IAP for a private cluster).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from ops.paths import in_existing_folder, open_no_follow, state_dir
 from ops.remote.ssh import connect_stack
+from ops.remote.ssh_proxy import proxy_command
 from ops.stack import StackOutputs
 
 
@@ -27,11 +29,15 @@ def host_alias(outputs: StackOutputs) -> str:
     return f"ray-{outputs.cluster_name}"
 
 
-def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path) -> str:
+def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path, user: str) -> str:
+    """Through a tunnel (IAP), the host is the instance name: the tasks pin its key so.
+    `user` is the one the tasks log in as (OS Login's POSIX name, or auth.ssh_user)."""
+    proxy = proxy_command(outputs)
     return "\n".join([
         f"Host {host_alias(outputs)}",
-        f"    HostName {outputs.head_address}",
-        f"    User {outputs.ssh_user}",
+        f"    HostName {outputs.head_name if proxy else outputs.head_address}",
+        *([f"    ProxyCommand {proxy}"] if proxy else []),
+        f"    User {user}",
         f"    Port {outputs.ssh_port}",
         f"    IdentityFile {key_path}",
         "    IdentitiesOnly yes",
@@ -41,13 +47,15 @@ def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path) -> str:
     ])
 
 
-def write_ssh_config(outputs: StackOutputs, known_hosts: Path, dest: Path | None = None) -> Path:
+def write_ssh_config(
+    outputs: StackOutputs, known_hosts: Path, user: str, dest: Path | None = None
+) -> Path:
     """Write key + Host block under the stack's state dir (or `dest`); returns the block's path."""
     directory = state_dir(outputs.stack)
     key_path = write_private_key(outputs, directory / "id_ssh")
     dest = dest or directory / "ssh_config"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve()))
+    dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve(), user))
     return dest
 
 
@@ -57,6 +65,7 @@ def stack_ssh_config(stack: str | None, output: str | None) -> str:
     chosen = in_existing_folder(output, "--output") if output else None
     with connect_stack(stack) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
-        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
+        path = write_ssh_config(connector.outputs, connector.known_hosts,
+                                connector.login_user(), chosen)
     return (f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
             f"`ssh {host_alias(connector.outputs)}`")

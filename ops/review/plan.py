@@ -28,7 +28,7 @@ from ops.pulumi_types import DYNAMIC_TYPE
 from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
 
 if TYPE_CHECKING:
-    pass
+    from infra.config import ClusterConfig
 
 PLAN_FORMAT_VERSION = 1
 
@@ -105,16 +105,18 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
         }
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]
+    cluster, counts = cluster_from_settings(config)
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
-            "resources": resources, "price_per_hour": price_per_hour(config)}
+            "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
+            "warnings": cluster.review_warnings}
 
 
-def price_per_hour(settings: dict[str, str]) -> dict[str, Any]:
+def price_per_hour(config: ClusterConfig, counts: dict[str, int]) -> dict[str, Any]:
     """The cluster's approximate USD per hour at its pinned size and at max_workers (the
     program has just accepted these settings)."""
     from ops.review.prices import cluster_price
 
-    return cluster_price(*cluster_from_settings(settings)).as_dict()
+    return cluster_price(config, counts).as_dict()
 
 
 def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Popen[str]:
@@ -156,10 +158,11 @@ def render_table(plan: Plan) -> str:
         for row in rows
     ]
     price = plan["price_per_hour"]
+    warnings = "".join(f"warning: {line}\n" for line in plan.get("warnings", []))
     return f"stack {plan['stack']} ({plan['cluster_file']}): {len(plan['resources'])} " \
         "resources\n" + "\n".join(lines) + "\n" + f"price: ${price['pinned']:.2f}/h at the " \
         f"pinned size, up to ${price['at_max_workers']:.2f}/h at max_workers (approximate, " \
-        f"prices as of {price['prices_as_of']})\n"
+        f"prices as of {price['prices_as_of']})\n" + warnings
 
 
 def render(plan: Plan, output_format: str) -> str:

@@ -207,7 +207,8 @@ def diff_stack_markdown(stack: str, ref: str, root: Path = PROJECT_ROOT) -> str:
     return render_markdown(rows, stack, f"`{ref}`", "working tree",
                            unchanged_count(pair.base, pair.head), notes=pair.notes,
                            price=price_line(pair.base.get("price_per_hour"),
-                                            pair.head.get("price_per_hour")))
+                                            pair.head.get("price_per_hour")),
+                           warnings=pair.head.get("warnings", []))
 
 
 def write_diff(stack: str | None, base: str, output: str | None) -> None:

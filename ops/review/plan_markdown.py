@@ -69,9 +69,11 @@ def render_markdown(
     unchanged: int,
     notes: list[str] | None = None,
     price: str | None = None,
+    warnings: list[str] | None = None,
 ) -> str:
     """`notes` say how a side was planned when that limits what the diff can show; `price`
-    is the cluster's price per hour (see `price_line`)."""
+    is the cluster's price per hour (see `price_line`); `warnings` are the working tree's
+    review warnings (SSH open to the internet), shown even when nothing else changed."""
     lines = [
         COMMENT_MARKER.format(stack=stack),
         f"### Plan diff for stack `{stack}`",
@@ -81,6 +83,8 @@ def render_markdown(
     ]
     if price:
         lines += [price, ""]
+    for warning in warnings or []:
+        lines += [f"> **Warning:** {warning}", ""]
     for note in notes or []:
         lines += [f"> **Note:** {note}", ""]
     if not rows:

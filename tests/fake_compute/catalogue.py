@@ -68,6 +68,11 @@ class Catalogue:
     """(TPU metric, zone) -> that zone's own limit, over the default."""
     service_usage_disabled: bool = False
     """Service Usage refuses with 403, as in a project where the API was never enabled."""
+    private_google_access: dict[str, bool] = field(default_factory=dict)
+    """Region -> whether its `default` subnet has Private Google Access (absent: false, as
+    an auto-mode network's subnets are created)."""
+    firewalls: list[dict[str, Any]] = field(default_factory=list)
+    """Firewall rules as firewalls.list answers them (API JSON, `network` a self-link)."""
 
     def region_zones(self, region: str) -> list[str]:
         return self.zones.get(region) or [f"{region}-a"]
@@ -130,6 +135,20 @@ class Catalogue:
             "quotas": quotas,
             "zones": [f"{COMPUTE}/projects/{project}/zones/{z}" for z in self.region_zones(region)],
             "selfLink": f"{COMPUTE}/projects/{project}/regions/{region}",
+        }
+
+    def subnetwork_json(self, project: str, region: str, name: str) -> dict[str, Any] | None:
+        """Every region has one subnet, `default`, of the `default` network (auto mode)."""
+        if name != "default":
+            return None
+        return {
+            "kind": "compute#subnetwork",
+            "name": name,
+            "network": f"{COMPUTE}/projects/{project}/global/networks/default",
+            "ipCidrRange": "10.128.0.0/20",
+            "region": f"{COMPUTE}/projects/{project}/regions/{region}",
+            "privateIpGoogleAccess": self.private_google_access.get(region, False),
+            "selfLink": f"{COMPUTE}/projects/{project}/regions/{region}/subnetworks/{name}",
         }
 
     def consumer_quota_metrics_json(self, project: str, service: str) -> list[dict[str, Any]]:

@@ -83,6 +83,16 @@ ROUTES += [
     ]
 ]
 
+# The network a cluster joins: its subnet (Private Google Access) and the firewall rules.
+ROUTES += [
+    (verb, re.compile(_COMPUTE + pattern + "$"), method)
+    for verb, pattern, method in [
+        ("GET", r"/regions/(?P<region>[^/]+)/subnetworks", "subnetworks.list"),
+        ("GET", r"/regions/(?P<region>[^/]+)/subnetworks/(?P<name>[^/]+)", "subnetworks.get"),
+        ("GET", r"/global/firewalls", "firewalls.list"),
+    ]
+]
+
 # TPU quotas: the TPU API has no quota method; Service Usage v1beta1 lists them.
 ROUTES += [
     ("GET", re.compile(r"/v1beta1/projects/(?P<project>[^/]+)/services/(?P<service>[^/]+)"
@@ -343,6 +353,24 @@ class FakeComputeServer:
 
     def _regions_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self.cloud.catalogue.region_json(p["project"], p["region"])
+
+    def _subnetworks_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        subnet = self.cloud.catalogue.subnetwork_json(p["project"], p["region"], "default")
+        page, token = _page([subnet], query, "maxResults")
+        return {"kind": "compute#subnetworkList", "items": page, "nextPageToken": token}
+
+    def _subnetworks_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        found = self.cloud.catalogue.subnetwork_json(p["project"], p["region"], p["name"])
+        if found is None:
+            raise ApiError(404, f"The resource 'projects/{p['project']}/regions/{p['region']}/"
+                           f"subnetworks/{p['name']}' was not found", "notFound")
+        return found
+
+    def _firewalls_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        wanted = self._compute_filter(query)
+        items = [dict(rule) for rule in self.cloud.catalogue.firewalls if wanted(rule)]
+        page, token = _page(items, query, "maxResults")
+        return {"kind": "compute#firewallList", "items": page, "nextPageToken": token}
 
     def _serviceusage_consumerQuotaMetrics_list(
             self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:

@@ -19,7 +19,7 @@ import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.config import ClusterConfig
+from infra.config import ClusterConfig, expand_local_path
 
 METADATA_VALUE_LIMIT = 256 * 1024
 METADATA_FILE_MOUNT_BUDGET = 256 * 1024
@@ -68,7 +68,7 @@ def plan_file_mounts(config: ClusterConfig, base_dir: Path | None = None) -> Fil
     used = 0
     inline_secrets = config.provider.inline_secret_file_mounts
     for target, source in sorted(config.file_mounts.items()):
-        path = _absolute(base / Path(source).expanduser())
+        path = _absolute(base / expand_local_path(source))
         encoded = _small_file_base64(path)
         if encoded is not None and not inline_secrets and looks_like_a_secret(path):
             plan.held_back.append(target)

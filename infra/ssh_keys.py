@@ -6,13 +6,12 @@ it once and state keeps it (the private half encrypted as a secret). No provider
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
-from infra.config import ClusterConfig, ConfigError
+from infra.config import ClusterConfig, ConfigError, expand_local_path
 
 KEY_BITS = 3072
 
@@ -123,7 +122,7 @@ def _read_key(path: str, yaml_path: str) -> str:
     """A key file's text; a missing, special (FIFO, device), huge or non-text file is a
     ConfigError at `yaml_path`, checked before reading so nothing blocks."""
     fix = "point it at an existing key file or remove it to generate a key"
-    file = Path(path).expanduser()
+    file = expand_local_path(path)
     try:
         if not file.is_file() or file.stat().st_size > KEY_FILE_LIMIT:
             raise ConfigError([(yaml_path, f"{path} is not a key file: {fix}")])

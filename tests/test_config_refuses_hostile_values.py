@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import datetime
+import json
 
 import pytest
 
@@ -120,3 +122,57 @@ def test_yaml_merge_keys_may_still_override(tmp_path):
     with pytest.raises(ConfigError) as caught:  # x-provider is not a Ray key
         load_cluster_config(path)
     assert list(dict(caught.value.problems)) == ["x-provider"]
+
+
+CREDENTIALS = {"client_email": "a@b.iam.gserviceaccount.com", "private_key": "k"}
+
+
+@pytest.mark.parametrize("credentials", [
+    {**CREDENTIALS, "created": datetime.date(2024, 1, 1)},  # YAML reads 2024-01-01 as a date
+    {**CREDENTIALS, "scopes": [["a"]]},
+    {**CREDENTIALS, 7: "x"},
+    json.dumps({**CREDENTIALS, "token_uri": 7}),
+    "[" * 100_000 + "]" * 100_000,  # past the JSON parser's depth
+])
+def test_service_account_credentials_are_a_json_object_of_strings(credentials):
+    found = problems(provider={**PROVIDER, "gcp_credentials": {
+        "type": "service_account", "credentials": credentials}})
+    assert "formatted improperly" in found["provider.gcp_credentials.credentials"]
+
+
+def test_service_account_credentials_given_as_a_mapping_of_strings_are_accepted():
+    config = parse_cluster_config({
+        "cluster_name": "c", "provider": {**PROVIDER, "gcp_credentials": {
+            "type": "service_account", "credentials": CREDENTIALS}},
+        "available_node_types": copy.deepcopy(TYPES), "head_node_type": "head"})
+    assert config.provider.gcp_credentials.service_account_info() == CREDENTIALS
+
+
+def tpu_type(**node_config) -> dict:
+    types = copy.deepcopy(TYPES)
+    types["worker"]["node_config"] = {"runtimeVersion": "tpu-ubuntu2204-base", **node_config}
+    return types
+
+
+@pytest.mark.parametrize("accelerator_type", ["v4-²", "v4-١٦", "v4-１６", "v4", "v4-0", "-8"])
+def test_tpu_accelerator_type_sizes_are_ascii_numbers(accelerator_type):
+    found = problems(available_node_types=tpu_type(acceleratorType=accelerator_type))
+    assert "ASCII digits" in found["available_node_types.worker.node_config.acceleratorType"]
+
+
+@pytest.mark.parametrize("topology", ["2x²", "٢x2x1", "2x2x1x1", "0x2", "2x2000"])
+def test_tpu_topologies_are_ascii_numbers(topology):
+    found = problems(available_node_types=tpu_type(
+        acceleratorConfig={"type": "V4", "topology": topology}))
+    assert "ASCII digits" in \
+        found["available_node_types.worker.node_config.acceleratorConfig.topology"]
+
+
+def test_a_file_mount_under_a_user_that_does_not_exist_is_refused_at_its_path():
+    found = problems(file_mounts={"/home/ray/data": "~nosuchuser-29/data"})
+    assert "no user 'nosuchuser-29'" in found["file_mounts./home/ray/data"]
+
+
+def test_a_key_under_a_user_that_does_not_exist_is_refused_at_its_path():
+    found = problems(auth={"ssh_private_key": "~nosuchuser-29/.ssh/id_rsa"})
+    assert "no user 'nosuchuser-29'" in found["auth.ssh_private_key"]

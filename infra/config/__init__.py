@@ -6,6 +6,7 @@ No pulumi imports: the model is shared by the program, the bootstrap renderer an
 from infra.config.cluster import ClusterConfig, NodeType
 from infra.config.errors import ConfigError
 from infra.config.loader import load_cluster_config, parse_cluster_config
+from infra.config.local_paths import expand_local_path
 from infra.config.node_config import ComputeNodeConfig, TpuNodeConfig
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "ConfigError",
     "NodeType",
     "TpuNodeConfig",
+    "expand_local_path",
     "load_cluster_config",
     "parse_cluster_config",
 ]

@@ -13,10 +13,11 @@ import math
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +30,7 @@ from pydantic import (
 
 from infra.config.errors import PathError
 from infra.config.head_instance import head_unsupported
+from infra.config.local_paths import expand_local_path
 from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
 from infra.config.private import (
     IAP_PROXY_COMMAND,
@@ -67,13 +69,27 @@ _CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,33}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{1,63}$")
 
 
+def _expandable(value: str) -> str:
+    expand_local_path(value)
+    return value
+
+
+# A path on the user's machine, kept as written; its `~user` must exist here.
+LocalPath = Annotated[str, AfterValidator(_expandable)]
+
+
 class StrictModel(BaseModel):
     # No inf or nan: a node cannot start with `--resources {"CPU": NaN}`.
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class GcpCredentials(StrictModel):
-    """`provider.gcp_credentials`: a service-account JSON or an OAuth token, kept secret."""
+    """`provider.gcp_credentials`: a service-account JSON or an OAuth token, kept secret.
+
+    A service-account key is what Google's client libraries read
+    (`service_account.Credentials.from_service_account_info`): a JSON object whose values are
+    all strings. It may be given as that JSON text or as a YAML mapping; either way it is
+    checked for that shape here, so nothing later meets a date or a nested list in it."""
 
     type: Literal["service_account", "credentials_token"]
     credentials: SecretStr
@@ -82,7 +98,13 @@ class GcpCredentials(StrictModel):
     @classmethod
     def _json_text(cls, value: Any) -> Any:
         """YAML users may write the service-account JSON as a mapping: keep it as JSON text."""
-        return json.dumps(value) if isinstance(value, dict) else value
+        if not isinstance(value, dict):
+            return value
+        problem = _non_string_entries(value)
+        if problem:
+            raise ValueError(f"formatted improperly ({problem}): paste the service-account "
+                             "key JSON downloaded from IAM")
+        return json.dumps(value)
 
     @model_validator(mode="after")
     def _well_formed(self) -> GcpCredentials:
@@ -90,17 +112,12 @@ class GcpCredentials(StrictModel):
             if not self.credentials.get_secret_value().strip():
                 raise PathError([("credentials", "the OAuth token is empty: paste the token")])
             return self
-        try:
-            info = json.loads(self.credentials.get_secret_value())
-        except json.JSONDecodeError:
-            info = None
-        missing = (
-            [k for k in ("client_email", "private_key") if not info.get(k)]
-            if isinstance(info, dict)
-            else None
-        )
-        if missing is None or missing:
-            what = f"it lacks {', '.join(missing)}" if missing else "it is not a JSON object"
+        info = _json_object(self.credentials.get_secret_value())
+        what = "it is not a JSON object" if info is None else _non_string_entries(info)
+        if not what:
+            missing = [k for k in ("client_email", "private_key") if not info.get(k)]
+            what = f"it lacks {', '.join(missing)}" if missing else ""
+        if what:
             raise PathError(
                 [
                     (
@@ -116,6 +133,28 @@ class GcpCredentials(StrictModel):
         if self.type != "service_account":
             return None
         return json.loads(self.credentials.get_secret_value())
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object in `text`, or None for anything else (bad JSON, nesting past the
+    parser's depth, a list)."""
+    try:
+        info = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def _non_string_entries(info: dict[Any, Any]) -> str:
+    """What keeps `info` from being a JSON object of strings, naming keys but never values
+    (they are secret); empty when it is one."""
+    wrong = [str(key).encode("utf-8", "backslashreplace").decode()
+             for key, value in info.items()
+             if not isinstance(key, str) or not isinstance(value, str)]
+    if not wrong:
+        return ""
+    return (f"{', '.join(sorted(wrong)[:5])}: not a string, where every key and value of a "
+            "service-account key is one; quote it as the JSON file does")
 
 
 class Autostop(StrictModel):
@@ -464,7 +503,7 @@ class ClusterConfig(StrictModel):
     auth: Auth = Field(default_factory=Auth)
     available_node_types: dict[str, NodeType]
     head_node_type: str
-    file_mounts: dict[str, str] = Field(default_factory=dict)
+    file_mounts: dict[str, LocalPath] = Field(default_factory=dict)
     cluster_synced_files: list[str] = Field(default_factory=list)
     file_mounts_sync_continuously: bool = False
     rsync_exclude: list[str] = Field(default_factory=list)
@@ -817,7 +856,7 @@ def _not_an_empty_file(value: str | None) -> str | None:
     """A key path naming an empty file would deploy a cluster nobody can reach."""
     if value is None:
         return value
-    path = Path(value).expanduser()
+    path = expand_local_path(value)
     try:
         # Only a regular file of a key's size is read here (never /dev/zero or a FIFO): the
         # program refuses the rest, by path, when it reads the key.

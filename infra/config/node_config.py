@@ -6,6 +6,7 @@ Field names keep the API's camelCase through aliases, so a Ray YAML validates un
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -410,6 +411,11 @@ class ComputeNodeConfig(ApiModel):
 # ---------------------------------------------------------------- TPU VMs
 
 
+# Digits are ASCII digits: str.isdigit() also takes '²' and '٣', which int() refuses.
+_TOPOLOGY = re.compile(r"[1-9][0-9]{0,2}([xX][1-9][0-9]{0,2}){1,2}", re.ASCII)
+_TPU_ACCELERATOR_TYPE = re.compile(r"[a-zA-Z0-9]+-[1-9][0-9]{0,5}", re.ASCII)
+
+
 class AcceleratorConfig(ApiModel):
     type: str
     topology: str
@@ -417,9 +423,9 @@ class AcceleratorConfig(ApiModel):
     @field_validator("topology")
     @classmethod
     def _topology_form(cls, value: str) -> str:
-        parts = value.lower().split("x")
-        if not 2 <= len(parts) <= 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"topology {value!r} must look like 2x2 or 2x2x1")
+        if not _TOPOLOGY.fullmatch(value):
+            raise ValueError(f"topology {value!r} must look like 2x2 or 2x2x1 (two or three "
+                             "dimensions from 1 to 999, in ASCII digits)")
         return value.lower()
 
     @property
@@ -490,6 +496,14 @@ class TpuNodeConfig(ApiModel):
         classmethod(lambda cls, v: _metadata_items(v))
     )
     _labels = field_validator("labels", mode="before")(classmethod(lambda cls, v: _gce_labels(v)))
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accelerator_type_form(cls, value: str | None) -> str | None:
+        if value is not None and not _TPU_ACCELERATOR_TYPE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a TPU accelerator type: write the generation, "
+                             "'-' and the size in ASCII digits, e.g. v4-16 or v5litepod-8")
+        return value
 
     @model_validator(mode="after")
     def _one_accelerator_form(self) -> TpuNodeConfig:

@@ -90,12 +90,12 @@ def slice_need(
     None for a generation this check does not know."""
     if accelerator_type:
         version, _, size = accelerator_type.lower().partition("-")
-        units = int(size) if size.isdigit() else 0
+        units = int(size) if size.isascii() and size.isdigit() else 0
     else:
         version = (config_type or "").lower().replace("_", "")
         chips = 1
         for part in (topology or "").lower().split("x"):
-            chips *= int(part) if part.isdigit() else 1
+            chips *= int(part) if part.isascii() and part.isdigit() else 1
         units = chips * _CORES_PER_CHIP.get(version, 1)
     known = _GENERATIONS.get(version)
     if known is None or units <= 0:

@@ -115,3 +115,17 @@ def test_private_key_and_gcp_credentials_never_appear(
         assert not any(line in shown for line in private_lines)
     assert "[secret]" in text
     assert key_pair[1].split()[1] in text, "the public key is not secret and should show"
+
+
+def test_many_plans_in_one_process_leave_the_pickler_unwrapped():
+    """Pulumi wraps the pickler once per dynamic resource and never unwraps it; a few hundred
+    plans in one process (a benchmark, the mutation test) then end in RecursionError."""
+    import pickle
+
+    from ops.plan_engine import run_program
+
+    before = pickle._Pickler.__dict__["_batch_setitems"]
+    for _ in range(2):
+        run = run_program({"ray-gcp:cluster": "stacks/clusters/full.yaml"}, stack="repeat")
+        assert run.of_type("pulumi-python:dynamic:Resource")  # pickled dynamic providers
+    assert pickle._Pickler.__dict__["_batch_setitems"] is before

@@ -7,7 +7,10 @@ program's look-ups with plausible values, and records every resource the program
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,6 +249,27 @@ def _alias_names(request: Any) -> set[str]:
     return names
 
 
+@contextlib.contextmanager
+def _pickler_restored() -> Iterator[None]:
+    """Pulumi's `serialize_provider` wraps `pickle._Pickler._batch_setitems` in a sorting
+    wrapper on every dynamic resource and never unwraps it, so each program run in one process
+    nests the last run's wrappers once more: a few hundred plans in a process (a benchmark, a
+    property test) end in RecursionError. Put the pickler back as it was after each run."""
+    saved = {name: pickle._Pickler.__dict__.get(name) for name in _PATCHED_PICKLER}
+    try:
+        yield
+    finally:
+        for name, method in saved.items():
+            if method is None:
+                if name in pickle._Pickler.__dict__:
+                    delattr(pickle._Pickler, name)
+            else:
+                setattr(pickle._Pickler, name, method)
+
+
+_PATCHED_PICKLER = ("_batch_setitems", "save_dict")
+
+
 def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = True) -> ProgramRun:
     """Run `infra` under the recording engine with the given stack config (`ray-gcp:...`
     keys, values as pulumi gives them: strings, objects as JSON text)."""
@@ -267,6 +291,7 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
             secret = await output.is_secret()
             run.outputs[name] = SECRET_MASK if secret else await output.future(with_unknowns=True)
 
-    _sync_await(run_pulumi_func(program))
+    with _pickler_restored():
+        _sync_await(run_pulumi_func(program))
     run.resources.sort(key=lambda r: (r.type, r.name))
     return run

@@ -29,7 +29,6 @@ from ops.paths import in_existing_folder
 if TYPE_CHECKING:
     from infra.config import ClusterConfig
 
-DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 CONFIG_NAMESPACE = "ray-gcp:"
 PLAN_FORMAT_VERSION = 1
 
@@ -86,19 +85,9 @@ def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
     return config
 
 
-def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
-    """A short label beside the token: dynamic resources all share one token, so name them
-    by what their inputs say they are."""
-    if type_token == DYNAMIC_TYPE:
-        if "node_type" in inputs and "count" in inputs:
-            return "WorkerGroup"
-        if "comment" in inputs:
-            return "SshKeyPair"
-        if "has_tpu" in inputs:
-            return "ClusterSweeper"
-        if "wait_minutes" in inputs:
-            return "QueuedTpuSlice"
-        return "DynamicResource"
+def resource_kind(type_token: str) -> str:
+    """A short label beside the token: its type name (dynamic resources have their own,
+    `pulumi-python:dynamic/ray-gcp:WorkerGroup`)."""
     return type_token.rsplit(":", 1)[-1]
 
 
@@ -115,12 +104,13 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
     resources = [
         {
             "type": r.type,
-            "kind": resource_kind(r.type, r.inputs),
+            "kind": resource_kind(r.type),
             "name": r.name,
             "parent": r.parent,
             "custom": r.custom,
             "inputs": r.inputs,
-            # Earlier names of a renamed resource: `invoke diff` matches them, as Pulumi does.
+            # Earlier (type, name)s of a renamed resource: `invoke diff` matches them, as
+            # Pulumi does.
             **({"aliases": r.aliases} if r.aliases else {}),
         }
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))

@@ -20,11 +20,12 @@ from typing import Any, Literal
 import yaml
 
 from infra.config.urls import short_name
+from infra.dynamic_types import CLUSTER_SWEEPER_TYPE, QUEUED_TPU_SLICE_TYPE, WORKER_GROUP_TYPE
 from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
-from ops.plan import DYNAMIC_TYPE, Plan
+from ops.plan import Plan
 
 Action = Literal["add", "remove", "replace", "update"]
 ACTION_ORDER: tuple[Action, ...] = ("replace", "update", "add", "remove")
@@ -308,13 +309,13 @@ def _replaces(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether Pulumi would replace rather than update in place."""
     changed = {k for k in set(old["inputs"]) | set(new["inputs"])
                if old["inputs"].get(k, _MISSING) != new["inputs"].get(k, _MISSING)}
-    if new["type"] == DYNAMIC_TYPE and new["kind"] == "WorkerGroup":
+    if new["type"] == WORKER_GROUP_TYPE:
         # The body's metadata and labels change in place; its machine replaces the group.
         others = changed - WORKER_GROUP_IN_PLACE - {"body"}
         return bool(others or replaced_keys(old["inputs"], new["inputs"]))
-    if new["type"] == DYNAMIC_TYPE and new["kind"] == "ClusterSweeper":
+    if new["type"] == CLUSTER_SWEEPER_TYPE:
         return bool(changed & SWEEPER_REPLACE_KEYS)
-    if new["type"] == DYNAMIC_TYPE and new["kind"] == "QueuedTpuSlice":
+    if new["type"] == QUEUED_TPU_SLICE_TYPE:
         return bool(queued_slice_replaced_keys(old["inputs"], new["inputs"]))
     return bool(changed & REPLACE_KEYS.get(new["type"], frozenset()))
 
@@ -341,14 +342,15 @@ def _row(action: Action, old: dict[str, Any] | None, new: dict[str, Any] | None)
 
 def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, str]]:
     """New resource key -> the old key Pulumi sees as the same resource: the same (type, name),
-    or an old name the new resource lists among its aliases (a rename, not a replacement)."""
+    or an old (type, name) the new resource lists among its aliases (a rename, or a dynamic
+    resource's own type where a base planned before had the shared one: not a replacement)."""
     old_keys = {(r["type"], r["name"]) for r in base["resources"]}
     new_keys = {(r["type"], r["name"]) for r in head["resources"]}
     pairs = {key: key for key in old_keys & new_keys}
     for resource in head["resources"]:
         key = (resource["type"], resource["name"])
         for alias in resource.get("aliases", []):
-            old_key = (resource["type"], alias)
+            old_key = (alias["type"], alias["name"])
             if key not in pairs and old_key in old_keys - new_keys:
                 pairs[key] = old_key
     return pairs

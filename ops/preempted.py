@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from infra.dynamic_types import LEGACY_TYPE, QUEUED_TPU_SLICE_TYPE
+
 V2VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 # URNs name their parents' types: the worker slices live under a TpuSlices component. A TPU
 # head is not replaced here: it is replaced create-before-delete, and its replacement would
@@ -23,8 +25,12 @@ V2VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${V2VM_TYPE}::"
 # With provider.tpu_queued_resources a slice is a queued request (a dynamic resource); once GCP
 # reclaims its node the request is SUSPENDED and the node gone, so it is replaced the same way.
-QUEUED_SLICE_URN_TYPES = "ray-gcp:index:TpuSlices$pulumi-python:dynamic:Resource::"
-SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
+QUEUED_SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${QUEUED_TPU_SLICE_TYPE}::"
+# A stack last updated before the dynamic resources had their own types has the shared one in
+# its URNs. Until an up records the new URN, the engine ignores a `replace` naming the old one
+# and refuses one naming the new one.
+LEGACY_QUEUED_SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${LEGACY_TYPE}::"
+SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES, LEGACY_QUEUED_SLICE_URN_TYPES)
 RECLAIMED = frozenset({"PREEMPTED", "TERMINATED"})
 GONE = "gone"
 
@@ -141,6 +147,12 @@ def up_replacing_reclaimed(
     for kept, state in found:
         print(f"  replace  {kept.name} (TPU slice {state})", file=out, flush=True)
     targets = [kept.urn for kept, _ in found]
+    if any(LEGACY_QUEUED_SLICE_URN_TYPES in urn for urn in targets):
+        print("  the stack's state predates the slices' own type: one up records it, the "
+              "next replaces them", file=out, flush=True)
+        stack.up(on_event=on_event, replace=None)
+        targets = [urn.replace(LEGACY_QUEUED_SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
+                   for urn in targets]
     stack.up(on_event=on_event, replace=targets or None)
     return targets
 

@@ -167,11 +167,11 @@ def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
     """What a step does to a running node (ops.plan_effects), for nodes Pulumi updates or
     replaces itself; paths from the engine's detailed diff (`metadata.startup-script`). For
     a worker group (`old`/`new`: the step's states), from its old and new bodies."""
-    from ops.plan import DYNAMIC_TYPE
+    from infra.dynamic_types import WORKER_GROUP_TYPE
     from ops.plan_diff import INSTANCE_TYPE, TPU_VM_TYPE
     from ops.plan_effects import NEW_NODE_NOTE, effect_of_paths
 
-    if type_ == DYNAMIC_TYPE:
+    if type_ == WORKER_GROUP_TYPE:
         return _worker_group_step_effect(op, old, new)
     if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
         return None

@@ -92,7 +92,7 @@ def test_resources_carry_pulumi_type_tokens_and_worker_groups_are_labelled(
     workers = {n for n, t in FULL_YAML["available_node_types"].items()
                if n != FULL_YAML["head_node_type"]}
     assert {g["inputs"]["node_type"] for g in groups} == workers
-    assert {g["type"] for g in groups} == {"pulumi-python:dynamic:Resource"}
+    assert {g["type"] for g in groups} == {"pulumi-python:dynamic/ray-gcp:WorkerGroup"}
     assert all("__provider" not in r["inputs"] for r in plan["resources"])
 
 

@@ -41,10 +41,24 @@ def up(c, stack=None, restart_only=False, no_restart=False):
     _lifecycle(stack, "up")
 
 
-@task(help={"stack": _STACK_HELP})
-def preview(c, stack=None):
+@task(help={
+    "stack": _STACK_HELP,
+    "diff": "print the engine's own `pulumi preview --diff` text (what a PR reviewer reads) "
+            "instead of a line per step",
+})
+def preview(c, stack=None, diff=False):
     """Show what `invoke up` would create, change or delete."""
-    _lifecycle(stack, "preview")
+    if not diff:
+        _lifecycle(stack, "preview")
+        return
+    from ops.errors import user_errors
+    from ops.pulumi_cli import preview_diff, require_cli
+    from ops.stack_outputs import resolve_stack_name
+
+    with user_errors():
+        name = resolve_stack_name(stack, require_file=True)
+        require_cli()
+        preview_diff(name)
 
 
 @task(help={
@@ -69,6 +83,20 @@ def down(c, stack=None, workers_only=False, keep_min_workers=False):
 def refresh(c, stack=None):
     """Reconcile the stack's state with what exists in GCP."""
     _lifecycle(stack, "refresh")
+
+
+@task
+def engine(c):
+    """Build and install the pinned pulumi CLI, once.
+
+    From the Go module proxy (engine/go.mod) into ~/.cache/ray-gcp-pulumi/engine/<version>/bin
+    (or $XDG_CACHE_HOME's), with the plugin the engine runs dynamic providers with; prints
+    that folder last. The lifecycle tasks use it, else `pulumi` on PATH."""
+    from ops.engine import install_engine
+    from ops.errors import user_errors
+
+    with user_errors():
+        print(install_engine())
 
 
 @task(
@@ -315,12 +343,10 @@ def ssh_config(c, stack=None, output=None):
 def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
     """Set a worker type's count, then run `pulumi up`.
 
-    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; `pulumi
-    up` shows the change and asks before applying it."""
-    import shlex
-
+    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; the up
+    runs as `invoke up` does (refresh first, progress as it goes)."""
     from ops.errors import OpsError, user_errors
-    from ops.pulumi_cli import require_cli
+    from ops.pulumi_cli import require_cli, run_operation
     from ops.scale import set_worker_count
     from ops.stack_outputs import resolve_stack_name
 
@@ -331,7 +357,7 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
         path = set_worker_count(name, type, int(count))
         print(f"{type}: count {count} written to {path}")
         require_cli()
-        c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)
+        run_operation(name, "up")
 
 
 # --- offline plan and diff for reviews (issue 4): the logic lives in ops/plan*.py -------------
@@ -618,7 +644,8 @@ def cost(c, stack=None):
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
-    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight)),
+    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight,
+                           engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

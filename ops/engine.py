@@ -46,7 +46,11 @@ GO_ENV = {"GOFLAGS": "-mod=mod -buildvcs=false", "GOTOOLCHAIN": "local"}
 def pinned_version() -> str:
     """The version engine/go.mod pins, without the `v` (`3.276.0`); pkg and sdk must agree."""
     go_mod = GO_MODULE_DIR / "go.mod"
-    text = go_mod.read_text()
+    try:
+        text = go_mod.read_text()
+    except OSError as exc:
+        raise OpsError(f"cannot read {go_mod} ({exc.strerror}): it pins the pulumi engine; "
+                       "restore it from git") from None
     versions = {
         module: re.search(rf"^\s*{re.escape(module)} v(\S+)", text, re.MULTILINE)
         for module in (CLI_MODULE, SDK_MODULE)
@@ -86,6 +90,23 @@ def pulumi_command() -> PulumiCommand:
     raise missing_cli()
 
 
+def runtime_env(project_dir: Path = PROJECT_ROOT) -> dict[str, str]:
+    """Pulumi.yaml's runtime options as the engine hands them to the dynamic-provider plugin
+    when it runs the program itself: `PULUMI_RUNTIME_<OPTION>` (pkg resource/plugin/
+    provider_plugin.go), the virtualenv made absolute. For an inline program the CLI swaps the
+    project's runtime for `client` (cmd/pulumi/operations/io.go), so the plugin gets none and
+    would run whatever `python3` is on PATH; the lifecycle tasks put these in the CLI's
+    environment instead, which the plugin inherits."""
+    import yaml
+
+    runtime = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()).get("runtime")
+    options = (runtime.get("options") or {}) if isinstance(runtime, dict) else {}
+    env = {f"PULUMI_RUNTIME_{key.upper()}": str(value) for key, value in options.items()}
+    if "virtualenv" in options:
+        env["PULUMI_RUNTIME_VIRTUALENV"] = str(project_dir / options["virtualenv"])
+    return env
+
+
 def has_cli() -> bool:
     return installed_bin() is not None or shutil.which("pulumi") is not None
 
@@ -114,7 +135,7 @@ def install_engine(out: TextIO = sys.stdout) -> Path:
     staging = Path(tempfile.mkdtemp(prefix="bin.partial-", dir=root))
     try:
         print(f"building pulumi v{version} from the Go module proxy into {root / 'bin'} "
-              "(a cold build takes several minutes)", file=out, flush=True)
+              "(a cold build is about 9 CPU-minutes)", file=out, flush=True)
         began = time.monotonic()
         _go("build", "-trimpath", "-ldflags", f"-s -w -X {VERSION_VARIABLE}=v{version}",
             "-o", str(staging / "pulumi"), CLI_PACKAGE)

@@ -1,46 +1,56 @@
 """The Pulumi Automation API behind `invoke up/preview/down/refresh`, and its missing-CLI message.
 
-The Automation API drives the pulumi CLI as a subprocess; without the CLI it raises
-FileNotFoundError deep inside, so every entry point here checks first and says how to install it.
+The Automation API drives the pulumi CLI as a subprocess: the engine `invoke engine` installed
+for the pinned version, else `pulumi` on PATH (ops/engine.py). The program runs inline, in this
+process (the SDK hosts the language runtime and hands the CLI its address), so no Python
+language host is needed; Pulumi.yaml still gives the project, its stack config folder and the
+virtualenv the engine runs dynamic providers in.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from ops.engine import has_cli, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
 from ops.paths import PROJECT_ROOT
 
 if TYPE_CHECKING:
-    from pulumi.automation import Stack
+    from pulumi.automation import LocalWorkspaceOptions, Stack
     from pulumi.automation.events import EngineEvent
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
 
-INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (or `brew install pulumi`)"
+PROJECT_NAME = "ray-gcp"  # Pulumi.yaml's `name`
 
 
 def require_cli() -> None:
-    if shutil.which("pulumi") is None:
-        raise OpsError(f"the pulumi CLI is not on PATH: {INSTALL_HINT}, then retry")
+    if not has_cli():
+        raise missing_cli()
 
 
 def selected_stack_name() -> str:
     """What `pulumi stack --show-name` says: the stack selected for this project."""
-    if shutil.which("pulumi") is None:
+    if not has_cli():
         from infra.stack_config import stack_names
 
         raise OpsError("no stack given: pass --stack/-s NAME or set PULUMI_STACK (stacks here: "
                        f"{', '.join(stack_names()) or 'none'})")
     from pulumi import automation as auto
 
-    summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT)).stack()
+    try:
+        summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT),
+                                      pulumi_command=pulumi_command()).stack()
+    except auto.CommandError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
+        reason = lines[-1].split("error:", 1)[1].strip() if lines else "it failed"
+        raise OpsError(f"no stack given, and pulumi cannot say which is selected ({reason}): "
+                       "pass --stack/-s NAME or set PULUMI_STACK") from None
     if summary is None:
         raise OpsError(
             "no stack given and none selected: pass --stack/-s NAME, set PULUMI_STACK or run "
@@ -49,12 +59,28 @@ def selected_stack_name() -> str:
     return summary.name
 
 
+def _workspace_options() -> LocalWorkspaceOptions:
+    """The project folder (its Pulumi.yaml), the CLI to drive, and Pulumi.yaml's runtime
+    options for the dynamic-provider plugin (ops.engine.runtime_env)."""
+    from pulumi import automation as auto
+
+    return auto.LocalWorkspaceOptions(work_dir=str(PROJECT_ROOT), pulumi_command=pulumi_command(),
+                                      env_vars=runtime_env())
+
+
+def _program() -> None:
+    from infra.program import run_program
+
+    run_program()
+
+
 def select_stack(name: str) -> Stack:
     require_cli()
     from pulumi import automation as auto
 
     try:
-        return auto.select_stack(stack_name=name, work_dir=str(PROJECT_ROOT))
+        return auto.select_stack(stack_name=name, project_name=PROJECT_NAME, program=_program,
+                                 opts=_workspace_options())
     except auto.StackNotFoundError:
         raise OpsError(
             f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
@@ -212,7 +238,6 @@ def run_operation(
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
     and replaces TPU slices GCP reclaimed (see ops/preempted.py)."""
-    from pulumi import automation as auto
 
     from ops.preempted import up_replacing_reclaimed
 
@@ -230,11 +255,27 @@ def run_operation(
         "destroy": stack.destroy,
         "refresh": stack.refresh,
     }
+    with _one_line_failure(operation, name), printer.ticking():
+        actions[operation](on_event=printer, **options)
+
+
+def preview_diff(name: str, out: TextIO = sys.stdout) -> None:
+    """`pulumi preview --diff` of a stack, the engine's own text uncoloured (the PR workflow
+    posts it), run as `invoke preview` runs (the pinned engine, the program inline)."""
+    stack = select_stack(name)
+    with _one_line_failure("preview", name):
+        stack.preview(diff=True, color="never",
+                      on_output=lambda line: print(line, file=out, flush=True))
+
+
+@contextlib.contextmanager
+def _one_line_failure(operation: str, name: str) -> Iterator[None]:
+    """The engine's diagnostics were already streamed: its failure ends in one line."""
+    from pulumi import automation as auto
+
     try:
-        with printer.ticking():
-            actions[operation](on_event=printer, **options)
+        yield
     except auto.CommandError as exc:
-        # The engine's diagnostics were already streamed; keep the exit message to one line.
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
         reason = lines[-1] if lines else "see the messages above"
         raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None

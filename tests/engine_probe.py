@@ -12,6 +12,8 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
+from infra.dynamic_types import legacy_aliases
+
 
 class WhereProvider(ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -19,8 +21,18 @@ class WhereProvider(ResourceProvider):
 
 
 class Where(Resource, module="probe", name="Where"):
+    """Of its own type, aliased to the shared one as the project's dynamic resources are."""
+
     pid: pulumi.Output[int]
     prefix: pulumi.Output[str]
+
+    def __init__(self, name: str) -> None:
+        super().__init__(WhereProvider(), name, {"pid": None, "prefix": None},
+                         legacy_aliases(None))
+
+
+class LegacyWhere(Resource):
+    """The same resource as a release before the own types declared it: the shared type."""
 
     def __init__(self, name: str) -> None:
         super().__init__(WhereProvider(), name, {"pid": None, "prefix": None})

@@ -122,6 +122,41 @@ def test_engine_runs_a_dynamic_provider_in_its_plugin_process_with_the_projects_
     stack.destroy()
 
 
+def test_a_state_of_the_shared_dynamic_type_previews_as_the_same_resource(
+        engine_bin, engine_env, tmp_path):
+    """Created as `pulumi-python:dynamic:Resource` (a release before the own types), then
+    declared with its own type and the project's legacy alias: the engine sees no change."""
+    from pulumi import automation as auto
+
+    from ops.engine import pulumi_command, runtime_env
+
+    def program_of(kind: str):
+        def program() -> None:
+            from tests import engine_probe
+
+            getattr(engine_probe, kind)("where")
+
+        return program
+
+    env = {**engine_env, **runtime_env(), "PYTHONPATH": str(PROJECT_ROOT)}
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def stack(kind: str) -> auto.Stack:
+        return auto.create_or_select_stack(
+            "old", project_name="probe", program=program_of(kind),
+            opts=auto.LocalWorkspaceOptions(work_dir=str(work), env_vars=env,
+                                            pulumi_command=pulumi_command(),
+                                            project_settings=auto.ProjectSettings(
+                                                name="probe", runtime="python")))
+
+    stack("LegacyWhere").up()
+    (old,) = [r["urn"] for r in stack("LegacyWhere").export_stack().deployment["resources"]
+              if r["urn"].endswith("::where")]
+    assert "::pulumi-python:dynamic:Resource::" in old
+    assert stack("Where").preview().change_summary == {"same": 2}
+
+
 def test_no_stack_given_where_pulumi_cannot_tell_the_selected_one_is_one_line(engine_bin,
                                                                                tmp_path):
     """The engine installed, but no backend logged in: the task says what to pass."""

@@ -39,10 +39,21 @@ def up(c, stack=None, restart_only=False, no_restart=False):
         up_stack(stack, restart_only, no_restart)
 
 
-@task(help={"stack": _STACK_HELP})
-def preview(c, stack=None):
+@task(help={
+    "stack": _STACK_HELP,
+    "diff": "print the engine's own `pulumi preview --diff` text (what a PR reviewer reads) "
+            "instead of a line per step",
+})
+def preview(c, stack=None, diff=False):
     """Show what `invoke up` would create, change or delete."""
-    _lifecycle(stack, "preview")
+    if not diff:
+        _lifecycle(stack, "preview")
+        return
+    from ops.errors import user_errors
+    from ops.lifecycle.pulumi_cli import preview_diff
+
+    with user_errors():
+        preview_diff(stack)
 
 
 @task(help={
@@ -63,6 +74,20 @@ def down(c, stack=None, workers_only=False, keep_min_workers=False):
 def refresh(c, stack=None):
     """Reconcile the stack's state with what exists in GCP."""
     _lifecycle(stack, "refresh")
+
+
+@task
+def engine(c):
+    """Build and install the pinned pulumi CLI, once.
+
+    From the Go module proxy (engine/go.mod) into ~/.cache/ray-gcp-pulumi/engine/<version>/bin
+    (or $XDG_CACHE_HOME's), with the plugin the engine runs dynamic providers with; prints
+    that folder last. The lifecycle tasks use it, else `pulumi` on PATH."""
+    from ops.engine import install_engine
+    from ops.errors import user_errors
+
+    with user_errors():
+        print(install_engine())
 
 
 @task(
@@ -233,8 +258,8 @@ def ssh_config(c, stack=None, output=None):
 def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
     """Set a worker type's count, then run `pulumi up`.
 
-    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; `pulumi
-    up` shows the change and asks before applying it."""
+    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; the up
+    runs as `invoke up` does (refresh first, progress as it goes)."""
     from ops.errors import user_errors
     from ops.lifecycle.scale import scale as scale_stack
 
@@ -480,7 +505,8 @@ def cost(c, stack=None):
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
-    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight)),
+    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight,
+                           engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

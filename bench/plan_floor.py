@@ -11,6 +11,7 @@ plan, the startup scripts, the recording and the JSON.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import sys
@@ -21,7 +22,7 @@ import pulumi.dynamic
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+DYNAMIC_PREFIX = "pulumi-python:dynamic/"  # `pulumi-python:dynamic/ray-gcp:WorkerGroup`
 
 
 class EchoMocks(pulumi.runtime.Mocks):
@@ -39,15 +40,18 @@ class NoopProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CreateResult(id_="noop", outs=props)
 
 
-class NoopResource(pulumi.dynamic.Resource):
-    """A dynamic resource of the planner's type token, `pulumi-python:dynamic:Resource`."""
+@functools.cache
+def noop_resource(token: str) -> type[pulumi.dynamic.Resource]:
+    """A dynamic resource class of one of the plan's type tokens."""
+    module, name = token.removeprefix(DYNAMIC_PREFIX).split(":")
+    return type(name, (pulumi.dynamic.Resource,), {}, module=module, name=name)
 
 
 def register(resource: dict[str, Any]) -> None:
     token, name, inputs = resource["type"], resource["name"], resource["inputs"]
-    if token == DYNAMIC_TYPE:
-        NoopResource(NoopProvider(), name, {k: v for k, v in inputs.items()
-                                            if k != "__provider"})
+    if token.startswith(DYNAMIC_PREFIX):
+        noop_resource(token)(NoopProvider(), name, {k: v for k, v in inputs.items()
+                                                    if k != "__provider"})
     elif not resource["custom"]:
         pulumi.ComponentResource(token, name)
     else:

@@ -1,11 +1,5 @@
-"""Pulumi entry point: a config error ends the run with its message, not a traceback."""
+"""Pulumi entry point (`main: infra/` in Pulumi.yaml)."""
 
-import pulumi
+from infra.program import run_program
 
-from infra.config import ConfigError
-from infra.program import define_cluster
-
-try:
-    define_cluster()
-except ConfigError as error:
-    raise pulumi.RunError(str(error)) from None
+run_program()

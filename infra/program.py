@@ -177,3 +177,12 @@ def _nodes(
             for i in instances or []
         ]
     return nodes
+
+
+def run_program() -> None:
+    """The program as the engine runs it (infra/__main__.py, or inline through the Automation
+    API): a config error ends the run with its message, not a traceback."""
+    try:
+        define_cluster()
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None

@@ -12,6 +12,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
 from infra.config import ClusterConfig, ConfigError, expand_local_path
+from infra.dynamic_types import MODULE, legacy_aliases
 
 KEY_BITS = 3072
 
@@ -63,7 +64,7 @@ class _KeyPairProvider(ResourceProvider):
         )
 
 
-class GeneratedKeyPair(Resource):
+class GeneratedKeyPair(Resource, module=MODULE, name="GeneratedKeyPair"):
     """An RSA key pair created once; `private_key` is a secret output."""
 
     public_key: pulumi.Output[str]
@@ -71,7 +72,7 @@ class GeneratedKeyPair(Resource):
 
     def __init__(self, name: str, comment: str, opts: pulumi.ResourceOptions | None = None):
         opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(additional_secret_outputs=["private_key"])
+            legacy_aliases(opts), pulumi.ResourceOptions(additional_secret_outputs=["private_key"])
         )
         super().__init__(
             _KeyPairProvider(),

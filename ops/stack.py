@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.stack_config import PROJECT_ROOT
+from ops.engine import has_cli, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 OUTPUTS_ENV = "RAY_GCP_STACK_OUTPUTS"
 STACK_ENV = "PULUMI_STACK"
 CONFIG_NAMESPACE = "ray-gcp:"
-INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (or `brew install pulumi`)"
+PROJECT_NAME = "ray-gcp"  # Pulumi.yaml's `name`
 
 
 @dataclass(frozen=True)
@@ -144,20 +144,27 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
 
 
 def require_cli() -> None:
-    if shutil.which("pulumi") is None:
-        raise OpsError(f"the pulumi CLI is not on PATH: {INSTALL_HINT}, then retry")
+    if not has_cli():
+        raise missing_cli()
 
 
 def selected_stack_name() -> str:
     """What `pulumi stack --show-name` says: the stack selected for this project."""
-    if shutil.which("pulumi") is None:
+    if not has_cli():
         from infra.stack_config import stack_names
 
         raise OpsError("no stack given: pass --stack/-s NAME or set PULUMI_STACK (stacks here: "
                        f"{', '.join(stack_names()) or 'none'})")
     from pulumi import automation as auto
 
-    summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT)).stack()
+    try:
+        summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT),
+                                      pulumi_command=pulumi_command()).stack()
+    except auto.CommandError as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
+        reason = lines[-1].split("error:", 1)[1].strip() if lines else "it failed"
+        raise OpsError(f"no stack given, and pulumi cannot say which is selected ({reason}): "
+                       "pass --stack/-s NAME or set PULUMI_STACK") from None
     if summary is None:
         raise OpsError(
             "no stack given and none selected: pass --stack/-s NAME, set PULUMI_STACK or run "
@@ -166,13 +173,25 @@ def selected_stack_name() -> str:
     return summary.name
 
 
+def _program() -> None:
+    from infra.program import run_program
+
+    run_program()
+
+
 def select_stack(name: str) -> AutomationStack:
-    """The Automation API's handle on stack `name` (the pulumi CLI must be installed)."""
+    """The Automation API's handle on stack `name`: the pinned engine (else `pulumi` on PATH,
+    ops.engine) drives the program inline, in this process (the SDK hosts the language runtime,
+    so no Python language host is needed); Pulumi.yaml gives the project, its stack config
+    folder and the virtualenv the engine runs the dynamic providers in."""
     require_cli()
     from pulumi import automation as auto
 
+    options = auto.LocalWorkspaceOptions(work_dir=str(PROJECT_ROOT),
+                                         pulumi_command=pulumi_command(), env_vars=runtime_env())
     try:
-        return auto.select_stack(stack_name=name, work_dir=str(PROJECT_ROOT))
+        return auto.select_stack(stack_name=name, project_name=PROJECT_NAME, program=_program,
+                                 opts=options)
     except auto.StackNotFoundError:
         raise OpsError(
             f"no such stack {name!r}: see `pulumi stack ls`, or create it with "

@@ -197,7 +197,7 @@ def test_sweeper_credentials_are_secret_and_not_in_the_pickled_provider(mocks):
     def check(secret: bool) -> None:
         assert secret, "credentials must stay a secret output"
         (args,) = [a for a in mocks.registered if a.name == "sweeper"]
-        assert args.typ == "pulumi-python:dynamic:Resource"
+        assert args.typ == "pulumi-python:dynamic/ray-gcp:ClusterSweeper"
         assert args.inputs["cluster_name"] == CLUSTER
         assert SECRET not in json.dumps(args.inputs.get("__provider", ""))
 

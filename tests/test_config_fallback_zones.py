@@ -52,7 +52,7 @@ def test_compute_groups_get_the_key_and_tpu_slices_stay_in_the_zone():
                 "sourceImage": "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"}}]}}
     run = run_program({"ray-gcp:clusterConfig": json.dumps(raw)}, stack="tpu")
     groups = {r.inputs["node_type"]: r.inputs for r in run.of_type(
-        "pulumi-python:dynamic:Resource") if "node_type" in r.inputs}
+        "pulumi-python:dynamic/ray-gcp:WorkerGroup")}
     assert set(groups) == {"cpu_worker"}  # TPU slices are V2Vm resources, not groups
     assert groups["cpu_worker"]["fallback_zones"] == ["us-central1-a"]
     zone = raw["provider"]["availability_zone"]

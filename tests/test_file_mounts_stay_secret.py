@@ -110,7 +110,7 @@ def test_plan_and_state_show_no_key_material(tmp_path, inline, caplog):
               if k.startswith("ray-file-mount-")}
     assert list(mounts.values()) == (["[secret]"] * 3 if inline else [])
     assert isinstance(head["inputs"]["networkInterfaces"], list)  # only the secrets are masked
-    body = resource(plan, "pulumi-python:dynamic:Resource", WORKER)["inputs"]["body"]
+    body = resource(plan, "pulumi-python:dynamic/ray-gcp:WorkerGroup", WORKER)["inputs"]["body"]
     assert (body == "[secret]") is inline  # the worker's metadata carries the content
 
 

@@ -35,10 +35,11 @@ def test_undeployed_stack_says_to_run_up(sshd, tmp_path, monkeypatch):
         load_outputs("new")
 
 
-def test_missing_pulumi_cli_is_one_line_with_install_hint(stack):
-    result = stack.invoke("up", "-s", "full", env={**stack.env, "PATH": "/nonexistent"})
+def test_missing_pulumi_cli_is_one_line_with_install_hint(stack, tmp_path):
+    result = stack.invoke("up", "-s", "full", env={**stack.env, "PATH": "/nonexistent",
+                                                   "XDG_CACHE_HOME": str(tmp_path)})
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "pulumi CLI is not on PATH" in lines[0]
-    assert "get.pulumi.com" in lines[0]
+    assert "get.pulumi.com" in lines[0] and "invoke engine" in lines[0]

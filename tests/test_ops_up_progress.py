@@ -42,18 +42,19 @@ def test_a_replaced_head_is_a_new_node():
         f"... ({NEW_NODE_NOTE})\n")
 
 
-GROUP_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$pulumi-python:dynamic:Resource"
+GROUP_TYPE = "pulumi-python:dynamic/ray-gcp:WorkerGroup"
+GROUP_URN = (f"urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster${GROUP_TYPE}"
              "::full-ray_worker_small")
 
 
 def _group_line(op: str, old_body: dict, new_body: dict) -> str:
     """A WorkerGroup step as the engine reports it: whole old and new inputs, no paths."""
     def state(body: dict) -> dict:
-        return {"type": "pulumi-python:dynamic:Resource", "urn": GROUP_URN,
+        return {"type": GROUP_TYPE, "urn": GROUP_URN,
                 "inputs": {"body": body, "count": 2}, "outputs": {"group_id": "g1", "count": 2}}
 
     event = EngineEvent.from_json({"sequence": 1, "timestamp": 1, "resourcePreEvent": {
-        "metadata": {"op": op, "urn": GROUP_URN, "type": "pulumi-python:dynamic:Resource",
+        "metadata": {"op": op, "urn": GROUP_URN, "type": GROUP_TYPE,
                      "provider": "", "diffs": ["body"], "old": state(old_body),
                      "new": state(new_body)}}})
     out = io.StringIO()
@@ -65,7 +66,7 @@ def test_a_worker_types_new_script_is_said_to_be_reapplied_in_place():
     line = _group_line("update", compute_body(), compute_body(script="echo v2", version="v2"))
     assert line.endswith(f"... ({REAPPLY_NOTE})\n")
     assert _group_line("update", compute_body(), compute_body(launch_config="x")).endswith(
-        "(pulumi-python:dynamic:Resource)...\n")  # a label: in place, nothing re-applied
+        f"({GROUP_TYPE})...\n")  # a label: in place, nothing re-applied
 
 
 def test_replaced_workers_are_new_workers():

@@ -92,7 +92,7 @@ def test_resources_carry_pulumi_type_tokens_and_worker_groups_are_labelled(
     workers = {n for n, t in FULL_YAML["available_node_types"].items()
                if n != FULL_YAML["head_node_type"]}
     assert {g["inputs"]["node_type"] for g in groups} == workers
-    assert {g["type"] for g in groups} == {"pulumi-python:dynamic:Resource"}
+    assert {g["type"] for g in groups} == {"pulumi-python:dynamic/ray-gcp:WorkerGroup"}
     assert all("__provider" not in r["inputs"] for r in plan["resources"])
 
 
@@ -122,10 +122,11 @@ def test_many_plans_in_one_process_leave_the_pickler_unwrapped():
     plans in one process (a benchmark, the mutation test) then end in RecursionError."""
     import pickle
 
-    from ops.plan_engine import run_program
+    from infra.dynamic_types import WORKER_GROUP_TYPE
+    from ops.review.plan_engine import run_program
 
     before = pickle._Pickler.__dict__["_batch_setitems"]
     for _ in range(2):
         run = run_program({"ray-gcp:cluster": "stacks/clusters/full.yaml"}, stack="repeat")
-        assert run.of_type("pulumi-python:dynamic:Resource")  # pickled dynamic providers
+        assert run.of_type(WORKER_GROUP_TYPE)  # pickled dynamic providers
     assert pickle._Pickler.__dict__["_batch_setitems"] is before

@@ -62,8 +62,8 @@ def test_worker_launch_hash_matches_what_rays_autoscaler_computes(stack, tmp_pat
     key_file = tmp_path / "ray_bootstrap_key.pem"
     key_file.write_text("planned-private-key")  # what the offline engine's key pair returns
     auth = {**bootstrap["auth"], "ssh_private_key": str(key_file)}
-    workers = [r.inputs["body"]["labels"] for r in run.of_type("pulumi-python:dynamic:Resource")
-               if "body" in r.inputs]
+    groups = run.of_type("pulumi-python:dynamic/ray-gcp:WorkerGroup")
+    workers = [r.inputs["body"]["labels"] for r in groups]
     workers += [r.inputs["labels"] for r in run.of_type("gcp:tpu/v2Vm:V2Vm")]
     assert workers
     for labels in workers:
@@ -152,8 +152,7 @@ def test_sweeper_is_created_first_so_destroy_removes_it_last():
     """Pulumi destroys dependents first: the head and every worker group depend on the sweeper,
     so its delete runs after theirs and catches the autoscaler's nodes and leftovers."""
     run = run_inline(stack_yaml("tpu"))
-    sweepers = [r for r in run.of_type("pulumi-python:dynamic:Resource")
-                if r.name.endswith(".sweeper")]
+    sweepers = run.of_type("pulumi-python:dynamic/ray-gcp:ClusterSweeper")
     assert [s.inputs["cluster_name"] for s in sweepers] == ["tputest"]
     assert sweepers[0].inputs["has_tpu"] is True
     sweeper_urn = run.urns[sweepers[0].name]

@@ -8,8 +8,6 @@ from tests.program_runs import run_stack
 def test_head_only_cluster_plans_a_head_and_no_worker_group():
     run = run_stack("head-only")
     (head,) = run.of_type("gcp:compute/instance:Instance")
-    groups = [r for r in run.of_type("pulumi-python:dynamic:Resource")
-              if "node_type" in r.inputs]
-    assert groups == []
+    assert run.of_type("pulumi-python:dynamic/ray-gcp:WorkerGroup") == []
     assert run.outputs["node_names"] == {"ray_head_default": [head.inputs["name"]]}
     assert [n["kind"] for n in run.outputs["nodes"]] == ["head"]

@@ -10,12 +10,15 @@ from google.oauth2.credentials import Credentials as TokenCredentials
 
 from infra.workers.clients import build_credentials
 from ops.review.plan_diff import diff_plans, unchanged_count
-from ops.review.plan_engine import DYNAMIC_TYPE, run_program
+from ops.review.plan_engine import run_program
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_provider, fast_sweeper, group_props, sweeper_props
 from tests.program_runs import stack_yaml
 
 TOKEN = "ya29.a-token-that-must-stay-secret"
+GROUP = "pulumi-python:dynamic/ray-gcp:WorkerGroup"
+SWEEPER = "pulumi-python:dynamic/ray-gcp:ClusterSweeper"
+LEGACY = "pulumi-python:dynamic:Resource"  # the type every dynamic resource shared before
 
 
 def run_inline(cluster: dict):
@@ -31,7 +34,7 @@ def test_token_credentials_reach_the_worker_groups_and_the_sweeper_as_secrets():
     run = run_inline(with_token(stack_yaml("full")))
     (provider,) = run.of_type("pulumi:providers:gcp")
     assert provider.inputs["accessToken"] == "[secret]"
-    dynamic = {r.name: r.inputs for r in run.of_type(DYNAMIC_TYPE)}
+    dynamic = {r.name: r.inputs for r in run.of_type(GROUP) + run.of_type(SWEEPER)}
     assert dynamic["full-ray_worker_small"]["credentials"] == "[secret]"
     assert dynamic["full.sweeper"]["credentials"] == "[secret]"
     recorded = json.dumps([r.inputs for r in run.resources]) + json.dumps(run.outputs)
@@ -62,25 +65,30 @@ def test_node_types_named_like_the_cluster_parts_get_resources_of_their_own():
     run = run_inline(cluster)
     duplicated = [urn for urn, n in Counter(r.urn for r in run.resources).items() if n > 1]
     assert duplicated == []
-    groups = {r.inputs["node_type"] for r in run.of_type(DYNAMIC_TYPE) if "node_type" in r.inputs}
+    groups = {r.inputs["node_type"] for r in run.of_type(GROUP)}
     assert {"sweeper", "head", "network", "ssh-key", "service-account"} <= groups
-    assert [r.name for r in run.of_type(DYNAMIC_TYPE) if "has_tpu" in r.inputs] == [
-        "full.sweeper"]
-    assert run.named("full.sweeper").aliases == []  # `full-sweeper` is the worker group now
+    assert [r.name for r in run.of_type(SWEEPER)] == ["full.sweeper"]
+    # `full-sweeper` is the worker group now: only the shared type of before is an alias.
+    assert run.named("full.sweeper").aliases == [{"type": LEGACY, "name": "full.sweeper"}]
 
 
-def _sweeper(name: str, aliases: list[str], has_tpu: bool) -> dict:
-    resource = {"type": DYNAMIC_TYPE, "kind": "ClusterSweeper", "name": name, "parent": "full",
+def _sweeper(name: str, type_: str, aliases: list[dict[str, str]], has_tpu: bool) -> dict:
+    resource = {"type": type_, "kind": "ClusterSweeper", "name": name, "parent": "full",
                 "custom": True, "inputs": {"cluster_name": "full", "has_tpu": has_tpu}}
     return {**resource, "aliases": aliases} if aliases else resource
 
 
 def test_the_renamed_sweeper_is_the_same_resource_for_invoke_diff():
+    """Planned before the rename (and before the dynamic resources had types of their own):
+    `full-sweeper` of the shared type; now `full.sweeper` with aliases to both old names."""
     run = run_inline(stack_yaml("full"))
-    assert run.named("full.sweeper").aliases == ["full-sweeper"]
-    base = {"resources": [_sweeper("full-sweeper", [], has_tpu=False)]}
-    same = {"resources": [_sweeper("full.sweeper", ["full-sweeper"], has_tpu=False)]}
+    aliases = run.named("full.sweeper").aliases
+    assert aliases == [{"type": SWEEPER, "name": "full-sweeper"},
+                       {"type": LEGACY, "name": "full-sweeper"},
+                       {"type": LEGACY, "name": "full.sweeper"}]
+    base = {"resources": [_sweeper("full-sweeper", LEGACY, [], has_tpu=False)]}
+    same = {"resources": [_sweeper("full.sweeper", SWEEPER, aliases, has_tpu=False)]}
     assert diff_plans(base, same) == [] and unchanged_count(base, same) == 1
-    changed = {"resources": [_sweeper("full.sweeper", ["full-sweeper"], has_tpu=True)]}
+    changed = {"resources": [_sweeper("full.sweeper", SWEEPER, aliases, has_tpu=True)]}
     (row,) = diff_plans(base, changed)
     assert (row.action, row.old_name, row.new_name) == ("update", "full-sweeper", "full.sweeper")

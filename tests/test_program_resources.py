@@ -16,7 +16,7 @@ SPEC_ROLES = {
 }
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 INSTANCE = "gcp:compute/instance:Instance"
-DYNAMIC = "pulumi-python:dynamic:Resource"
+WORKER_GROUP = "pulumi-python:dynamic/ray-gcp:WorkerGroup"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 
 
@@ -104,7 +104,7 @@ def test_each_worker_type_gets_min_workers_nodes(stack: str):
             assert len(slices) == count
             continue
         group = run.named(f"{cluster}-{name}")
-        assert group.type == DYNAMIC
+        assert group.type == WORKER_GROUP
         assert group.inputs["count"] == count
         body = group.inputs["body"]
         assert body["labels"]["ray-node-type"] == "unmanaged"

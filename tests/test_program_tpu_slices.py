@@ -49,7 +49,7 @@ def test_each_kept_tpu_slice_is_a_v2vm_with_the_yamls_inputs(stack: str):
         slices = slices_of(run, cluster, node_type)
         assert len(slices) == spec.get("min_workers", 0) > 0
         assert not [r for r in run.resources if r.name == f"{cluster}-{node_type}"
-                    and r.type == "pulumi-python:dynamic:Resource"], "no TPU WorkerGroup"
+                    and r.type == "pulumi-python:dynamic/ray-gcp:WorkerGroup"], "no TPU WorkerGroup"
         names = [s.inputs["name"] for s in slices]
         assert len(set(names)) == len(names)
         (group,) = [g for g in plan.workers if g.node_type == node_type]

@@ -33,9 +33,10 @@ from ray.autoscaler._private.autoscaler import StandardAutoscaler
 from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
 
+from infra.dynamic_types import WORKER_GROUP_TYPE
 from infra.metadata import BOOTSTRAP_CONFIG_KEY
 from infra.workers import ClusterSweeperProvider, WorkerGroupProvider
-from ops.review.plan_engine import DYNAMIC_TYPE, PLANNED_PRIVATE_KEY, ProgramRun, run_program
+from ops.review.plan_engine import PLANNED_PRIVATE_KEY, ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
 
@@ -68,7 +69,7 @@ def planned(stack: str, worker_counts: dict[str, int] | None = None) -> Cluster:
         config["ray-gcp:workerCounts"] = json.dumps(worker_counts)
     run = run_program(config, stack=stack)
     (head,) = run.of_type("gcp:compute/instance:Instance")
-    groups = [r.inputs for r in run.of_type(DYNAMIC_TYPE) if "node_type" in r.inputs]
+    groups = [r.inputs for r in run.of_type(WORKER_GROUP_TYPE)]
     return Cluster(
         run=run,
         yaml=stack_yaml(stack),

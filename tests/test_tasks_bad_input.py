@@ -68,7 +68,7 @@ WRONG_ARGUMENTS = [
     (["ssh-config", "-s", "full", "-o", "/no/such/dir/c"], "--output /no/such/dir/c: its folder"),
     (["local-up", "--config", "stacks/Pulumi.syntax.yaml"], "stacks/Pulumi.syntax.yaml"),
     (["local-up", "--config", "no-such.yaml"], "no-such.yaml"),
-    (["up", "-s", "full"], "the pulumi CLI is not on PATH: install it"),
+    (["up", "-s", "full"], "the pulumi CLI is not on PATH nor in"),
     (["changed-stacks", "--base", "HEAD"], "stacks/Pulumi.syntax.yaml: not valid YAML"),
     (["diff", "-s", "full", "--base", "no-such-ref"], "git knows no ref 'no-such-ref'"),
     (["plan", "--no-such-flag"], "No idea what '--no-such-flag' is"),
@@ -80,7 +80,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git checkout of the project whose working tree adds the broken stack files."""
     root = tmp_path_factory.mktemp("project")
     ignore = shutil.ignore_patterns("__pycache__", ".ray-gcp")
-    for folder in ("infra", "ops", "bootstrap", "stacks"):
+    for folder in ("infra", "ops", "bootstrap", "stacks", "engine"):
         shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=ignore)
     for name in ("tasks.py", "Pulumi.yaml", "pyproject.toml"):
         shutil.copy(PROJECT_ROOT / name, root / name)
@@ -97,7 +97,8 @@ def run_all(project: Path, command_lines: list[list[str]]) -> list[dict]:
     env = {key: value for key, value in os.environ.items()
            if key not in ("PULUMI_STACK", "RAY_GCP_STACK_OUTPUTS")}
     env.update(PYTHONPATH=str(project), RAY_GCP_STATE_DIR=str(project / ".ray-gcp"),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin")
+               PATH=os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
+               XDG_CACHE_HOME=str(project / "no-engine"))  # no engine `invoke engine` installed
     result = subprocess.run([sys.executable, str(RUNNER), json.dumps(command_lines)],
                             cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,12 +15,12 @@ import pytest
 import yaml
 
 from infra.config import load_cluster_config
+from infra.dynamic_types import CLUSTER_SWEEPER_TYPE, LEGACY_TYPE, WORKER_GROUP_TYPE
 from infra.labels import KIND_UNMANAGED, NODE_KIND
 from infra.workers.provider import WorkerGroupProvider
 from infra.workers.sweeper import ClusterSweeperProvider
 from ops.errors import OpsError
 from ops.lifecycle.down_workers import (
-    DYNAMIC_TYPE,
     delete_autoscaler_workers,
     keep_min_workers,
     worker_urns,
@@ -26,10 +28,12 @@ from ops.lifecycle.down_workers import (
 from ops.lifecycle.reapply import reapply_request
 from tests.program_runs import PROJECT_ROOT, run_stack
 
+NO_ENGINE = "/nonexistent"  # an engine cache with nothing in it
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     """Without the pulumi CLI on PATH, as on this machine and a fresh laptop."""
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"}
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
+           "XDG_CACHE_HOME": NO_ENGINE}  # and no engine `invoke engine` installed
     return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -47,11 +51,9 @@ def test_worker_urns_are_the_groups_and_kept_slices_not_the_head_or_sweeper(stac
         labels = props.get("labels") or (props.get("body") or {}).get("labels") or {}
         if labels.get(NODE_KIND) == KIND_UNMANAGED:
             workers.append(run.urns[resource.name])
-        if resource.type != DYNAMIC_TYPE:
-            outputs = props
-        elif "count" in props:
+        if resource.type == WORKER_GROUP_TYPE:
             outputs = WorkerGroupProvider()._outputs(props, [], [])
-        elif "has_tpu" in props:
+        elif resource.type == CLUSTER_SWEEPER_TYPE:
             outputs = ClusterSweeperProvider().create(props).outs
         else:
             outputs = props
@@ -59,6 +61,11 @@ def test_worker_urns_are_the_groups_and_kept_slices_not_the_head_or_sweeper(stac
                                         "outputs": outputs})
     assert workers and len(deployment["resources"]) > len(workers)
     assert sorted(worker_urns(deployment)) == sorted(workers)
+    # A stack last updated before the dynamic resources had their own types: the same workers.
+    legacy = json.loads(re.sub(r"pulumi-python:dynamic/ray-gcp:\w+", LEGACY_TYPE,
+                               json.dumps(deployment)))
+    assert sorted(worker_urns(legacy)) == sorted(
+        re.sub(r"pulumi-python:dynamic/ray-gcp:\w+", LEGACY_TYPE, urn) for urn in workers)
 
 
 def test_keep_min_workers_writes_each_types_min_workers(tmp_path):
@@ -76,7 +83,7 @@ def test_keep_min_workers_writes_each_types_min_workers(tmp_path):
 def test_down_workers_only_without_the_pulumi_cli_is_one_line():
     result = invoke("down", "--stack", "full", "--workers-only")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.startswith("error: the pulumi CLI is not on PATH")
+    assert result.stderr.startswith("error: the pulumi CLI is not on PATH nor in")
 
 
 def test_keep_min_workers_alone_never_deletes_the_cluster():

@@ -10,9 +10,11 @@ import yaml
 
 from tests.program_runs import PROJECT_ROOT, stack_yaml
 
+NO_ENGINE = "/nonexistent"  # an engine cache with nothing in it
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"}
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
+           "XDG_CACHE_HOME": NO_ENGINE}  # and no engine `invoke engine` installed
     return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
 

@@ -36,7 +36,8 @@ from tests.fake_compute.helpers import (
 from tests.program_runs import run_stack, stack_yaml
 from tests.test_tpu_preemption import RecordingStack
 
-DYNAMIC = "pulumi-python:dynamic:Resource"
+QUEUED_SLICE = "pulumi-python:dynamic/ray-gcp:QueuedTpuSlice"
+LEGACY = "pulumi-python:dynamic:Resource"  # the type all dynamic resources shared before
 V2VM = "gcp:tpu/v2Vm:V2Vm"
 NAME = "ray-full-worker-0123abcd-tpu"
 SCRIPT = "#!/bin/bash\necho join the head"
@@ -204,7 +205,7 @@ def test_opt_in_stack_registers_a_queued_slice_per_kept_slice_instead_of_a_v2vm(
     seen = 0
     for group in (g for g in plan.workers if g.kind == "tpu"):
         parent = f"{cluster}-{group.node_type}"
-        slices = sorted((r for r in run.of_type(DYNAMIC) if r.parent == parent),
+        slices = sorted((r for r in run.of_type(QUEUED_SLICE) if r.parent == parent),
                         key=lambda r: int(r.name.rsplit("-", 1)[1]))
         assert len(slices) == group.count > 0
         for index, resource in enumerate(slices):
@@ -231,15 +232,18 @@ def test_opt_in_stack_registers_a_queued_slice_per_kept_slice_instead_of_a_v2vm(
 def test_a_stack_without_the_key_keeps_v2vm_slices():
     run = run_stack("tpu")
     assert run.of_type(V2VM)
-    assert not [r for r in run.of_type(DYNAMIC) if "wait_minutes" in r.inputs]
+    assert not run.of_type(QUEUED_SLICE)
 
 
-def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake):
+@pytest.mark.parametrize("recorded_type", [QUEUED_SLICE, LEGACY])
+def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake, recorded_type):
+    """Also from a state recorded before the slices had a type of their own: the engine
+    honours a replace only of the URN its last up recorded, so one up records it first."""
     run = run_stack("tpu-queued")
-    queued = [r for r in run.of_type(DYNAMIC) if "wait_minutes" in r.inputs]
+    queued = run.of_type(QUEUED_SLICE)
     state = {"resources": [
-        {"urn": run.urns[r.name], "type": DYNAMIC, "custom": True,
-         "outputs": {**r.inputs, "queued_state": "ACTIVE"}}
+        {"urn": run.urns[r.name].replace(QUEUED_SLICE, recorded_type), "type": recorded_type,
+         "custom": True, "outputs": {**r.inputs, "queued_state": "ACTIVE"}}
         for r in queued
     ]}
     assert len(kept_slices(state)) == len(queued) > 1
@@ -252,7 +256,8 @@ def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake):
 
     replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 
-    assert replaced == [run.urns[reclaimed.name]]
+    assert replaced == stack.replaced == [run.urns[reclaimed.name]]
+    assert stack.calls == ["refresh", "export"] + ["up"] * (2 if recorded_type == LEGACY else 1)
     assert f"{reclaimed.inputs['name']} (TPU slice gone)" in out.getvalue()
 
 
@@ -298,7 +303,7 @@ def test_queued_slice_credentials_are_secret_and_not_in_the_pickled_provider():
     def check(secret: bool) -> None:
         assert secret, "credentials must stay a secret output"
         (args,) = [a for a in mocks.registered if a.name == "slice"]
-        assert args.typ == DYNAMIC and args.inputs["name"] == NAME
+        assert args.typ == QUEUED_SLICE and args.inputs["name"] == NAME
         assert SECRET not in json.dumps(args.inputs.get("__provider", ""))
 
     return pulumi.Output.from_input(request.credentials.is_secret()).apply(check)

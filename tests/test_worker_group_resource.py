@@ -34,7 +34,7 @@ def test_credentials_are_a_secret_input_and_not_in_the_serialized_provider(mocks
     def check(secret: bool) -> None:
         assert secret, "credentials must stay a secret output"
         (args,) = [a for a in mocks.registered if a.name == "ray-worker-small"]
-        assert args.typ == "pulumi-python:dynamic:Resource"
+        assert args.typ == "pulumi-python:dynamic/ray-gcp:WorkerGroup"
         assert SECRET not in json.dumps(args.inputs.get("__provider", ""))
 
     return pulumi.Output.from_input(group.credentials.is_secret()).apply(check)

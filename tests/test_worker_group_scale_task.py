@@ -9,7 +9,6 @@ import yaml
 from invoke import Context
 from invoke.exceptions import Exit
 
-import ops.lifecycle.pulumi_cli
 import ops.lifecycle.scale
 import tasks
 from ops.lifecycle.scale import COUNTS_KEY, ScaleError, set_worker_count
@@ -65,13 +64,14 @@ def test_unknown_node_type_names_the_known_ones(stacks):
         set_worker_count("full", "ray_worker_huge", 1, stacks)
 
 
-def test_scale_task_exits_non_zero_without_the_cli(stacks, monkeypatch):
+def test_scale_task_exits_non_zero_without_the_cli(stacks, monkeypatch, tmp_path):
     monkeypatch.setattr(ops.lifecycle.scale, "STACKS_DIR", stacks)
-    monkeypatch.setattr(ops.lifecycle.pulumi_cli.shutil, "which", lambda _: None)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no engine installed there
 
     with pytest.raises(Exit) as exited:
         tasks.scale(Context(), stack="full", type="ray_worker_small", count="2")
 
     assert exited.value.code != 0
-    assert "the pulumi CLI is not on PATH: install it" in str(exited.value.message)
+    assert "the pulumi CLI is not on PATH nor in" in str(exited.value.message)
     assert "ray_worker_small: 2" in (stacks / "Pulumi.full.yaml").read_text()

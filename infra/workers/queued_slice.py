@@ -34,6 +34,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from infra.dynamic_types import MODULE, legacy_aliases
 from infra.workers.apis import ApiProvider, queued_slices, replacing_diff
 from infra.workers.queued_api import (
     ACTIVE,
@@ -204,7 +205,7 @@ class QueuedTpuSliceArgs:
     """host:port of an emulator or the test fake, spoken to over plain http."""
 
 
-class QueuedTpuSlice(Resource):
+class QueuedTpuSlice(Resource, module=MODULE, name="QueuedTpuSlice"):
     """A TPU slice that exists (ACTIVE) once GCP has filled its queued request."""
 
     queued_state: pulumi.Output[str]
@@ -232,5 +233,6 @@ class QueuedTpuSlice(Resource):
         )
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
         super().__init__(
-            QueuedSliceProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret_state)
+            QueuedSliceProvider(), name, props,
+            pulumi.ResourceOptions.merge(legacy_aliases(opts), secret_state),
         )

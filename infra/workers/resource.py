@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
+from infra.dynamic_types import MODULE, legacy_aliases
 from infra.workers.provider import WorkerGroupProvider
 from infra.workers.sweeper import ClusterSweeperProvider
 
@@ -44,7 +45,7 @@ _OUTPUTS = (
 )
 
 
-class WorkerGroup(Resource):
+class WorkerGroup(Resource, module=MODULE, name="WorkerGroup"):
     """N workers of one node type, scaled in place by changing `count`."""
 
     count: pulumi.Output[int]
@@ -75,7 +76,8 @@ class WorkerGroup(Resource):
         )
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
         super().__init__(
-            WorkerGroupProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret_state)
+            WorkerGroupProvider(), name, props,
+            pulumi.ResourceOptions.merge(legacy_aliases(opts), secret_state),
         )
 
 
@@ -98,7 +100,7 @@ class ClusterSweeperArgs:
     """host:port of an emulator or the test fake, spoken to over plain http."""
 
 
-class ClusterSweeper(Resource):
+class ClusterSweeper(Resource, module=MODULE, name="ClusterSweeper"):
     """Deleting it deletes every instance (and TPU node) labelled `ray-cluster-name=<cluster>`.
 
     Create it before everything else and make the head and each WorkerGroup `depends_on` it:
@@ -125,5 +127,6 @@ class ClusterSweeper(Resource):
         }
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
         super().__init__(
-            ClusterSweeperProvider(), name, props, pulumi.ResourceOptions.merge(opts, secret_state)
+            ClusterSweeperProvider(), name, props,
+            pulumi.ResourceOptions.merge(legacy_aliases(opts), secret_state),
         )

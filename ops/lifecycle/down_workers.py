@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import load_cluster_config
+from infra.dynamic_types import LEGACY_TYPE, WORKER_GROUP_TYPE
 from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
 from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
@@ -21,16 +22,16 @@ from ops.errors import OpsError
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import operate, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
-from ops.pulumi_types import DYNAMIC_TYPE
 from ops.stack import Stack, require_cli, select_stack
 
 
 def worker_urns(deployment: dict[str, Any]) -> list[str]:
     """URNs of the workers in an exported deployment: the WorkerGroups (dynamic resources whose
-    outputs carry a `group_id`; the ClusterSweeper's do not) and the kept TPU worker slices
-    (V2Vm or queued, under a TpuSlices component; a TPU head is not one)."""
+    outputs carry a `group_id`; the ClusterSweeper's do not, and a stack last updated before
+    the dynamic resources had their own types has both under the shared one) and the kept TPU
+    worker slices (V2Vm or queued, under a TpuSlices component; a TPU head is not one)."""
     return [resource["urn"] for resource in deployment.get("resources") or []
-            if (resource.get("type") == DYNAMIC_TYPE
+            if (resource.get("type") in (WORKER_GROUP_TYPE, LEGACY_TYPE)
                 and "group_id" in (resource.get("outputs") or {}))
             or any(kind in resource.get("urn", "") for kind in SLICE_KINDS)]
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from ops.pulumi_types import DYNAMIC_TYPE, TPU_VM_TYPE
+from infra.dynamic_types import LEGACY_TYPE, QUEUED_TPU_SLICE_TYPE
+from ops.pulumi_types import TPU_VM_TYPE
 from ops.stack import cluster_credentials
 
 # URNs name their parents' types: the worker slices live under a TpuSlices component. A TPU
@@ -24,8 +25,12 @@ from ops.stack import cluster_credentials
 SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${TPU_VM_TYPE}::"
 # With provider.tpu_queued_resources a slice is a queued request (a dynamic resource); once GCP
 # reclaims its node the request is SUSPENDED and the node gone, so it is replaced the same way.
-QUEUED_SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${DYNAMIC_TYPE}::"
-SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
+QUEUED_SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${QUEUED_TPU_SLICE_TYPE}::"
+# A stack last updated before the dynamic resources had their own types has the shared one in
+# its URNs. Until an up records the new URN, the engine ignores a `replace` naming the old one
+# and refuses one naming the new one.
+LEGACY_QUEUED_SLICE_URN_TYPES = f"ray-gcp:index:TpuSlices${LEGACY_TYPE}::"
+SLICE_KINDS = (SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES, LEGACY_QUEUED_SLICE_URN_TYPES)
 RECLAIMED = frozenset({"PREEMPTED", "TERMINATED"})
 GONE = "gone"
 
@@ -125,6 +130,12 @@ def up_replacing_reclaimed(
     for kept, state in found:
         print(f"  replace  {kept.name} (TPU slice {state})", file=out, flush=True)
     targets = [kept.urn for kept, _ in found]
+    if any(LEGACY_QUEUED_SLICE_URN_TYPES in urn for urn in targets):
+        print("  the stack's state predates the slices' own type: one up records it, the "
+              "next replaces them", file=out, flush=True)
+        stack.up(on_event=on_event, replace=None)
+        targets = [urn.replace(LEGACY_QUEUED_SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
+                   for urn in targets]
     stack.up(on_event=on_event, replace=targets or None)
     return targets
 

@@ -1,18 +1,18 @@
-"""The Pulumi Automation API behind `invoke up/preview/down/refresh`, and `pulumi up` for `scale`.
+"""The Pulumi Automation API behind `invoke up/preview/down/refresh/scale`.
 
-The Automation API drives the pulumi CLI as a subprocess; without the CLI it raises
-FileNotFoundError deep inside, so every entry point checks first (`ops.stack.require_cli`) and
-says how to install it.
+The Automation API drives the pulumi CLI as a subprocess: the engine `invoke engine` installed
+for the pinned version, else `pulumi` on PATH (ops.engine), with the program inline
+(`ops.stack.select_stack`). Without a CLI every entry point says how to get one
+(`ops.stack.require_cli`).
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
-from infra.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
@@ -41,8 +41,6 @@ def run_operation(
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
     and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py)."""
-    from pulumi import automation as auto
-
     from ops.lifecycle.preempted import up_replacing_reclaimed
 
     chosen = Stack.of(stack)
@@ -65,22 +63,32 @@ def run_operation(
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,
     }
+    with _one_line_failure(operation, name), printer.ticking():
+        actions[operation](on_event=printer, **options)
+
+
+def preview_diff(stack: str | None, out: TextIO = sys.stdout) -> None:
+    """`invoke preview --diff`: the engine's own `pulumi preview --diff` text, uncoloured (the
+    PR workflow posts it), run as `invoke preview` runs (the pinned engine, the program
+    inline)."""
+    chosen = Stack.choose(stack, require_file=True)
+    require_cli()
+    automation_stack = select_stack(chosen.name)
+    with _one_line_failure("preview", chosen.name):
+        automation_stack.preview(diff=True, color="never",
+                                 on_output=lambda line: print(line, file=out, flush=True))
+
+
+@contextlib.contextmanager
+def _one_line_failure(operation: str, name: str) -> Iterator[None]:
+    """The engine's diagnostics were already streamed: its failure ends in one line."""
+    from pulumi import automation as auto
+
     try:
-        with printer.ticking():
-            actions[operation](on_event=printer, **options)
+        yield
     except auto.CommandError as exc:
-        # The engine's diagnostics were already streamed; keep the exit message to one line.
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
         reason = lines[-1] if lines else "see the messages above"
         raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None
 
 
-def confirmed_up(stack: Stack) -> None:
-    """`pulumi up` on the user's terminal: it shows the change and asks before applying it."""
-    require_cli()
-    pulumi = shutil.which("pulumi") or "pulumi"
-    result = subprocess.run([pulumi, "up", "--stack", stack.name], cwd=PROJECT_ROOT,
-                            check=False)
-    if result.returncode != 0:
-        raise OpsError(f"pulumi up of stack {stack.name!r} exited with {result.returncode}: "
-                       "see the messages above")

@@ -13,7 +13,7 @@ import yaml
 from infra.config import ConfigError, load_cluster_config
 from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
 from ops.errors import OpsError
-from ops.lifecycle.pulumi_cli import confirmed_up
+from ops.lifecycle.pulumi_cli import run_operation
 from ops.stack import Stack
 
 
@@ -56,11 +56,11 @@ def set_worker_count(stack: str, node_type: str, count: int,
 
 
 def scale(stack: str | None, node_type: str, count: str) -> None:
-    """`invoke scale`: write the count (checked against the type's limits), then `pulumi up`,
-    which shows the change and asks before applying it."""
+    """`invoke scale`: write the count (checked against the type's limits), then up as `invoke
+    up` does (refresh first, progress as it goes)."""
     if not str(count).isdigit():
         raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
     chosen = Stack.choose(stack, require_file=True)
     path = set_worker_count(chosen.name, node_type, int(count))
     print(f"{node_type}: count {count} written to {path}")
-    confirmed_up(chosen)
+    run_operation(chosen, "up")

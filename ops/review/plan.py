@@ -24,7 +24,6 @@ from infra.stack_config import (
 )
 from ops.errors import OpsError
 from ops.paths import in_existing_folder
-from ops.pulumi_types import DYNAMIC_TYPE
 from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
 
 if TYPE_CHECKING:
@@ -66,19 +65,9 @@ def write_output(text: str, output: str | None) -> None:
         print(text, end="")
 
 
-def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
-    """A short label beside the token: dynamic resources all share one token, so name them
-    by what their inputs say they are."""
-    if type_token == DYNAMIC_TYPE:
-        if "node_type" in inputs and "count" in inputs:
-            return "WorkerGroup"
-        if "comment" in inputs:
-            return "SshKeyPair"
-        if "has_tpu" in inputs:
-            return "ClusterSweeper"
-        if "wait_minutes" in inputs:
-            return "QueuedTpuSlice"
-        return "DynamicResource"
+def resource_kind(type_token: str) -> str:
+    """A short label beside the token: its type name (dynamic resources have their own,
+    `pulumi-python:dynamic/ray-gcp:WorkerGroup`)."""
     return type_token.rsplit(":", 1)[-1]
 
 
@@ -95,12 +84,13 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
     resources = [
         {
             "type": r.type,
-            "kind": resource_kind(r.type, r.inputs),
+            "kind": resource_kind(r.type),
             "name": r.name,
             "parent": r.parent,
             "custom": r.custom,
             "inputs": r.inputs,
-            # Earlier names of a renamed resource: `invoke diff` matches them, as Pulumi does.
+            # Earlier (type, name)s of a renamed resource: `invoke diff` matches them, as
+            # Pulumi does.
             **({"aliases": r.aliases} if r.aliases else {}),
         }
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))

@@ -120,14 +120,15 @@ def _row(action: Action, old: dict[str, Any] | None, new: dict[str, Any] | None)
 
 def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, str]]:
     """New resource key -> the old key Pulumi sees as the same resource: the same (type, name),
-    or an old name the new resource lists among its aliases (a rename, not a replacement)."""
+    or an old (type, name) the new resource lists among its aliases (a rename, or a dynamic
+    resource's own type where a base planned before had the shared one: not a replacement)."""
     old_keys = {(r["type"], r["name"]) for r in base["resources"]}
     new_keys = {(r["type"], r["name"]) for r in head["resources"]}
     pairs = {key: key for key in old_keys & new_keys}
     for resource in head["resources"]:
         key = (resource["type"], resource["name"])
         for alias in resource.get("aliases", []):
-            old_key = (resource["type"], alias)
+            old_key = (alias["type"], alias["name"])
             if key not in pairs and old_key in old_keys - new_keys:
                 pairs[key] = old_key
     return pairs

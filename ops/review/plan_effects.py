@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from infra.dynamic_types import WORKER_GROUP_TYPE
 from infra.workers.naming import metadata_items
-from ops.pulumi_types import DYNAMIC_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
+from ops.pulumi_types import INSTANCE_TYPE, TPU_VM_TYPE
 from ops.review.plan_diff import DiffRow
 from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
 
@@ -94,7 +95,7 @@ def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
     words it, for nodes Pulumi updates or replaces itself; paths from the engine's detailed
     diff (`metadata.startup-script`). For a worker group (`old`/`new`: the step's states),
     from its old and new bodies."""
-    if type_ == DYNAMIC_TYPE:
+    if type_ == WORKER_GROUP_TYPE:
         return _worker_group_step_effect(op, old, new)
     if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
         return None

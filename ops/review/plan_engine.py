@@ -22,7 +22,7 @@ from pulumi.runtime.settings import get_root_resource, set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from ops.pulumi_types import DYNAMIC_TYPE
+from infra.dynamic_types import DYNAMIC_TYPES
 
 SECRET_MASK = "[secret]"
 PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
@@ -37,7 +37,8 @@ class RecordedResource:
     inputs: dict[str, Any]
     custom: bool
     dependencies: list[str] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)  # earlier logical names (a rename)
+    aliases: list[dict[str, str]] = field(default_factory=list)
+    """Earlier identities, `{"type": ..., "name": ...}` (a rename, or a type of its own)."""
     urn: str = ""
 
 
@@ -140,7 +141,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return secret_path, {**state, "name": secret_path}
         elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
             state["name"] = f"{inputs['secret']}/versions/1"
-        elif args.typ == DYNAMIC_TYPE:
+        elif args.typ in DYNAMIC_TYPES:
             state = self._dynamic(args.name, inputs)
         return f"{args.name}-id", state
 
@@ -231,22 +232,24 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     inputs=inputs,
                     custom=bool(request.custom),
                     dependencies=sorted(request.dependencies),
-                    aliases=sorted(_alias_names(request)),
+                    aliases=_aliases(request),
                     urn=response.urn,
                 )
             )
         return response
 
 
-def _alias_names(request: Any) -> set[str]:
-    """The old logical names a resource's aliases give (a spec's name, or a URN's last part)."""
-    names = set()
+def _aliases(request: Any) -> list[dict[str, str]]:
+    """The old (type, name)s a resource's aliases give: a spec's, the resource's own where the
+    spec leaves one out, or a URN's last two parts (its type is the last of the chain)."""
+    found = set()
     for alias in request.aliases:
-        if alias.HasField("spec") and alias.spec.name:
-            names.add(alias.spec.name)
+        if alias.HasField("spec"):
+            found.add((alias.spec.type or request.type, alias.spec.name or request.name))
         elif alias.urn:
-            names.add(alias.urn.rsplit("::", 1)[-1])
-    return names
+            qualified_type, name = alias.urn.split("::")[-2:]
+            found.add((qualified_type.rsplit("$", 1)[-1], name))
+    return [{"type": type_, "name": name} for type_, name in sorted(found)]
 
 
 @contextlib.contextmanager

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.dynamic_types import CLUSTER_SWEEPER_TYPE, QUEUED_TPU_SLICE_TYPE, WORKER_GROUP_TYPE
 from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
-from ops.pulumi_types import DYNAMIC_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
+from ops.pulumi_types import INSTANCE_TYPE, TPU_VM_TYPE
 from ops.review.plan_values import MISSING
 
 # What a change to these inputs does: the dynamic providers' own rules.
@@ -32,12 +33,12 @@ def replaces(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether Pulumi would replace rather than update in place."""
     changed = {k for k in set(old["inputs"]) | set(new["inputs"])
                if old["inputs"].get(k, MISSING) != new["inputs"].get(k, MISSING)}
-    if new["type"] == DYNAMIC_TYPE and new["kind"] == "WorkerGroup":
+    if new["type"] == WORKER_GROUP_TYPE:
         # The body's metadata and labels change in place; its machine replaces the group.
         others = changed - WORKER_GROUP_IN_PLACE - {"body"}
         return bool(others or replaced_keys(old["inputs"], new["inputs"]))
-    if new["type"] == DYNAMIC_TYPE and new["kind"] == "ClusterSweeper":
+    if new["type"] == CLUSTER_SWEEPER_TYPE:
         return bool(changed & SWEEPER_REPLACE_KEYS)
-    if new["type"] == DYNAMIC_TYPE and new["kind"] == "QueuedTpuSlice":
+    if new["type"] == QUEUED_TPU_SLICE_TYPE:
         return bool(queued_slice_replaced_keys(old["inputs"], new["inputs"]))
     return bool(changed & REPLACE_KEYS.get(new["type"], frozenset()))

@@ -36,6 +36,7 @@ class TpuSlices(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
         credentials: pulumi.Output[str] | None = None,
+        api_endpoint: str | None = None,
     ) -> None:
         super().__init__("ray-gcp:index:TpuSlices", name, None, opts)
         # Delete before replace: a replacement keeps its name (a preempted slice) or needs
@@ -56,6 +57,7 @@ class TpuSlices(pulumi.ComponentResource):
                     labels,
                     credentials,
                     child,
+                    api_endpoint,
                 )
                 for index in range(group.count)
             ]
@@ -97,6 +99,7 @@ def queued_node(
     labels: pulumi.Output[dict[str, str]],
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
+    api_endpoint: str | None = None,
 ) -> Node:
     """A slice through the queued-resources API: the node body as any TPU worker's (its
     metadata holds the startup script) with the slice's labels; (resource, host 0's internal
@@ -111,6 +114,7 @@ def queued_node(
             wait_minutes=queued.wait_minutes,
             valid_until_minutes=queued.valid_until_minutes,
             credentials=credentials,
+            api_endpoint=api_endpoint,
         ),
         opts=opts,
     )

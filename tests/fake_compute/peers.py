@@ -23,6 +23,17 @@ def _socket_inode(port: int) -> str | None:
     return None
 
 
+def peer_process(port: int) -> tuple[int | None, str]:
+    """(pid, command line) of the process at the other end, or (None, "") if unknown."""
+    pid = peer_pid(port)
+    if pid is None:
+        return None, ""
+    try:
+        return pid, Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ").strip()
+    except OSError:
+        return pid, ""
+
+
 def peer_pid(port: int) -> int | None:
     """The pid of the process owning the local socket bound to `port`, or None if unknown."""
     inode = _socket_inode(port)

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
 from tests.fake_compute.faults import Faults
 from tests.fake_compute.filters import FilterError, Predicate, compile_filter
-from tests.fake_compute.peers import peer_pid
+from tests.fake_compute.peers import peer_process
 from tests.fake_compute.platform import ROUTES as PLATFORM_ROUTES
 from tests.fake_compute.platform import Platform
 from tests.fake_compute.queued import QueuedResources
@@ -120,8 +120,8 @@ class FakeComputeServer:
         self.cloud = FakeCloud(self.faults)
         self.queued = QueuedResources(self.cloud)
         self.platform = Platform()
-        # (method, pid of the calling process) of every node-creating call, in order
-        self.creators: list[tuple[str, int | None]] = []
+        # (method, pid, command line of the calling process) of every node-creating call
+        self.creators: list[tuple[str, int | None, str]] = []
         self.authorizations: list[str] = []  # each request's Authorization header, in order
         # (project, zone, instance) -> {"namespace/key": value}, as a guest agent publishes
         self.guest_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
@@ -176,7 +176,7 @@ class FakeComputeServer:
                 continue
             self.cloud.calls[method] += 1
             if method in CREATING_METHODS and peer_port is not None:
-                self.creators.append((method, peer_pid(peer_port)))
+                self.creators.append((method, *peer_process(peer_port)))
             if self.faults.latency_s:
                 time.sleep(self.faults.latency_s)
             status = self.faults.take_error(method)

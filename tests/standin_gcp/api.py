@@ -3,12 +3,16 @@
 pulumi-gcp's own provider config names them: `computeCustomEndpoint`,
 `tpuV2CustomEndpoint`, `iamCustomEndpoint`, `resourceManagerCustomEndpoint`,
 `serviceUsageCustomEndpoint`, `secretManagerCustomEndpoint` (each a base URL ending in the
-API version, as the real provider takes it); unset, the real googleapis.com URL.
+API version, as the real provider takes it), else the environment variable the Terraform
+provider reads for it (`GOOGLE_COMPUTE_CUSTOM_ENDPOINT`, ...: each service's product.go;
+IAM has none upstream, so `GOOGLE_IAM_CUSTOM_ENDPOINT` is the stand-in's own, for explicit
+providers), else the real googleapis.com URL.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.parse
@@ -22,6 +26,14 @@ DEFAULT_ENDPOINTS = {
     "resourceManager": "https://cloudresourcemanager.googleapis.com/v1/",
     "serviceUsage": "https://serviceusage.googleapis.com/v1/",
     "secretManager": "https://secretmanager.googleapis.com/v1/",
+}
+ENDPOINT_ENV = {
+    "compute": "GOOGLE_COMPUTE_CUSTOM_ENDPOINT",
+    "tpuV2": "GOOGLE_TPU_V2_CUSTOM_ENDPOINT",
+    "iam": "GOOGLE_IAM_CUSTOM_ENDPOINT",
+    "resourceManager": "GOOGLE_RESOURCE_MANAGER_CUSTOM_ENDPOINT",
+    "serviceUsage": "GOOGLE_SERVICE_USAGE_CUSTOM_ENDPOINT",
+    "secretManager": "GOOGLE_SECRET_MANAGER_CUSTOM_ENDPOINT",
 }
 OPERATION_WAIT_S = 120.0
 
@@ -37,7 +49,8 @@ class Apis:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.endpoints = {
-            api: str(config.get(f"{api}CustomEndpoint") or default)
+            api: str(config.get(f"{api}CustomEndpoint") or os.environ.get(ENDPOINT_ENV[api])
+                     or default)
             for api, default in DEFAULT_ENDPOINTS.items()
         }
 

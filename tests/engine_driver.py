@@ -6,7 +6,7 @@ a fresh pulumi runtime, as `pulumi up` would give it.
 
 PROGRAM (default infra/__main__.py) is the program file to run. WORKSPACE is an
 EngineWorkspace folder (tests/engine_stack.py): its project folder, and an `env.json` the
-caller wrote. Prints one JSON object: the steps the engine reported (URN, op,
+caller wrote (and for `import`, the deployment in `import.json`). Prints one JSON object: the steps the engine reported (URN, op,
 changed and replaced keys), the summary, and for `export` the deployment.
 """
 
@@ -72,6 +72,9 @@ def main(argv: list[str]) -> int:
         answer["summary"] = result.summary.resource_changes
     elif operation == "export":
         answer["deployment"] = stack.export_stack().deployment
+    elif operation == "import":
+        deployment = json.loads((workspace / "import.json").read_text())
+        stack.import_stack(auto.Deployment(version=3, deployment=deployment))
     else:
         raise SystemExit(f"unknown operation {operation!r}")
     print(json.dumps(answer))

@@ -81,6 +81,10 @@ def _worker_disk(cluster: dict[str, Any]) -> None:
     _types(cluster)[WORKER]["node_config"]["disks"][0]["initializeParams"]["diskSizeGb"] = 100
 
 
+def _ssh_ranges(cluster: dict[str, Any]) -> None:
+    cluster["provider"]["ssh_source_ranges"] = ["10.0.0.0/8"]
+
+
 def _tpu_runtime(cluster: dict[str, Any]) -> None:
     for node_type in _types(cluster).values():
         if "runtimeVersion" in node_type["node_config"]:
@@ -96,6 +100,7 @@ EDITS: list[tuple[str, str, Edit]] = [
     ("full", "worker label", _worker_label),
     ("full", "head disk size", _head_disk),
     ("full", "worker disk size", _worker_disk),
+    ("full", "SSH source ranges", _ssh_ranges),
     ("tpu", "TPU runtime", _tpu_runtime),
 ]
 

@@ -118,7 +118,6 @@ class EngineWorkspace:
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "false",
             # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts.
             "PATH": os.pathsep.join([str(STANDIN_DIR), str(bin_dir),
                                      str(Path(sys.executable).parent), os.environ["PATH"]]),

@@ -212,7 +212,7 @@ def test_up_scales_and_a_deleted_worker_comes_back_after_refresh(
         gone = workers()[0]
         fake.cloud.preempt(project, zone, gone)
         refresh = space.run("full", "refresh")
-        assert refresh.summary.get("update") == 1, refresh.summary
+        assert refresh.summary.get("update", 0) >= 1, refresh.summary
         space.run("full", "up")
         assert len(workers()) == 2 and gone not in workers()
     finally:

@@ -65,7 +65,7 @@ def main() -> int:
         base_path = write_stack(Path(tmp) / "base", base_cluster)
         space.write_stack("full", {"ray-gcp:cluster": str(base_path)})
         ours = space.run("full", "up")
-        count = custom_resources(space.run("full", "export").deployment)
+        count = custom_resources(space.export("full"))
 
         program = Path(tmp) / "minimal.py"
         program.write_text(MINIMAL_PROGRAM.format(count=count))

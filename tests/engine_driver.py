@@ -6,8 +6,8 @@ a fresh pulumi runtime, as `pulumi up` would give it.
 
 PROGRAM (default infra/__main__.py) is the program file to run. WORKSPACE is an
 EngineWorkspace folder (tests/engine_stack.py): its project folder, and an `env.json` the
-caller wrote (and for `import`, the deployment in `import.json`). Prints one JSON object: the steps the engine reported (URN, op,
-changed and replaced keys), the summary, and for `export` the deployment.
+caller wrote (and for `import`, the deployment in `import.json`). Prints one JSON object:
+the steps the engine reported (URN, op, changed and replaced keys) and the summary.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def open_stack(workspace: Path, stack: str, program_file: Path = PROGRAM) -> aut
         work_dir=str(workspace / "project"),
         pulumi_home=settings["PULUMI_HOME"],
         env_vars=settings,
-        pulumi_command=auto.PulumiCommand(root=str(Path(settings["ENGINE_BIN"]).parent),
+        pulumi_command=auto.PulumiCommand(root=settings["ENGINE_ROOT"],
                                           skip_version_check=False),
     )
     def program() -> None:
@@ -70,8 +70,6 @@ def main(argv: list[str]) -> int:
     elif operation == "destroy":
         result = stack.destroy(on_event=on_event)
         answer["summary"] = result.summary.resource_changes
-    elif operation == "export":
-        answer["deployment"] = stack.export_stack().deployment
     elif operation == "import":
         deployment = json.loads((workspace / "import.json").read_text())
         stack.import_stack(auto.Deployment(version=3, deployment=deployment))

@@ -80,7 +80,6 @@ class EngineRun:
     steps: list[dict[str, Any]]
     summary: dict[str, int]
     outputs: dict[str, Any] = field(default_factory=dict)
-    deployment: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
     def operations(self) -> dict[str, str]:
@@ -125,7 +124,7 @@ class EngineWorkspace:
             "STANDIN_GCP_PYTHON": sys.executable,
             "RAY_GCP_API_ENDPOINT": fake.endpoint,
             **endpoint_env(fake),
-            "ENGINE_BIN": str(bin_dir / "pulumi"),
+            "ENGINE_ROOT": str(bin_dir.parent),  # PulumiCommand runs its bin/pulumi
             **(extra_env or {}),
         }
         (self.root / "env.json").write_text(json.dumps(self.env))
@@ -152,8 +151,19 @@ class EngineWorkspace:
                                  f"{process.stderr[-6000:]}\n{process.stdout[-3000:]}")
         answer = json.loads(process.stdout.strip().splitlines()[-1])
         return EngineRun(answer.get("steps", []), answer.get("summary") or {},
-                         answer.get("outputs") or {}, answer.get("deployment") or {},
+                         answer.get("outputs") or {},
                          time.monotonic() - began)
+
+    def export(self, stack: str) -> dict[str, Any]:
+        """`pulumi stack export` as a user runs it (secrets stay ciphertext): the deployment.
+        (The Automation API's export_stack adds --show-secrets.)"""
+        process = subprocess.run(
+            [str(Path(self.env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack", "export",
+             "--stack", stack, "--cwd", str(self.project)],
+            capture_output=True, text=True, timeout=OPERATION_TIMEOUT_S,
+            env={**os.environ, **self.env}, check=True,
+        )
+        return json.loads(process.stdout)["deployment"]
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -85,6 +85,17 @@ def _ssh_ranges(cluster: dict[str, Any]) -> None:
     cluster["provider"]["ssh_source_ranges"] = ["10.0.0.0/8"]
 
 
+def _other_network(cluster: dict[str, Any]) -> None:
+    """Every compute type on a network of its own: the firewalls follow it."""
+    network = "projects/my-gcp-project/global/networks/ray"
+    for node_type in _types(cluster).values():
+        node_type["node_config"]["networkInterfaces"] = [{
+            "network": network,
+            "subnetwork": "projects/my-gcp-project/regions/us-west1/subnetworks/ray",
+            "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}],
+        }]
+
+
 def _tpu_runtime(cluster: dict[str, Any]) -> None:
     for node_type in _types(cluster).values():
         if "runtimeVersion" in node_type["node_config"]:
@@ -101,6 +112,7 @@ EDITS: list[tuple[str, str, Edit]] = [
     ("full", "head disk size", _head_disk),
     ("full", "worker disk size", _worker_disk),
     ("full", "SSH source ranges", _ssh_ranges),
+    ("full", "network", _other_network),
     ("tpu", "TPU runtime", _tpu_runtime),
 ]
 

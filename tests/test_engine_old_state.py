@@ -52,7 +52,7 @@ def write_state() -> None:
         try:
             space.write_stack("full", CLUSTER)
             space.run("full", "up")
-            deployment = space.run("full", "export").deployment
+            deployment = space.export("full")
             STATE_DIR.mkdir(exist_ok=True)
             STATE.write_text(json.dumps(deployment, indent=1, sort_keys=True) + "\n")
             settings = yaml.safe_load((space.project / "Pulumi.full.yaml").read_text())

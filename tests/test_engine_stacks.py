@@ -96,7 +96,7 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     assert bool(worker_calls) == bool(wanted), creators
     assert all("pulumi.dynamic" in c[2] or "tests.standin_gcp" in c[2] for c in creators)
 
-    state = json.dumps(workspace.run(stack, "export").deployment)
+    state = json.dumps(workspace.export(stack))
     assert "-----BEGIN" not in state and "PRIVATE KEY" not in state
     assert '"ciphertext"' in state
 
@@ -128,7 +128,7 @@ def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
     workspace.write_stack("secrets", {"ray-gcp:cluster": str(path)})
     workspace.run("secrets", "up")
     try:
-        state = json.dumps(workspace.run("secrets", "export").deployment)
+        state = json.dumps(workspace.export("secrets"))
         encoded = base64.b64encode(secret_text.encode()).decode()
         for plain in (secret_text, encoded, token, "PRIVATE KEY"):
             assert plain not in state, plain

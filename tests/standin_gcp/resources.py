@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import base64
 import copy
+import threading
 from typing import Any
 
 from tests.standin_gcp.api import ApiError, Apis
 from tests.standin_gcp.schema import UNKNOWN
 
-COMPUTE_URL = "https://www.googleapis.com/compute/v1"
+POLICY_ATTEMPTS = 5
 Outputs = dict[str, Any]
 
 
@@ -370,10 +371,14 @@ class Account(Handler):
 
 
 class PolicyMember(Handler):
-    """One (role, member) pair in an IAM policy: read-modify-write with the policy's etag."""
+    """One (role, member) pair in an IAM policy: read-modify-write with the policy's etag,
+    one writer per policy at a time (the Terraform provider's IAM mutex, keyed by the policy's
+    resource) and again on a concurrent change (409), as tpgiamresource does."""
 
     computed = ("id", "etag")
     api = "resourceManager"
+    _locks: dict[str, threading.Lock] = {}
+    _locks_guard = threading.Lock()
 
     def policy_path(self, inputs: dict[str, Any]) -> str:
         raise NotImplementedError
@@ -385,6 +390,19 @@ class PolicyMember(Handler):
         return self.apis.call(self.api, "POST", f"{path}:getIamPolicy", {})
 
     def _set(self, inputs: dict[str, Any], add: bool) -> dict[str, Any]:
+        path = self.policy_path(inputs)
+        with self._locks_guard:
+            lock = self._locks.setdefault(path, threading.Lock())
+        with lock:
+            for _ in range(POLICY_ATTEMPTS - 1):
+                try:
+                    return self._write(inputs, add)
+                except ApiError as error:
+                    if error.status != 409:
+                        raise
+            return self._write(inputs, add)
+
+    def _write(self, inputs: dict[str, Any], add: bool) -> dict[str, Any]:
         policy = self._policy(inputs)
         bindings = policy.setdefault("bindings", [])
         binding = next((b for b in bindings if b["role"] == inputs["role"]), None)

@@ -29,6 +29,10 @@ from tests.standin_gcp.resources import HANDLERS, Handler, invoke
 
 VERSION = "10.2.0"  # what pulumi_gcp/pulumi-plugin.json asks for
 PROVIDER_TOKEN = "pulumi:providers:gcp"
+# Resources whose `name` pulumi-gcp fills in when the program gives none: the logical name, a
+# dash and 7 random hex digits (the bridge's autonaming), kept from the old inputs on update.
+AUTONAMED = frozenset({"gcp:compute/instance:Instance", "gcp:compute/firewall:Firewall",
+                       "gcp:compute/disk:Disk", "gcp:tpu/v2Vm:V2Vm"})
 # Where every call is logged, one JSON line each (method, urn, pid), when set.
 CALL_LOG_ENV = "STANDIN_GCP_CALL_LOG"
 
@@ -118,9 +122,12 @@ class StandInGcp(provider_pb2_grpc.ResourceProviderServicer):
     def Check(self, request: Any, context: Any) -> provider_pb2.CheckResponse:  # noqa: N802
         token = _type_of(request.urn)
         self.handler(request.urn)
-        news = _to_dict(request.news)
+        news, olds = _to_dict(request.news), _to_dict(request.olds)
+        if token in AUTONAMED and not news.get("name"):
+            news["name"] = olds.get("name") or (
+                f"{request.urn.rsplit('::', 1)[1]}-{request.randomSeed.hex()[:7]}")
         failures = schema.check(token, news)
-        return provider_pb2.CheckResponse(inputs=request.news, failures=[
+        return provider_pb2.CheckResponse(inputs=_to_struct(news), failures=[
             provider_pb2.CheckFailure(property=path, reason=reason) for path, reason in failures])
 
     @_aborting

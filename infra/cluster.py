@@ -40,6 +40,7 @@ class RayCluster(pulumi.ComponentResource):
         credentials: pulumi.Output[str] | None = None,
         opts: pulumi.ResourceOptions | None = None,
         reapply_request: str = "",
+        api_endpoint: str | None = None,
     ) -> None:
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
@@ -60,6 +61,7 @@ class RayCluster(pulumi.ComponentResource):
                 cluster_name=config.cluster_name,
                 has_tpu=config.has_tpu,
                 credentials=credentials,
+                api_endpoint=api_endpoint,
             ),
             opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
         )
@@ -143,6 +145,7 @@ class RayCluster(pulumi.ComponentResource):
                     depends_on=after_head,
                     opts=opts,
                     credentials=credentials,
+                    api_endpoint=api_endpoint,
                 )
             else:
                 self.worker_groups[group.node_type] = _worker_group(
@@ -153,6 +156,7 @@ class RayCluster(pulumi.ComponentResource):
                     labels,
                     credentials,
                     opts,
+                    api_endpoint,
                 )
         self.register_outputs({"head_name": head_name})
 
@@ -195,6 +199,7 @@ def _worker_group(
     labels: pulumi.Output[dict[str, str]],
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
+    api_endpoint: str | None,
 ) -> WorkerGroup:
     """One WorkerGroup owns N instances of the type: one number scales it, and it counts the
     autoscaler's own nodes without touching them."""
@@ -210,6 +215,7 @@ def _worker_group(
             count=group.count,
             cache_stopped_nodes=plan.config.provider.cache_stopped_nodes,
             credentials=credentials,
+            api_endpoint=api_endpoint,
             fallback_zones=plan.config.provider.fallback_zones,
         ),
         opts=opts,

@@ -18,6 +18,9 @@ from infra.plan import check_boot_disks, plan_cluster
 from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
+# host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of
+# Google's APIs, over plain http; `invoke kill-random-node --hard` reads the same variable.
+API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
 
 
 def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
@@ -94,6 +97,7 @@ def define_cluster() -> RayCluster:
         ),
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
         reapply_request=os.environ.get(REAPPLY_ENV, ""),
+        api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
     )
     export_outputs(cluster, config, config_file)
     return cluster

@@ -34,6 +34,7 @@ class TpuSlices(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
         credentials: pulumi.Output[str] | None = None,
+        api_endpoint: str | None = None,
     ) -> None:
         super().__init__("ray-gcp:index:TpuSlices", name, None, opts)
         # Delete before replace: a replacement keeps its name (a preempted slice) or needs
@@ -53,6 +54,7 @@ class TpuSlices(pulumi.ComponentResource):
                     inputs,
                     credentials,
                     child,
+                    api_endpoint,
                 )
                 for index in range(group.count)
             ]
@@ -91,6 +93,7 @@ def queued_node(
     inputs: NodeInputs,
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
+    api_endpoint: str | None = None,
 ) -> Node:
     """A slice through the queued-resources API: the node body as any TPU worker's (its
     metadata holds the startup script) with the slice's labels; (resource, host 0's internal
@@ -107,6 +110,7 @@ def queued_node(
             wait_minutes=queued.wait_minutes,
             valid_until_minutes=queued.valid_until_minutes,
             credentials=credentials,
+            api_endpoint=api_endpoint,
         ),
         opts=opts,
     )

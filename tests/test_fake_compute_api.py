@@ -23,6 +23,9 @@ DOCUMENTS = Path(googleapiclient.__file__).parent / "discovery_cache" / "documen
 COMPUTE_DOC = json.loads((DOCUMENTS / "compute.v1.json").read_text())
 TPU_DOC = json.loads((DOCUMENTS / "tpu.v2.json").read_text())
 SERVICE_USAGE_DOC = json.loads((DOCUMENTS / "serviceusage.v1beta1.json").read_text())
+# What a gcp provider creates beside nodes (tests/fake_compute/platform.py).
+PLATFORM_DOCS = [json.loads((DOCUMENTS / f"{api}.v1.json").read_text())
+                 for api in ("cloudresourcemanager", "iam", "serviceusage", "secretmanager")]
 PROJECT, ZONE = "my-proj", "us-west1-a"
 
 
@@ -51,6 +54,14 @@ def documented_calls() -> list[tuple[str, str, str]]:
         (m["httpMethod"], "/" + _sample_path(m["flatPath"].replace("{v1beta1Id}", "projects")),
          m["id"])
         for m in _methods(SERVICE_USAGE_DOC["resources"])
+    ]
+    # Their paths start at the API's version: `v1/projects/{projectsId}/...` (Service Usage's
+    # parent again `{v1Id}`).
+    calls += [
+        (m["httpMethod"], "/" + _sample_path(m["flatPath"].replace("{v1Id}", "projects")),
+         m["id"])
+        for doc in PLATFORM_DOCS
+        for m in _methods(doc["resources"])
     ]
     return calls
 

@@ -360,6 +360,21 @@ class FakeCloud:
             return self._operation("compute", scope, "setMetadata",
                                    f"{COMPUTE}/{scope}/instances/{name}")
 
+    def set_machine_type(self, project: str, zone: str, name: str, machine_type: str
+                         ) -> Operation:
+        """`instances.setMachineType`: only a stopped (TERMINATED) instance may change it."""
+        with self.lock:
+            self.get_instance(project, zone, name)
+            instance = self.zone_instances(project, zone)[name]
+            if instance["status"] != "TERMINATED":
+                raise ApiError(400, f"The resource 'projects/{project}/zones/{zone}/instances/"
+                               f"{name}' is not ready", "resourceNotReady")
+            scope = f"projects/{project}/zones/{zone}"
+            short = machine_type.rsplit("/", 1)[-1]
+            instance["machineType"] = f"{COMPUTE}/{scope}/machineTypes/{short}"
+            return self._operation("compute", scope, "setMachineType",
+                                   f"{COMPUTE}/{scope}/instances/{name}")
+
     def preempt(self, project: str, zone: str, name: str, keep: bool = False,
                 at: datetime | None = None) -> None:
         """The instance is gone at once, as a reclaimed preemptible VM the user never sees,

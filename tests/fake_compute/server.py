@@ -20,6 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
 from tests.fake_compute.faults import Faults
 from tests.fake_compute.filters import FilterError, Predicate, compile_filter
+from tests.fake_compute.peers import peer_process
+from tests.fake_compute.platform import ROUTES as PLATFORM_ROUTES
+from tests.fake_compute.platform import Platform
 from tests.fake_compute.queued import QueuedResources
 
 _COMPUTE = r"/compute/v1/projects/(?P<project>[^/]+)"
@@ -41,6 +44,8 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
          "setLabels"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/setMetadata",
          "setMetadata"),
+        ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)/setMachineType",
+         "setMachineType"),
         ("GET", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)",
          "operations.get"),
         ("POST", _COMPUTE + r"/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait", "wait"),
@@ -99,6 +104,11 @@ ROUTES += [
                        r"/consumerQuotaMetrics$"), "serviceusage.consumerQuotaMetrics.list"),
 ]
 
+# Firewalls, disks, service accounts, IAM policies, services and secrets (a gcp provider's).
+ROUTES += PLATFORM_ROUTES
+# Calls whose caller process is recorded (`FakeComputeServer.creators`): what creates nodes.
+CREATING_METHODS = frozenset({"insert", "bulkInsert", "tpu.create"})
+
 
 def _labels_match(labels: dict[str, str] | None, wanted: dict[str, str]) -> bool:
     labels = labels or {}
@@ -119,6 +129,9 @@ class FakeComputeServer:
         self.faults = faults or Faults()
         self.cloud = FakeCloud(self.faults)
         self.queued = QueuedResources(self.cloud)
+        self.platform = Platform()
+        # (method, pid, command line of the calling process) of every node-creating call
+        self.creators: list[tuple[str, int | None, str]] = []
         self.authorizations: list[str] = []  # each request's Authorization header, in order
         # (project, zone, instance) -> {"namespace/key": value}, as a guest agent publishes
         self.guest_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
@@ -165,12 +178,15 @@ class FakeComputeServer:
 
     # ------------------------------------------------------------------ request handling
 
-    def handle(self, verb: str, path: str, query: dict[str, str], body: Any) -> Any:
+    def handle(self, verb: str, path: str, query: dict[str, str], body: Any,
+               peer_port: int | None = None) -> Any:
         for route_verb, pattern, method in ROUTES:
             match = pattern.match(path) if route_verb == verb else None
             if match is None:
                 continue
             self.cloud.calls[method] += 1
+            if method in CREATING_METHODS and peer_port is not None:
+                self.creators.append((method, *peer_process(peer_port)))
             if self.faults.latency_s:
                 time.sleep(self.faults.latency_s)
             status = self.faults.take_error(method)
@@ -178,6 +194,8 @@ class FakeComputeServer:
                 raise ApiError(status, _FAULT_MESSAGES.get(status, "injected fault"),
                                _FAULT_REASONS.get(status, "backendError"))
             self.cloud.settle()
+            if method.startswith("platform."):
+                return self.platform.handle(method, match.groupdict(), query, body)
             return getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query, body)
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
 
@@ -247,6 +265,11 @@ class FakeComputeServer:
 
     def _setMetadata(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
         operation = self.cloud.set_metadata(p["project"], p["zone"], p["name"], body)
+        return operation.compute_json()
+
+    def _setMachineType(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        operation = self.cloud.set_machine_type(p["project"], p["zone"], p["name"],
+                                                str(body.get("machineType") or ""))
         return operation.compute_json()
 
     def _operations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
@@ -408,7 +431,8 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             try:
                 body = json.loads(raw) if raw else {}
-                status, answer = HTTPStatus.OK, server.handle(verb, url.path, query, body)
+                status, answer = HTTPStatus.OK, server.handle(verb, url.path, query, body,
+                                                        self.client_address[1])
             except ApiError as exc:
                 status = HTTPStatus(exc.status)
                 answer = {"error": {"code": exc.status, "message": exc.message,

@@ -1,0 +1,67 @@
+"""A stack deployed by the previous release still previews with no replacement: its state
+(tests/engine_state/full.json, the `full` stack as release 0.1.0's program left it, with the
+pickled dynamic providers and the resource names of then) is imported into a fresh stack and
+previewed by today's program. Renamed resources must carry aliases; pickles must load.
+
+The state was made with `python -m tests.test_engine_old_state` on that release (it ups
+`full` against the fake cloud and writes the state and its encryption salt).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, engine_bin, require_engine
+from tests.fake_compute import FakeComputeServer, Faults
+
+STATE_DIR = Path(__file__).parent / "engine_state"
+STATE = STATE_DIR / "full.json"
+SALT = STATE_DIR / "full.encryptionsalt"
+CLUSTER = {"ray-gcp:cluster": "stacks/clusters/full.yaml"}
+
+
+@pytest.mark.engine
+def test_previous_release_state_previews_without_replacement(tmp_path: Path) -> None:
+    bin_dir = require_engine()
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, bin_dir, root=tmp_path)
+        (space.project / "Pulumi.full.yaml").write_text(yaml.safe_dump(
+            {"encryptionsalt": SALT.read_text().strip(), "config": CLUSTER}))
+        (space.root / "import.json").write_text(STATE.read_text())
+        space.run("full", "import")
+        preview = space.run("full", "preview")
+    changed = {urn: op for urn, op in preview.operations().items() if op != "update"}
+    assert changed == {}, changed
+    kept = {r["urn"] for r in json.loads(STATE.read_text())["resources"]
+            if r.get("custom") and "::pulumi:providers:" not in r["urn"]}
+    assert kept, "the stored state holds no resources"
+
+
+def write_state() -> None:
+    """Up `full` on an empty fake and store its state: run on the release being frozen."""
+    bin_dir = engine_bin()
+    if bin_dir is None:
+        raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, bin_dir)
+        try:
+            space.write_stack("full", CLUSTER)
+            space.run("full", "up")
+            deployment = space.export("full")
+            STATE_DIR.mkdir(exist_ok=True)
+            STATE.write_text(json.dumps(deployment, indent=1, sort_keys=True) + "\n")
+            settings = yaml.safe_load((space.project / "Pulumi.full.yaml").read_text())
+            SALT.write_text(settings["encryptionsalt"] + "\n")
+        finally:
+            space.cleanup()
+    print(f"wrote {STATE.relative_to(PROJECT_ROOT)} and {SALT.name}")
+
+
+if __name__ == "__main__":
+    write_state()
+    sys.exit(0)

@@ -14,8 +14,7 @@ import time
 import pytest
 from sshd_server import PROJECT_ROOT
 
-from ops.sync import is_excluded
-from ops.sync_filter import DirMergeFilters
+from bootstrap.sync_filter import DirMergeFilters, is_excluded
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

@@ -6,7 +6,8 @@ of the same role (same parent, same `ray-user-node-type` label) is shown as one 
 with the input paths that changed. Paths and values use the YAML's vocabulary: node type
 names, `count`, `machineType: n1-standard-8` rather than its zone URL. Long text is
 summarised, never dumped: a changed startup script as `changed (+2/-1 of 180 lines)`, the
-head's autoscaler config (`ray-bootstrap-config`) by the YAML paths that changed in it.
+head's autoscaler config (`ray-bootstrap-config`, which names the bucket object holding it) by
+the YAML paths that changed in it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ ABSENT = "(none)"
 
 INSTANCE_TYPE = "gcp:compute/instance:Instance"
 TPU_VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
+BUCKET_OBJECT_TYPE = "gcp:storage/bucketObject:BucketObject"
 NODE_TYPE_LABEL = "ray-user-node-type"
 NODE_KIND_LABEL = "ray-node-type"
 
@@ -354,8 +356,32 @@ def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, st
     return pairs
 
 
+def configs_inline(plan: Plan) -> Plan:
+    """The plan as a reviewer reads it: the head's `ray-bootstrap-config` names the bucket
+    object holding the autoscaler config (`gs://BUCKET/OBJECT`); here it holds that object's
+    text again, and the object is not a row of its own, so a config change reads as before
+    (and as a plan made by older code, with the text in metadata, has it)."""
+    stored = {(r["inputs"].get("bucket"), r["inputs"].get("name")): r
+              for r in plan["resources"] if r["type"] == BUCKET_OBJECT_TYPE}
+    inlined, used = [], set()
+    for resource in plan["resources"]:
+        metadata = resource["inputs"].get("metadata")
+        reference = metadata.get(BOOTSTRAP_CONFIG_KEY) if isinstance(metadata, dict) else None
+        if isinstance(reference, str) and reference.startswith("gs://"):
+            key = tuple(reference.removeprefix("gs://").split("/", 1))
+            if key in stored:
+                used.add(key)
+                metadata = {**metadata, BOOTSTRAP_CONFIG_KEY: stored[key]["inputs"]["source"]}
+                resource = {**resource, "inputs": {**resource["inputs"], "metadata": metadata}}
+        inlined.append(resource)
+    kept = [r for r in inlined if r["type"] != BUCKET_OBJECT_TYPE
+            or (r["inputs"].get("bucket"), r["inputs"].get("name")) not in used]
+    return {**plan, "resources": kept}
+
+
 def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:
     """Rows for every resource that differs, ordered by action then subject."""
+    base, head = configs_inline(base), configs_inline(head)
     old_by_key = {(r["type"], r["name"]): r for r in base["resources"]}
     new_by_key = {(r["type"], r["name"]): r for r in head["resources"]}
     pairs = matched_pairs(base, head)

@@ -28,12 +28,11 @@ import ray.autoscaler._private.providers as ray_providers
 import yaml
 from google.auth.credentials import AnonymousCredentials
 from googleapiclient import discovery
-from program_runs import stack_yaml
+from program_runs import head_config_text, stack_yaml
 from ray.autoscaler._private.autoscaler import StandardAutoscaler
 from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
 
-from infra.metadata import BOOTSTRAP_CONFIG_KEY
 from infra.workers import ClusterSweeperProvider, WorkerGroupProvider
 from ops.plan_engine import DYNAMIC_TYPE, PLANNED_PRIVATE_KEY, ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
@@ -73,7 +72,7 @@ def planned(stack: str, worker_counts: dict[str, int] | None = None) -> Cluster:
         run=run,
         yaml=stack_yaml(stack),
         head_name=head.inputs["name"],
-        bootstrap_config=yaml.safe_load(head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY]),
+        bootstrap_config=yaml.safe_load(head_config_text(run, head)),
         groups=groups,
     )
 

@@ -118,6 +118,23 @@ def test_unchanged_stages_do_not_rerun_and_ray_keeps_running_when_nothing_it_run
     assert worker.new_calls(again) == []
 
 
+def test_changed_file_mounts_are_fetched_again_in_place_and_setup_does_not_rerun(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "version").write_text("1")
+    node = Node(tmp_path, file_mounts={"~/data": "data"})
+    try:
+        assert (node.boot.home / "data" / "version").read_text() == "1"
+        (tmp_path / "data" / "version").write_text("2")
+        before = len(node.calls())
+        version = node.hand(file_mounts={"~/data": "data"})
+        node.wait_applied(version)
+        assert (node.boot.home / "data" / "version").read_text() == "2"
+        assert not [call for call in node.new_calls(before) if call.startswith("record setup")]
+        assert node.boot_log().count("file mount ~/data <- archive member 0") == 2
+    finally:
+        stop_watchers(tmp_path)
+
+
 def test_new_resources_restart_ray_with_them_and_rerun_nothing_else(worker):
     types = {
         "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},

@@ -25,6 +25,7 @@ from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
+from ops.command_diff import command_diff
 from ops.plan import DYNAMIC_TYPE, Plan
 
 Action = Literal["add", "remove", "replace", "update"]
@@ -56,6 +57,7 @@ INLINE_LIMIT = 60
 # The head's metadata entry holding the autoscaler's cluster config (bootstrap.node_metadata's
 # BOOTSTRAP_CONFIG_KEY; a test keeps them equal): summarised by the config paths that changed.
 BOOTSTRAP_CONFIG_KEY = "ray-bootstrap-config"
+SCRIPT_KEY = "startup-script"
 CONFIG_CHANGES_SHOWN = 3
 VALUE_LIMIT = 40
 # Values never printed, whatever either plan says: file_mounts content (metadata keys
@@ -74,6 +76,7 @@ class Change:
     old: str
     new: str
     summary: str | None = None  # shown instead of `old -> new` (long text)
+    commands: tuple[str, ...] = ()  # a startup script's: unified diff of its YAML commands
 
 
 @dataclass
@@ -299,8 +302,12 @@ def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         before, after = old_leaves.get(path, _MISSING), new_leaves.get(path, _MISSING)
         if before == after or path == "name":
             continue
+        commands = (tuple(command_diff(before, after))
+                    if path.endswith(SCRIPT_KEY) and isinstance(before, str)
+                    and isinstance(after, str) else ())
         changes.append(Change(_show_path(new, path), _shown(path, before, old_leaves),
-                              _shown(path, after, new_leaves), _summary(path, before, after)))
+                              _shown(path, after, new_leaves), _summary(path, before, after),
+                              commands))
     if (old["parent"] or "") != (new["parent"] or ""):
         changes.append(Change("(parent)", str(old["parent"]), str(new["parent"])))
     return changes

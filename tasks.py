@@ -328,9 +328,9 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
         if not str(count).isdigit():
             raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
         name = resolve_stack_name(stack, require_file=True)
+        require_cli()  # every check before the stack file is written
         path = set_worker_count(name, type, int(count))
         print(f"{type}: count {count} written to {path}")
-        require_cli()
         c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)
 
 

@@ -18,6 +18,7 @@ from infra.plan import check_boot_disks, plan_cluster
 from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
+STACK_KEY_PREFIX = f"{CONFIG_NAMESPACE}:"
 
 
 def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
@@ -73,6 +74,23 @@ def warn_unsynced_files(config: ClusterConfig) -> None:
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
+    try:
+        return _define(settings, config, config_file)
+    except ConfigError as error:
+        raise _naming_the_file(error, config_file) from None
+
+
+def _naming_the_file(error: ConfigError, config_file: str) -> ConfigError:
+    """Every config error names its file: the stack file for `ray-gcp:` keys (worker counts),
+    else the cluster YAML (or the inline `ray-gcp:clusterConfig`)."""
+    if error.source:
+        return error
+    if all(path.startswith(STACK_KEY_PREFIX) for path, _ in error.problems):
+        return ConfigError(error.problems, f"stacks/Pulumi.{pulumi.get_stack()}.yaml")
+    return ConfigError(error.problems, config_file or f"{STACK_KEY_PREFIX}clusterConfig")
+
+
+def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) -> RayCluster:
     for warning in config.warnings:
         pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))

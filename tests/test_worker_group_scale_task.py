@@ -1,4 +1,5 @@
-"""`invoke scale`: the count lands in the stack file, in range, and pulumi's absence is clear."""
+"""`invoke scale`: the count lands in the stack file, in range, and pulumi's absence is clear
+before anything is written."""
 
 from __future__ import annotations
 
@@ -65,13 +66,14 @@ def test_unknown_node_type_names_the_known_ones(stacks):
         set_worker_count("full", "ray_worker_huge", 1, stacks)
 
 
-def test_scale_task_exits_non_zero_without_the_cli(stacks, monkeypatch):
+def test_scale_task_without_the_cli_exits_non_zero_and_writes_nothing(stacks, monkeypatch):
     monkeypatch.setattr(ops.scale, "STACKS_DIR", stacks)
     monkeypatch.setattr(ops.pulumi_cli.shutil, "which", lambda _: None)
+    before = (stacks / "Pulumi.full.yaml").read_text()
 
     with pytest.raises(Exit) as exited:
         tasks.scale(Context(), stack="full", type="ray_worker_small", count="2")
 
     assert exited.value.code != 0
     assert "the pulumi CLI is not on PATH: install it" in str(exited.value.message)
-    assert "ray_worker_small: 2" in (stacks / "Pulumi.full.yaml").read_text()
+    assert (stacks / "Pulumi.full.yaml").read_text() == before

@@ -281,7 +281,7 @@ drop_file_mounts() {
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
     if metadata_attr "$CONFIG_KEY" > "$config_file.tmp"; then
-        reference=$(config_reference "$config_file.tmp")
+        read_config_reference "$config_file.tmp"
         if [ -n "$reference" ]; then
             resolve_config "$config_file.tmp" || fail 4
             mkdir -p "$(state_dir)" && printf '%s\n' "$reference" > "$(state_dir)/config.reference"
@@ -569,25 +569,27 @@ start_config_watcher() {
 
 # The config attribute holds the YAML itself (local mode, tests) or `gs://BUCKET/OBJECT`, the
 # bucket object the program stored it in: GCE caps one metadata value at 256 KB, and the config
-# holds a worker body per node type. Prints the reference file $1 holds, if it holds one.
-config_reference() {
-    first=$(head -n 1 "$1")
+# holds a worker body per node type. Sets $reference to the one file $1 holds, else empty;
+# no subshell, as the watcher calls it on every poll.
+read_config_reference() {
+    reference=
+    first=
+    IFS= read -r first < "$1" || :
     case $first in
-        gs://?*/?*) printf '%s' "$first" ;;
+        gs://?*/?*) reference=$first ;;
     esac
 }
 
-# File $1 holding a reference becomes the object's content.
+# File $1, holding $reference, becomes the object's content.
 resolve_config() {
-    location=$(config_reference "$1")
-    location=${location#gs://}
+    location=${reference#gs://}
     fetch_object "${location%%/*}" "${location#*/}" "$1.object" && mv "$1.object" "$1"
 }
 
 # File $1 is what metadata holds now: a new reference is fetched, then installed; the one
 # installed last is not fetched again (a long poll's timeout answers the unchanged value).
 install_config() {
-    reference=$(config_reference "$1")
+    read_config_reference "$1"
     if [ -n "$reference" ]; then
         [ "$reference" = "$(cat "$(state_dir)/config.reference" 2> /dev/null)" ] && return 0
         if ! resolve_config "$1"; then

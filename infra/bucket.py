@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 
 from bootstrap.file_mounts import FileMountArchive, bucket_name
 from infra.config import ClusterConfig
+from infra.labels import CLUSTER_NAME
 from infra.stack_config import PROJECT_ROOT
 
 READER_ROLE = "roles/storage.objectViewer"
@@ -51,7 +52,7 @@ class ClusterBucket(pulumi.ComponentResource):
             public_access_prevention="enforced",
             # It holds only what the program put there: `down` takes it with its objects.
             force_destroy=True,
-            labels={"ray-cluster-name": config.cluster_name},
+            labels={CLUSTER_NAME: config.cluster_name},
             opts=child,
         )
         self.name = self.bucket.name
@@ -67,7 +68,7 @@ class ClusterBucket(pulumi.ComponentResource):
             )
             for index, email in enumerate(readers)
         ]
-        self.file_mounts = None
+        self.file_mounts: gcp.storage.BucketObject | None = None
         if mounts is not None:
             self.file_mounts = gcp.storage.BucketObject(
                 f"{name}-file-mounts",

@@ -321,14 +321,15 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
 
     from ops.errors import OpsError, user_errors
     from ops.pulumi_cli import require_cli
-    from ops.scale import set_worker_count
+    from ops.scale import check_count, set_worker_count
     from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
         if not str(count).isdigit():
             raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
         name = resolve_stack_name(stack, require_file=True)
-        require_cli()  # every check before the stack file is written
+        check_count(name, type, int(count))  # every check before the stack file is written
+        require_cli()
         path = set_worker_count(name, type, int(count))
         print(f"{type}: count {count} written to {path}")
         c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)

@@ -1,11 +1,13 @@
-"""invoke tasks: what users type. Each task is a few lines over a library function."""
+"""invoke tasks: what users type. Each task parses its flags and calls one verb of an ops room
+(ops/lifecycle, ops/remote, ops/cloud, ops/review; bootstrap/ for the local cluster), so tests
+call the verbs directly. One file: invoke's `--list` groups and the flag tests read it whole."""
 
 from __future__ import annotations
 
 from ops.task_flags import task  # invoke's @task with one short-flag vocabulary (README: Flags)
 from ops.task_groups import list_in_groups
 
-# --- lifecycle and day two over SSH (issue 3): the logic lives in ops/ ------------------------
+# --- lifecycle (ops/lifecycle) and day two over SSH (ops/remote) -----------------------------
 # ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
 
 _STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK, else the " \
@@ -14,13 +16,10 @@ _STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK,
 
 def _lifecycle(stack: str | None, operation: str) -> None:
     from ops.errors import user_errors
-    from ops.pulumi_cli import require_cli, run_operation
-    from ops.stack_outputs import resolve_stack_name
+    from ops.lifecycle.pulumi_cli import operate
 
     with user_errors():
-        name = resolve_stack_name(stack, require_file=True)
-        require_cli()
-        run_operation(name, operation)
+        operate(stack, operation)
 
 
 @task(help={
@@ -34,11 +33,10 @@ def up(c, stack=None, restart_only=False, no_restart=False):
     With live progress; preempted TPU slices are replaced, and running nodes re-apply a
     changed startup script themselves."""
     from ops.errors import user_errors
-    from ops.reapply import export_request, reapply_request
+    from ops.lifecycle.pulumi_cli import up as up_stack
 
     with user_errors():
-        export_request(reapply_request(restart_only, no_restart))
-    _lifecycle(stack, "up")
+        up_stack(stack, restart_only, no_restart)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -54,15 +52,11 @@ def preview(c, stack=None):
 })
 def down(c, stack=None, workers_only=False, keep_min_workers=False):
     """Delete the cluster (pulumi destroy), or only its workers."""
-    if workers_only or keep_min_workers:
-        from ops.down_workers import down_workers
-        from ops.errors import user_errors
-        from ops.stack_outputs import resolve_stack_name
+    from ops.errors import user_errors
+    from ops.lifecycle.down_workers import down as down_stack
 
-        with user_errors():
-            down_workers(resolve_stack_name(stack), keep_min_workers, workers_only)
-        return
-    _lifecycle(stack, "destroy")
+    with user_errors():
+        down_stack(stack, workers_only, keep_min_workers)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -85,25 +79,11 @@ def refresh(c, stack=None):
 )
 def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
     """A shell on the head (or --node), with port forwards."""
-    from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
-    from ops.sessions import new_session_command
-    from ops.ssh import connect_stack
+    from ops.remote.shell import attach as attach_shell
 
     with user_errors():
-        command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
-        ports = [parse_forward(spec) for spec in port_forward or []]
-    with user_errors(), connect_stack(stack) as connector:
-        target = connector.outputs.node(node) if node else None
-        client = connector.node(target) if target else connector.head()
-        forwards = [PortForward(client.get_transport(), *pair).start() for pair in ports]
-        for forward in forwards:
-            print(f"forwarding 127.0.0.1:{forward.local_port} -> port {forward.remote_port}")
-        try:
-            status = interactive_shell(client, command)
-        finally:
-            for forward in forwards:
-                forward.close()
+        status = attach_shell(stack, tmux, screen, port_forward, node, new)
     exit_status(status)
 
 
@@ -126,26 +106,12 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
 def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False,
           tmux=False, screen=False, port_forward=None):
     """Run a command on the head or every node, with its status."""
-    from ops.errors import OpsError, exit_status, user_errors
-    from ops.remote import exec_on_all, exec_on_node
-    from ops.sessions import attach_hint, detacher, forwarding, one_node_only
-    from ops.ssh import connect_stack
+    from ops.errors import exit_status, user_errors
+    from ops.remote.shell import exec_command
 
     with user_errors():
-        if all_nodes and node:
-            raise OpsError("--all-nodes and --node are alternatives: pick one")
-    with user_errors(), connect_stack(stack) as connector:
-        wrap = detacher(tmux, screen)
-        if all_nodes:
-            one_node_only(wrap, port_forward)
-            status = exec_on_all(connector, cmd, docker, login)
-        else:
-            target = connector.outputs.node(node) if node else None
-            client = connector.node(target) if target else connector.head()
-            with forwarding(client, port_forward):
-                status = exec_on_node(connector, target, cmd, docker, login, wrap)
-            if wrap and status == 0:
-                print(attach_hint(tmux))
+        status = exec_command(stack, cmd, all_nodes, node, docker, login, tmux, screen,
+                              port_forward)
     exit_status(status)
 
 
@@ -168,30 +134,14 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     """Upload a Python script and run it on the head.
 
     Arguments for the script go after `--`: `invoke submit train.py -- --epochs 3`."""
-    import shlex
     import sys
-    from pathlib import Path
 
-    from ops.errors import OpsError, exit_status, user_errors
-    from ops.remote import remainder_argv
-    from ops.remote import submit as submit_script
-    from ops.sessions import attach_hint, detacher, forwarding
-    from ops.ssh import connect_stack
+    from ops.errors import exit_status, user_errors
+    from ops.remote.shell import submit as submit_script
 
-    script_args = remainder_argv(c.remainder, sys.argv)  # keeps "a b" one argument
     with user_errors():
-        if not Path(script).is_file():
-            raise OpsError(f"{script} is not a file: pass the path of a Python script")
-    with user_errors(), connect_stack(stack) as connector:
-        if args is not None:  # Ray's deprecated `--args "..."`
-            if script_args:
-                raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")
-            script_args = shlex.split(args)
-        wrap = detacher(tmux, screen)
-        with forwarding(connector.head(), port_forward):
-            status = submit_script(connector, Path(script), script_args, docker, login, wrap)
-        if wrap and status == 0:
-            print(attach_hint(tmux))
+        status = submit_script(stack, script, c.remainder, sys.argv, args, docker, login, tmux,
+                               screen, port_forward)
     exit_status(status)
 
 
@@ -207,22 +157,18 @@ def rsync_up(c, source, target, stack=None, all_nodes=False):
     """Send changed files to the head (or every node).
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
-    from pathlib import Path
-
-    from ops.errors import OpsError, user_errors
-    from ops.sync import rsync_up_stack
+    from ops.errors import user_errors
+    from ops.remote.sync import rsync_up as send
 
     with user_errors():
-        if not Path(source).exists():
-            raise OpsError(f"{source} does not exist: pass a local file or directory")
-        rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
+        send(stack, source, target, all_nodes)
 
 
 @task(help={"stack": _STACK_HELP})
 def file_mounts(c, stack=None):
     """Sync the cluster YAML's file_mounts to every node."""
     from ops.errors import user_errors
-    from ops.sync import rsync_up_stack
+    from ops.remote.sync import rsync_up_stack
 
     with user_errors():
         rsync_up_stack(stack, None, all_nodes=True)
@@ -240,14 +186,10 @@ def rsync_down(c, source, target, stack=None):
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
     from ops.errors import user_errors
-    from ops.paths import in_existing_folder
-    from ops.ssh import connect_stack
-    from ops.sync import rsync_down_head
+    from ops.remote.sync import rsync_down as fetch
 
     with user_errors():
-        local = in_existing_folder(target, "target")
-    with user_errors(), connect_stack(stack) as connector:
-        print(rsync_down_head(connector, source, local).summary())
+        fetch(stack, source, target)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -257,28 +199,11 @@ def status(c, stack=None):
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
     Compute/TPU API); each node's applied startup script version and bootstrap stage; a head
     stopped by autostop is said so."""
-    from ops.bootstrap_status import bootstrap_table, read_nodes
-    from ops.errors import OpsError, user_errors
-    from ops.preemptions import preemption_lines
-    from ops.ssh import connect_stack
-    from ops.status import head_stopped_note, nodes_table, ray_status
+    from ops.cloud.status import show_status
+    from ops.errors import user_errors
 
-    with user_errors(), connect_stack(stack) as connector:
-        print(nodes_table(connector.outputs), flush=True)
-        for line in preemption_lines(connector.outputs):
-            print(line, flush=True)
-        print()
-        try:
-            connector.head()
-        except OpsError:  # unreachable head: stopped (by autostop?) or gone, says the API
-            note = head_stopped_note(connector.outputs)
-            if note is None:
-                raise
-            print(note)
-            return
-        print(bootstrap_table(read_nodes(connector)), flush=True)
-        print()
-        print(ray_status(connector))
+    with user_errors():
+        show_status(stack)
 
 
 @task(
@@ -289,22 +214,15 @@ def status(c, stack=None):
 )
 def ssh_config(c, stack=None, output=None):
     """Write an ssh Host block for the head to Include."""
-
     from ops.errors import user_errors
-    from ops.paths import in_existing_folder
-    from ops.ssh import connect_stack
-    from ops.ssh_config import host_alias, write_ssh_config
+    from ops.remote.ssh_config import stack_ssh_config
 
     with user_errors():
-        chosen = in_existing_folder(output, "--output") if output else None
-    with user_errors(), connect_stack(stack) as connector:
-        connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
-        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
-    print(f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
-          f"`ssh {host_alias(connector.outputs)}`")
+        message = stack_ssh_config(stack, output)
+    print(message)
 
 
-# ---------------------------------------------------------------- scale (issue 6)
+# ---------------------------------------------------------------- scale (ops/lifecycle)
 
 
 @task(help={
@@ -317,25 +235,14 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
 
     The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; `pulumi
     up` shows the change and asks before applying it."""
-    import shlex
-
-    from ops.errors import OpsError, user_errors
-    from ops.pulumi_cli import require_cli
-    from ops.scale import check_count, set_worker_count
-    from ops.stack_outputs import resolve_stack_name
+    from ops.errors import user_errors
+    from ops.lifecycle.scale import scale as scale_stack
 
     with user_errors():
-        if not str(count).isdigit():
-            raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
-        name = resolve_stack_name(stack, require_file=True)
-        check_count(name, type, int(count))  # every check before the stack file is written
-        require_cli()
-        path = set_worker_count(name, type, int(count))
-        print(f"{type}: count {count} written to {path}")
-        c.run(f"pulumi up --stack {shlex.quote(name)}", pty=True)
+        scale_stack(stack, type, count)
 
 
-# --- offline plan and diff for reviews (issue 4): the logic lives in ops/plan*.py -------------
+# --- offline plan and diff for reviews: ops/review ---------------------------------------------
 
 @task(
     help={
@@ -350,11 +257,10 @@ def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
 
     Runs the real program under a mock engine: no cloud, no pulumi CLI."""
     from ops.errors import user_errors
-    from ops.plan import plan_stack, render, resolve_plan_args, write_output
+    from ops.review.plan import write_plan
 
     with user_errors():
-        name, tree = resolve_plan_args(stack, format, root, output)
-        write_output(render(plan_stack(name, tree), format), output)
+        write_plan(stack, output, format, root)
 
 
 @task(
@@ -370,22 +276,20 @@ def diff(c, base, stack=None, output=None):
 
     The base side is planned with that tree's own program and stacks, for PR reviews."""
     from ops.errors import user_errors
-    from ops.plan import resolve_plan_args, write_output
-    from ops.plan_base import diff_stack_markdown
+    from ops.review.plan_base import write_diff
 
     with user_errors():
-        name, _ = resolve_plan_args(stack, "json", None, output, missing_ok=True)
-        write_output(diff_stack_markdown(name, base), output)
+        write_diff(stack, base, output)
 
 
 @task(help={"base": "git ref to compare the working tree against"})
 def changed_stacks(c, base):
     """Stacks whose plan may differ from --base (for CI).
 
-    Every stack when the program (infra/, bootstrap/, ops/plan*.py, pyproject.toml) changed,
-    else those whose stack file or cluster YAML changed."""
+    Every stack when the program (infra/, bootstrap/, ops/review/, ops/stack.py,
+    pyproject.toml) changed, else those whose stack file or cluster YAML changed."""
     from ops.errors import user_errors
-    from ops.plan_base import changed_stacks as find_changed
+    from ops.review.plan_base import changed_stacks as find_changed
 
     with user_errors():
         for name in find_changed(base):
@@ -404,22 +308,12 @@ def local_up(c, config="", keep=False):
     """Run a two-node Ray cluster here from the startup scripts.
 
     Runs a task on each node, then tears the cluster down unless --keep is given."""
-    from bootstrap.local_cluster import DEFAULT_CONFIG
-    from bootstrap.local_cluster import local_up as start_local_cluster
+    from bootstrap.local_cluster import DEFAULT_CONFIG, try_local_cluster
     from infra.config import load_cluster_config
     from ops.errors import user_errors
 
     with user_errors():
-        cluster = start_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), print)
-        try:
-            report = cluster.run_program()
-            for node in report["nodes"]:
-                ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
-                print(f"node {node['node_id'][:12]}: task ran there: {ran}")
-            print(f"local cluster up at {cluster.address}")
-        finally:
-            if not keep:
-                print(f"tearing down: stopped {len(cluster.down())} processes")
+        try_local_cluster(load_cluster_config(config or DEFAULT_CONFIG), keep, print)
 
 
 @task
@@ -432,7 +326,7 @@ def local_down(c):
         stop_local_cluster(print)
 
 
-# --- the rest of `ray`'s cluster verbs (issue 13): the logic lives in ops/ ------------------
+# --- the rest of `ray`'s cluster verbs: ops/remote and ops/cloud --------------------------
 
 
 @task(help={
@@ -444,21 +338,11 @@ def dashboard(c, stack=None, port=8265, remote_port=8265):
     """Forward the head's Ray dashboard here and print its URL.
 
     Runs until Ctrl-C."""
-    import threading
-
-    from ops.dashboard import forward_dashboard
     from ops.errors import user_errors
-    from ops.ssh import connect_stack
+    from ops.remote.dashboard import serve_dashboard
 
-    with user_errors(), connect_stack(stack) as connector:
-        forward = forward_dashboard(connector, int(port), int(remote_port))
-        print(f"dashboard: http://127.0.0.1:{forward.local_port} (Ctrl-C stops)", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            print("stopped")
-        finally:
-            forward.close()
+    with user_errors():
+        serve_dashboard(stack, int(port), int(remote_port))
 
 
 @task(help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})
@@ -466,9 +350,9 @@ def get_head_ip(c, stack=None, internal=False):
     """Print the head's IP, for scripts.
 
     External unless --internal."""
-    from ops.cluster_ips import head_ip
+    from ops.cloud.cluster_ips import head_ip
     from ops.errors import user_errors
-    from ops.stack_outputs import load_outputs
+    from ops.stack import load_outputs
 
     with user_errors():
         print(head_ip(load_outputs(stack), internal))
@@ -479,9 +363,9 @@ def get_worker_ips(c, stack=None, internal=False):
     """Print each worker's IP, one a line.
 
     External, or internal where a node has none (or with --internal)."""
-    from ops.cluster_ips import worker_ips
+    from ops.cloud.cluster_ips import worker_ips
     from ops.errors import user_errors
-    from ops.stack_outputs import load_outputs
+    from ops.stack import load_outputs
 
     with user_errors():
         for ip in worker_ips(load_outputs(stack), internal):
@@ -494,11 +378,10 @@ def monitor(c, stack=None, lines=100):
 
     The head's monitor.* logs, as `ray monitor` follows them."""
     from ops.errors import exit_status, user_errors
-    from ops.monitor import monitor as follow_monitor
-    from ops.ssh import connect_stack
+    from ops.remote.monitor import monitor_stack
 
-    with user_errors(), connect_stack(stack) as connector:
-        status = follow_monitor(connector, int(lines))
+    with user_errors():
+        status = monitor_stack(stack, int(lines))
     exit_status(status)
 
 
@@ -516,19 +399,11 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
     """Collect every node's Ray logs into one local archive.
 
     Ray's logs, debug state, `pip freeze` and processes, with a progress bar."""
-    from pathlib import Path
-
-    from ops.cluster_dump import DumpParts, default_output
-    from ops.cluster_dump import cluster_dump as dump
+    from ops.cloud.cluster_dump import DumpParts, dump_stack
     from ops.errors import user_errors
-    from ops.ssh import connect_stack
 
-    parts = DumpParts(logs, debug_state, pip, processes, processes_verbose)
-    with user_errors(), connect_stack(stack) as connector:
-        archive, failed = dump(connector, Path(output) if output else default_output(), parts)
-    for line in failed:
-        print(f"warning: not in the archive: {line}")
-    print(f"wrote {archive}")
+    with user_errors():
+        dump_stack(stack, output, DumpParts(logs, debug_state, pip, processes, processes_verbose))
 
 
 @task(help={
@@ -540,17 +415,14 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
     """Stop Ray on a random worker, for failure drills.
 
     `ray stop` on it (--hard: delete its instance); asks first unless --yes."""
+    from ops.cloud.kill_node import kill_stack_node
     from ops.errors import user_errors
-    from ops.kill_node import kill_random_node as kill
-    from ops.ssh import connect_stack
 
-    with user_errors(), connect_stack(stack) as connector:
-        node = kill(connector, yes, hard)
-    if node is not None:
-        print(f"Killed node with IP {node.internal_ip}")
+    with user_errors():
+        kill_stack_node(stack, yes, hard)
 
 
-# ---------------------------------------------------------------- capacity (issue 12)
+# ---------------------------------------------------------------- capacity (ops/lifecycle)
 
 
 @task(help={"stack": _STACK_HELP})
@@ -561,22 +433,16 @@ def preflight(c, stack=None):
     zone's Cloud TPU quotas, as a table; creates nothing, exits 1 when a quota is short."""
     from invoke.exceptions import Exit
 
-    from infra.config import load_cluster_config
-    from infra.stack_config import cluster_path_for_stack
-    from ops import preflight as quota_preflight
     from ops.errors import user_errors
-    from ops.stack_outputs import resolve_stack_name
+    from ops.lifecycle.preflight import preflight_stack
 
     with user_errors():
-        name = resolve_stack_name(stack, require_file=True)
-        config = load_cluster_config(cluster_path_for_stack(name))
-        report = quota_preflight.preflight(config)
-        print(quota_preflight.render(report))
-    if report.short:
+        short = preflight_stack(stack)
+    if short:
         raise Exit(code=1)
 
 
-# ---------------------------------------------------------------- autostop and cost (issue 14)
+# ---------------------------------------------------------------- autostop and cost (ops/cloud)
 
 
 @task(help={
@@ -589,14 +455,11 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False):
     """Change a running cluster's autostop.
 
     --minutes N [--down], or --cancel; no node is recreated."""
-    from ops.autostop import parse_request, set_autostop
+    from ops.cloud.autostop import change_autostop
     from ops.errors import user_errors
-    from ops.ssh import connect_stack
 
     with user_errors():
-        idle_minutes = parse_request(minutes, down, cancel)
-        with connect_stack(stack) as connector:
-            print(set_autostop(connector, idle_minutes, down))
+        print(change_autostop(stack, minutes, down, cancel))
 
 
 @task(help={"stack": _STACK_HELP})
@@ -605,15 +468,11 @@ def cost(c, stack=None):
 
     Per node type its hourly price, per node its hours run (from the instances' timestamps),
     the total so far and per hour now."""
-    from ops.cost import cost_report, node_costs
+    from ops.cloud.cost import stack_cost_report
     from ops.errors import user_errors
-    from ops.plan import cluster_from_settings, stack_settings
-    from ops.stack_outputs import resolve_stack_name
 
     with user_errors():
-        name = resolve_stack_name(stack, require_file=True)
-        config, _ = cluster_from_settings(stack_settings(name))
-        print(cost_report(name, config, node_costs(config)), end="")
+        print(stack_cost_report(stack), end="")
 
 
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---

@@ -59,8 +59,8 @@ def main(stack: str, root: Path, plan_path: Path) -> dict[str, float]:
     import tasks  # noqa: F401
     phase("invoke + tasks.py")
     import infra.program  # noqa: F401
-    from ops.plan import plan_stack, render_json, resolve_plan_args
-    from ops.plan_engine import run_program  # noqa: F401
+    from ops.review.plan import plan_stack, render_json, resolve_plan_args
+    from ops.review.plan_engine import run_program  # noqa: F401
     phase("project modules (pydantic models)")
     from infra.config import load_cluster_config
     from infra.stack_config import resolve_cluster_path

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 TARGET = 1.3
-IMPORTS = "import invoke, tasks, paramiko, ops.remote, ops.ssh, ops.stack_outputs"
+IMPORTS = "import invoke, tasks, paramiko, ops.remote.commands, ops.remote.ssh, ops.stack"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT_ROOT), str(PROJECT_ROOT / "tests")]
 
@@ -47,7 +47,7 @@ def median_seconds(
 
 def sftp_seconds(env: dict[str, str], source: Path, remote: str) -> float:
     os.environ.update(env)
-    from ops.ssh import connect_stack
+    from ops.remote.ssh import connect_stack
 
     with connect_stack(None) as connector:
         sftp = connector.head().open_sftp()

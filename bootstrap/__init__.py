@@ -1,8 +1,7 @@
 """What runs on a node: the startup script that makes a GCE instance or TPU VM a Ray head or
 worker, the file_mounts archive it fetches from the cluster's bucket, the head's autoscaler
-config, and a local two-node cluster built from the same scripts. It imports infra.config and
-infra.labels (the cluster config, Ray's labels); the local cluster also ops.paths (its state
-folder)."""
+config, and a local two-node cluster built from the same scripts. It imports only infra (the
+cluster config, Ray's labels, the local state folder)."""
 
 from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, pack_file_mounts

@@ -32,7 +32,7 @@ from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
-from ops.paths import state_base, writable_folder
+from infra.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -108,9 +108,13 @@ class LocalCluster:
         return LocalNode(role, node_type, self.root / role)
 
     def ray_env(self) -> dict[str, str]:
-        """What every Ray command of this cluster runs with (scripts, `ray status`)."""
+        """What every Ray command of this cluster runs with (scripts, `ray status`).
+
+        The `ray` the node scripts run is the one installed beside this Python (the project's
+        environment), first on PATH, so an environment that is not activated still serves."""
         env = {k: v for k, v in os.environ.items() if k != "RAY_HEAD_IP"}
         env.update({
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
             "RAY_TMPDIR": str(self.ray_tmpdir),
             "RAY_GCS_PORT": str(self.gcs_port),
             "RAY_DASHBOARD_PORT": str(self.dashboard_port),
@@ -305,6 +309,21 @@ def local_up(
         cluster.down()
         raise
     return cluster
+
+
+def try_local_cluster(config: ClusterConfig, keep: bool, progress: Progress = _quiet) -> None:
+    """`invoke local-up`: start the cluster, run a task on each node and say whether it ran
+    there, then tear the cluster down unless `keep`."""
+    cluster = local_up(config, progress)
+    try:
+        report = cluster.run_program()
+        for node in report["nodes"]:
+            ran = report["task_ran_on"].get(node["node_id"]) == node["node_id"]
+            progress(f"node {node['node_id'][:12]}: task ran there: {ran}")
+        progress(f"local cluster up at {cluster.address}")
+    finally:
+        if not keep:
+            progress(f"tearing down: stopped {len(cluster.down())} processes")
 
 
 def local_down(progress: Progress = _quiet) -> bool:

@@ -11,7 +11,6 @@ content's hash, so a change is one new object and the old one goes once the node
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import pulumi
@@ -20,13 +19,10 @@ import pulumi_gcp as gcp
 from bootstrap.file_mounts import FileMountArchive, bucket_name
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME
-from infra.stack_config import PROJECT_ROOT
+from infra.stack_config import state_base
 
 READER_ROLE = "roles/storage.objectViewer"
 CONFIG_PREFIX = "autoscaler/"
-# Where the program leaves the archive it uploads: the engine reads the asset from this file.
-# The same folder as the invoke tasks' state (ops.paths.state_base), git-ignored.
-STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 
 class ClusterBucket(pulumi.ComponentResource):
@@ -104,10 +100,9 @@ class ClusterBucket(pulumi.ComponentResource):
 
 
 def stored_archive(mounts: FileMountArchive) -> Path:
-    """The archive as a file in `.ray-gcp/file-mounts/<stack>/` (or under $RAY_GCP_STATE_DIR);
-    the stack's older archives there are removed."""
-    base = Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
-    path = mounts.write(base / "file-mounts" / pulumi.get_stack())
+    """The archive as a file in `.ray-gcp/file-mounts/<stack>/` (or under $RAY_GCP_STATE_DIR),
+    where the engine reads the asset it uploads; the stack's older archives there are removed."""
+    path = mounts.write(state_base() / "file-mounts" / pulumi.get_stack())
     for old in path.parent.glob("*.tar.gz"):
         if old != path:
             old.unlink(missing_ok=True)

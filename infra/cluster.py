@@ -23,7 +23,7 @@ from infra.metadata import (
     with_worker_request,
 )
 from infra.network import ClusterNetwork
-from infra.node_resources import HeadNode
+from infra.node_resources import HeadNode, NodeInputs
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
@@ -106,22 +106,24 @@ class RayCluster(pulumi.ComponentResource):
         self.head = HeadNode(
             f"{name}-head",
             plan,
-            # Its metadata goes apart (it holds secrets): the body only gives its networking.
-            body=pulumi.Output.from_input(self.network.interfaces_for(plan.head)).apply(
-                lambda interfaces: node_body(plan.head, interfaces, {})
+            NodeInputs(
+                # Its metadata goes apart (it holds secrets): the body only gives its networking.
+                body=pulumi.Output.from_input(self.network.interfaces_for(plan.head)).apply(
+                    lambda interfaces: node_body(plan.head, interfaces, {})
+                ),
+                metadata=merge_metadata(
+                    config,
+                    plan.head,
+                    self.ssh_key.public_key,
+                    {
+                        BOOTSTRAP_CONFIG_KEY: self.bucket.autoscaler_config(bootstrap_yaml),
+                        BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
+                    },
+                    mounts,
+                    request=reapply_request,
+                ),
+                labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             ),
-            metadata=merge_metadata(
-                config,
-                plan.head,
-                self.ssh_key.public_key,
-                {
-                    BOOTSTRAP_CONFIG_KEY: self.bucket.autoscaler_config(bootstrap_yaml),
-                    BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
-                },
-                mounts,
-                request=reapply_request,
-            ),
-            labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.network, self.key_secret,
@@ -140,12 +142,14 @@ class RayCluster(pulumi.ComponentResource):
                     f"{name}-{group.node_type}",
                     plan,
                     group,
-                    body=body,
-                    metadata=merge_metadata(
-                        config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name},
-                        mounts,
+                    NodeInputs(
+                        body=body,
+                        metadata=merge_metadata(
+                            config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name},
+                            mounts,
+                        ),
+                        labels=labels,
                     ),
-                    labels=labels,
                     depends_on=after_head,
                     opts=opts,
                     credentials=credentials,

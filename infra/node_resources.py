@@ -3,6 +3,7 @@ head's type is a TPU), and every TPU VM, head or worker slice, through one V2Vm 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -20,6 +21,17 @@ from infra.nodes import tpu_args, tpu_network_args
 from infra.plan import ClusterPlan, NodeGroupPlan
 
 
+@dataclass(frozen=True)
+class NodeInputs:
+    """What a node's resource carries beside its plan: its API body (the networking; a queued
+    slice's whole node), its metadata (apart from the body: the head's holds secrets) and its
+    labels."""
+
+    body: pulumi.Output[dict[str, Any]]
+    metadata: pulumi.Input[dict[str, pulumi.Input[str]]]
+    labels: pulumi.Output[dict[str, str]]
+
+
 class HeadNode(pulumi.ComponentResource):
     """One head, its labels carrying Ray's launch hash."""
 
@@ -30,14 +42,12 @@ class HeadNode(pulumi.ComponentResource):
         self,
         name: str,
         plan: ClusterPlan,
-        body: pulumi.Output[dict[str, Any]],
-        metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
-        labels: pulumi.Output[dict[str, str]],
+        inputs: NodeInputs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("ray-gcp:index:HeadNode", name, None, opts)
         self.name = plan.head.instance_name
-        node = create_node(self.name, plan, plan.head, body, metadata, labels, self)
+        node = create_node(self.name, plan, plan.head, inputs, self)
         self.resource, self.internal_ip, self.external_ip, self.status = node
         self.register_outputs({"internal_ip": self.internal_ip, "external_ip": self.external_ip})
 
@@ -49,9 +59,7 @@ def create_node(
     name: str,
     plan: ClusterPlan,
     group: NodeGroupPlan,
-    body: pulumi.Output[dict[str, Any]],
-    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
-    labels: pulumi.Output[dict[str, str]],
+    inputs: NodeInputs,
     parent: pulumi.Resource,
 ) -> Node:
     """One node as `compute.Instance` or `tpu.V2Vm` from its API body: (resource, internal IP,
@@ -59,7 +67,7 @@ def create_node(
     child = pulumi.ResourceOptions(parent=parent)
     config = group.node_config
     if isinstance(config, TpuNodeConfig):
-        return tpu_node(name, name, plan, group, body, metadata, labels, child)
+        return tpu_node(name, name, plan, group, inputs, child)
     static = instance_args(config)
     created = new_data_disks(config)
     disks = [
@@ -83,11 +91,11 @@ def create_node(
         ]
     instance = gcp.compute.Instance(
         name,
-        network_interfaces=body.apply(
+        network_interfaces=inputs.body.apply(
             lambda b: [network_interface_args(nic) for nic in b["networkInterfaces"]]
         ),
         **static,
-        **_node_inputs(name, plan, group, metadata, labels),
+        **_node_inputs(name, plan, group, inputs),
         opts=child,
     )
     return (
@@ -105,15 +113,13 @@ def tpu_node(
     node_name: str,
     plan: ClusterPlan,
     group: NodeGroupPlan,
-    body: pulumi.Output[dict[str, Any]],
-    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
-    labels: pulumi.Output[dict[str, str]],
+    inputs: NodeInputs,
     opts: pulumi.ResourceOptions,
 ) -> Node:
     """A TPU VM (the head, or a worker slice) as `tpu.V2Vm`: (resource, host 0's internal IP,
     its external IP, TPU state)."""
     tpu = gcp.tpu.V2Vm(
-        resource_name, **tpu_vm_args(node_name, plan, group, body, metadata, labels), opts=opts
+        resource_name, **tpu_vm_args(node_name, plan, group, inputs), opts=opts
     )
     return (
         tpu,
@@ -127,9 +133,7 @@ def tpu_vm_args(
     node_name: str,
     plan: ClusterPlan,
     group: NodeGroupPlan,
-    body: pulumi.Output[dict[str, Any]],
-    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
-    labels: pulumi.Output[dict[str, str]],
+    inputs: NodeInputs,
 ) -> dict[str, Any]:
     """Every `tpu.V2Vm` input of one TPU node: what its node_config fixes, the network from
     its API body, and the node's own name, metadata and labels."""
@@ -137,8 +141,8 @@ def tpu_vm_args(
     if not isinstance(config, TpuNodeConfig):
         raise TypeError(f"{group.node_type} is not a TPU node type")
     return {
-        **_node_inputs(node_name, plan, group, metadata, labels),
-        "network_config": body.apply(
+        **_node_inputs(node_name, plan, group, inputs),
+        "network_config": inputs.body.apply(
             lambda b: tpu_network_args(plan.project, plan.region, b["networkConfig"])
         ),
         **tpu_args(config),
@@ -149,8 +153,7 @@ def _node_inputs(
     name: str,
     plan: ClusterPlan,
     group: NodeGroupPlan,
-    metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
-    labels: pulumi.Output[dict[str, str]],
+    inputs: NodeInputs,
 ) -> dict[str, Any]:
     """The inputs a `compute.Instance` and a `tpu.V2Vm` name alike: where the node is, what it
     is called and carries, and the service account it runs as."""
@@ -159,9 +162,9 @@ def _node_inputs(
         "name": name,
         "project": plan.project,
         "zone": plan.zone,
-        "labels": labels,
+        "labels": inputs.labels,
         "tags": list(group.network_tags),
-        "metadata": metadata,
+        "metadata": inputs.metadata,
         "service_account": (
             {"email": email, "scopes": list(group.service_account_scopes)} if email else None
         ),

@@ -1,14 +1,20 @@
-"""The stack files, `stacks/Pulumi.<stack>.yaml`, read without the pulumi CLI.
+"""The stack files, `stacks/Pulumi.<stack>.yaml`, read without the pulumi CLI, and the folder
+where this checkout keeps local state beside them.
 
 A stack selects its cluster with `ray-gcp:cluster` (a YAML path) or `ray-gcp:clusterConfig`
 (the YAML inline) and may set `ray-gcp:workerCounts`. Every task reads a stack file through
 `read_stack_config`, so a typo there is one line naming the file, the key and the fix. No
 pydantic here: `invoke exec` checks the stack file too and must start fast.
+
+Local state lives in `.ray-gcp/` in the project (git-ignored), or the folder $RAY_GCP_STATE_DIR
+names: `ops` keeps each stack's pinned host keys and key file there, `bootstrap.local_cluster`
+its record of running local clusters.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ INLINE_KEY = "ray-gcp:clusterConfig"
 COUNTS_KEY = "ray-gcp:workerCounts"
 # Every `ray-gcp:*` key the program reads; another key there is a typo.
 STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY)
+STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 
 class StackFileError(ValueError):
@@ -135,3 +142,23 @@ def cluster_path_for_stack(stack: str, stacks_dir: Path | None = None) -> Path:
         raise StackFileError(path, [f"config.{CONFIG_KEY}: not set (the cluster is inline in "
                                     f"{INLINE_KEY}): set {CONFIG_KEY} to a cluster YAML path"])
     return resolve_cluster_path(value)
+
+
+class StateDirError(Exception):
+    """The local state folder cannot be made; the message names it and the variable that
+    moves it."""
+
+
+def state_base() -> Path:
+    return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
+
+
+def writable_folder(path: Path) -> Path:
+    """`path`, created (private) when missing; one line naming it and $RAY_GCP_STATE_DIR when
+    it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise StateDirError(f"cannot create {path} ({exc.strerror}): set {STATE_DIR_ENV} to a "
+                            "writable folder") from None
+    return path

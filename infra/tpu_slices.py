@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 
 from infra.config.cluster import TpuQueuedResources
-from infra.node_resources import Node, tpu_node
+from infra.node_resources import Node, NodeInputs, tpu_node
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.workers.queued_slice import QueuedTpuSlice, QueuedTpuSliceArgs
 
@@ -30,9 +30,7 @@ class TpuSlices(pulumi.ComponentResource):
         name: str,
         plan: ClusterPlan,
         group: NodeGroupPlan,
-        body: pulumi.Output[dict[str, Any]],
-        metadata: pulumi.Input[dict[str, pulumi.Input[str]]],
-        labels: pulumi.Output[dict[str, str]],
+        inputs: NodeInputs,
         depends_on: list[pulumi.Resource],
         opts: pulumi.ResourceOptions | None = None,
         credentials: pulumi.Output[str] | None = None,
@@ -52,8 +50,7 @@ class TpuSlices(pulumi.ComponentResource):
                     group.node_name(index),
                     plan,
                     queued,
-                    body,
-                    labels,
+                    inputs,
                     credentials,
                     child,
                 )
@@ -66,9 +63,7 @@ class TpuSlices(pulumi.ComponentResource):
                     group.node_name(index),
                     plan,
                     group,
-                    body,
-                    metadata,
-                    labels,
+                    inputs,
                     child,
                 )
                 for index in range(group.count)
@@ -93,8 +88,7 @@ def queued_node(
     node_name: str,
     plan: ClusterPlan,
     queued: TpuQueuedResources,
-    body: pulumi.Output[dict[str, Any]],
-    labels: pulumi.Output[dict[str, str]],
+    inputs: NodeInputs,
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
 ) -> Node:
@@ -107,7 +101,9 @@ def queued_node(
             project=plan.project,
             zone=plan.zone,
             name=node_name,
-            body=pulumi.Output.all(body, labels).apply(lambda pair: {**pair[0], "labels": pair[1]}),
+            body=pulumi.Output.all(inputs.body, inputs.labels).apply(
+                lambda pair: {**pair[0], "labels": pair[1]}
+            ),
             wait_minutes=queued.wait_minutes,
             valid_until_minutes=queued.valid_until_minutes,
             credentials=credentials,

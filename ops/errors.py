@@ -12,6 +12,7 @@ TRACEBACK_ENV = "RAY_GCP_TRACEBACK"
 _USER_ERRORS = (
     ("infra.config.errors", "ConfigError"),
     ("infra.stack_config", "StackFileError"),
+    ("infra.stack_config", "StateDirError"),
     ("bootstrap.local_cluster", "LocalClusterError"),
 )
 

@@ -1,4 +1,5 @@
-"""Where per-stack local state lives: pinned host keys, the ssh config block, the key file."""
+"""Where per-stack local state lives (pinned host keys, the ssh config block, the key file),
+under infra.stack_config's state folder; and the checks of local paths a task will write."""
 
 from __future__ import annotations
 
@@ -8,11 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from infra.stack_config import state_base, writable_folder
 from ops.errors import OpsError
-
-# ops/ sits in the project root; computed here so importing it does not pull in infra (pydantic).
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 
 def state_dir(stack: str) -> Path:
@@ -23,21 +21,6 @@ def state_dir(stack: str) -> Path:
         raise OpsError(f"{path} is a symbolic link: the stack's key and pinned host keys live "
                        "there, so remove the link and run again")
     writable_folder(path).chmod(0o700)
-    return path
-
-
-def state_base() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
-
-
-def writable_folder(path: Path) -> Path:
-    """`path`, created (private) when missing; one line naming it and $RAY_GCP_STATE_DIR when
-    it cannot be."""
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise OpsError(f"cannot create {path} ({exc.strerror}): set {STATE_DIR_ENV} to a "
-                       "writable folder") from None
     return path
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ops.plan_engine import ProgramRun, run_program
+from ops.review.plan_engine import ProgramRun, run_program
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS = ["full", "minimal", "gpu-docker", "tpu", "tpu-pod", "tpu-pod-topology"]

@@ -62,8 +62,6 @@ def test_tpu_cluster_tells_rays_provider_to_build_a_tpu_client():
 
 
 def test_rays_gcp_provider_adds_the_pod_head_resource_our_script_gives_host_zero():
-    pytest.importorskip("googleapiclient", reason="Ray's GCP provider needs "
-                        "google-api-python-client (the head installs it)")
     from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
 
     config = load_cluster_config(next(s for s in SHIPPED_STACKS if s.stem == "tpu-pod"))

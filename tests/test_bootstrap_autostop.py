@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tools import env_tool
 from waiting import wait_for
 
 from bootstrap.autostop import (
@@ -31,11 +32,10 @@ from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
 from infra.config import parse_cluster_config
 from infra.labels import ray_labels
-from ops.autostop import override_text
+from ops.cloud.autostop import override_text
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
-pytestmark = pytest.mark.skipif(shutil.which("ray") is None, reason="needs the ray CLI")
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "idle"
 WINDOW_S = 2.0  # the idle window of these tests
@@ -66,7 +66,7 @@ def ray_head(tmp_path_factory):
                                             "runtime_env", "metrics", "node_manager", "object")}
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp_dir)}
     command = [
-        "ray", "start", "--head", "--num-cpus=2", "--disable-usage-stats",
+        env_tool("ray"), "start", "--head", "--num-cpus=2", "--disable-usage-stats",
         f"--temp-dir={temp_dir}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
         f"--port={ports['gcs']}", f"--dashboard-port={ports['dashboard']}",
         f"--ray-client-server-port={ports['client']}",
@@ -300,7 +300,7 @@ def test_cancel_stops_the_countdown(ray_head, fake, tmp_path):
 
 
 def test_an_open_ssh_session_is_seen(stack, sshd):
-    from ops.ssh import connect_stack
+    from ops.remote.ssh import connect_stack
 
     def ours() -> list[str]:  # other tests' sessions on this machine do not count here
         return [who for pid, who in ssh_sessions(Path("/proc")).items()

@@ -3,7 +3,6 @@ it runs a task on each node, and teardown leaves none of its processes behind.""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
@@ -22,8 +21,6 @@ from bootstrap.local_processes import any_alive, processes_matching
 from infra.config import load_cluster_config
 
 LOCAL_YAML = REPO / "stacks" / "clusters" / "local.yaml"
-
-pytestmark = pytest.mark.skipif(shutil.which("ray") is None, reason="needs the ray CLI")
 
 
 @pytest.fixture(scope="module")

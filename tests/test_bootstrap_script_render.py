@@ -8,13 +8,13 @@ import base64
 import gzip
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from bootstrap_stubs import SHIPPED_STACKS, cluster
+from tools import require_tool
 
 from bootstrap import node_metadata, render_startup_script
 from bootstrap.startup_script import (
@@ -56,9 +56,8 @@ def _payload(script: str) -> str:
 
 
 def _shellcheck(path: Path) -> None:
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
-    result = subprocess.run(["shellcheck", "-s", "sh", str(path)], capture_output=True,
+    result = subprocess.run([require_tool("shellcheck"), "-s", "sh", str(path)],
+                            capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout
 

@@ -11,7 +11,7 @@ import yaml
 
 from infra.config import ConfigError
 from infra.stack_config import PROJECT_ROOT
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from infra.config import ConfigError, parse_cluster_config
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 
 PROVIDER = {"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from bootstrap.file_mounts import pack_file_mounts
 from bootstrap.startup_script import render_startup_script
 from infra.config import ConfigError, load_cluster_config
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 RAY_DEFAULTS = Path(ray.autoscaler.gcp.__file__).parent / "defaults.yaml"

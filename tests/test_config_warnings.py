@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 
 

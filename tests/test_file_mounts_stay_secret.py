@@ -20,9 +20,9 @@ import yaml
 
 from infra.ssh_keys import generate_key_pair
 from infra.stack_config import PROJECT_ROOT
-from ops.plan import plan_stack, render_json
-from ops.plan_diff import diff_plans, unchanged_count
-from ops.plan_markdown import render_markdown
+from ops.review.plan import plan_stack, render_json
+from ops.review.plan_diff import diff_plans, unchanged_count
+from ops.review.plan_markdown import render_markdown
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 SA_KEY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCsecretsecret"

@@ -20,7 +20,7 @@ from infra.config import ConfigError, parse_cluster_config
 from infra.config.head_instance import HEAD_UNSUPPORTED
 from infra.instance_args import data_disk_args, instance_args, network_interface_args
 from infra.nodes import tpu_args
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 
 KMS = "projects/p/locations/us-west1/keyRings/r/cryptoKeys/k"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import ops.plan_engine as plan_engine
-from ops.plan_engine import ProgramRun, RecordedResource, run_program
+import ops.review.plan_engine as plan_engine
+from ops.review.plan_engine import ProgramRun, RecordedResource, run_program
 
 
 def run_recording_retained(cluster_file: str, stack: str) -> tuple[ProgramRun, set[str]]:

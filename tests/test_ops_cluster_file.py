@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ops.cluster_file import rsync_excludes
 from ops.errors import OpsError
-from ops.stack_outputs import parse_outputs
+from ops.remote.cluster_file import rsync_excludes
+from ops.stack import parse_outputs
 
 
 def outputs(cluster_file: str):

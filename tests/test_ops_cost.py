@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -14,8 +15,8 @@ from bootstrap_stubs import REPO, SHIPPED_STACKS
 from bootstrap.local_cluster import free_port
 from infra.config import load_cluster_config, parse_cluster_config
 from infra.labels import ray_labels
-from ops.cost import cost_report, hours_run, node_costs
-from ops.prices import (
+from ops.cloud.cost import cost_report, hours_run, node_costs
+from ops.review.prices import (
     STALE_AFTER_DAYS,
     node_type_price,
     price_table,
@@ -134,7 +135,8 @@ def test_invoke_cost_prints_the_report_for_a_stack(fake):
                                     "ray-full-head-1", ray_labels("full", "head",
                                                                   config.head_node_type))
     result = subprocess.run(
-        ["invoke", "cost", "--stack", "full"], cwd=REPO, capture_output=True, text=True,
+        [sys.executable, "-m", "invoke", "cost", "--stack", "full"], cwd=REPO,
+        capture_output=True, text=True,
         env={**os.environ, "RAY_GCP_API_ENDPOINT": fake.endpoint, "PYTHONPATH": str(REPO)},
         timeout=120)
     assert result.returncode == 0, result.stderr

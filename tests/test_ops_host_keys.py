@@ -12,10 +12,10 @@ import pytest
 from sshd_server import keygen
 
 from ops.errors import OpsError
-from ops.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
-from ops.ssh import Connector
-from ops.ssh_config import write_ssh_config
-from ops.stack_outputs import load_outputs
+from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
+from ops.remote.ssh import Connector
+from ops.remote.ssh_config import write_ssh_config
+from ops.stack import load_outputs
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
@@ -25,7 +25,7 @@ PROJECT, ZONE, HEAD = "test-project", "us-west1-a", "ray-local-head-0000"
 
 @pytest.fixture
 def gce(monkeypatch):
-    """The fake Compute API, where ops.host_keys asks for published host keys."""
+    """The fake Compute API, where ops.remote.host_keys asks for published host keys."""
     with FakeComputeServer() as fake:
         monkeypatch.setenv(COMPUTE_ENDPOINT_ENV, fake.endpoint)
         yield fake

@@ -9,7 +9,7 @@ import pytest
 
 from infra.config import load_cluster_config
 from infra.stack_config import cluster_path_for_stack
-from ops.preflight import preflight, render
+from ops.lifecycle.preflight import preflight, render
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_retry
 

@@ -9,8 +9,8 @@ import pytest
 from sshd_server import keygen, stack_outputs_for
 
 from ops.errors import OpsError
-from ops.ssh import Connector
-from ops.stack_outputs import load_outputs, parse_outputs
+from ops.remote.ssh import Connector
+from ops.stack import load_outputs, parse_outputs
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

@@ -8,8 +8,8 @@ import threading
 
 from pulumi.automation.events import EngineEvent
 
-from ops.plan_effects import NEW_NODE_NOTE, NEW_WORKERS_NOTE, REAPPLY_NOTE, STOP_START_NOTE
-from ops.pulumi_cli import EventPrinter
+from ops.lifecycle.events import EventPrinter
+from ops.review.plan_effects import NEW_NODE_NOTE, NEW_WORKERS_NOTE, REAPPLY_NOTE, STOP_START_NOTE
 from tests.fake_compute.helpers import compute_body
 
 HEAD_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$gcp:compute/instance:Instance"

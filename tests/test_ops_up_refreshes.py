@@ -7,7 +7,7 @@ import io
 from types import SimpleNamespace
 from typing import Any
 
-from ops import pulumi_cli
+from ops.lifecycle import pulumi_cli
 
 
 class RecordingStack:

@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from ops import pulumi_cli
-from ops.cloud_api import API_ENDPOINT_ENV
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
+from ops.lifecycle import pulumi_cli
 from tests.fake_compute import FakeComputeServer
 from tests.test_ops_up_refreshes import RecordingStack
 

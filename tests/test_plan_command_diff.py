@@ -6,9 +6,9 @@ from __future__ import annotations
 from bootstrap_stubs import cluster
 
 from bootstrap import render_startup_script
-from ops.command_diff import command_diff, script_commands
-from ops.plan_diff import diff_plans
-from ops.plan_markdown import render_markdown
+from ops.review.command_diff import command_diff, script_commands
+from ops.review.plan_diff import diff_plans
+from ops.review.plan_markdown import render_markdown
 
 
 def _script(**overrides) -> str:

@@ -20,11 +20,12 @@ import yaml
 
 from infra.config.urls import short_name
 from infra.stack_config import PROJECT_ROOT
-from ops.plan import Plan, collect_plan, plan_stack_isolated
-from ops.plan_base import PLANNER, changed_stacks, diff_stack_markdown
-from ops.plan_diff import BOOTSTRAP_CONFIG_KEY, DiffRow, diff_plans
-from ops.plan_effects import REAPPLY_NOTE, node_effect
-from ops.plan_markdown import change_lines, render_markdown
+from ops.review.plan import Plan, collect_plan, plan_stack_isolated
+from ops.review.plan_base import PLANNER, changed_stacks, diff_stack_markdown
+from ops.review.plan_diff import DiffRow, diff_plans
+from ops.review.plan_effects import REAPPLY_NOTE, node_effect
+from ops.review.plan_markdown import change_lines, render_markdown
+from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 WORKER = "ray_worker_small"
@@ -389,7 +390,7 @@ def test_changed_stacks_are_only_the_touched_ones_unless_the_program_changed(
 
 
 def test_changed_startup_script_is_said_to_be_reapplied_in_place(plans: dict[str, Plan]) -> None:
-    from ops.plan_effects import REAPPLY_NOTE, node_effect
+    from ops.review.plan_effects import REAPPLY_NOTE, node_effect
 
     after = copy.deepcopy(plans["base"])
     _head(after)["inputs"]["metadata"]["startup-script"] += "echo one more line\n"
@@ -401,7 +402,7 @@ def test_changed_startup_script_is_said_to_be_reapplied_in_place(plans: dict[str
 def test_config_change_rewrites_in_place_scaling_leaves_nodes_a_new_head_is_new_nodes(
     plans: dict[str, Plan],
 ) -> None:
-    from ops.plan_effects import CONFIG_NOTE, NEW_NODE_NOTE, NEW_WORKERS_NOTE, node_effect
+    from ops.review.plan_effects import CONFIG_NOTE, NEW_NODE_NOTE, NEW_WORKERS_NOTE, node_effect
 
     tuned = diff_plans(plans["base"], plans["longer_idle_timeout"])
     assert node_effect(only_row(tuned, "head")) == CONFIG_NOTE
@@ -415,7 +416,7 @@ def test_config_change_rewrites_in_place_scaling_leaves_nodes_a_new_head_is_new_
 def test_a_worker_script_change_updates_the_group_in_place_and_is_said_to_be_reapplied(
     plans: dict[str, Plan],
 ) -> None:
-    from ops.plan_effects import REAPPLY_NOTE, node_effect
+    from ops.review.plan_effects import REAPPLY_NOTE, node_effect
 
     rows = diff_plans(plans["base"], plans["worker_setup"])
     worker = only_row(rows, WORKER)
@@ -427,7 +428,7 @@ def test_a_worker_script_change_updates_the_group_in_place_and_is_said_to_be_rea
 def test_a_head_input_outside_metadata_is_said_to_stop_and_start_it(
     plans: dict[str, Plan],
 ) -> None:
-    from ops.plan_effects import STOP_START_NOTE, node_effect
+    from ops.review.plan_effects import STOP_START_NOTE, node_effect
 
     after = copy.deepcopy(plans["base"])
     _head(after)["inputs"]["minCpuPlatform"] = "Intel Ice Lake"

@@ -11,8 +11,8 @@ import yaml
 from infra.config import parse_cluster_config
 from infra.plan import resolve_worker_counts
 from infra.stack_config import PROJECT_ROOT
-from ops.plan_node_types import node_type_rows, render_node_types
-from ops.prices import cluster_price
+from ops.review.plan_node_types import node_type_rows, render_node_types
+from ops.review.prices import cluster_price
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 

@@ -12,7 +12,7 @@ import yaml
 
 from infra.ssh_keys import generate_key_pair
 from infra.stack_config import PROJECT_ROOT
-from ops.plan import plan_stack_isolated, render_table
+from ops.review.plan import plan_stack_isolated, render_table
 
 FULL_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 CREDENTIAL_MARKER = "credential-marker-must-not-leak"
@@ -36,7 +36,7 @@ def reversed_keys(value: Any) -> Any:
 
 
 def plan_texts(roots: list[Path]) -> list[str]:
-    """Raw stdout of `python -m ops.plan` for each root, planned concurrently."""
+    """Raw stdout of `python -m ops.review.plan` for each root, planned concurrently."""
     running = [plan_stack_isolated("s", root) for root in roots]
     texts = []
     for process in running:

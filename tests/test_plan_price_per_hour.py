@@ -11,10 +11,10 @@ import yaml
 
 from infra.config import parse_cluster_config
 from infra.stack_config import PROJECT_ROOT
-from ops.plan import collect_plan, plan_stack_isolated, render_table
-from ops.plan_diff import diff_plans, unchanged_count
-from ops.plan_markdown import price_line, render_markdown
-from ops.prices import cluster_price, node_type_price
+from ops.review.plan import collect_plan, plan_stack_isolated, render_table
+from ops.review.plan_diff import diff_plans, unchanged_count
+from ops.review.plan_markdown import price_line, render_markdown
+from ops.review.prices import cluster_price, node_type_price
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 WORKER = "ray_worker_small"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.prices import cost_hint, hourly_price, price_note
+from ops.review.prices import cost_hint, hourly_price, price_note
 
 # Per-machine on-demand prices published for us-central1 (see ops/prices.py's docstring),
 # independent of the per-unit rates the module computes from.

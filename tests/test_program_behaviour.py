@@ -12,7 +12,7 @@ import yaml
 from ray.autoscaler._private.util import hash_launch_conf
 
 from infra.config import ConfigError
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 from tests.program_runs import PROJECT_ROOT, head_config_text, stack_yaml
 
 
@@ -124,7 +124,7 @@ def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(bad))
     from pulumi.runtime.settings import set_root_resource
 
-    from ops.plan_engine import ProgramRun, RecordingMocks
+    from ops.review.plan_engine import ProgramRun, RecordingMocks
 
     set_root_resource(None)
     pulumi.runtime.set_mocks(RecordingMocks(ProgramRun()), project="ray-gcp", stack="bad")

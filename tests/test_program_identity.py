@@ -9,8 +9,8 @@ from collections import Counter
 from google.oauth2.credentials import Credentials as TokenCredentials
 
 from infra.workers.clients import build_credentials
-from ops.plan_diff import diff_plans, unchanged_count
-from ops.plan_engine import DYNAMIC_TYPE, run_program
+from ops.review.plan_diff import diff_plans, unchanged_count
+from ops.review.plan_engine import DYNAMIC_TYPE, run_program
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_provider, fast_sweeper, group_props, sweeper_props
 from tests.program_runs import stack_yaml

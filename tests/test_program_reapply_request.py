@@ -12,7 +12,7 @@ import pytest
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, VERSION_KEY
 from bootstrap.startup_script import script_version
 from infra.metadata import REAPPLY_ENV
-from ops.plan_engine import run_program
+from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 
 

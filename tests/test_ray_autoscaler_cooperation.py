@@ -34,7 +34,7 @@ from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
 
 from infra.workers import ClusterSweeperProvider, WorkerGroupProvider
-from ops.plan_engine import DYNAMIC_TYPE, PLANNED_PRIVATE_KEY, ProgramRun, run_program
+from ops.review.plan_engine import DYNAMIC_TYPE, PLANNED_PRIVATE_KEY, ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
 

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ops.preemptions import preemption_lines
-from ops.stack_outputs import parse_outputs
+from ops.cloud.preemptions import preemption_lines
+from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
 pytest_plugins = ["sshd_fixture"]  # the stack fixture, for the task itself
@@ -111,7 +111,7 @@ def test_status_task_shows_the_preempted_worker_between_table_and_ray_status(
         fake.cloud.add_foreign_instance("test-project", ZONE, name, {})
     fake.cloud.preempt("test-project", ZONE, "ray-local-worker-0001", at=PREEMPTED_AT)
     monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
-    monkeypatch.setattr("ops.status.RAY_STATUS_COMMAND", "echo '1 node(s) healthy'")
+    monkeypatch.setattr("ops.cloud.status.RAY_STATUS_COMMAND", "echo '1 node(s) healthy'")
 
     Program(namespace=Collection.from_module(tasks)).run(["invoke", "status"], exit=False)
 

@@ -11,6 +11,7 @@ import urllib.request
 import pexpect
 import pytest
 from sshd_server import PROJECT_ROOT, free_port
+from tools import require_tool
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
@@ -98,8 +99,7 @@ SESSIONS = [
 @pytest.mark.parametrize(("flag", "detach_keys", "program"), SESSIONS)
 def test_session_survives_detach_and_reattach(home_stack, remote_sessions, flag, detach_keys,
                                               program):
-    if shutil.which(program) is None:
-        pytest.skip(f"{program} is not installed (apt-get install {program})")
+    require_tool(program)
     (remote_sessions / "screen").mkdir(mode=0o700)
     first = spawn_session(home_stack, flag)
     try:

@@ -9,7 +9,7 @@ from sshd_server import stack_outputs_for
 
 from bootstrap.autostop import OVERRIDE_FILE, REASON_LABEL, TIME_LABEL
 from bootstrap.local_cluster import free_port
-from ops.autostop import override_text
+from ops.cloud.autostop import override_text
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures

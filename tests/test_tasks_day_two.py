@@ -15,11 +15,11 @@ import urllib.request
 import pytest
 from sshd_server import PROJECT_ROOT, free_port, stack_outputs_for
 
-from ops.bootstrap_status import bootstrap_table, read_nodes
-from ops.cluster_dump import DumpParts, cluster_dump
-from ops.monitor import monitor
-from ops.ssh import Connector
-from ops.stack_outputs import load_outputs
+from ops.cloud.bootstrap_status import bootstrap_table, read_nodes
+from ops.cloud.cluster_dump import DumpParts, cluster_dump
+from ops.remote.monitor import monitor
+from ops.remote.ssh import Connector
+from ops.stack import load_outputs
 from ops.task_flags import SHORT_FLAGS
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
@@ -126,7 +126,7 @@ def test_monitor_shows_the_last_lines_of_the_autoscaler_logs(stack, tmp_path):
 
 
 def test_monitor_without_a_log_on_the_head_is_one_line(stack, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("ops.monitor.MONITOR_LOGS", f"{tmp_path}/no-session/logs/monitor*")
+    monkeypatch.setattr("ops.remote.monitor.MONITOR_LOGS", f"{tmp_path}/no-session/logs/monitor*")
     assert _run_task("monitor") == 1
     err = capsys.readouterr().err
     assert err.startswith("error: the head has no autoscaler log") and "Traceback" not in err
@@ -202,7 +202,7 @@ def test_kill_random_node_asks_first_and_stops_on_no(stack):
 
 def test_kill_random_node_with_yes_stops_ray_on_a_worker(stack, monkeypatch, capfd):
     # Stands in for `ray stop`, which would stop every Ray on this shared machine.
-    monkeypatch.setattr("ops.kill_node.KILL_COMMAND", "echo ray-stop-ran-on-$(hostname)")
+    monkeypatch.setattr("ops.cloud.kill_node.KILL_COMMAND", "echo ray-stop-ran-on-$(hostname)")
     assert _run_task("kill-random-node", "--yes") == 0
     out = capfd.readouterr().out
     assert f"Shutdown {WORKER}" in out and "ray-stop-ran-on-" in out
@@ -319,13 +319,13 @@ def test_list_shows_every_new_task_with_help_and_a_stack_flag(stack):
 
 def test_status_reads_where_nodes_write_and_stays_light():
     from bootstrap.node_metadata import LOG_FILE, STATE_DIR, VERSION_GUEST_ATTRIBUTE
-    from ops.bootstrap_status import ATTRIBUTES_DIR
-    from ops.status import BOOTSTRAP_LOG
+    from ops.cloud.bootstrap_status import ATTRIBUTES_DIR
+    from ops.cloud.status import BOOTSTRAP_LOG
 
     assert f"{ATTRIBUTES_DIR}/version" == f"{STATE_DIR}/guest-attributes/{VERSION_GUEST_ATTRIBUTE}"
     assert BOOTSTRAP_LOG == LOG_FILE
     imported = subprocess.run(
-        [sys.executable, "-c", "import sys, ops.bootstrap_status, ops.cluster_dump; "
+        [sys.executable, "-c", "import sys, ops.cloud.bootstrap_status, ops.cloud.cluster_dump; "
          "print('infra.config' in sys.modules)"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert imported.stdout == "False\n"

@@ -16,14 +16,14 @@ from infra.config import load_cluster_config
 from infra.labels import KIND_UNMANAGED, NODE_KIND
 from infra.workers.provider import WorkerGroupProvider
 from infra.workers.sweeper import ClusterSweeperProvider
-from ops.down_workers import (
+from ops.errors import OpsError
+from ops.lifecycle.down_workers import (
     DYNAMIC_TYPE,
     delete_autoscaler_workers,
     keep_min_workers,
     worker_urns,
 )
-from ops.errors import OpsError
-from ops.reapply import reapply_request
+from ops.lifecycle.reapply import reapply_request
 from tests.program_runs import PROJECT_ROOT, run_stack
 
 

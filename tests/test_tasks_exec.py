@@ -71,7 +71,7 @@ def test_submit_uploads_script_and_runs_it_with_args(stack, tmp_path):
 
 
 def test_docker_commands_run_inside_the_container():
-    from ops.remote import in_container
+    from ops.remote.commands import in_container
 
     wrapped = in_container("ray status", "ray_container")
     assert wrapped == "docker exec ray_container /bin/bash -lc 'ray status'"
@@ -87,7 +87,7 @@ def test_submit_passes_arguments_with_spaces_and_quotes_unchanged(stack, tmp_pat
 
 
 def test_remainder_falls_back_to_shell_words_when_argv_does_not_match():
-    from ops.remote import remainder_argv
+    from ops.remote.commands import remainder_argv
 
     assert remainder_argv("--name a b", ["invoke", "submit", "s.py", "--", "--name", "a b"]) == [
         "--name", "a b",

@@ -12,6 +12,7 @@ import urllib.request
 import pexpect
 import pytest
 from sshd_server import PROJECT_ROOT, free_port, http_server
+from tools import require_tool
 from waiting import WAIT_SECONDS, wait_for
 
 pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures
@@ -19,8 +20,7 @@ pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures
 
 
 def _needs(program: str) -> None:
-    if shutil.which(program) is None:
-        pytest.skip(f"{program} is not installed (apt-get install {program})")
+    require_tool(program)
 
 
 @pytest.fixture

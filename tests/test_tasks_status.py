@@ -10,10 +10,10 @@ import subprocess
 import pytest
 from sshd_server import PROJECT_ROOT
 
+from ops.cloud.status import nodes_table, ray_status
 from ops.errors import OpsError
-from ops.ssh import Connector
-from ops.stack_outputs import load_outputs
-from ops.status import nodes_table, ray_status
+from ops.remote.ssh import Connector
+from ops.stack import load_outputs
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
@@ -55,7 +55,7 @@ def test_status_task_prints_nodes_and_ray_status(stack, monkeypatch, capsys):
 
     import tasks
 
-    monkeypatch.setattr("ops.status.RAY_STATUS_COMMAND", "echo '1 node(s) healthy'")
+    monkeypatch.setattr("ops.cloud.status.RAY_STATUS_COMMAND", "echo '1 node(s) healthy'")
     Program(namespace=Collection.from_module(tasks)).run(["invoke", "status"], exit=False)
     out = capsys.readouterr().out
     assert out.index("ray-local-head-0000") < out.index("1 node(s) healthy")
@@ -66,7 +66,7 @@ def test_status_task_fails_in_one_clear_message_when_ray_is_down(stack, monkeypa
 
     import tasks
 
-    monkeypatch.setattr("ops.status.RAY_STATUS_COMMAND", "exit 1")
+    monkeypatch.setattr("ops.cloud.status.RAY_STATUS_COMMAND", "exit 1")
     with pytest.raises(SystemExit) as exited:
         Program(namespace=Collection.from_module(tasks)).run(["invoke", "status"])
     assert exited.value.code == 1

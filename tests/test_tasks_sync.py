@@ -7,12 +7,11 @@ import os
 import pty
 import re
 import select
-import shutil
 import subprocess
 import time
 
-import pytest
 from sshd_server import PROJECT_ROOT
+from tools import require_tool
 
 from bootstrap.sync_filter import DirMergeFilters, is_excluded
 
@@ -135,13 +134,13 @@ TRICKY_TREE = {
 }
 
 
-@pytest.mark.skipif(shutil.which("rsync") is None, reason="needs rsync as the reference")
 def test_filters_select_the_same_files_as_rsync_dir_merge(stack, tmp_path):
+    rsync = require_tool("rsync")  # the reference
     source, ours, theirs = tmp_path / "src", tmp_path / "ours", tmp_path / "theirs"
     for relative, text in TRICKY_TREE.items():
         (source / relative).parent.mkdir(parents=True, exist_ok=True)
         (source / relative).write_text(text)
-    subprocess.run(["rsync", "-a", "--filter", "dir-merge,- .gitignore", f"{source}/",
+    subprocess.run([rsync, "-a", "--filter", "dir-merge,- .gitignore", f"{source}/",
                     f"{theirs}/"], check=True)
     result = stack.invoke("rsync-up", str(source), str(ours))
     assert result.returncode == 0, result.stderr

@@ -23,7 +23,7 @@ from infra.workers.queued_slice import (
     QueuedTpuSlice,
     QueuedTpuSliceArgs,
 )
-from ops.preempted import kept_slices, up_replacing_reclaimed
+from ops.lifecycle.preempted import kept_slices, up_replacing_reclaimed
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import (
     FAST_DEADLINES,

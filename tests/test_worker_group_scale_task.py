@@ -10,10 +10,10 @@ import yaml
 from invoke import Context
 from invoke.exceptions import Exit
 
-import ops.pulumi_cli
-import ops.scale
+import ops.lifecycle.pulumi_cli
+import ops.lifecycle.scale
 import tasks
-from ops.scale import COUNTS_KEY, ScaleError, set_worker_count
+from ops.lifecycle.scale import COUNTS_KEY, ScaleError, set_worker_count
 
 CLUSTER_YAML = """
 cluster_name: full
@@ -67,8 +67,8 @@ def test_unknown_node_type_names_the_known_ones(stacks):
 
 
 def test_scale_task_without_the_cli_exits_non_zero_and_writes_nothing(stacks, monkeypatch):
-    monkeypatch.setattr(ops.scale, "STACKS_DIR", stacks)
-    monkeypatch.setattr(ops.pulumi_cli.shutil, "which", lambda _: None)
+    monkeypatch.setattr(ops.lifecycle.scale, "STACKS_DIR", stacks)
+    monkeypatch.setattr(ops.lifecycle.pulumi_cli.shutil, "which", lambda _: None)
     before = (stacks / "Pulumi.full.yaml").read_text()
 
     with pytest.raises(Exit) as exited:

@@ -1,0 +1,196 @@
+"""`invoke cost`: what a stack's cluster costs, from the price table and the nodes' own
+timestamps (Compute API `creationTimestamp`, `lastStartTimestamp`, `lastStopTimestamp`; TPU
+`createTime`), read with the user's credentials like `pulumi up`.
+
+Hours run: since creation, minus the one stopped period the timestamps show (between the last
+stop and a later start). An instance stopped and started more than once shows only its last
+stop, so earlier stopped periods count as running: the figure is an upper bound then. Disks
+cost from creation on, stopped or not.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+
+from infra.config import ClusterConfig
+from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
+from infra.workers.retry import RetryPolicy
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.errors import OpsError
+from ops.review.prices import (
+    NodePrice,
+    node_type_price,
+    price_note,
+    region_factor,
+    staleness_warning,
+)
+from ops.stack import Stack
+
+# Billed as running: GCE instance and TPU node states between start and stop.
+_RUNNING = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "STOPPING", "SUSPENDING",
+            "READY", "CREATING", "STARTING", "RESTARTING"}
+
+
+@dataclass(frozen=True)
+class NodeCost:
+    name: str
+    node_type: str
+    state: str
+    price: NodePrice | None  # None: the type is not in the YAML any more
+    hours_run: float
+    hours_existed: float
+
+    @property
+    def running(self) -> bool:
+        return self.state in _RUNNING
+
+    @property
+    def so_far(self) -> float:
+        if self.price is None:
+            return 0.0
+        compute = self.price.machine + self.price.accelerators
+        return compute * self.hours_run + self.price.disks * self.hours_existed
+
+    @property
+    def per_hour_now(self) -> float:
+        if self.price is None:
+            return 0.0
+        return self.price.running if self.running else self.price.stopped
+
+
+def _time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def hours_run(state: str, created: datetime, last_start: datetime | None,
+              last_stop: datetime | None, now: datetime) -> float:
+    """Hours the node ran, from its timestamps (see the module docstring)."""
+    running = state in _RUNNING
+    end = now if running else (last_stop or created)
+    seconds = (end - created).total_seconds()
+    if running and last_start and last_stop and last_stop < last_start:
+        seconds -= (last_start - last_stop).total_seconds()  # the stopped period we can see
+    return max(seconds, 0.0) / 3600
+
+
+def _prices(config: ClusterConfig) -> dict[str, NodePrice]:
+    region = config.provider.region
+    return {name: node_type_price(t, region) for name, t in config.available_node_types.items()}
+
+
+def node_costs(config: ClusterConfig, now: datetime | None = None,
+               endpoint: str | None = None, retry: RetryPolicy | None = None) -> list[NodeCost]:
+    """Every node labelled with the cluster (the autoscaler's too), priced by its node type."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
+
+    try:
+        return _node_costs(config, now, endpoint, retry or RetryPolicy())
+    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
+        raise OpsError(f"cost: cannot list the cluster's nodes in "
+                       f"{config.provider.project}/{config.provider.availability_zone}: "
+                       f"{str(exc).splitlines()[0]} (authenticate with `gcloud auth "
+                       "application-default login` or provider.gcp_credentials)") from None
+
+
+def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | None,
+                retry: RetryPolicy) -> list[NodeCost]:
+    from google.cloud import compute_v1
+
+    from infra.workers.clients import ApiClients, build_credentials
+    from infra.workers.compute_api import label_filter
+    from infra.workers.retry import call_with_retry
+
+    now = now or datetime.now(timezone.utc)
+    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
+    secret = config.provider.gcp_credentials
+    clients = ApiClients(
+        build_credentials(secret.credentials.get_secret_value() if secret else None, endpoint),
+        endpoint)
+    project, zone = config.provider.project, config.provider.availability_zone
+    labels = {CLUSTER_NAME: config.cluster_name}
+    prices = _prices(config)
+    request = compute_v1.ListInstancesRequest(project=project, zone=zone,
+                                              filter=label_filter(labels))
+    instances = call_with_retry(
+        lambda: list(clients.instances.list(request=request, retry=None)), retry)
+    costs = []
+    for instance in instances:
+        if instance.labels.get(CLUSTER_NAME) != config.cluster_name:
+            continue
+        created = _time(instance.creation_timestamp) or now
+        node_type = instance.labels.get(USER_NODE_TYPE, "")
+        costs.append(NodeCost(
+            instance.name, node_type, instance.status, prices.get(node_type),
+            hours_run(instance.status, created, _time(instance.last_start_timestamp),
+                      _time(instance.last_stop_timestamp), now),
+            (now - created).total_seconds() / 3600))
+    if config.has_tpu:
+        parent = f"projects/{project}/locations/{zone}"
+        nodes = call_with_retry(lambda: list(clients.tpu.list_nodes(parent=parent, retry=None)),
+                                retry)
+        for node in nodes:
+            if node.labels.get(CLUSTER_NAME) != config.cluster_name:
+                continue
+            created = node.create_time or now
+            state = node.state.name
+            node_type = node.labels.get(USER_NODE_TYPE, "")
+            hours = (now - created).total_seconds() / 3600
+            costs.append(NodeCost(node.name.rsplit("/", 1)[-1], node_type, state,
+                                  prices.get(node_type),
+                                  hours if state in _RUNNING else 0.0, hours))
+    return sorted(costs, key=lambda c: (c.node_type, c.name))
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def cost_report(stack: str, config: ClusterConfig, costs: list[NodeCost],
+                today: date | None = None) -> str:
+    """Per node type its hourly price by part, per node its hours, then the totals."""
+    prices = _prices(config)
+    lines = [f"stack {stack}: cluster {config.cluster_name} in "
+             f"{config.provider.availability_zone}"]
+    if warning := staleness_warning(today):
+        lines.append(warning)
+    _, region_note = region_factor(config.provider.region)
+    if region_note:
+        lines.append(f"note: {region_note}")
+    lines.append("")
+    rows: list[tuple[str, ...]] = [("NODE TYPE", "MACHINE $/H", "GPU/TPU $/H", "DISKS $/H",
+                                    "RUNNING $/H", "STOPPED $/H", "PRICED AS")]
+    for name, price in prices.items():
+        priced = "spot/preemptible" if price.spot else "on-demand"
+        if price.unpriced:
+            priced += f" (no price for {', '.join(price.unpriced)})"
+        rows.append((name, f"{price.machine:.4f}", f"{price.accelerators:.4f}",
+                     f"{price.disks:.4f}", f"{price.running:.4f}", f"{price.stopped:.4f}",
+                     priced))
+    lines += _table(rows) + [""]
+    if costs:
+        rows = [("NODE", "TYPE", "STATE", "HOURS RUN", "SO FAR $", "NOW $/H")]
+        rows += [(c.name, c.node_type or "-", c.state, f"{c.hours_run:.2f}",
+                  f"{c.so_far:.2f}" if c.price else "?", f"{c.per_hour_now:.4f}")
+                 for c in costs]
+        lines += _table(rows) + [""]
+    else:
+        lines += ["no nodes of the cluster exist (never created, or deleted)", ""]
+    unknown = sorted({c.node_type or c.name for c in costs if c.price is None})
+    if unknown:
+        lines.append(f"not priced (no such node type in the YAML): {', '.join(unknown)}")
+    lines.append(f"total so far: ${sum(c.so_far for c in costs):.2f}   "
+                 f"per hour now: ${sum(c.per_hour_now for c in costs):.2f}/h")
+    lines.append(price_note())
+    return "\n".join(lines) + "\n"
+
+
+def stack_cost_report(stack: str | None) -> str:
+    """`invoke cost`: the report for the stack --stack names (its file must exist)."""
+    chosen = Stack.choose(stack, require_file=True)
+    return cost_report(chosen.name, chosen.cluster, node_costs(chosen.cluster))

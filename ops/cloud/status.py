@@ -1,0 +1,102 @@
+"""`invoke status`: the stack's nodes as a table, their preemptions and bootstrap stages,
+then `ray status` from the head."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from datetime import datetime
+
+from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.cloud.preemptions import preemption_lines
+from ops.errors import OpsError
+from ops.remote.commands import node_shell, run_captured
+from ops.remote.ssh import Connector, connect_stack
+from ops.stack import StackOutputs
+
+LOG_TAIL_LINES = 20
+RAY_STATUS_COMMAND = "ray status"
+
+
+def nodes_table(outputs: StackOutputs) -> str:
+    header = ("NAME", "TYPE", "KIND", "STATE", "INTERNAL IP", "EXTERNAL IP")
+    rows = [header] + [
+        (n.name, n.node_type, n.kind, n.status, n.internal_ip or "-", n.external_ip or "-")
+        for n in outputs.nodes
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def ray_status(
+    connector: Connector, bootstrap_log: str = BOOTSTRAP_LOG, command: str | None = None
+) -> str:
+    """`ray status` on the head; if Ray is not up yet, say so with the bootstrap log's tail."""
+    client = connector.head()
+    code, out, _ = run_captured(client, node_shell(command or RAY_STATUS_COMMAND))
+    if code == 0:
+        return out.rstrip()
+    # The log is root's alone (it holds command lines): the ssh user reads it with sudo.
+    tail_log = f"tail -n {LOG_TAIL_LINES} {shlex.quote(bootstrap_log)}"
+    _, tail, _ = run_captured(client, f"{{ sudo -n {tail_log} || {tail_log}; }} 2>/dev/null")
+    detail = tail.rstrip() or "(the log is empty or missing: the instance may still be booting)"
+    raise OpsError(
+        f"head not ready yet: `ray status` exited {code} on {connector.outputs.head_address}; "
+        f"last lines of {bootstrap_log}:\n{detail}"
+    )
+
+
+def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str | None:
+    """When the head cannot be reached: what the Compute API says of it, and whether autostop
+    stopped it (its `ray-autostop` labels) and when. None when the API cannot tell or the head
+    runs (then the SSH error stands)."""
+    from google.api_core.exceptions import GoogleAPIError, NotFound
+    from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
+
+    from bootstrap.autostop import REASON_LABEL, TIME_LABEL
+    from infra.workers.clients import ApiClients, build_credentials
+
+    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
+    clients = ApiClients(build_credentials(None, endpoint), endpoint)
+    try:
+        head = clients.instances.get(project=outputs.project, zone=outputs.zone,
+                                     instance=outputs.head_name, retry=None)
+    except NotFound:
+        return (f"the head {outputs.head_name} does not exist (deleted by `invoke down`, or by "
+                f"autostop with down: true): `invoke up --stack {outputs.stack}` recreates it")
+    except (GoogleAPIError, GoogleAuthError, RequestException):
+        return None
+    if head.status == "RUNNING":
+        return None
+    reason, at = head.labels.get(REASON_LABEL), head.labels.get(TIME_LABEL)
+    if reason and at:
+        when = datetime.strptime(at, "%Y-%m-%dt%H-%M-%Sz").strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (f"the cluster was {reason} for idleness at {when} (autostop): `invoke up "
+                f"--stack {outputs.stack}` brings it back")
+    return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
+
+
+def show_status(stack: str | None) -> None:
+    """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
+    and `ray status`; an unreachable head is explained by the Compute API when it can be."""
+    with connect_stack(stack) as connector:
+        print(nodes_table(connector.outputs), flush=True)
+        for line in preemption_lines(connector.outputs):
+            print(line, flush=True)
+        print()
+        try:
+            connector.head()
+        except OpsError:  # unreachable head: stopped (by autostop?) or gone, says the API
+            note = head_stopped_note(connector.outputs)
+            if note is None:
+                raise
+            print(note)
+            return
+        print(bootstrap_table(read_nodes(connector)), flush=True)
+        print()
+        print(ray_status(connector))

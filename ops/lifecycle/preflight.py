@@ -1,0 +1,250 @@
+"""`invoke preflight`: the whole cluster at its largest (the head plus every worker type at its
+`max_workers`) against the region's Compute quotas and the zone's Cloud TPU quotas, as a table.
+Reads only: nothing is created.
+
+The same arithmetic as each WorkerGroup's pre-flight before it inserts (infra/workers/quota.py)
+and as the TPU check `invoke up` runs at the size Pulumi keeps (up_quota.py); this one
+answers before the first `up`, for the most the autoscaler may ever ask for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
+from infra.workers.clients import ApiClients, build_credentials
+from infra.workers.quota import (
+    QuotaReader,
+    QuotaRow,
+    body_needs,
+    quota_request_url,
+    quota_rows,
+)
+from infra.workers.retry import RetryPolicy, call_with_retry
+from infra.workers.service_usage import QuotaUnreadable, consumer_quota_metrics
+from infra.workers.tpu_quota import (
+    TPU_SERVICE,
+    Model,
+    TpuQuotaKey,
+    model_of,
+    slice_need,
+    tpu_quota_rows,
+    zone_usage,
+)
+from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.stack import Stack
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    project: str
+    region: str
+    rows: list[QuotaRow]
+    users: dict[str, list[str]]
+    """metric -> which nodes need it, e.g. ["head", "4 x ray_worker_small"]."""
+    zone: str = ""
+    tpu_checked: bool = False
+    unchecked: list[str] = field(default_factory=list)
+    """TPU node types of a generation this check does not know."""
+
+    @property
+    def short(self) -> list[QuotaRow]:
+        return [row for row in self.rows if row.short]
+
+
+def largest_cluster(config: ClusterConfig) -> list[tuple[str, str, int]]:
+    """(label, node type, count): the head, then each worker type at its max_workers."""
+    nodes = [("head", config.head_node_type, 1)]
+    for name in sorted(config.worker_types):
+        count = config.available_node_types[name].max_workers or 0
+        if count:
+            nodes.append((f"{count} x {name}", name, count))
+    return nodes
+
+
+def kept_cluster(config: ClusterConfig, counts: Mapping[str, int]) -> list[tuple[str, str, int]]:
+    """(label, node type, count): the head, then each worker type at the count Pulumi keeps
+    (what an `up` creates; Ray's autoscaler adds the rest later)."""
+    nodes = [("head", config.head_node_type, 1)]
+    nodes += [(f"{count} x {name}", name, count) for name, count in sorted(counts.items()) if count]
+    return nodes
+
+
+@dataclass(frozen=True)
+class QuotaApis:
+    """How this check reaches the APIs: credentials, clients, endpoint, retry policy."""
+
+    credentials: Any
+    clients: ApiClients
+    endpoint: str | None
+    retry: RetryPolicy
+
+
+def quota_apis(
+    config: ClusterConfig, api_endpoint: str | None, retry: RetryPolicy | None
+) -> QuotaApis:
+    if api_endpoint is None:  # an emulator or the tests' fake, as for the other day-two tasks
+        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
+    secret = config.provider.gcp_credentials
+    credentials = build_credentials(
+        secret.credentials.get_secret_value() if secret else None, api_endpoint
+    )
+    return QuotaApis(credentials, ApiClients(credentials, api_endpoint), api_endpoint,
+                 retry or RetryPolicy())
+
+
+def tpu_quota_check(
+    config: ClusterConfig, nodes: list[tuple[str, str, int]], apis: QuotaApis
+) -> tuple[list[QuotaRow], dict[str, list[str]], list[str]]:
+    """The TPU rows for the TPU node types among `nodes`, which nodes need each, and the TPU
+    types of a generation this check does not know."""
+    needs: Counter = Counter()
+    users: dict[TpuQuotaKey, list[str]] = {}
+    unchecked: list[str] = []
+    for label, node_type, count in nodes:
+        node_config = config.available_node_types[node_type].node_config
+        if not isinstance(node_config, TpuNodeConfig):
+            continue
+        need = slice_need(node_config.tpu_type_name, _tpu_model(node_config))
+        if need is None:
+            unchecked.append(node_type)
+            continue
+        needs[need[0]] += need[1] * count
+        users.setdefault(need[0], []).append(label)
+    if not needs:
+        return [], {}, unchecked
+    project, zone = config.provider.project, config.provider.availability_zone
+    rows = tpu_quota_rows(
+        needs, zone, _tpu_limits(project, apis.credentials, apis.endpoint),
+        _tpu_usage(apis.clients, project, zone, config.cluster_name, apis.retry),
+    )
+    return list(rows.values()), {row.metric: users[key] for key, row in rows.items()}, unchecked
+
+
+def preflight(
+    config: ClusterConfig, api_endpoint: str | None = None, retry: RetryPolicy | None = None
+) -> PreflightReport:
+    provider = config.provider
+    apis = quota_apis(config, api_endpoint, retry)
+    reader = QuotaReader(provider.project, apis.clients, apis.retry)
+    quotas = reader.region_quotas(provider.region)
+    totals: Counter = Counter()
+    users: dict[str, list[str]] = {}
+    nodes = largest_cluster(config)
+    tpu_rows, tpu_users, unchecked = tpu_quota_check(config, nodes, apis)
+    for label, node_type, count in nodes:
+        node_config = config.available_node_types[node_type].node_config
+        if isinstance(node_config, TpuNodeConfig):
+            continue
+        if not isinstance(node_config, ComputeNodeConfig):
+            unchecked.append(node_type)
+            continue
+        body = node_config.body()
+        cpus = reader.guest_cpus(provider.availability_zone, node_config.machine_type)
+        for metric, amount in body_needs(body, count, cpus, quotas).items():
+            totals[metric] += amount
+            users.setdefault(metric, []).append(label)
+    rows = quota_rows(totals, quotas) + tpu_rows
+    users.update(tpu_users)
+    return PreflightReport(
+        provider.project, provider.region, rows, users, provider.availability_zone,
+        bool(tpu_rows), unchecked,
+    )
+
+
+def _tpu_model(node_config: TpuNodeConfig) -> Model:
+    scheduling = node_config.scheduling_config
+    return model_of(scheduling.model_dump(exclude_none=True) if scheduling else None)
+
+
+def _tpu_limits(
+    project: str, credentials: Any, api_endpoint: str | None
+) -> list[dict[str, Any]] | str:
+    """The TPU service's quota metrics, or why they cannot be read."""
+    try:
+        return consumer_quota_metrics(project, TPU_SERVICE, credentials, api_endpoint)
+    except QuotaUnreadable as exc:
+        return str(exc)
+
+
+def _tpu_usage(
+    clients: ApiClients, project: str, zone: str, cluster_name: str, retry: RetryPolicy
+) -> Counter | str:
+    """What the zone's other TPU nodes hold, or why the TPU API could not say."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+    from google.cloud import tpu_v2
+    from requests import RequestException
+
+    parent = f"projects/{project}/locations/{zone}"
+    try:
+        listed = call_with_retry(
+            lambda: list(clients.tpu.list_nodes(parent=parent, retry=None)), retry
+        )
+    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
+        return f"the TPU API did not list the zone's nodes ({exc})"
+    return zone_usage(
+        (tpu_v2.Node.to_dict(node, use_integers_for_enums=False,
+                            preserving_proto_field_name=False) for node in listed),
+        cluster_name,
+    )
+
+
+def render(report: PreflightReport) -> str:
+    header = ("QUOTA", "NEEDED", "FREE", "LIMIT", "IN USE", "STATUS", "FOR")
+    rows = [header]
+    for row in report.rows:
+        listed = row.limit is not None
+        rows.append(
+            (
+                row.metric,
+                _num(row.needed),
+                _num(row.free) if listed else "-",
+                _num(row.limit) if listed else "-",
+                _num(row.usage) if listed else "-",
+                ("SHORT" if row.short else "ok") if listed else (row.note or "not listed"),
+                ", ".join(report.users.get(row.metric, [])),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        f"quota check for the largest cluster in region {report.region} of project "
+        f"{report.project} (head + every worker type at max_workers; nothing created):",
+        *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows),
+    ]
+    lines += [f"{row.metric}: {row.note}: {row.why}" for row in report.rows if row.why]
+    if report.unchecked:
+        lines.append(
+            f"not checked: TPU types {', '.join(report.unchecked)} (a TPU generation this "
+            "check does not know)"
+        )
+    if report.tpu_checked:
+        lines.append(
+            f"TPU quotas: zone {report.zone}'s limits of service {TPU_SERVICE} (`gcloud alpha "
+            f"services quota list --service={TPU_SERVICE} --consumer=projects/"
+            f"{report.project}`), in use by the zone's TPU nodes"
+        )
+    if report.short:
+        lines.append(
+            f"{len(report.short)} quota(s) short: request more at "
+            f"{quota_request_url(report.project)} (filter by the quota's name and location), "
+            "or lower max_workers"
+        )
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    value = value or 0.0
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def preflight_stack(stack: str | None) -> bool:
+    """`invoke preflight`: print the quota table for the stack's largest cluster; whether a
+    quota is short."""
+    report = preflight(Stack.choose(stack, require_file=True).cluster)
+    print(render(report))
+    return report.short

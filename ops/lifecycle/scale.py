@@ -1,0 +1,68 @@
+"""`invoke scale`: set one worker type's count in a stack file, then run `pulumi up`.
+
+The count lives under `ray-gcp:workerCounts` (node type -> count) in
+`stacks/Pulumi.<stack>.yaml`; the program reads it and sets each WorkerGroup's `count`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from infra.config import ConfigError, load_cluster_config
+from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
+from ops.errors import OpsError
+from ops.lifecycle.pulumi_cli import confirmed_up
+from ops.stack import Stack, require_cli
+
+
+class ScaleError(OpsError):
+    """A scale request that cannot be applied; the message is one line naming the fix."""
+
+
+def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None = None) -> None:
+    """`count` must be within the type's [min_workers, max_workers] in the stack's cluster YAML."""
+    try:
+        cluster = load_cluster_config(cluster_path_for_stack(stack, stacks_dir or STACKS_DIR))
+    except (ConfigError, StackFileError) as exc:
+        raise ScaleError(" ".join(str(exc).split())) from None
+    types = cluster.worker_types
+    if node_type not in types:
+        raise ScaleError(f"{node_type!r} is not a worker node type of stack {stack!r}: "
+                         f"use one of {', '.join(sorted(types)) or 'none'}")
+    low, high = types[node_type].min_workers, types[node_type].max_workers or 0
+    if not low <= count <= high:
+        raise ScaleError(f"count {count} for {node_type!r} is outside its "
+                         f"[min_workers, max_workers] = [{low}, {high}]: pick a count in range "
+                         "or change the limits in the cluster YAML")
+
+
+def set_worker_count(stack: str, node_type: str, count: int,
+                     stacks_dir: Path | None = None) -> Path:
+    """Validate, then write the count into the stack file, keeping every other key."""
+    check_count(stack, node_type, count, stacks_dir)
+    path = (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
+    document = yaml.safe_load(path.read_text()) or {}
+    settings = document.setdefault("config", {}) or {}
+    document["config"] = settings
+    counts = settings.get(COUNTS_KEY) or {}
+    if not isinstance(counts, dict):
+        raise ScaleError(f"{path}: {COUNTS_KEY} must be a mapping of node type to count")
+    counts[node_type] = count
+    settings[COUNTS_KEY] = counts
+    path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
+    return path
+
+
+def scale(stack: str | None, node_type: str, count: str) -> None:
+    """`invoke scale`: write the count (checked against the type's limits), then `pulumi up`,
+    which shows the change and asks before applying it."""
+    if not str(count).isdigit():
+        raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
+    chosen = Stack.choose(stack, require_file=True)
+    check_count(chosen.name, node_type, int(count))  # every check before the file is written
+    require_cli()
+    path = set_worker_count(chosen.name, node_type, int(count))
+    print(f"{node_type}: count {count} written to {path}")
+    confirmed_up(chosen)

@@ -1,0 +1,13 @@
+"""Work on the nodes over SSH: `invoke attach/exec/submit`, `rsync-up/rsync-down/file-mounts`,
+`dashboard`, `monitor` and `ssh-config`.
+
+Owns the paramiko connections and pinned host keys (`ssh`, `host_keys`), running commands in
+the right shell or container (`commands`), what attach, exec and submit do with their flags
+(`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), SFTP sync
+with rsync's filters (`sync`, filters from bootstrap.sync_filter; `cluster_file`, `progress`),
+the autoscaler log (`monitor`) and the ssh config block (`ssh_config`). Light on purpose:
+`invoke exec` must start fast, so pulumi and pydantic stay out of its imports.
+May import `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
+`connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,
+`rsync_up_stack`, `serve_dashboard`, `monitor_stack`, `stack_ssh_config`.
+"""

@@ -1,0 +1,231 @@
+"""Run commands on nodes with live output and the remote exit status: `exec`, `submit`, `--all`."""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from ops.errors import OpsError
+
+if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is made
+    import paramiko
+
+    from ops.remote.ssh import Connector
+    from ops.stack import Node
+
+_CHUNK = 32768
+RAY_ON_PATH = "command -v ray >/dev/null 2>&1"
+
+
+def login_shell(command: str) -> str:
+    """Exactly Ray's rule: bash as a login shell, so ~/.profile's PATH (pip --user, conda)."""
+    return f"bash --login -c {shlex.quote(command)}"
+
+
+def node_shell(command: str, login: bool = False) -> str:
+    """bash running `command` with `ray` on PATH; a login shell only when that needs one.
+
+    sshd runs commands through the user's shell, which on Debian/Ubuntu already reads ~/.bashrc
+    (conda's and pyenv's init live there). A login shell reads /etc/profile and ~/.profile on
+    top of it, and ~/.profile reads ~/.bashrc a second time: on every call that costs as much as
+    the rc files do (110 ms on the bench's pyenv box). So the login shell starts only when `ray`
+    is not on the PATH we already have (`pip install --user` puts it in ~/.local/bin, which
+    only ~/.profile adds); `login=True` always starts one, for variables only ~/.profile sets.
+    `--norc` keeps the non-login bash from reading ~/.bashrc again.
+    """
+    if login:
+        return login_shell(command)
+    quoted = shlex.quote(command)
+    return (
+        f"{RAY_ON_PATH} && exec bash --norc --noprofile -c {quoted}; "
+        f"exec bash --login -c {quoted}"
+    )
+
+
+def remainder_argv(remainder: str, argv: Sequence[str]) -> list[str]:
+    """The words after `--` exactly as the user's shell split them.
+
+    invoke joins them with spaces (`c.remainder`), losing the quoting of "a b". It splits at the
+    first `--` of the command line, so the same split of `argv` recovers them; that is trusted
+    only when it joins back to the remainder (else: a task called another way, shlex it).
+    """
+    argv = list(argv)
+    if "--" in argv:
+        words = argv[argv.index("--") + 1 :]
+        if " ".join(words) == remainder:
+            return words
+    return shlex.split(remainder)
+
+
+def in_container(command: str, container: str) -> str:
+    """Run inside the cluster's docker container, where Ray's setup commands ran."""
+    if not container:
+        raise OpsError(
+            "this stack runs without docker (docker_container_name is empty): drop --docker"
+        )
+    return f"docker exec {shlex.quote(container)} /bin/bash -lc {shlex.quote(command)}"
+
+
+class PrefixedLines:
+    """Writes whole lines with a node prefix, so parallel nodes' output does not interleave."""
+
+    def __init__(self, prefix: str, sink: BinaryIO, lock: threading.Lock) -> None:
+        self.prefix = prefix.encode()
+        self.sink = sink
+        self.lock = lock
+        self.pending = b""
+
+    def write(self, data: bytes) -> None:
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        if lines:
+            with self.lock:
+                self.sink.write(b"".join(self.prefix + line + b"\n" for line in lines))
+                self.sink.flush()
+
+    def flush(self) -> None:
+        """Whole lines are flushed as written; a partial line waits for its newline or end()."""
+
+    def end(self) -> None:
+        if self.pending:
+            with self.lock:
+                self.sink.write(self.prefix + self.pending + b"\n")
+                self.sink.flush()
+            self.pending = b""
+
+
+def stream_command(
+    client: paramiko.SSHClient,
+    command: str,
+    stdout: BinaryIO | PrefixedLines,
+    stderr: BinaryIO | PrefixedLines,
+) -> int:
+    """Run `command`, copying its stdout/stderr as they arrive; returns its exit status.
+
+    Blocking reads (stderr on a helper thread) wake on each packet and on EOF, so output is live
+    and the command's end is seen at once, without polling.
+    """
+    channel = client.get_transport().open_session()
+    try:
+        channel.exec_command(command)
+        channel.shutdown_write()  # no stdin: commands that read it see EOF instead of hanging
+        stderr_reader = threading.Thread(
+            target=_copy, args=(channel.recv_stderr, stderr), daemon=True
+        )
+        stderr_reader.start()
+        _copy(channel.recv, stdout)
+        stderr_reader.join()
+        return channel.recv_exit_status()
+    finally:
+        channel.close()
+
+
+def _copy(receive: Callable[[int], bytes], sink: BinaryIO | PrefixedLines) -> None:
+    while data := receive(_CHUNK):
+        sink.write(data)
+        sink.flush()
+    if isinstance(sink, PrefixedLines):
+        sink.end()
+
+
+def run_captured(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
+    """Small commands whose output we inspect (ray status, log tails)."""
+    channel = client.get_transport().open_session()
+    try:
+        channel.exec_command(command)
+        channel.shutdown_write()
+        out = channel.makefile("rb").read()
+        err = channel.makefile_stderr("rb").read()
+        status = channel.recv_exit_status()
+        return status, out.decode(errors="replace"), err.decode(errors="replace")
+    finally:
+        channel.close()
+
+
+def exec_on_node(
+    connector: Connector,
+    node: Node | None,
+    command: str,
+    docker: bool = False,
+    login: bool = False,
+    wrap: Callable[[str], str] | None = None,
+) -> int:
+    """One node (the head by default), output straight to ours; the remote status is returned.
+    `wrap` turns the final shell command into another (e.g. a detached tmux window)."""
+    if docker:
+        command = in_container(command, connector.outputs.docker_container_name)
+    client = connector.node(node) if node else connector.head()
+    shell = node_shell(command, login)
+    return stream_command(
+        client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer
+    )
+
+
+def exec_on_all(
+    connector: Connector, command: str, docker: bool = False, login: bool = False
+) -> int:
+    """Every node in parallel, lines prefixed `[node] `; the first non-zero status wins."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if docker:
+        command = in_container(command, connector.outputs.docker_container_name)
+    nodes = list(connector.outputs.nodes)
+    if not nodes:
+        raise OpsError(f"stack {connector.outputs.stack!r} lists no nodes")
+    connector.head()  # connect (and pin) the jump host once, before the threads race for it
+    lock = threading.Lock()
+    width = max(len(node.name) for node in nodes)
+
+    def run(node: Node) -> int:
+        prefix = f"[{node.name:<{width}}] "
+        out = PrefixedLines(prefix, sys.stdout.buffer, lock)
+        err = PrefixedLines(prefix, sys.stderr.buffer, lock)
+        try:
+            return stream_command(connector.node(node), node_shell(command, login), out, err)
+        except OpsError as exc:
+            err.write(f"error: {exc}\n".encode())
+            return 255
+
+    with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
+        statuses = list(pool.map(run, nodes))
+    return next((status for status in statuses if status), 0)
+
+
+def submit(
+    connector: Connector,
+    script: Path,
+    args: list[str],
+    docker: bool = False,
+    login: bool = False,
+    wrap: Callable[[str], str] | None = None,
+) -> int:
+    """Upload `script` to the head's home over SFTP and run it there with python; `wrap`
+    turns the final shell command into another (e.g. a detached tmux window)."""
+    if not script.is_file():
+        raise OpsError(f"{script} is not a file: pass the path of a Python script")
+    client = connector.head()
+    remote_name = posixpath.basename(script.name)
+    sftp = client.open_sftp()
+    try:
+        sftp.put(str(script), remote_name)
+    finally:
+        sftp.close()
+    argv = " ".join(shlex.quote(arg) for arg in [remote_name, *args])
+    if docker:
+        # The script lands on the host; the container sees it at an absolute path in /tmp.
+        inside = f"/tmp/{remote_name}"
+        argv = " ".join(shlex.quote(arg) for arg in [inside, *args])
+        run = in_container(f"python {argv}", connector.outputs.docker_container_name)
+        container = shlex.quote(connector.outputs.docker_container_name)
+        command = f"docker cp {shlex.quote(remote_name)} {container}:{inside} && {run}"
+    else:
+        # `python` as Ray runs it; stock Ubuntu images only have python3
+        command = f'PY=$(command -v python || command -v python3); exec "$PY" {argv}'
+    shell = node_shell(command, login)
+    return stream_command(
+        client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer
+    )

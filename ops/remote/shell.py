@@ -1,0 +1,84 @@
+"""What `invoke attach`, `exec` and `submit` do, from their flags to the remote exit status.
+
+Each verb checks its flags before it connects (a wrong flag fails fast and in one line), then
+opens the stack's connections, holds the port forwards asked for while the command or shell
+runs, and says how to attach when the command was detached into tmux/screen.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ops.errors import OpsError
+from ops.remote.attach import PortForward, interactive_shell, parse_forward, session_command
+from ops.remote.commands import exec_on_all, exec_on_node, remainder_argv
+from ops.remote.commands import submit as submit_script
+from ops.remote.sessions import (
+    attach_hint,
+    detacher,
+    forwarding,
+    new_session_command,
+    one_node_only,
+)
+from ops.remote.ssh import connect_stack
+
+
+def attach(stack: str | None, tmux: bool, screen: bool, port_forward: list[str] | None,
+           node: str | None, new: bool) -> int:
+    """A shell on the head (or `node`), in the shared or a new tmux/screen session, with
+    local port forwards printed as they start; the shell's exit status."""
+    command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
+    ports = [parse_forward(spec) for spec in port_forward or []]
+    with connect_stack(stack) as connector:
+        target = connector.outputs.node(node) if node else None
+        client = connector.node(target) if target else connector.head()
+        forwards = [PortForward(client.get_transport(), *pair).start() for pair in ports]
+        for forward in forwards:
+            print(f"forwarding 127.0.0.1:{forward.local_port} -> port {forward.remote_port}")
+        try:
+            return interactive_shell(client, command)
+        finally:
+            for forward in forwards:
+                forward.close()
+
+
+def exec_command(stack: str | None, cmd: str, all_nodes: bool, node: str | None, docker: bool,
+                 login: bool, tmux: bool, screen: bool, port_forward: list[str] | None) -> int:
+    """`cmd` on the head, `node` or every node; the remote exit status (the first non-zero)."""
+    if all_nodes and node:
+        raise OpsError("--all-nodes and --node are alternatives: pick one")
+    with connect_stack(stack) as connector:
+        wrap = detacher(tmux, screen)
+        if all_nodes:
+            one_node_only(wrap, port_forward)
+            return exec_on_all(connector, cmd, docker, login)
+        target = connector.outputs.node(node) if node else None
+        client = connector.node(target) if target else connector.head()
+        with forwarding(client, port_forward):
+            status = exec_on_node(connector, target, cmd, docker, login, wrap)
+        if wrap and status == 0:
+            print(attach_hint(tmux))
+        return status
+
+
+def submit(stack: str | None, script: str, remainder: str, argv: list[str], args: str | None,
+           docker: bool, login: bool, tmux: bool, screen: bool,
+           port_forward: list[str] | None) -> int:
+    """Upload `script` and run it on the head with the arguments after `--` (from invoke's
+    `remainder` and the process's `argv`, which keeps quoted arguments whole) or Ray's
+    deprecated `--args`; the remote exit status."""
+    script_args = remainder_argv(remainder, argv)
+    if not Path(script).is_file():
+        raise OpsError(f"{script} is not a file: pass the path of a Python script")
+    with connect_stack(stack) as connector:
+        if args is not None:  # Ray's deprecated `--args "..."`
+            if script_args:
+                raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")
+            script_args = shlex.split(args)
+        wrap = detacher(tmux, screen)
+        with forwarding(connector.head(), port_forward):
+            status = submit_script(connector, Path(script), script_args, docker, login, wrap)
+        if wrap and status == 0:
+            print(attach_hint(tmux))
+        return status

@@ -1,0 +1,62 @@
+"""`invoke ssh-config`: a Host block for the head that plain `ssh`/`scp`/VS Code can use.
+
+It points at the same pinned known_hosts file with StrictHostKeyChecking yes, and at a copy of
+the stack's key written 0600 (OpenSSH refuses keys other users can read).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ops.paths import in_existing_folder, open_no_follow, state_dir
+from ops.remote.ssh import connect_stack
+from ops.stack import StackOutputs
+
+
+def write_private_key(outputs: StackOutputs, path: Path) -> Path:
+    """Create the key file 0600 from the start (no window where it is world-readable), and
+    never through a symlink planted where it goes."""
+    with open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as key_file:
+        os.fchmod(key_file.fileno(), 0o600)
+        key_file.write((outputs.ssh_private_key.rstrip("\n") + "\n").encode())
+    return path
+
+
+def host_alias(outputs: StackOutputs) -> str:
+    return f"ray-{outputs.cluster_name}"
+
+
+def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path) -> str:
+    return "\n".join([
+        f"Host {host_alias(outputs)}",
+        f"    HostName {outputs.head_address}",
+        f"    User {outputs.ssh_user}",
+        f"    Port {outputs.ssh_port}",
+        f"    IdentityFile {key_path}",
+        "    IdentitiesOnly yes",
+        f"    UserKnownHostsFile {known_hosts}",
+        "    StrictHostKeyChecking yes",
+        "",
+    ])
+
+
+def write_ssh_config(outputs: StackOutputs, known_hosts: Path, dest: Path | None = None) -> Path:
+    """Write key + Host block under the stack's state dir (or `dest`); returns the block's path."""
+    directory = state_dir(outputs.stack)
+    key_path = write_private_key(outputs, directory / "id_ssh")
+    dest = dest or directory / "ssh_config"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve()))
+    return dest
+
+
+def stack_ssh_config(stack: str | None, output: str | None) -> str:
+    """`invoke ssh-config`: pin the head's host key, write the block (to `output` when given)
+    and say how to use it."""
+    chosen = in_existing_folder(output, "--output") if output else None
+    with connect_stack(stack) as connector:
+        connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
+        path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
+    return (f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
+            f"`ssh {host_alias(connector.outputs)}`")

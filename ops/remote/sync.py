@@ -1,0 +1,353 @@
+"""rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter
+files such as .gitignore, see bootstrap/sync_filter.py), sends only files whose size or mtime
+changed.
+
+A directory source syncs its contents into the destination (rsync's `src/` form). Times are
+copied to the other side, so the next run's size+mtime check skips unchanged files. Files and
+bytes are counted as they move (progress.py draws them on a terminal).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import paramiko
+
+from bootstrap.sync_filter import DirMergeFilters, is_excluded
+from ops.errors import OpsError
+from ops.remote.progress import ProgressBar, TransferCount, Transfers
+from ops.remote.ssh import Connector
+from ops.stack import Node
+
+
+@dataclass
+class SyncReport:
+    sent: list[str] = field(default_factory=list)  # relative paths actually transferred
+    unchanged: int = 0
+
+    def summary(self) -> str:
+        return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged"
+
+
+def remote_path(path: str) -> str:
+    """SFTP paths are relative to the login's home, so `~/x` becomes `x`."""
+    if path in ("~", "~/"):
+        return "."
+    if path.startswith("~/"):
+        return path[2:]
+    return path
+
+
+def _same(size_a: int, mtime_a: float, size_b: int | None, mtime_b: float | None) -> bool:
+    return size_b is not None and size_a == size_b and int(mtime_a) == int(mtime_b or 0)
+
+
+def _remote_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
+    if path in ("", ".", "/"):
+        return
+    try:
+        if stat.S_ISDIR(sftp.stat(path).st_mode or 0):
+            return
+        raise OpsError(f"remote {path} exists and is not a directory")
+    except FileNotFoundError:
+        _remote_makedirs(sftp, posixpath.dirname(path.rstrip("/")))
+        sftp.mkdir(path)
+
+
+def _remote_listing(sftp: paramiko.SFTPClient, path: str) -> dict[str, paramiko.SFTPAttributes]:
+    try:
+        return {attr.filename: attr for attr in sftp.listdir_attr(path)}
+    except FileNotFoundError:
+        return {}
+
+
+def _byte_counter(progress: Transfers | None) -> Callable[[int, int], None] | None:
+    """paramiko's transfer callback (bytes so far, size) -> `progress.add_bytes` of the new."""
+    if progress is None:
+        return None
+    moved = 0
+
+    def count(so_far: int, _size: int) -> None:
+        nonlocal moved
+        progress.add_bytes(so_far - moved)
+        moved = so_far
+
+    return count
+
+
+def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result,
+         progress: Transfers | None = None) -> None:
+    sftp.put(str(local), remote, callback=_byte_counter(progress))
+    sftp.utime(remote, (st.st_atime, st.st_mtime))
+    sftp.chmod(remote, stat.S_IMODE(st.st_mode))
+
+
+def _read_local(directory: Path) -> Callable[[str], str | None]:
+    def read(name: str) -> str | None:
+        try:
+            return (directory / name).read_text(errors="replace")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    return read
+
+
+def _read_remote(sftp: paramiko.SFTPClient, directory: str, names: set[str]):
+    def read(name: str) -> str | None:
+        if name not in names:
+            return None
+        try:
+            with sftp.open(posixpath.join(directory, name)) as remote_file:
+                return remote_file.read().decode(errors="replace")
+        except OSError:  # a directory of that name, or unreadable: no rules, as rsync
+            return None
+
+    return read
+
+
+def sync_up(
+    sftp: paramiko.SFTPClient,
+    source: Path,
+    destination: str,
+    excludes: Iterable[str] = (),
+    filters: Iterable[str] = (),
+    progress: Transfers | None = None,
+) -> SyncReport:
+    """Local `source` (file or directory) -> remote `destination`.
+
+    `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore);
+    `progress` hears of every byte and file sent.
+    """
+    excludes = list(excludes)
+    merge = DirMergeFilters(filters)
+    destination = remote_path(destination)
+    report = SyncReport()
+    if not source.exists():
+        raise OpsError(f"{source} does not exist: nothing to send")
+    if source.is_file():
+        target = destination
+        if destination.endswith("/") or _is_remote_dir(sftp, destination):
+            target = posixpath.join(destination, source.name)
+        _remote_makedirs(sftp, posixpath.dirname(target))
+        st = source.stat()
+        try:
+            remote = sftp.stat(target)
+            remote_size, remote_mtime = remote.st_size, remote.st_mtime
+        except FileNotFoundError:
+            remote_size = remote_mtime = None
+        if _same(st.st_size, st.st_mtime, remote_size, remote_mtime):
+            report.unchanged += 1
+        else:
+            _put(sftp, source, target, st, progress)
+            _sent(report, source.name, progress)
+        return report
+    _remote_makedirs(sftp, destination.rstrip("/") or ".")
+    for directory, subdirs, files in os.walk(source):
+        relative_dir = Path(directory).relative_to(source).as_posix()
+        relative_dir = "" if relative_dir == "." else relative_dir
+        if merge:
+            merge.load(relative_dir, _read_local(Path(directory)))
+        subdirs[:] = sorted(
+            name for name in subdirs
+            if not is_excluded(posixpath.join(relative_dir, name), excludes)
+            and not merge.excluded(posixpath.join(relative_dir, name), is_dir=True)
+        )
+        remote_dir = posixpath.join(destination, relative_dir) if relative_dir else destination
+        listing = _remote_listing(sftp, remote_dir)
+        for name in subdirs:
+            if name not in listing:
+                sftp.mkdir(posixpath.join(remote_dir, name))
+        for name in sorted(files):
+            relative = posixpath.join(relative_dir, name)
+            if is_excluded(relative, excludes) or merge.excluded(relative, is_dir=False):
+                continue
+            local = Path(directory) / name
+            st = local.stat()
+            attr = listing.get(name)
+            if attr is not None and _same(st.st_size, st.st_mtime, attr.st_size, attr.st_mtime):
+                report.unchanged += 1
+                continue
+            _put(sftp, local, posixpath.join(remote_dir, name), st, progress)
+            _sent(report, relative, progress)
+    return report
+
+
+def _sent(report: SyncReport, relative: str, progress: Transfers | None) -> None:
+    report.sent.append(relative)
+    if progress is not None:
+        progress.add_file(relative)
+
+
+def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
+    try:
+        return stat.S_ISDIR(sftp.stat(path).st_mode or 0)
+    except FileNotFoundError:
+        return False
+
+
+def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes,
+         progress: Transfers | None = None) -> None:
+    sftp.get(remote, str(local), callback=_byte_counter(progress))
+    os.utime(local, (attr.st_atime or attr.st_mtime or 0, attr.st_mtime or 0))
+    if attr.st_mode is not None:
+        local.chmod(stat.S_IMODE(attr.st_mode))
+
+
+def sync_down(
+    sftp: paramiko.SFTPClient,
+    source: str,
+    destination: Path,
+    excludes: Iterable[str] = (),
+    filters: Iterable[str] = (),
+    progress: Transfers | None = None,
+) -> SyncReport:
+    """Remote `source` (file or directory) -> local `destination`; filter files read remotely;
+    `progress` hears of every byte and file fetched."""
+    excludes = list(excludes)
+    merge = DirMergeFilters(filters)
+    source = remote_path(source)
+    report = SyncReport()
+    try:
+        top = sftp.stat(source)
+    except FileNotFoundError:
+        raise OpsError(f"remote {source} does not exist: nothing to fetch") from None
+    if not stat.S_ISDIR(top.st_mode or 0):
+        target = destination
+        if destination.is_dir() or str(destination).endswith("/"):
+            target = destination / posixpath.basename(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        local_size = target.stat().st_size if target.exists() else None
+        local_mtime = target.stat().st_mtime if target.exists() else None
+        if _same(top.st_size or 0, top.st_mtime or 0, local_size, local_mtime):
+            report.unchanged += 1
+        else:
+            _get(sftp, source, target, top, progress)
+            _sent(report, posixpath.basename(source), progress)
+        return report
+    pending = [""]
+    while pending:
+        relative_dir = pending.pop()
+        remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
+        local_dir = destination / relative_dir
+        local_dir.mkdir(parents=True, exist_ok=True)
+        entries = sorted(sftp.listdir_attr(remote_dir), key=lambda a: a.filename)
+        if merge:
+            names = {attr.filename for attr in entries}
+            merge.load(relative_dir, _read_remote(sftp, remote_dir, names))
+        for attr in entries:
+            relative = posixpath.join(relative_dir, attr.filename)
+            is_dir = stat.S_ISDIR(attr.st_mode or 0)
+            if is_excluded(relative, excludes) or merge.excluded(relative, is_dir):
+                continue
+            if is_dir:
+                pending.append(relative)
+                continue
+            local = destination / relative
+            if local.exists():
+                st = local.stat()
+                if _same(attr.st_size or 0, attr.st_mtime or 0, st.st_size, st.st_mtime):
+                    report.unchanged += 1
+                    continue
+            _get(sftp, posixpath.join(remote_dir, attr.filename), local, attr, progress)
+            _sent(report, relative, progress)
+    return report
+
+
+def rsync_up_nodes(
+    connector: Connector,
+    nodes: list[Node],
+    pairs: dict[str, str],
+    excludes: list[str],
+    filters: list[str] | None = None,
+    err: TextIO | None = None,
+) -> dict[str, SyncReport]:
+    """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
+    counting files and bytes on `err` (a bar of nodes when there are several)."""
+    connector.head()  # pin the jump host once before threads share it
+    err = err or sys.stderr
+    several = len(nodes) > 1
+    progress = ProgressBar("rsync-up", len(nodes), err) if several else TransferCount(
+        "rsync-up", err)
+
+    def send(node: Node) -> SyncReport:
+        total = SyncReport()
+        sftp = connector.node(node).open_sftp()
+        try:
+            for remote, local in pairs.items():
+                report = sync_up(sftp, Path(local), remote, excludes, filters or (), progress)
+                total.sent += [posixpath.join(remote, path) for path in report.sent]
+                total.unchanged += report.unchanged
+        finally:
+            sftp.close()
+        if isinstance(progress, ProgressBar):
+            progress.step(node.name)
+        return total
+
+    try:
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
+            names = [node.name for node in nodes]
+            return dict(zip(names, pool.map(send, nodes), strict=True))
+    finally:
+        progress.close()
+
+
+def rsync_down_head(connector: Connector, source: str, local: Path,
+                    err: TextIO | None = None) -> SyncReport:
+    """`rsync-down`: the head's `source` -> `local`, counting files and bytes on `err`."""
+    from ops.remote.cluster_file import rsync_excludes, rsync_filters
+
+    outputs = connector.outputs
+    progress = TransferCount("rsync-down", err or sys.stderr)
+    sftp = connector.head().open_sftp()
+    try:
+        return sync_down(sftp, source, local, rsync_excludes(outputs), rsync_filters(outputs),
+                         progress)
+    finally:
+        sftp.close()
+        progress.close()
+
+
+def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:
+    """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
+    from ops.remote.cluster_file import file_mounts, rsync_excludes, rsync_filters
+    from ops.remote.ssh import connect_stack
+
+    with connect_stack(stack) as connector:
+        outputs = connector.outputs
+        if pairs is None:
+            pairs = file_mounts(outputs)
+            if not pairs:
+                print("the cluster YAML has no file_mounts: nothing to sync")
+                return
+        head = Node(outputs.head_name, "", "head", outputs.head_internal_ip, None, "")
+        nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [head]
+        reports = rsync_up_nodes(
+            connector, nodes, pairs, rsync_excludes(outputs), rsync_filters(outputs)
+        )
+        for name, report in reports.items():
+            print(f"{name}: {report.summary()}")
+
+
+def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool) -> None:
+    """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
+    if not Path(source).exists():
+        raise OpsError(f"{source} does not exist: pass a local file or directory")
+    rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
+
+
+def rsync_down(stack: str | None, source: str, target: str) -> None:
+    """`rsync-down`: the head's `source` -> the local `target`, whose folder must exist."""
+    from ops.paths import in_existing_folder
+    from ops.remote.ssh import connect_stack
+
+    local = in_existing_folder(target, "target")
+    with connect_stack(stack) as connector:
+        print(rsync_down_head(connector, source, local).summary())

@@ -1,0 +1,204 @@
+"""`invoke plan`: the stack's resources as a canonical, deterministic document.
+
+Runs the real program offline (ops.review.plan_engine) and reduces what it records to what a
+reviewer needs: Pulumi type token, a friendlier kind, logical name, parent and inputs with
+secrets masked. Keys are sorted and resources ordered by (type, name), so the same stack
+config always gives byte-identical JSON; `invoke diff` compares two of these documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.config.errors import ConfigError
+from infra.stack_config import (
+    CONFIG_KEY,
+    PROJECT_ROOT,
+    StackFileError,
+    check_stack,
+)
+from ops.errors import OpsError
+from ops.paths import in_existing_folder
+from ops.pulumi_types import DYNAMIC_TYPE
+from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
+
+if TYPE_CHECKING:
+    pass
+
+PLAN_FORMAT_VERSION = 1
+
+Plan = dict[str, Any]
+
+
+FORMATS = ("json", "table")
+
+
+def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
+                      output: str | None, missing_ok: bool = False) -> tuple[str, Path]:
+    """Check `invoke plan`/`diff` arguments before the slow plan: the stack (chosen as every
+    task chooses it) and its file, the format, the root and where the output goes."""
+    if output_format not in FORMATS:
+        raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
+    tree = Path(root).expanduser() if root else PROJECT_ROOT
+    if not (tree / "stacks").is_dir():
+        raise OpsError(f"--root {tree} has no stacks/ folder: pass a checkout of this project")
+    if output:
+        in_existing_folder(output, "--output")
+    name = resolve_stack_name(stack)
+    if not (missing_ok and not stack_file_path(name, tree).exists()):
+        check_stack(name, tree / "stacks", tree)
+    return name, tree
+
+
+def stack_file_path(stack: str, root: Path) -> Path:
+    return root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def write_output(text: str, output: str | None) -> None:
+    if output:
+        Path(output).expanduser().write_text(text)
+    else:
+        print(text, end="")
+
+
+def resource_kind(type_token: str, inputs: dict[str, Any]) -> str:
+    """A short label beside the token: dynamic resources all share one token, so name them
+    by what their inputs say they are."""
+    if type_token == DYNAMIC_TYPE:
+        if "node_type" in inputs and "count" in inputs:
+            return "WorkerGroup"
+        if "comment" in inputs:
+            return "SshKeyPair"
+        if "has_tpu" in inputs:
+            return "ClusterSweeper"
+        if "wait_minutes" in inputs:
+            return "QueuedTpuSlice"
+        return "DynamicResource"
+    return type_token.rsplit(":", 1)[-1]
+
+
+def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
+    """Plan `stack` in this process. The pulumi runtime is process-global: callers that plan
+    more than once should prefer `plan_stack_isolated`."""
+    from ops.review.plan_engine import run_program
+
+    config = stack_settings(stack, root)
+    run = run_program(config, stack=stack, preview=True)
+    cluster_file = config.get(CONFIG_KEY, "")
+    if cluster_file and Path(cluster_file).is_relative_to(root):
+        cluster_file = str(Path(cluster_file).relative_to(root))
+    resources = [
+        {
+            "type": r.type,
+            "kind": resource_kind(r.type, r.inputs),
+            "name": r.name,
+            "parent": r.parent,
+            "custom": r.custom,
+            "inputs": r.inputs,
+            # Earlier names of a renamed resource: `invoke diff` matches them, as Pulumi does.
+            **({"aliases": r.aliases} if r.aliases else {}),
+        }
+        for r in sorted(run.resources, key=lambda r: (r.type, r.name))
+    ]
+    from ops.review.plan_node_types import node_type_rows
+
+    return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
+            "resources": resources, "price_per_hour": price_per_hour(config),
+            "node_types": node_type_rows(*cluster_from_settings(config))}
+
+
+def price_per_hour(settings: dict[str, str]) -> dict[str, Any]:
+    """The cluster's approximate USD per hour at its pinned size and at max_workers (the
+    program has just accepted these settings)."""
+    from ops.review.prices import cluster_price
+
+    return cluster_price(*cluster_from_settings(settings)).as_dict()
+
+
+def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Popen[str]:
+    """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
+    the result with `collect_plan`. Two can run at once."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ops.review.plan", "--stack", stack, "--root", str(root)],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def collect_plan(process: subprocess.Popen[str], stack: str, where: str = "") -> Plan:
+    """The plan a `plan_stack_isolated` run printed; its error once, under one header."""
+    stdout, stderr = process.communicate()
+    place = f" {where}" if where else ""
+    if process.returncode != 0:
+        raise OpsError(f"planning stack {stack!r}{place} failed:\n{stderr.strip()}")
+    try:
+        return json.loads(stdout)
+    except json.JSONDecodeError:
+        raise OpsError(f"planning stack {stack!r}{place} printed no plan: "
+                       f"{stderr.strip() or stdout[:200]}") from None
+
+
+def render_json(plan: Plan) -> str:
+    """Canonical text: sorted keys, fixed indent, trailing newline, non-ASCII kept."""
+    return json.dumps(plan, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_table(plan: Plan) -> str:
+    """For people: the node types (role, machine, zones, counts, spot, disk, price) and the
+    cluster's total, then one line per resource: kind, logical name, parent, type token."""
+    from ops.review.plan_node_types import render_node_types
+
+    rows = [("KIND", "NAME", "PARENT", "TYPE")] + [
+        (r["kind"], r["name"], r["parent"] or "-", r["type"]) for r in plan["resources"]
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + "  " + row[3]
+        for row in rows
+    ]
+    price = plan["price_per_hour"]
+    floor = "at least " if price["unpriced"] else ""
+    types = render_node_types(plan["node_types"]) if "node_types" in plan else []
+    return f"stack {plan['stack']} ({plan['cluster_file']}): " \
+        f"{len(plan.get('node_types', []))} node types, {len(plan['resources'])} resources\n" \
+        + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
+        + f"price: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}" \
+        f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of " \
+        f"{price['prices_as_of']})\n"
+
+
+def render(plan: Plan, output_format: str) -> str:
+    if output_format not in FORMATS:
+        raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
+    return render_json(plan) if output_format == "json" else render_table(plan)
+
+
+def write_plan(stack: str | None, output: str | None, output_format: str, root: str | None
+               ) -> None:
+    """`invoke plan`: the arguments checked, then the plan rendered to `output` or stdout."""
+    name, tree = resolve_plan_args(stack, output_format, root, output)
+    write_output(render(plan_stack(name, tree), output_format), output)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ops.review.plan --stack S [--root DIR]`: canonical JSON on stdout (one plan per
+    interpreter, which is how `invoke diff` isolates its two runs)."""
+    parser = argparse.ArgumentParser(prog="python -m ops.review.plan")
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--root", type=Path, default=PROJECT_ROOT)
+    args = parser.parse_args(argv)
+    try:
+        sys.stdout.write(render_json(plan_stack(args.stack, args.root)))
+    except (ConfigError, OpsError, StackFileError) as error:
+        print(error, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

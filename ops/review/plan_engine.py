@@ -1,0 +1,284 @@
+"""Run the real Pulumi program offline under a recording mock engine.
+
+No pulumi CLI and no cloud: `pulumi.runtime.set_mocks` stands in for the engine, answers the
+program's look-ups with plausible values, and records every resource the program registers
+(type token, logical name, parent, inputs with secrets masked) plus the stack's exports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from google.protobuf import struct_pb2
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.settings import get_root_resource, set_root_resource
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from ops.pulumi_types import DYNAMIC_TYPE
+
+SECRET_MASK = "[secret]"
+PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
+PROJECT_NAME = "ray-gcp"
+
+
+@dataclass
+class RecordedResource:
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    custom: bool
+    dependencies: list[str] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)  # earlier logical names (a rename)
+    urn: str = ""
+
+
+@dataclass
+class ProgramRun:
+    resources: list[RecordedResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    urns: dict[str, str] = field(default_factory=dict)
+
+    def of_type(self, type_token: str) -> list[RecordedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, name: str) -> RecordedResource:
+        return next(r for r in self.resources if r.name == name)
+
+
+def _mask_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return SECRET_MASK
+        return {k: _mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_secrets(v) for v in value]
+    return value
+
+
+def _recorded(value: Any) -> Any:
+    """A serialized input as plain values, each secret masked where it is marked. (Pulumi's
+    `deserialize_properties` pushes a nested secret's mark up to its whole mapping or list:
+    one secret metadata entry would hide all of the head's metadata.)"""
+    if isinstance(value, struct_pb2.Struct):
+        if rpc._special_sig_key in value:
+            if value[rpc._special_sig_key] == rpc._special_secret_sig:
+                return SECRET_MASK
+            return _asset_shown(_mask_secrets(rpc.deserialize_properties(value)))
+        items = {key: _recorded(item) for key, item in value.items()}
+        return {key: item for key, item in items.items() if item is not None}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_recorded(item) for item in value]
+    return rpc.deserialize_property(value)
+
+
+def _asset_shown(value: Any) -> Any:
+    """An asset as a reviewer reads it, the same on every machine: a text asset (the head's
+    autoscaler config) as its text, a file asset (the file_mounts archive, named by its
+    content's hash) by its file name; anything else (a resource reference) as it is."""
+    if isinstance(value, pulumi.StringAsset):
+        return value.text
+    if isinstance(value, pulumi.FileAsset):
+        return f"[file {Path(value.path).name}]"
+    return value
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+            return _unwrap(value["value"])
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    return value
+
+
+def _fake_ip(seed: str, prefix: str) -> str:
+    digest = hashlib.sha256(seed.encode()).digest()
+    return f"{prefix}.{digest[0] % 250 + 2}.{digest[1] % 250 + 2}"
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Answers like GCP would, deterministically, so two runs record the same plan."""
+
+    def __init__(self, run: ProgramRun) -> None:
+        self.run = run
+        self.names: dict[str, str] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        inputs = _unwrap(args.inputs)
+        state = dict(inputs)
+        if args.typ == "gcp:serviceaccount/account:Account":
+            state["email"] = f"{inputs['accountId']}@{inputs['project']}.iam.gserviceaccount.com"
+        elif args.typ == "gcp:compute/instance:Instance":
+            state["currentStatus"] = "RUNNING"
+            state["networkInterfaces"] = [
+                {
+                    **nic,
+                    "networkIp": _fake_ip(args.name, "10.128"),
+                    "accessConfigs": [
+                        {**a, "natIp": _fake_ip(args.name, "203.0")}
+                        for a in nic.get("accessConfigs", [])
+                    ],
+                }
+                for nic in inputs.get("networkInterfaces", [])
+            ]
+        elif args.typ == "gcp:tpu/v2Vm:V2Vm":
+            external = (inputs.get("networkConfig") or {}).get("enableExternalIps")
+            state["state"] = "READY"
+            state["networkEndpoints"] = [
+                {
+                    "ipAddress": _fake_ip(args.name, "10.130"),
+                    "accessConfigs": [{"externalIp": _fake_ip(args.name, "198.51")}]
+                    if external
+                    else [],
+                }
+            ]
+        elif args.typ == "gcp:compute/disk:Disk":
+            state["selfLink"] = (
+                f"projects/{inputs['project']}/zones/{inputs['zone']}/disks/{inputs['name']}"
+            )
+        elif args.typ == "gcp:secretmanager/secret:Secret":
+            secret_path = f"projects/{inputs['project']}/secrets/{inputs['secretId']}"
+            return secret_path, {**state, "name": secret_path}
+        elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
+            state["name"] = f"{inputs['secret']}/versions/1"
+        elif args.typ == DYNAMIC_TYPE:
+            state = self._dynamic(args.name, inputs)
+        return f"{args.name}-id", state
+
+    @staticmethod
+    def _dynamic(name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        if "comment" in inputs:  # the generated SSH key pair
+            return {
+                **inputs,
+                "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
+                "private_key": PLANNED_PRIVATE_KEY,
+            }
+        if "wait_minutes" in inputs:  # a queued TPU slice, once GCP has filled it
+            return {
+                **inputs,
+                "queued_state": "ACTIVE",
+                "status": "READY",
+                "internal_ip": _fake_ip(name, "10.130"),
+                "external_ip": _fake_ip(name, "198.51"),
+            }
+        prefix = inputs.get("name_prefix", name)
+        count = int(inputs.get("count") or 0)
+        names = [
+            f"{prefix}-{hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:8]}-compute"
+            for i in range(count)
+        ]
+        instances = [
+            {
+                "name": n,
+                "internal_ip": _fake_ip(n, "10.128"),
+                "external_ip": None,
+                "status": "RUNNING",
+            }
+            for n in names
+        ]
+        return {**inputs, "instance_names": names, "instances": instances}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list] | dict:
+        token, a = args.token, _unwrap(args.args)
+        if token == "gcp:organizations/getProject:getProject":
+            return {"projectId": a.get("projectId"), "number": "123456789012", "name": "p"}
+        if token == "gcp:compute/getSubnetworks:getSubnetworks":
+            base = f"https://www.googleapis.com/compute/v1/projects/{a.get('project')}"
+            return {
+                "subnetworks": [
+                    {
+                        "name": "default",
+                        "selfLink": f"{base}/regions/{a.get('region')}/subnetworks/default",
+                        "network": f"{base}/global/networks/default",
+                        "networkSelfLink": f"{base}/global/networks/default",
+                        "networkName": "default",
+                        "ipCidrRange": "10.138.0.0/20",
+                        "description": "",
+                        "privateIpGoogleAccess": False,
+                    }
+                ]
+            }
+        if token == "gcp:compute/getSubnetwork:getSubnetwork":
+            link = a.get("selfLink", "")
+            project = link.split("projects/")[-1].split("/")[0] if "projects/" in link else "p"
+            return {
+                "network": f"https://www.googleapis.com/compute/v1/projects/{project}"
+                "/global/networks/default",
+                "selfLink": link,
+            }
+        return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    """Keeps the inputs as sent (secrets still marked) and the stack's exports."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.run = mocks.run
+        self.urn_names: dict[str, str] = {}
+
+    def RegisterResource(self, request):  # noqa: N802  (the gRPC method name)
+        response = super().RegisterResource(request)
+        self.urn_names[response.urn] = request.name
+        self.run.urns[request.name] = response.urn
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = _recorded(request.object)
+            inputs.pop("__provider", None)
+            self.run.resources.append(
+                RecordedResource(
+                    type=request.type,
+                    name=request.name,
+                    parent=self.urn_names.get(request.parent),
+                    inputs=inputs,
+                    custom=bool(request.custom),
+                    dependencies=sorted(request.dependencies),
+                    aliases=sorted(_alias_names(request)),
+                    urn=response.urn,
+                )
+            )
+        return response
+
+
+def _alias_names(request: Any) -> set[str]:
+    """The old logical names a resource's aliases give (a spec's name, or a URN's last part)."""
+    names = set()
+    for alias in request.aliases:
+        if alias.HasField("spec") and alias.spec.name:
+            names.add(alias.spec.name)
+        elif alias.urn:
+            names.add(alias.urn.rsplit("::", 1)[-1])
+    return names
+
+
+def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = True) -> ProgramRun:
+    """Run `infra` under the recording engine with the given stack config (`ray-gcp:...`
+    keys, values as pulumi gives them: strings, objects as JSON text)."""
+    from infra.program import define_cluster
+
+    run = ProgramRun()
+    mocks = RecordingMocks(run)
+    set_root_resource(None)  # a fresh root stack, so exports of an earlier run do not leak in
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=_RecordingMonitor(mocks)
+    )
+    pulumi.runtime.set_all_config(config, [])
+
+    async def program() -> None:
+        define_cluster()
+        exports = dict(get_root_resource().outputs)
+        for name, value in exports.items():
+            output = pulumi.Output.from_input(value)
+            secret = await output.is_secret()
+            run.outputs[name] = SECRET_MASK if secret else await output.future(with_unknowns=True)
+
+    _sync_await(run_pulumi_func(program))
+    run.resources.sort(key=lambda r: (r.type, r.name))
+    return run

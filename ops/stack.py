@@ -1,0 +1,320 @@
+"""The stack a task works on: which one, its file's settings, its cluster, its outputs.
+
+Every task chooses its stack here (`Stack.choose`: --stack, $PULUMI_STACK, the outputs file's
+name, pulumi's selected stack) and hands the one `Stack` down; the stack file is read once,
+the cluster YAML and the outputs when first asked for. The outputs come from the Pulumi
+Automation API, or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file
+holding one stack's outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
+too: choosing the selected stack and reading outputs need it. Light on purpose (pulumi and
+pydantic are imported where used): `invoke exec` must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.stack_config import PROJECT_ROOT
+from ops.errors import OpsError
+
+if TYPE_CHECKING:
+    from pulumi.automation import Stack as AutomationStack
+
+    from infra.config import ClusterConfig
+
+OUTPUTS_ENV = "RAY_GCP_STACK_OUTPUTS"
+STACK_ENV = "PULUMI_STACK"
+CONFIG_NAMESPACE = "ray-gcp:"
+INSTALL_HINT = "install it with `curl -fsSL https://get.pulumi.com | sh` (or `brew install pulumi`)"
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    node_type: str
+    kind: str  # "head" | "worker"
+    internal_ip: str
+    external_ip: str | None
+    status: str
+    zone: str = ""
+    """The node's zone when the outputs say (a failover zone); else the stack's `zone`."""
+
+    @property
+    def api(self) -> str:
+        """"tpu" for a TPU VM, else "compute": node names end in their kind (infra/plan.py)."""
+        return "tpu" if self.name.endswith("-tpu") else "compute"
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    stack: str
+    cluster_name: str
+    head_name: str
+    head_internal_ip: str
+    head_external_ip: str | None
+    ssh_user: str
+    ssh_port: int
+    # repr=False: the key must never reach a log line or a traceback's locals dump.
+    ssh_private_key: str = field(repr=False)
+    project: str = ""
+    zone: str = ""
+    service_account_email: str = ""
+    docker_container_name: str = ""
+    dashboard_url: str = ""
+    cluster_config_file: str = ""
+    nodes: tuple[Node, ...] = ()
+    # `head` and each worker type -> the startup script version its nodes should report.
+    script_versions: dict[str, str] = field(default_factory=dict)
+
+    def wanted_version(self, node: Node) -> str:
+        key = "head" if node.kind == "head" or node.name == self.head_name else node.node_type
+        return self.script_versions.get(key, "")
+
+    @property
+    def head_address(self) -> str:
+        """External IP when the head has one, else the internal IP (use_internal_ips / VPN)."""
+        return self.head_external_ip or self.head_internal_ip
+
+    @property
+    def workers(self) -> list[Node]:
+        return [node for node in self.nodes if node.kind != "head"]
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(node.name for node in self.nodes) or "none"
+        raise OpsError(f"stack {self.stack!r} has no node {name!r}: nodes are {known}")
+
+
+_REQUIRED = ("cluster_name", "head_name", "head_internal_ip", "ssh_user", "ssh_private_key")
+
+
+def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
+    """Plain stack outputs -> StackOutputs; missing keys mean the stack was never deployed."""
+    missing = [key for key in _REQUIRED if not raw.get(key)]
+    if missing:
+        raise OpsError(
+            f"stack {stack!r} has no output {missing[0]!r}: deploy it first with "
+            f"`invoke up --stack {stack}`"
+        )
+    nodes = tuple(
+        Node(
+            name=item["name"],
+            node_type=item.get("node_type", ""),
+            kind=item.get("kind", "worker"),
+            internal_ip=item.get("internal_ip") or "",
+            external_ip=item.get("external_ip") or None,
+            status=item.get("status", ""),
+            zone=item.get("zone") or "",
+        )
+        for item in raw.get("nodes") or []
+    )
+    return StackOutputs(
+        stack=stack,
+        cluster_name=raw["cluster_name"],
+        head_name=raw["head_name"],
+        head_internal_ip=raw["head_internal_ip"],
+        head_external_ip=raw.get("head_external_ip") or None,
+        ssh_user=raw["ssh_user"],
+        ssh_port=int(raw.get("ssh_port") or 22),
+        ssh_private_key=raw["ssh_private_key"],
+        project=raw.get("project", ""),
+        zone=raw.get("zone", ""),
+        service_account_email=raw.get("service_account_email", ""),
+        docker_container_name=raw.get("docker_container_name") or "",
+        dashboard_url=raw.get("dashboard_url", ""),
+        cluster_config_file=raw.get("cluster_config_file", ""),
+        nodes=nodes,
+        script_versions=dict(raw.get("script_versions") or {}),
+    )
+
+
+def require_cli() -> None:
+    if shutil.which("pulumi") is None:
+        raise OpsError(f"the pulumi CLI is not on PATH: {INSTALL_HINT}, then retry")
+
+
+def selected_stack_name() -> str:
+    """What `pulumi stack --show-name` says: the stack selected for this project."""
+    if shutil.which("pulumi") is None:
+        from infra.stack_config import stack_names
+
+        raise OpsError("no stack given: pass --stack/-s NAME or set PULUMI_STACK (stacks here: "
+                       f"{', '.join(stack_names()) or 'none'})")
+    from pulumi import automation as auto
+
+    summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT)).stack()
+    if summary is None:
+        raise OpsError(
+            "no stack given and none selected: pass --stack/-s NAME, set PULUMI_STACK or run "
+            "`pulumi stack select`"
+        )
+    return summary.name
+
+
+def select_stack(name: str) -> AutomationStack:
+    """The Automation API's handle on stack `name` (the pulumi CLI must be installed)."""
+    require_cli()
+    from pulumi import automation as auto
+
+    try:
+        return auto.select_stack(stack_name=name, work_dir=str(PROJECT_ROOT))
+    except auto.StackNotFoundError:
+        raise OpsError(
+            f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
+            f"`pulumi stack init {name}`"
+        ) from None
+
+
+def pulumi_outputs(name: str) -> dict[str, Any]:
+    """Plain output values; secrets (the SSH key) are unwrapped in memory only."""
+    return {key: output.value for key, output in select_stack(name).outputs().items()}
+
+
+def resolve_stack_name(stack: str | None, require_file: bool = False) -> str:
+    """The name of the stack `Stack.choose` chooses."""
+    return Stack.choose(stack, require_file).name
+
+
+def _chosen_stack(stack: str | None) -> str:
+    if stack:
+        return stack
+    if os.environ.get(STACK_ENV):
+        return os.environ[STACK_ENV]
+    source = os.environ.get(OUTPUTS_ENV)
+    if source and Path(source).is_file():
+        return Path(source).stem
+    return selected_stack_name()
+
+
+def _read_outputs_file(stack: str, source: Path) -> dict[str, Any]:
+    path = source / f"{stack}.json" if source.is_dir() else source
+    if not path.exists():
+        if source.is_dir():
+            known = ", ".join(sorted(p.stem for p in source.glob("*.json"))) or "none"
+            raise OpsError(f"no such stack {stack!r} in {source}: stacks are {known}")
+        raise OpsError(f"{OUTPUTS_ENV}={source} does not exist: point it at an outputs JSON")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise OpsError(f"{path} is not valid JSON (line {exc.lineno}): {exc.msg}") from None
+
+
+def load_outputs(stack: str | None = None) -> StackOutputs:
+    """The outputs of `stack` (or the default stack) as StackOutputs."""
+    return Stack.choose(stack).outputs
+
+
+def _outputs_of(name: str) -> StackOutputs:
+    source = os.environ.get(OUTPUTS_ENV)
+    if source:
+        return parse_outputs(name, _read_outputs_file(name, Path(source)))
+    return parse_outputs(name, pulumi_outputs(name))
+
+
+def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
+    """The stack file's `ray-gcp:*` keys as pulumi hands them to a program: strings as they
+    are, anything else as JSON text. `ray-gcp:cluster` becomes absolute under `root`, so a
+    stack materialised from another git ref plans its own cluster YAML."""
+    from infra.stack_config import CONFIG_KEY, check_stack, resolve_cluster_path
+
+    settings = check_stack(stack, root / "stacks", root)
+    config: dict[str, str] = {}
+    for key, value in settings.items():
+        if not str(key).startswith(CONFIG_NAMESPACE):
+            continue
+        if isinstance(value, dict) and "secure" in value:
+            continue  # encrypted with the stack's key: not readable offline, never shown
+        config[key] = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if isinstance(settings.get(CONFIG_KEY), str):
+        config[CONFIG_KEY] = str(resolve_cluster_path(settings[CONFIG_KEY], root))
+    return config
+
+
+def _cluster_config(settings: dict[str, str]) -> ClusterConfig | None:
+    """The cluster config the settings name (inline or a YAML file), as the program reads it;
+    None when they name none."""
+    from infra.config import load_cluster_config, parse_cluster_config
+    from infra.stack_config import CONFIG_KEY, INLINE_KEY, resolve_cluster_path
+
+    inline = settings.get(INLINE_KEY)
+    if inline:
+        return parse_cluster_config(json.loads(inline), INLINE_KEY)
+    if settings.get(CONFIG_KEY):
+        return load_cluster_config(resolve_cluster_path(settings[CONFIG_KEY]))
+    return None
+
+
+def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict[str, int]]:
+    """The stack's cluster config and pinned worker counts, read as the program reads them."""
+    from infra.plan import resolve_worker_counts
+    from infra.stack_config import CONFIG_KEY, COUNTS_KEY, INLINE_KEY
+
+    config = _cluster_config(settings)
+    if config is None:
+        raise OpsError(f"the stack sets neither {CONFIG_KEY} nor {INLINE_KEY}: set one to its "
+                       "cluster YAML")
+    counts = settings.get(COUNTS_KEY)
+    return config, resolve_worker_counts(config, json.loads(counts) if counts else None)
+
+
+def cluster_credentials(settings: dict[str, str]) -> str | None:
+    """The stack's `provider.gcp_credentials` (as the program gives them to pulumi-gcp);
+    None means Application Default Credentials."""
+    config = _cluster_config(settings)
+    credentials = config.provider.gcp_credentials if config else None
+    return credentials.credentials.get_secret_value() if credentials else None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack, chosen once per task and handed down: its file is read on first use, its
+    cluster and outputs likewise, each once."""
+
+    name: str
+
+    @classmethod
+    def choose(cls, stack: str | None, require_file: bool = False) -> Stack:
+        """--stack, else $PULUMI_STACK, else the outputs file's name, else pulumi's selected
+        stack; every task picks its stack here. The stack file, when there is one (or
+        `require_file`), is read and checked first, so its mistakes show before any slow work;
+        it is not read again."""
+        from infra.stack_config import STACKS_DIR
+
+        chosen = cls(_chosen_stack(stack))
+        if require_file or (STACKS_DIR / f"Pulumi.{chosen.name}.yaml").exists():
+            chosen.settings  # noqa: B018 - read (and checked) now, kept for later
+        return chosen
+
+    @classmethod
+    def of(cls, stack: str | Stack) -> Stack:
+        return stack if isinstance(stack, Stack) else cls(stack)
+
+    @cached_property
+    def settings(self) -> dict[str, str]:
+        """The stack file's `ray-gcp:*` settings (`stack_settings`)."""
+        return stack_settings(self.name)
+
+    @cached_property
+    def _cluster(self) -> tuple[ClusterConfig, dict[str, int]]:
+        return cluster_from_settings(self.settings)
+
+    @property
+    def cluster(self) -> ClusterConfig:
+        return self._cluster[0]
+
+    @property
+    def worker_counts(self) -> dict[str, int]:
+        """Each worker type's count as the program resolves it (pinned, else min_workers)."""
+        return self._cluster[1]
+
+    @cached_property
+    def outputs(self) -> StackOutputs:
+        """The deployed stack's outputs (from pulumi, or $RAY_GCP_STACK_OUTPUTS)."""
+        return _outputs_of(self.name)

@@ -1,0 +1,212 @@
+"""The code's arrows point one way: tasks.py -> the ops rooms -> the shared top of ops ->
+infra/ and bootstrap/, with no import circle anywhere.
+
+The graph is read from the source with `ast`, every import statement counted wherever it
+sits (inside a function or under TYPE_CHECKING too: a circle hidden in a function is still a
+circle). An ops room is a subpackage of ops/ (`ops.review`, `ops.lifecycle`, ...); the shared
+top of ops (`ops.stack`, `ops.errors`, ...) is one room of its own, so a shared module that
+imports a room closes a circle. infra/ and bootstrap/ are the floor below: checked module by
+module here, and never to import ops or tasks.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("infra", "bootstrap", "ops")
+FLOOR_BELOW = ("infra", "bootstrap")
+
+Graph = Mapping[str, set[str]]
+
+
+def modules(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """Dotted module name -> its file, for every .py file under the packages."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def imported_names(source: str) -> set[str]:
+    """Every module an import statement names, at any depth of the file; `from a import b`
+    names `a.b` too, which counts when `a.b` is a module."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(root: Path, packages: Iterable[str], extra: Iterable[str] = ()) -> Graph:
+    """Module -> the modules of the packages (and of `extra`, top-level files such as tasks.py)
+    it imports."""
+    files = modules(root, packages)
+    files.update({name: root / f"{name}.py" for name in extra})
+    return {
+        name: {target for target in imported_names(path.read_text())
+               if target in files and target != name}
+        for name, path in files.items()
+    }
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """The strongly connected parts of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                part.append(member)
+                if member == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def room(module: str) -> str:
+    """`ops.review.plan` -> `ops.review`; the shared top of ops (`ops.stack`) -> `ops`; infra
+    and bootstrap modules -> one floor, `infra+bootstrap`; `tasks` -> `tasks`."""
+    parts = module.split(".")
+    if parts[0] in FLOOR_BELOW:
+        return "+".join(FLOOR_BELOW)
+    if parts[0] == "ops" and len(parts) > 2:
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def room_graph(graph: Graph) -> Graph:
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        rooms.setdefault(room(module), set()).update(
+            room(target) for target in targets if room(target) != room(module))
+    return rooms
+
+
+def back_arrows(graph: Graph) -> list[tuple[str, str]]:
+    """Imports that point up: infra/bootstrap into ops or tasks, an ops module into tasks."""
+    return sorted(
+        (module, target) for module, targets in graph.items() for target in targets
+        if (room(module) == room("infra") and target.split(".")[0] in ("ops", "tasks"))
+        or (module.split(".")[0] == "ops" and target == "tasks")
+    )
+
+
+def project_graph() -> Graph:
+    return import_graph(PROJECT_ROOT, PACKAGES, extra=("tasks",))
+
+
+def test_no_module_imports_in_a_circle():
+    assert cycles(project_graph()) == []
+
+
+def test_no_room_imports_in_a_circle():
+    rooms = room_graph(project_graph())
+    assert {"ops", "ops.review", "ops.lifecycle", "ops.remote", "ops.cloud"} <= set(rooms)
+    assert cycles(rooms) == []
+
+
+def test_infra_bootstrap_and_ops_never_import_upwards():
+    assert back_arrows(project_graph()) == []
+
+
+def test_ops_has_no_plain_module_besides_the_shared_few():
+    shared = {path.stem for path in (PROJECT_ROOT / "ops").glob("*.py")}
+    assert shared == {"__init__", "errors", "paths", "pulumi_types", "stack", "task_flags",
+                      "task_groups"}
+
+
+def test_every_room_says_what_it_owns_and_may_import():
+    for init in (PROJECT_ROOT / "ops").glob("*/__init__.py"):
+        docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "Owns" in docstring and "May import" in docstring, init
+
+
+def test_the_readme_layout_names_every_room_and_shared_module():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    section = readme.split("\n## How the code is laid out\n")[1].split("\n## ")[0]
+    ops = PROJECT_ROOT / "ops"
+    rooms = [f"ops/{init.parent.name}/" for init in sorted(ops.glob("*/__init__.py"))]
+    shared = [f"ops/{path.name}" for path in sorted(ops.glob("*.py")) if path.stem != "__init__"]
+    assert [name for name in rooms + shared if name not in section] == []
+
+
+# ---- the checks themselves catch what they are for, on a small tree written here
+
+
+def write_tree(root: Path, files: Mapping[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_a_circle_hidden_inside_a_function_is_found(tmp_path: Path):
+    write_tree(tmp_path, {
+        "ops/__init__.py": "",
+        "ops/a.py": "from ops.b import B\n",
+        "ops/b.py": "def late():\n    from ops import a\n    return a\nB = 1\n",
+        "ops/c.py": "import ops.a\n",
+    })
+    assert cycles(import_graph(tmp_path, ["ops"])) == [["ops.a", "ops.b"]]
+
+
+def test_a_circle_between_rooms_is_found(tmp_path: Path):
+    write_tree(tmp_path, {
+        "ops/__init__.py": "",
+        "ops/stack.py": "",
+        "ops/review/__init__.py": "",
+        "ops/review/plan.py": "from ops.stack import x\n",
+        "ops/lifecycle/__init__.py": "",
+        "ops/lifecycle/up.py": "from ops.review.plan import y\n",
+        "ops/review/effects.py": "from ops.lifecycle.up import z\n",
+    })
+    graph = import_graph(tmp_path, ["ops"])
+    assert cycles(graph) == []
+    assert cycles(room_graph(graph)) == [["ops.lifecycle", "ops.review"]]
+
+
+def test_an_import_from_infra_into_ops_or_from_ops_into_tasks_is_found(tmp_path: Path):
+    write_tree(tmp_path, {
+        "infra/__init__.py": "",
+        "infra/program.py": "def run():\n    import ops.paths\n",
+        "bootstrap/__init__.py": "",
+        "bootstrap/local.py": "from infra import program\n",
+        "ops/__init__.py": "",
+        "ops/paths.py": "",
+        "ops/review/__init__.py": "",
+        "ops/review/plan.py": "from tasks import plan\n",
+        "tasks.py": "from ops.review import plan\n",
+    })
+    graph = import_graph(tmp_path, PACKAGES, extra=("tasks",))
+    assert back_arrows(graph) == [("infra.program", "ops.paths"), ("ops.review.plan", "tasks")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import tarfile
+from pathlib import Path
 
 import pytest
 from bootstrap_stubs import cluster
@@ -105,11 +106,17 @@ def test_mounts_over_the_limit_say_the_limit_and_the_fix(tmp_path, monkeypatch):
     assert "more than 3 MB" in message and "rsync_exclude" in message
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
-def test_an_unreadable_file_inside_a_folder_is_named(tmp_path):
+def test_an_unreadable_file_inside_a_folder_is_named(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "locked").write_text("x")
-    (tmp_path / "data" / "locked").chmod(0)
+    real_open = Path.open
+
+    def refuse(path, *args, **kwargs):  # what a mode-000 file does to a non-root user
+        if path.name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refuse)
     with pytest.raises(ConfigError) as error:
         pack_file_mounts(cluster(file_mounts={"~/data": "data"}), tmp_path)
-    assert "locked cannot be read" in error.value.problems[0][1]
+    assert "locked cannot be read (Permission denied)" in error.value.problems[0][1]

@@ -1,16 +1,17 @@
 """What runs on a node: the startup script that makes a GCE instance or TPU VM a Ray head or
-worker, the head's autoscaler config, and a local two-node cluster built from the same
-scripts."""
+worker, the file_mounts archive it fetches from the cluster's bucket, the head's autoscaler
+config, and a local two-node cluster built from the same scripts. It imports only infra (the
+cluster config, Ray's labels, the local state folder)."""
 
 from bootstrap.autoscaler_config import autoscaler_config
-from bootstrap.file_mounts import FileMountPlan, plan_file_mounts
+from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
 from bootstrap.node_metadata import node_metadata
 from bootstrap.startup_script import render_startup_script
 
 __all__ = [
-    "FileMountPlan",
+    "FileMountArchive",
     "autoscaler_config",
     "node_metadata",
-    "plan_file_mounts",
+    "pack_file_mounts",
     "render_startup_script",
 ]

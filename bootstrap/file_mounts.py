@@ -1,116 +1,234 @@
-"""Which `file_mounts` travel in instance metadata and which the invoke tasks sync over SSH.
+"""`file_mounts` packed into one archive that every node fetches from the cluster's bucket.
 
-GCE caps one metadata value at 256 KB and all of an instance's metadata at 512 KB, and the
-startup script, SSH keys and the head's autoscaler config share that room. So a mount goes
-in metadata only when it is a single regular file whose base64 fits the per-value limit and
-the running total stays inside a budget of half the instance's metadata; directories and
-larger files are left to the SSH sync.
+`ray up` rsyncs each `file_mounts` entry (a file or a folder) to every node before its setup
+commands, and so does its autoscaler for the workers it adds. Here the program packs every entry
+into one gzip'd tar (`pack_file_mounts`), skipping what `rsync_exclude` and `rsync_filter` skip
+(bootstrap/sync_filter.py), and stores it in the cluster's private bucket under a name made of
+its content's hash (`file-mounts/<sha256>.tar.gz`): a change is one new object, and the startup
+script, which names it, changes with it, so the node watcher re-applies the mounts in place.
+Each node downloads it with its own service account before its initialization commands; member
+`<i>` of the archive is the i-th mount in target order. Nothing of it is in instance metadata,
+so key-like files travel the same private way as the rest.
 
-What travels in metadata is readable by anyone who may view the instance (and by every process
-on it), so the program makes each value a Pulumi secret: plans show `[secret]` and the state
-keeps it encrypted. A file that looks like a key or a credential (a PEM/OpenSSH private key, a
-service-account or OAuth JSON, `id_rsa`, `*.pem`, ...) is not inlined at all unless
-`provider.inline_secret_file_mounts: true` asks for it: it goes over SSH with the large files.
+The archive is the same bytes for the same files (sorted members, mtime, owner and group of the
+archive's own making, gzip mtime 0): file modes and symlinks are kept, as `rsync -a` keeps them.
+All mounts together may hold `MOUNT_SIZE_LIMIT` bytes.
 """
 
 from __future__ import annotations
 
-import base64
-from dataclasses import dataclass, field
+import gzip
+import hashlib
+import io
+import os
+import posixpath
+import stat
+import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from infra.config import ClusterConfig, expand_local_path
+from bootstrap.sync_filter import DirMergeFilters, is_excluded
+from infra.config import ClusterConfig, ConfigError, expand_local_path
 
-METADATA_VALUE_LIMIT = 256 * 1024
-METADATA_FILE_MOUNT_BUDGET = 256 * 1024
-KEY_PREFIX = "ray-file-mount-"
-
-# What a key or credential file looks like, by name and by content.
-_SECRET_NAMES = frozenset({"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk",
-                           "id_ed25519_sk", ".netrc", ".pgpass", "credentials",
-                           "application_default_credentials.json"})
-_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk")
-_SECRET_MARKERS = (b"PRIVATE KEY", b"PuTTY-User-Key-File", b'"private_key"',
-                   b'"refresh_token"', b'"client_secret"', b"aws_secret_access_key")
+MOUNT_SIZE_LIMIT = 256 * 1024 * 1024
+OBJECT_PREFIX = "file-mounts/"
+_SIZE_FIX = (
+    "add its large files to rsync_exclude (or an rsync_filter file) and copy them with "
+    "`invoke rsync-up` after `up`, or fetch them from a bucket in setup_commands"
+)
 
 
 @dataclass(frozen=True)
-class MetadataMount:
-    """A small file: its base64 content is the metadata value of `key`."""
+class FileMountArchive:
+    """The packed mounts: `targets[i]` is member `<i>` of the archive."""
 
-    key: str
-    target: str
-    content_base64: str
-
-
-@dataclass(frozen=True)
-class FileMountPlan:
-    in_metadata: list[MetadataMount] = field(default_factory=list)
-    over_ssh: dict[str, str] = field(default_factory=dict)  # remote target -> local source
-
-    held_back: list[str] = field(default_factory=list)
-    """Targets of key-like files sent over SSH instead of metadata (not asked to inline)."""
-
-    def metadata_entries(self) -> dict[str, str]:
-        return {mount.key: mount.content_base64 for mount in self.in_metadata}
+    targets: tuple[str, ...]
+    content: bytes  # the .tar.gz
+    digest: str  # sha256 of the uncompressed tar: the same files give the same name
 
     @property
-    def targets(self) -> list[str]:
-        """Every remote path, however it travels (docker bind-mounts all of them)."""
-        return sorted({m.target for m in self.in_metadata} | set(self.over_ssh))
+    def object_name(self) -> str:
+        return f"{OBJECT_PREFIX}{self.digest}.tar.gz"
+
+    def write(self, folder: Path) -> Path:
+        """The archive as a file in `folder` (the program's asset; the local cluster's bucket)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / Path(self.object_name).name
+        if not path.is_file() or path.read_bytes() != self.content:
+            partial = path.with_suffix(f".{os.getpid()}.partial")
+            partial.write_bytes(self.content)
+            partial.replace(path)
+        return path
 
 
-def plan_file_mounts(config: ClusterConfig, base_dir: Path | None = None) -> FileMountPlan:
-    """Split the config's file_mounts; relative local paths are read from `base_dir` (the
-    directory the cluster YAML is used from, as `ray up` reads them from its cwd)."""
-    base = base_dir or Path.cwd()
-    plan = FileMountPlan()
-    used = 0
-    inline_secrets = config.provider.inline_secret_file_mounts
-    for target, source in sorted(config.file_mounts.items()):
-        path = _absolute(base / expand_local_path(source))
-        encoded = _small_file_base64(path)
-        if encoded is not None and not inline_secrets and looks_like_a_secret(path):
-            plan.held_back.append(target)
-            plan.over_ssh[target] = str(path)
-        elif encoded is not None and used + len(encoded) <= METADATA_FILE_MOUNT_BUDGET:
-            key = f"{KEY_PREFIX}{len(plan.in_metadata)}"
-            plan.in_metadata.append(MetadataMount(key, target, encoded))
-            used += len(encoded)
-        else:
-            plan.over_ssh[target] = str(path)
-    return plan
+def bucket_name(config: ClusterConfig) -> str:
+    """The cluster's private bucket: bucket names are global, so the project's hash makes it
+    the project's own (cluster names are 1-35 lowercase letters, digits and hyphens)."""
+    project = hashlib.sha256(config.provider.project.encode()).hexdigest()[:12]
+    return f"ray-{config.cluster_name}-{project}"
 
 
-def is_file_mount_key(key: str) -> bool:
-    """Whether a metadata key carries file_mounts content (a secret wherever it goes)."""
-    return key.startswith(KEY_PREFIX)
-
-
-def looks_like_a_secret(path: Path) -> bool:
-    """A private key or a credential, by its name or its content."""
-    name = path.name.lower()
-    if name in _SECRET_NAMES or name.endswith(_SECRET_SUFFIXES):
-        return True
-    content = path.read_bytes()
-    return any(marker in content for marker in _SECRET_MARKERS)
-
-
-def _absolute(path: Path) -> Path:
-    """Resolved like `ray up` would; a symlink loop stays as written (the sync reports it)."""
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return path.absolute()
-
-
-def _small_file_base64(path: Path) -> str | None:
-    """The file's base64 when it is a small regular file we can read; else the SSH sync
-    takes it (and says what is wrong with it)."""
-    try:
-        if not path.is_file() or path.stat().st_size > METADATA_VALUE_LIMIT:
-            return None
-        encoded = base64.b64encode(path.read_bytes()).decode("ascii")
-    except OSError:
+def pack_file_mounts(
+    config: ClusterConfig, base_dir: Path | None = None
+) -> FileMountArchive | None:
+    """Every `file_mounts` entry in one archive, or None when there is none. Relative local
+    paths are read from `base_dir` (default the working directory, where `ray up` reads them).
+    A missing or unreadable path, or a total over the limit, is a ConfigError naming the
+    entry's YAML path."""
+    if not config.file_mounts:
         return None
-    return encoded if len(encoded) <= METADATA_VALUE_LIMIT else None
+    base = base_dir or Path.cwd()
+    targets = tuple(sorted(config.file_mounts))
+    packer = _Packer(config.rsync_exclude, config.rsync_filter)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for index, target in enumerate(targets):
+            where = f"file_mounts.{target}"
+            source = config.file_mounts[target]
+            if not source.strip():
+                raise ConfigError([(where, "the local path is empty: name a file or folder "
+                                           "on this machine")])
+            try:
+                path = base / expand_local_path(source)
+            except ValueError as error:
+                raise ConfigError([(where, str(error))]) from None
+            try:
+                packer.add(tar, path, str(index))
+            except _MountProblem as problem:
+                raise ConfigError([(where, f"{source!r}: {problem}")]) from None
+    data = raw.getvalue()
+    compressed = bytearray(gzip.compress(data, compresslevel=6, mtime=0))
+    compressed[9] = 255  # the gzip header's OS field: "unknown", the same on every machine
+    return FileMountArchive(targets, bytes(compressed), hashlib.sha256(data).hexdigest())
+
+
+def synced_files_outside_mounts(config: ClusterConfig) -> list[str]:
+    """`cluster_synced_files` entries no `file_mounts` target covers. Every node fetches the
+    file_mounts itself, so a path under a mount target is on every node already; any other
+    path exists only where something on the head made it, and no node copies it."""
+    roots = [_remote(target) for target in config.file_mounts]
+    return [path for path in config.cluster_synced_files
+            if not any(_remote(path) == root or _remote(path).startswith(root.rstrip("/") + "/")
+                       for root in roots)]
+
+
+def _remote(path: str) -> str:
+    """A remote path with `~/` and relative forms made one (both are under the node home)."""
+    path = path.strip()
+    if path in ("~", "~/"):
+        return "~"
+    return path if path.startswith(("/", "~/")) else f"~/{path}"
+
+
+class _MountProblem(Exception):
+    """What is wrong with one mount's local path (the caller adds the YAML path)."""
+
+
+class _Packer:
+    """Adds mounts to one tar, counting their bytes against MOUNT_SIZE_LIMIT."""
+
+    def __init__(self, excludes: list[str], filters: list[str]) -> None:
+        self.excludes = excludes
+        self.filters = filters
+        self.total = 0
+
+    def add(self, tar: tarfile.TarFile, path: Path, member: str) -> None:
+        try:
+            info = path.lstat()
+        except OSError as error:
+            raise _MountProblem(f"does not exist on this machine ({error.strerror}): fix the "
+                                "local path (relative paths are read from the folder you run "
+                                "`invoke up` in)") from None
+        if stat.S_ISLNK(info.st_mode):  # the mount itself: what it points at, as rsync -a
+            try:
+                path = path.resolve(strict=True)
+                info = path.stat()
+            except (OSError, RuntimeError):
+                raise _MountProblem("is a symbolic link to nothing: fix the link or the local "
+                                    "path") from None
+        if stat.S_ISDIR(info.st_mode):
+            self._folder(tar, path, member)
+        elif stat.S_ISREG(info.st_mode):
+            self._file(tar, path, member, info)
+        else:
+            raise _MountProblem("is neither a regular file nor a folder: mount a file or a "
+                                "folder")
+
+    def _folder(self, tar: tarfile.TarFile, root: Path, member: str) -> None:
+        merge = DirMergeFilters(self.filters)
+        tar.addfile(self._info(root, member, root.stat()))
+        for directory, subdirs, files in os.walk(root, onerror=self._unreadable):
+            relative_dir = Path(directory).relative_to(root).as_posix()
+            relative_dir = "" if relative_dir == "." else relative_dir
+            if merge:
+                merge.load(relative_dir, _reader(Path(directory)))
+            kept = []
+            for name in sorted(subdirs):
+                relative = posixpath.join(relative_dir, name)
+                if is_excluded(relative, self.excludes) or merge.excluded(relative, is_dir=True):
+                    continue
+                entry = Path(directory) / name
+                if entry.is_symlink():  # os.walk does not follow it: a link in the archive
+                    files.append(name)
+                    continue
+                kept.append(name)
+                tar.addfile(self._info(entry, f"{member}/{relative}", entry.lstat()))
+            subdirs[:] = kept
+            for name in sorted(files):
+                relative = posixpath.join(relative_dir, name)
+                if is_excluded(relative, self.excludes) or merge.excluded(relative, is_dir=False):
+                    continue
+                entry = Path(directory) / name
+                info = entry.lstat()
+                if stat.S_ISLNK(info.st_mode):
+                    link = self._info(entry, f"{member}/{relative}", info, tarfile.SYMTYPE)
+                    link.linkname = os.readlink(entry)
+                    tar.addfile(link)
+                elif stat.S_ISREG(info.st_mode):
+                    self._file(tar, entry, f"{member}/{relative}", info)
+                # sockets, fifos and devices are skipped, as rsync skips them without root
+
+    def _file(self, tar: tarfile.TarFile, path: Path, member: str, info: os.stat_result) -> None:
+        self.total += info.st_size
+        if self.total > MOUNT_SIZE_LIMIT:
+            raise _MountProblem(
+                f"file_mounts add up to more than {MOUNT_SIZE_LIMIT // (1024 * 1024)} MB, the "
+                f"most the cluster's bucket carries to every node (reached at {path}): "
+                + _SIZE_FIX)
+        try:
+            with path.open("rb") as handle:
+                tar.addfile(self._info(path, member, info), handle)
+        except OSError as error:
+            raise _MountProblem(f"{path} cannot be read ({error.strerror}): make it readable "
+                                "or exclude it with rsync_exclude") from None
+
+    @staticmethod
+    def _unreadable(error: OSError) -> None:
+        raise _MountProblem(f"{error.filename} cannot be read ({error.strerror}): make it "
+                            "readable or exclude it with rsync_exclude")
+
+    @staticmethod
+    def _info(path: Path, member: str, info: os.stat_result,
+              kind: bytes | None = None) -> tarfile.TarInfo:
+        entry = tarfile.TarInfo(member)
+        if kind is not None:
+            entry.type = kind
+        elif stat.S_ISDIR(info.st_mode):
+            entry.type = tarfile.DIRTYPE
+        else:
+            entry.size = info.st_size
+        entry.mode = stat.S_IMODE(info.st_mode)
+        entry.mtime = 0
+        entry.uid = entry.gid = 0
+        entry.uname = entry.gname = ""
+        return entry
+
+
+def _reader(directory: Path):
+    def read(name: str) -> str | None:
+        try:
+            return (directory / name).read_text(errors="replace")
+        except OSError:
+            return None
+    return read
+

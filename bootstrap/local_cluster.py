@@ -28,13 +28,15 @@ from typing import Literal
 import yaml
 
 from bootstrap.autoscaler_config import autoscaler_config
+from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
 from infra.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "stacks" / "clusters" / "local.yaml"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "stacks" / "clusters" / "local.yaml"
 
 
 class LocalClusterError(RuntimeError):
@@ -127,11 +129,18 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ nodes
 
-    def start_node(self, config: ClusterConfig, node: LocalNode, progress: Progress) -> None:
-        """Write the node's metadata, then run its rendered startup script to the end."""
+    @property
+    def bucket(self) -> Path:
+        """The cluster's bucket: a folder holding each object under its name."""
+        return self.root / "bucket"
+
+    def start_node(self, config: ClusterConfig, node: LocalNode, progress: Progress,
+                   mounts: FileMountArchive | None = None) -> None:
+        """Write the node's metadata, then run its rendered startup script to the end; it
+        fetches the file_mounts archive `mounts` from the cluster's bucket folder."""
         metadata_dir = node.directory / "metadata"
         metadata_dir.mkdir(parents=True, exist_ok=True)
-        entries = node_metadata(config, node.role, node.node_type)
+        entries = node_metadata(config, node.role, node.node_type, mounts)
         if node.role == "head":
             bodies = {name: t.node_config.body() for name, t in config.available_node_types.items()}
             entries[BOOTSTRAP_CONFIG_KEY] = yaml.safe_dump(autoscaler_config(config, bodies))
@@ -147,6 +156,7 @@ class LocalCluster:
             "RAY_BOOTSTRAP_LOG": str(node.log_file),
             "RAY_BOOTSTRAP_STATUS_DIR": str(node.directory / "guest-attributes"),
             "RAY_BOOTSTRAP_SKIP_RAY_STOP": "1",
+            "RAY_BOOTSTRAP_BUCKET_DIR": str(self.bucket),
         })
         if node.role == "head":
             env["RAY_HEAD_IP"] = self.node_ip
@@ -275,16 +285,25 @@ def worker_type_of(config: ClusterConfig) -> str:
 
 
 def local_up(
-    config: ClusterConfig, progress: Progress = _quiet, root: Path | None = None
+    config: ClusterConfig,
+    progress: Progress = _quiet,
+    root: Path | None = None,
+    base_dir: Path = PROJECT_ROOT,
 ) -> LocalCluster:
     """Start head then worker through their startup scripts; return once both are active.
-    On any failure everything started so far is torn down."""
+    On any failure everything started so far is torn down. Relative file_mounts sources are
+    read from `base_dir` (the project folder, where `invoke` runs); the archive goes into the
+    cluster's bucket folder, as the program puts it in the cluster's bucket on GCP."""
+    mounts = pack_file_mounts(config, base_dir)
     become_subreaper()
     cluster = LocalCluster.create(root)
     cluster.save_state()
     try:
-        cluster.start_node(config, cluster.node("head", config.head_node_type), progress)
-        cluster.start_node(config, cluster.node("worker", worker_type_of(config)), progress)
+        if mounts is not None:
+            mounts.write(cluster.bucket / Path(mounts.object_name).parent)
+        cluster.start_node(config, cluster.node("head", config.head_node_type), progress, mounts)
+        cluster.start_node(config, cluster.node("worker", worker_type_of(config)), progress,
+                           mounts)
         cluster.wait_for_nodes(2, progress)
     except BaseException:
         cluster.down()

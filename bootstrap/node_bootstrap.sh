@@ -6,6 +6,9 @@
 #   RAY_BOOTSTRAP_METADATA_URL   metadata server base (default .../computeMetadata/v1)
 #   RAY_BOOTSTRAP_SECRET_MANAGER_URL  Secret Manager API base (default .../v1)
 #   RAY_BOOTSTRAP_SECRET_TRIES / _SECRET_DELAY  reads of the key secret, seconds between
+#   RAY_BOOTSTRAP_STORAGE_URL    Cloud Storage JSON API base (default .../storage/v1)
+#   RAY_BOOTSTRAP_BUCKET_DIR     read the cluster bucket's objects from files here instead
+#   RAY_BOOTSTRAP_FETCH_TRIES / _FETCH_DELAY  reads of a bucket object, seconds between
 #   RAY_BOOTSTRAP_HOME           `~` for the commands (local mode: run as the current user)
 #   RAY_BOOTSTRAP_LOG            log file (default /var/log/ray-bootstrap.log)
 #   RAY_BOOTSTRAP_STATUS_DIR     write the status guest attribute under this directory
@@ -16,7 +19,8 @@
 #   RAY_HEAD_IP                  the head's address; when set it wins over metadata
 #
 # Exit codes besides a failed command's own: 2 no head address, 3 head unresolvable,
-# 4 file mount missing, 5 head key unreadable from Secret Manager, 6 config watcher not started;
+# 4 an object of the cluster's bucket unreadable (file_mounts, the head's autoscaler config),
+# 5 head key unreadable from Secret Manager, 6 config watcher not started;
 # the rendered script's loader exits 7 (stage `library`) when it cannot decode this library.
 #
 # The rendered script ships this file gzip+base64 (its full-line comments dropped) and sources
@@ -28,6 +32,9 @@ METADATA_URL=${RAY_BOOTSTRAP_METADATA_URL:-http://metadata.google.internal/compu
 SECRET_MANAGER_URL=${RAY_BOOTSTRAP_SECRET_MANAGER_URL:-https://secretmanager.googleapis.com/v1}
 SECRET_TRIES=${RAY_BOOTSTRAP_SECRET_TRIES:-36}
 SECRET_DELAY=${RAY_BOOTSTRAP_SECRET_DELAY:-5}
+STORAGE_URL=${RAY_BOOTSTRAP_STORAGE_URL:-https://storage.googleapis.com/storage/v1}
+FETCH_TRIES=${RAY_BOOTSTRAP_FETCH_TRIES:-36}
+FETCH_DELAY=${RAY_BOOTSTRAP_FETCH_DELAY:-5}
 WATCH_INTERVAL=${RAY_BOOTSTRAP_WATCH_INTERVAL:-2}
 WATCH_TIMEOUT=${RAY_BOOTSTRAP_WATCH_TIMEOUT:-300}
 STATUS_ATTRIBUTE=ray-bootstrap/status
@@ -186,18 +193,104 @@ mount_path() {
     fi
 }
 
-# A small file_mounts entry, base64 in metadata key $1, written to remote path $2.
-write_file_mount() {
-    target=$(mount_path "$2")
-    encoded=$(metadata_attr "$1") || {
-        log "metadata $1 is missing: file mount $2 cannot be written"
+# ---- objects in the cluster's bucket (file_mounts, the head's autoscaler config), read with
+# the node's own service account through the Cloud Storage JSON API. In local mode (and when
+# RAY_BOOTSTRAP_BUCKET_DIR is set) the bucket is a folder: object NAME is the file NAME in it.
+
+# The node's access token on stdout (the metadata server's answer is JSON).
+access_token() {
+    curl -fsS -H 'Metadata-Flavor: Google' "$METADATA_URL/service-accounts/default/token" \
+        2> /dev/null \
+        | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' 2> /dev/null
+}
+
+# Object $2 of bucket $1 into file $3, retried: the bucket's reader grant may take a minute or
+# two to reach IAM after the node is created. The token goes to curl on stdin, not its command
+# line (other users see that); the file is private until the caller moves it.
+fetch_object() {
+    if [ -n "${RAY_BOOTSTRAP_BUCKET_DIR:-}" ]; then
+        (umask 077 && cp "$RAY_BOOTSTRAP_BUCKET_DIR/$2" "$3") && return 0
+        log "object $2 is not in $RAY_BOOTSTRAP_BUCKET_DIR"
+        return 1
+    fi
+    if ! command -v python3 > /dev/null 2>&1; then
+        log "python3 is missing: it reads the metadata server's token (install python3 in the image)"
+        return 1
+    fi
+    # Object names here hold letters, digits, . _ - and /; the API takes / as %2F.
+    url="$STORAGE_URL/b/$1/o/$(printf '%s' "$2" | sed 's,/,%2F,g')?alt=media"
+    attempt=1
+    while ! fetch_object_once "$url" "$3"; do
+        if [ "$attempt" -ge "$FETCH_TRIES" ]; then
+            log "could not read gs://$1/$2 after $attempt tries: the node's service account" \
+                "needs roles/storage.objectViewer on the bucket and the node a storage or" \
+                "cloud-platform scope"
+            return 1
+        fi
+        attempt=$((attempt + 1))
+        sleep "$FETCH_DELAY"
+    done
+    log "gs://$1/$2 fetched (try $attempt)"
+}
+
+fetch_object_once() (
+    umask 077
+    token=$(access_token) || token=
+    if [ -z "$token" ]; then
+        log "no access token from the metadata server (does the node run as a service account?)"
+        return 1
+    fi
+    code=$(printf 'Authorization: Bearer %s\n' "$token" | curl -sS -o "$2" \
+        -w '%{http_code}' -H @- "$1" 2> "$2.err")
+    if [ "$code" != 200 ]; then
+        log "Cloud Storage answered HTTP ${code:-none} for $1:" \
+            "$(cat "$2.err" "$2" 2> /dev/null | head -c 300 | tr '\n' ' ')"
+        rm -f "$2" "$2.err"
+        return 1
+    fi
+    rm -f "$2.err"
+)
+
+# The file_mounts archive (object $1) unpacked into a private folder; place_file_mount then
+# moves each member to its target and drop_file_mounts removes the rest.
+fetch_file_mounts() {
+    FILE_MOUNTS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/ray-file-mounts.XXXXXX") || fail 4
+    fetch_object "$CLUSTER_BUCKET" "$1" "$FILE_MOUNTS_DIR/archive.tar.gz" || {
+        rm -rf "$FILE_MOUNTS_DIR"
         fail 4
     }
+    if ! { mkdir "$FILE_MOUNTS_DIR/members" \
+        && tar -xzf "$FILE_MOUNTS_DIR/archive.tar.gz" -C "$FILE_MOUNTS_DIR/members"; }; then
+        log "the file_mounts archive $1 cannot be unpacked (tar -xzf)"
+        rm -rf "$FILE_MOUNTS_DIR"
+        fail 4
+    fi
+}
+
+# Member $1 of the archive to remote path $2: a folder's contents merge into the target (as
+# rsync's `src/ dst` does, nothing else there is removed), a file replaces the target file.
+place_file_mount() {
+    source_path="$FILE_MOUNTS_DIR/members/$1"
+    target=$(mount_path "$2")
     mkdir -p "$(dirname "$target")" || fail $?
-    printf '%s\n' "$encoded" | base64 -d > "$target.tmp" || fail $?
-    mv "$target.tmp" "$target" || fail $?
-    give_to_user "$target"
-    log "file mount $2 <- metadata $1"
+    if [ -d "$source_path" ]; then
+        { mkdir -p "$target" && cp -pPR "$source_path/." "$target/"; } || fail $?
+        if [ -n "$RUN_AS" ]; then
+            chown "$RUN_AS" "$target"
+            (cd "$source_path" && find . -mindepth 1) | while IFS= read -r entry; do
+                chown -h "$RUN_AS" "$target/$entry"
+            done
+        fi
+    else
+        { rm -f "$target.tmp" && cp -pP "$source_path" "$target.tmp" \
+            && mv -f "$target.tmp" "$target"; } || fail $?
+        [ -z "$RUN_AS" ] || chown -h "$RUN_AS" "$target"
+    fi
+    log "file mount $2 <- archive member $1"
+}
+
+drop_file_mounts() {
+    rm -rf "$FILE_MOUNTS_DIR"
 }
 
 # ---- head only (to the end marker): workers' scripts leave it out (startup_script.py).
@@ -206,6 +299,11 @@ write_file_mount() {
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
     if metadata_attr "$CONFIG_KEY" > "$config_file.tmp"; then
+        read_config_reference "$config_file.tmp"
+        if [ -n "$reference" ]; then
+            resolve_config "$config_file.tmp" || fail 4
+            mkdir -p "$(state_dir)" && printf '%s\n' "$reference" > "$(state_dir)/config.reference"
+        fi
         mv "$config_file.tmp" "$config_file" || fail $?
         give_to_user "$config_file"
         log "wrote $config_file"
@@ -266,10 +364,7 @@ read_secret() {
 # The token goes to curl on stdin, not its command line (other users see that).
 access_secret() (
     umask 077
-    token=$(curl -fsS -H 'Metadata-Flavor: Google' \
-        "$METADATA_URL/service-accounts/default/token" 2> /dev/null \
-        | python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' \
-            2> /dev/null) || token=
+    token=$(access_token) || token=
     if [ -z "$token" ]; then
         log "no access token from the metadata server (does the head run as a service account?)"
         return 1
@@ -490,8 +585,42 @@ start_config_watcher() {
     fi
 }
 
-# Replace the config file with file $1 when they differ (rename: readers see old or new).
+# The config attribute holds the YAML itself (local mode, tests) or `gs://BUCKET/OBJECT`, the
+# bucket object the program stored it in: GCE caps one metadata value at 256 KB, and the config
+# holds a worker body per node type. Sets $reference to the one file $1 holds, else empty;
+# no subshell, as the watcher calls it on every poll.
+read_config_reference() {
+    reference=
+    first=
+    IFS= read -r first < "$1" || :
+    case $first in
+        gs://?*/?*) reference=$first ;;
+    esac
+}
+
+# File $1, holding $reference, becomes the object's content.
+resolve_config() {
+    location=${reference#gs://}
+    fetch_object "${location%%/*}" "${location#*/}" "$1.object" && mv "$1.object" "$1"
+}
+
+# File $1 is what metadata holds now: a new reference is fetched, then installed; the one
+# installed last is not fetched again (a long poll's timeout answers the unchanged value).
 install_config() {
+    read_config_reference "$1"
+    if [ -n "$reference" ]; then
+        [ "$reference" = "$(cat "$(state_dir)/config.reference" 2> /dev/null)" ] && return 0
+        if ! resolve_config "$1"; then
+            log "config watcher: could not read $reference: the config is kept as it was"
+            return 1
+        fi
+    fi
+    install_config_file "$1" || return 1
+    [ -z "$reference" ] || printf '%s\n' "$reference" > "$(state_dir)/config.reference"
+}
+
+# Replace the config file with file $1 when they differ (rename: readers see old or new).
+install_config_file() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
     [ -f "$config_file" ] && cmp -s "$1" "$config_file" && return 0
     if ! { cp "$1" "$config_file.tmp" && mv "$config_file.tmp" "$config_file"; }; then

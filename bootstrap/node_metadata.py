@@ -1,7 +1,8 @@
 """The metadata entries bootstrap needs on a node; the program merges them over the
 node_config's own metadata and adds `ssh-keys`, `ray-head-address` and the head's
 `ray-bootstrap-config` and `ray-bootstrap-ssh-key-secret` (the local cluster and tests give
-the key itself as `ray-bootstrap-ssh-key`).
+the key itself as `ray-bootstrap-ssh-key`). On GCP `ray-bootstrap-config` is a reference,
+`gs://BUCKET/OBJECT`, to the config in the cluster's bucket; locally it is the YAML itself.
 
 The head follows `ray-bootstrap-config` after boot (a detached watcher rewrites
 `~/ray_bootstrap_config.yaml` when a `pulumi up` changes it), and every node follows
@@ -10,10 +11,8 @@ rerun, Ray restarts), so changing either needs no instance replacement."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bootstrap.autostop_metadata import autostop_entries
-from bootstrap.file_mounts import plan_file_mounts
+from bootstrap.file_mounts import FileMountArchive
 from bootstrap.startup_script import Role, render_startup_script, script_version
 from infra.config import ClusterConfig
 
@@ -43,10 +42,8 @@ REAPPLY_ENV = "RAY_GCP_REAPPLY"
 # On GCE the node also mirrors its guest attributes here, for `invoke status` over SSH.
 STATE_DIR = "/run/ray-bootstrap"
 LOG_FILE = "/var/log/ray-bootstrap.log"
-# GCE refuses one metadata value over 256 KB and an instance's metadata over 512 KB in all. The
-# head's `ray-bootstrap-config` holds every node type's node_config, each with its own
-# startup-script (a worker's is about 10.5 KB: its library travels compressed, without the
-# head's parts).
+# GCE refuses one metadata value over 256 KB and an instance's metadata over 512 KB in all
+# (the head's autoscaler config, a worker body per node type, is in the bucket for that reason).
 METADATA_VALUE_LIMIT = 256 * 1024
 METADATA_TOTAL_LIMIT = 512 * 1024
 
@@ -55,30 +52,29 @@ def node_metadata(
     config: ClusterConfig,
     role: Role,
     node_type: str,
-    base_dir: Path | None = None,
+    mounts: FileMountArchive | None = None,
     request: str = "",
 ) -> dict[str, str]:
-    """`startup-script`, its version (with a re-apply `request`, if any), guest attributes on
-    (the script reports its status there) and the small file_mounts, one key per file.
-    `base_dir` resolves relative file_mounts sources."""
-    plan = plan_file_mounts(config, base_dir)
-    script = render_startup_script(config, role, node_type, plan)
+    """`startup-script`, its version (with a re-apply `request`, if any) and guest attributes
+    on (the script reports its status there). `mounts` is the packed file_mounts archive the
+    script fetches from the cluster's bucket (bootstrap.file_mounts.pack_file_mounts)."""
+    script = render_startup_script(config, role, node_type, mounts)
     return {
         "startup-script": script,
         VERSION_KEY: f"{script_version(script)} {request}".strip(),
         "enable-guest-attributes": "TRUE",
-        **plan.metadata_entries(),
         **(autostop_entries(config) if role == "head" else {}),
     }
 
 
-def script_versions(config: ClusterConfig, base_dir: Path | None = None) -> dict[str, str]:
+def script_versions(
+    config: ClusterConfig, mounts: FileMountArchive | None = None
+) -> dict[str, str]:
     """What each node should report once converged: `head` and every worker type -> the
     SCRIPT_VERSION of its startup script (exported for `invoke status`)."""
-    plan = plan_file_mounts(config, base_dir)
     versions = {"head": script_version(
-        render_startup_script(config, "head", config.head_node_type, plan))}
+        render_startup_script(config, "head", config.head_node_type, mounts))}
     for node_type in config.worker_types:
         versions[node_type] = script_version(
-            render_startup_script(config, "worker", node_type, plan))
+            render_startup_script(config, "worker", node_type, mounts))
     return versions

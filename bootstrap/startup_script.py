@@ -38,7 +38,7 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
-from bootstrap.file_mounts import FileMountPlan
+from bootstrap.file_mounts import FileMountArchive, bucket_name
 from infra.config import ClusterConfig, TpuNodeConfig
 
 Role = Literal["head", "worker"]
@@ -78,17 +78,17 @@ def render_startup_script(
     config: ClusterConfig,
     role: Role,
     node_type: str,
-    file_mounts: FileMountPlan | None = None,
+    file_mounts: FileMountArchive | None = None,
 ) -> str:
-    """The whole `startup-script` for one node of `node_type` in `role`."""
+    """The whole `startup-script` for one node of `node_type` in `role`; `file_mounts` is the
+    packed archive the node fetches from the cluster's bucket (None: the YAML has none)."""
     if node_type not in config.available_node_types:
         raise ValueError(
             f"node type {node_type!r} is not in available_node_types: use one of "
             f"{', '.join(sorted(config.available_node_types))}"
         )
-    plan = file_mounts or FileMountPlan()
-    data = _node_data(config, role, node_type, plan)
-    body = [data, _library_loader(role), _steps(config, role, node_type, plan, data)]
+    data = _node_data(config, role, node_type, file_mounts)
+    body = [data, _library_loader(role), _steps(config, role, node_type, file_mounts, data)]
     version = hashlib.sha256("\n".join(body).encode()).hexdigest()[:16]
     return "\n".join([
         "#!/bin/sh",
@@ -203,7 +203,8 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "'\"'\"'") + "'"
 
 
-def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPlan) -> str:
+def _node_data(config: ClusterConfig, role: Role, node_type: str,
+               mounts: FileMountArchive | None) -> str:
     docker = config.docker
     image = config.docker_image_for(role, node_type) if docker.enabled else ""
     pull = config.docker_pull_before_run_for(role, node_type)
@@ -232,7 +233,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
         _assign("DOCKER_DETECT_SHM", _flag(not _has_shm_option(run_words)
                                            and not docker.disable_shm_size_detection)),
         _assign("DOCKER_MOUNT_DIR", f"{DOCKER_MOUNT_ROOT}/{config.cluster_name}"),
-        _assign("DOCKER_MOUNT_TARGETS", "\n".join(plan.targets)),
+        _assign("DOCKER_MOUNT_TARGETS", "\n".join(mounts.targets if mounts else ())),
+        _assign("CLUSTER_BUCKET", bucket_name(config)),
         'HEAD_RESOLVE_TRIES=${RAY_BOOTSTRAP_RESOLVE_TRIES:-120}',
         'HEAD_RESOLVE_DELAY=${RAY_BOOTSTRAP_RESOLVE_DELAY:-5}',
         "",
@@ -240,8 +242,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
     return "\n".join(lines)
 
 
-def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPlan,
-           data: str) -> str:
+def _steps(config: ClusterConfig, role: Role, node_type: str,
+           mounts: FileMountArchive | None, data: str) -> str:
     """The ordered stages. Each changeable stage carries the hash of what it runs (and of the
     node data it reads), so a re-apply reruns only stages whose hash differs from the one the
     node recorded (see node_reapply.sh); `prepare` and `head-address` always run."""
@@ -257,9 +259,14 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
               ""]
     lines += ["# ---- the steps, in order", "open_log", 'log "bootstrap starts"']
     lines += ["begin_stage prepare", "prepare_node"]
-    mounts = [f"write_file_mount {_quote(m.key)} {_quote(m.target)}" for m in plan.in_metadata]
-    lines += _stage("file-mounts", mounts,
-                    "".join(m.content_base64 for m in plan.in_metadata) + docker_data)
+    # The archive's name is its content's hash: new files, a new stage hash, a re-apply.
+    fetch = [] if mounts is None else [
+        f"fetch_file_mounts {_quote(mounts.object_name)}",
+        *(f"place_file_mount {index} {_quote(target)}"
+          for index, target in enumerate(mounts.targets)),
+        "drop_file_mounts",
+    ]
+    lines += _stage("file-mounts", fetch, docker_data)
     if role == "head":
         lines += _stage("bootstrap-files", ["write_bootstrap_files"])
     lines += _stage("initialization", [

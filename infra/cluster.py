@@ -1,5 +1,5 @@
-"""RayCluster: wires service account, SSH key, network, head, worker groups and TPU slices.
-Nothing else."""
+"""RayCluster: wires service account, SSH key, network, bucket, head, worker groups and TPU
+slices. Nothing else."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
+from bootstrap.file_mounts import FileMountArchive
+from infra.bucket import ClusterBucket
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants
 from infra.key_secret import BootstrapKeySecret
@@ -41,6 +43,7 @@ class RayCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         reapply_request: str = "",
         api_endpoint: str | None = None,
+        mounts: FileMountArchive | None = None,
     ) -> None:
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
@@ -79,6 +82,14 @@ class RayCluster(pulumi.ComponentResource):
             self.service_account.email,
             child,
         )
+        # What nodes fetch with their own service account: file_mounts, the head's config.
+        self.bucket = ClusterBucket(
+            f"ray-{config.cluster_name}-bucket",
+            config,
+            [self.service_account.email, *_other_node_accounts(plan)],
+            mounts,
+            child,
+        )
         head_name = plan.head.instance_name
 
         # Every node type in the worker role: what Ray's autoscaler launches from the head's
@@ -86,7 +97,7 @@ class RayCluster(pulumi.ComponentResource):
         # its startup script.
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
             node_type: _body(
-                config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name}
+                config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name}, mounts
             )
             for node_type, group in plan.node_types.items()
         }
@@ -111,19 +122,21 @@ class RayCluster(pulumi.ComponentResource):
                     plan.head,
                     self.ssh_key.public_key,
                     {
-                        BOOTSTRAP_CONFIG_KEY: bootstrap_yaml,
+                        BOOTSTRAP_CONFIG_KEY: self.bucket.autoscaler_config(bootstrap_yaml),
                         BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
                     },
+                    mounts,
                     request=reapply_request,
                 ),
                 labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[self.sweeper, self.service_account, self.network, self.key_secret],
+                depends_on=[self.sweeper, self.service_account, self.network, self.key_secret,
+                            *self.bucket.dependencies],
             ),
         )
-        after_head: list[pulumi.Resource] = [self.sweeper, self.head]
+        after_head: list[pulumi.Resource] = [self.sweeper, self.head, *self.bucket.dependencies]
         self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
         for group in plan.workers:
             body = worker_bodies[group.node_type]
@@ -138,7 +151,8 @@ class RayCluster(pulumi.ComponentResource):
                     NodeInputs(
                         body=body,
                         metadata=merge_metadata(
-                            config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name}
+                            config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name},
+                            mounts,
                         ),
                         labels=labels,
                     ),
@@ -183,12 +197,20 @@ def _body(
     network: ClusterNetwork,
     ssh_key: ClusterSshKey,
     extra: dict[str, pulumi.Input[str]],
+    mounts: FileMountArchive | None,
 ) -> pulumi.Output[dict[str, Any]]:
     """The group's node body in API JSON once the subnet and the public key are known."""
-    metadata = merge_metadata(config, group, ssh_key.public_key, extra)
+    metadata = merge_metadata(config, group, ssh_key.public_key, extra, mounts)
     return pulumi.Output.all(network.interfaces_for(group), pulumi.Output.all(**metadata)).apply(
         lambda values: node_body(group, values[0], values[1])
     )
+
+
+def _other_node_accounts(plan: ClusterPlan) -> list[str]:
+    """Service accounts a node_config names besides the cluster's: they read the bucket too."""
+    own = plan.config.autoscaler_service_account_email
+    emails = {group.service_account_email for group in [plan.head, *plan.node_types.values()]}
+    return sorted(email for email in emails if email and email != own)
 
 
 def _worker_group(

@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 
 from bootstrap import node_metadata as bootstrap_metadata
-from bootstrap.file_mounts import is_file_mount_key
+from bootstrap.file_mounts import FileMountArchive
 from bootstrap.node_metadata import (
     AUTHORIZED_KEY_KEY,
     BOOTSTRAP_CONFIG_KEY,
@@ -40,14 +40,16 @@ def merge_metadata(
     group: NodeGroupPlan,
     public_key: pulumi.Input[str],
     extra: Mapping[str, pulumi.Input[str]],
+    mounts: FileMountArchive | None = None,
     request: str = "",
 ) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`. With
     OS Login, `enable-oslogin` and the cluster's public key for the startup script instead of
     `ssh-keys` (which the guest then ignores).
 
-    Keys are known now and values may be outputs, so a secret value (file_mounts content, the
-    head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
+    Keys are known now and values may be outputs, so a secret value stays secret alone and the
+    rest shows in previews. The startup script names the file_mounts archive in the cluster's
+    bucket (`mounts`); its content is never in metadata. A user's own `ssh-keys`
     line is kept next to the cluster's key, not replaced by it. `request` asks the node watcher
     for a re-apply mode (the head's; a worker group's body gets it from with_worker_request)."""
     own = dict(group.node_config.metadata)
@@ -55,12 +57,7 @@ def merge_metadata(
     cluster_line = pulumi.Output.from_input(public_key).apply(
         lambda key: ssh_keys_entry(config.auth.ssh_user, key)
     )
-    bootstrap = {
-        key: pulumi.Output.secret(value) if is_file_mount_key(key) else value
-        for key, value in bootstrap_metadata(
-            config, group.role, group.node_type, request=request
-        ).items()
-    }
+    bootstrap = bootstrap_metadata(config, group.role, group.node_type, mounts, request)
     if config.provider.os_login:
         keys = {
             OS_LOGIN_KEY: "TRUE",

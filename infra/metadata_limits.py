@@ -1,63 +1,52 @@
 """GCE's metadata limits, checked before anything is created.
 
 GCE refuses a metadata value over 256 KB and an instance whose metadata adds up to over 512 KB.
-The head carries its autoscaler config, which holds every node type's worker body, startup
-script included (Ray's autoscaler launches its workers from them, and they boot themselves):
-about twenty node types, or very long commands, cross the limit, and the user should hear so
-from the plan, with the fix, not from the API halfway through `up`.
+What a node carries is its startup script (about 10 KB plus the YAML's commands), the node
+config's own entries and a few short keys; the file_mounts and the head's autoscaler config,
+which holds every node type's worker body, are in the cluster's bucket, so the number of node
+types has no such limit. Very long commands, or large metadata of the YAML's own, can still
+cross it, and the user should hear so from the plan, with the fix, not from the API halfway
+through `up`.
 """
 
 from __future__ import annotations
 
-from bootstrap import autoscaler_config
 from bootstrap import node_metadata as bootstrap_metadata
-from bootstrap.node_metadata import (
-    BOOTSTRAP_CONFIG_KEY,
-    METADATA_TOTAL_LIMIT,
-    METADATA_VALUE_LIMIT,
-)
+from bootstrap.file_mounts import FileMountArchive
+from bootstrap.node_metadata import METADATA_TOTAL_LIMIT, METADATA_VALUE_LIMIT
 from infra.config import ConfigError
-from infra.plan import ClusterPlan
-from infra.yaml_text import dump_yaml
+from infra.plan import ClusterPlan, NodeGroupPlan
 
-# What the program adds to each worker body after this check: the subnet's network interface,
-# the service account, the `ssh-keys` line and the head's address.
-PER_TYPE_ALLOWANCE = 2048
+# What the program adds to a node's metadata after this check: the `ssh-keys` line, the head's
+# address, the reference to the autoscaler config and the key's secret version.
+ALLOWANCE = 2048
 
 
-def check_metadata_limits(plan: ClusterPlan) -> None:
-    """Raise a ConfigError when the head's metadata would break GCE's limits."""
-    config = plan.config
-    bodies = {
-        node_type: {
-            **group.node_config.body(),
-            "metadata": {"items": [
-                {"key": key, "value": value}
-                for key, value in {
-                    **group.node_config.metadata,
-                    **bootstrap_metadata(config, "worker", node_type),
-                }.items()
-            ]},
-        }
-        for node_type, group in plan.node_types.items()
-    }
-    counts = {group.node_type: group.count for group in plan.workers}
-    config_size = len(dump_yaml(autoscaler_config(config, bodies, counts)))
-    config_size += PER_TYPE_ALLOWANCE * len(bodies)
-    head_metadata = {**plan.head.node_config.metadata,
-                     **bootstrap_metadata(config, "head", plan.head.node_type)}
-    total = config_size + sum(len(k) + len(v) for k, v in head_metadata.items())
+def check_metadata_limits(plan: ClusterPlan, mounts: FileMountArchive | None = None) -> None:
+    """Raise a ConfigError when some node's metadata would break GCE's limits."""
     problems = []
-    if config_size > METADATA_VALUE_LIMIT:
-        problems.append(("available_node_types", (
-            f"the head's autoscaler config ({BOOTSTRAP_CONFIG_KEY}) would be about "
-            f"{config_size // 1024} KB, over GCE's {METADATA_VALUE_LIMIT // 1024} KB limit for "
-            "one metadata value: declare fewer node types, or move long setup commands into "
-            "a script in file_mounts")))
-    elif total > METADATA_TOTAL_LIMIT:
-        problems.append(("available_node_types", (
-            f"the head's metadata would add up to about {total // 1024} KB, over GCE's "
-            f"{METADATA_TOTAL_LIMIT // 1024} KB per instance: declare fewer node types, or "
-            "sync large file_mounts over SSH instead of metadata")))
+    for group in [plan.head, *plan.node_types.values()]:
+        metadata = {**group.node_config.metadata,
+                    **bootstrap_metadata(plan.config, group.role, group.node_type, mounts)}
+        problems += _problems(group, metadata)
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(sorted(set(problems)))
+
+
+def _problems(group: NodeGroupPlan, metadata: dict[str, str]) -> list[tuple[str, str]]:
+    where = f"available_node_types.{group.node_type}"
+    problems = [
+        (f"{where}.node_config.metadata" if key in group.node_config.metadata else where,
+         f"{group.role} metadata {key!r} would be about {len(value) // 1024} KB, over GCE's "
+         f"{METADATA_VALUE_LIMIT // 1024} KB for one value: move long commands into a script "
+         "in file_mounts and run that")
+        for key, value in metadata.items()
+        if len(value) > METADATA_VALUE_LIMIT
+    ]
+    total = ALLOWANCE + sum(len(key) + len(value) for key, value in metadata.items())
+    if not problems and total > METADATA_TOTAL_LIMIT:
+        problems.append((where, (
+            f"the {group.role}'s metadata would add up to about {total // 1024} KB, over GCE's "
+            f"{METADATA_TOTAL_LIMIT // 1024} KB per instance: move long commands into a script "
+            "in file_mounts, or node_config metadata into a file mount")))
+    return problems

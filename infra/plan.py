@@ -17,6 +17,7 @@ from infra.labels import identity_labels, ray_labels, short_hash
 
 Role = Literal["head", "worker"]
 WORKER_COUNTS_KEY = "ray-gcp:workerCounts"
+STORAGE_READ_ONLY_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,8 @@ def _group(
 def _service_account(
     config: ClusterConfig, role: Role, node_config: ComputeNodeConfig | TpuNodeConfig
 ) -> tuple[str | None, tuple[str, ...]]:
-    """The head runs as Ray's autoscaler account; workers only as their node_config says."""
+    """The head runs as Ray's autoscaler account; workers as their node_config says, else, when
+    the cluster has file_mounts, as the same account with a token that can only read storage."""
     if isinstance(node_config, ComputeNodeConfig) and node_config.service_accounts:
         account = node_config.service_accounts[0]
         return account.email, tuple(account.scopes)
@@ -196,6 +198,8 @@ def _service_account(
         return node_config.service_account.email, tuple(node_config.service_account.scope)
     if role == "head":
         return config.autoscaler_service_account_email, (CLOUD_PLATFORM_SCOPE,)
+    if config.file_mounts:  # the node fetches them from the cluster's bucket, and nothing else
+        return config.autoscaler_service_account_email, (STORAGE_READ_ONLY_SCOPE,)
     return None, ()
 
 

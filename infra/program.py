@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from bootstrap.file_mounts import plan_file_mounts
+from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
@@ -21,6 +21,7 @@ CONFIG_NAMESPACE = "ray-gcp"
 # host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of
 # Google's APIs, over plain http; `invoke kill-random-node --hard` reads the same variable.
 API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
+STACK_KEY_PREFIX = f"{CONFIG_NAMESPACE}:"
 
 
 def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
@@ -63,26 +64,44 @@ def gcp_provider(config: ClusterConfig) -> gcp.Provider | None:
     )
 
 
-def warn_held_back_file_mounts(config: ClusterConfig) -> None:
-    """Say which key-like file_mounts stay out of metadata, and what that means."""
-    for target in plan_file_mounts(config).held_back:
+def warn_unsynced_files(config: ClusterConfig) -> None:
+    """`cluster_synced_files` outside every mount target reach no other node: say so."""
+    for path in synced_files_outside_mounts(config):
         pulumi.log.warn(
-            f"file_mounts {target}: looks like a key or credential, so it is not put in "
-            "instance metadata; `invoke file-mounts` copies it over SSH after `up` (nodes the "
-            "autoscaler adds later lack it). Set provider.inline_secret_file_mounts: true to "
-            "inline it as a Pulumi secret."
+            f"cluster_synced_files {path}: not under any file_mounts target, so no node gets it "
+            "(every node fetches file_mounts from the cluster's bucket, nothing is copied from "
+            "the head): add its local source to file_mounts"
         )
 
 
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
+    try:
+        return _define(settings, config, config_file)
+    except ConfigError as error:
+        raise _naming_the_file(error, config_file) from None
+
+
+def _naming_the_file(error: ConfigError, config_file: str) -> ConfigError:
+    """Every config error names its file: the stack file for `ray-gcp:` keys (worker counts),
+    else the cluster YAML (or the inline `ray-gcp:clusterConfig`)."""
+    if error.source:
+        return error
+    if all(path.startswith(STACK_KEY_PREFIX) for path, _ in error.problems):
+        return ConfigError(error.problems, f"stacks/Pulumi.{pulumi.get_stack()}.yaml")
+    return ConfigError(error.problems, config_file or f"{STACK_KEY_PREFIX}clusterConfig")
+
+
+def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) -> RayCluster:
     for warning in [*config.warnings, *config.review_warnings]:
         pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
-    check_metadata_limits(plan)
-    warn_held_back_file_mounts(config)
     check_boot_disks(plan)
+    # Packed once: every node's script names the archive by its content's hash.
+    mounts = pack_file_mounts(config)
+    check_metadata_limits(plan, mounts)
+    warn_unsynced_files(config)
     provider = gcp_provider(config)
     credentials = config.provider.gcp_credentials
     cluster = RayCluster(
@@ -98,12 +117,15 @@ def define_cluster() -> RayCluster:
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
         reapply_request=os.environ.get(REAPPLY_ENV, ""),
         api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
+        mounts=mounts,
     )
-    export_outputs(cluster, config, config_file)
+    export_outputs(cluster, config, config_file, script_versions(config, mounts))
     return cluster
 
 
-def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str) -> None:
+def export_outputs(
+    cluster: RayCluster, config: ClusterConfig, config_file: str, versions: dict[str, str]
+) -> None:
     """What `invoke attach`, `exec`, `status` and the user need next."""
     head = cluster.head
     pulumi.export("cluster_name", config.cluster_name)
@@ -126,7 +148,7 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
         "docker_container_name", config.docker.container_name if config.docker.enabled else ""
     )
     # What each node reports once it runs the current script (`invoke status` compares).
-    pulumi.export("script_versions", script_versions(config))
+    pulumi.export("script_versions", versions)
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
     # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.

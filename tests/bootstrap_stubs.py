@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from bootstrap import node_metadata, pack_file_mounts
 from infra.config import ClusterConfig, parse_cluster_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +69,16 @@ def cluster(**overrides: Any) -> ClusterConfig:
     return parse_cluster_config(data)
 
 
+def node_entries(config: ClusterConfig, role: str, node_type: str, tmp_path: Path,
+                 request: str = "") -> dict[str, str]:
+    """A node's metadata with its file_mounts packed from `tmp_path` (relative sources) and
+    the archive put where `run_script` keeps the cluster's bucket (`tmp_path/bucket`)."""
+    mounts = pack_file_mounts(config, tmp_path)
+    if mounts is not None:
+        mounts.write(tmp_path / "bucket" / Path(mounts.object_name).parent)
+    return node_metadata(config, role, node_type, mounts, request)  # type: ignore[arg-type]
+
+
 @dataclass
 class ScriptRun:
     returncode: int
@@ -84,9 +95,9 @@ def run_script(
     env: dict[str, str] | None = None,
     keep_watcher: bool = False,
 ) -> ScriptRun:
-    """Run `script` in local mode (metadata from a directory) with the stubs first on PATH.
-    Nodes start a detached node watcher (the head a config watcher too): they are stopped
-    here unless `keep_watcher`."""
+    """Run `script` in local mode (metadata from a directory, the cluster's bucket a folder,
+    `tmp_path/bucket`) with the stubs first on PATH. Nodes start a detached node watcher (the
+    head a config watcher too): they are stopped here unless `keep_watcher`."""
     stub_dir, metadata_dir = tmp_path / "stubs", tmp_path / "metadata"
     stub_dir.mkdir(exist_ok=True)
     metadata_dir.mkdir(exist_ok=True)
@@ -106,6 +117,7 @@ def run_script(
         "RAY_BOOTSTRAP_LOG": str(log),
         "RAY_BOOTSTRAP_STATUS_DIR": str(tmp_path / "guest-attributes"),
         "RAY_BOOTSTRAP_RESOLVE_DELAY": "0",
+        "RAY_BOOTSTRAP_BUCKET_DIR": str(tmp_path / "bucket"),
         **(env or {}),
     })
     try:

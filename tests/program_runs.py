@@ -23,3 +23,13 @@ def stack_yaml(stack: str) -> dict[str, Any]:
 @functools.cache
 def run_stack(stack: str) -> ProgramRun:
     return run_program({"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}, stack=stack)
+
+
+def head_config_text(run: ProgramRun, head: Any) -> str:
+    """The autoscaler config the head reads: the bucket object its `ray-bootstrap-config`
+    names (`gs://BUCKET/OBJECT`), as the plan records it (its text)."""
+    reference = head.inputs["metadata"]["ray-bootstrap-config"]
+    bucket, name = reference.removeprefix("gs://").split("/", 1)
+    (stored,) = [r for r in run.of_type("gcp:storage/bucketObject:BucketObject")
+                 if r.inputs["bucket"] == bucket and r.inputs["name"] == name]
+    return stored.inputs["source"]

@@ -1,40 +1,122 @@
-"""The file_mounts contract: small files in metadata, directories and large files over SSH."""
+"""The file_mounts archive: every entry, files and folders, in one content-named archive that
+skips what rsync_exclude and rsync_filter skip; a bad local path or too much data is one
+error naming the YAML path and the fix."""
 
 from __future__ import annotations
 
-import base64
+import io
+import os
+import tarfile
+from pathlib import Path
 
+import pytest
 from bootstrap_stubs import cluster
 
-from bootstrap import plan_file_mounts
-from bootstrap.file_mounts import METADATA_FILE_MOUNT_BUDGET, METADATA_VALUE_LIMIT
+from bootstrap import file_mounts, pack_file_mounts
+from infra.config import ConfigError
 
 
-def test_small_file_travels_in_metadata_as_base64(tmp_path):
-    (tmp_path / "a.txt").write_text("hello")
-    plan = plan_file_mounts(cluster(file_mounts={"~/a.txt": "a.txt"}), base_dir=tmp_path)
-    assert plan.over_ssh == {}
-    assert [(m.key, m.target) for m in plan.in_metadata] == [("ray-file-mount-0", "~/a.txt")]
-    assert base64.b64decode(plan.metadata_entries()["ray-file-mount-0"]) == b"hello"
+def _members(archive) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
+        return {member.name: member for member in tar.getmembers()}
 
 
-def test_directories_and_large_files_are_left_to_ssh(tmp_path):
-    (tmp_path / "dir").mkdir()
-    (tmp_path / "big.bin").write_bytes(b"x" * METADATA_VALUE_LIMIT)
-    config = cluster(file_mounts={"~/dir": str(tmp_path / "dir"),
-                                  "~/big.bin": str(tmp_path / "big.bin")})
-    plan = plan_file_mounts(config)
-    assert plan.in_metadata == []
-    assert set(plan.over_ssh) == {"~/dir", "~/big.bin"}
+def _read(archive, name: str) -> bytes:
+    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
+        return tar.extractfile(name).read()
 
 
-def test_files_beyond_the_metadata_budget_go_over_ssh(tmp_path):
-    size = METADATA_VALUE_LIMIT // 2  # base64 of two such files exceeds the budget
-    mounts = {}
-    for name in ("a", "b"):
-        (tmp_path / name).write_bytes(b"y" * size)
-        mounts[f"/opt/{name}"] = str(tmp_path / name)
-    plan = plan_file_mounts(cluster(file_mounts=mounts))
-    assert [m.target for m in plan.in_metadata] == ["/opt/a"]
-    assert list(plan.over_ssh) == ["/opt/b"]
-    assert sum(len(v) for v in plan.metadata_entries().values()) <= METADATA_FILE_MOUNT_BUDGET
+def _project(root):
+    (root / "proj" / "pkg").mkdir(parents=True)
+    (root / "proj" / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "proj" / "pkg" / "mod.pyc").write_bytes(b"\0")
+    (root / "proj" / ".git").mkdir()
+    (root / "proj" / ".git" / "HEAD").write_text("ref\n")
+    (root / "proj" / "build").mkdir()
+    (root / "proj" / "build" / "out.bin").write_bytes(b"\1")
+    (root / "proj" / ".gitignore").write_text("build/\n")
+    (root / "proj" / "run.sh").write_text("#!/bin/sh\n")
+    (root / "proj" / "run.sh").chmod(0o755)
+    (root / "proj" / "link").symlink_to("run.sh")
+    (root / "one.txt").write_text("hello")
+    return root
+
+
+def test_files_and_folders_become_numbered_members_in_target_order(tmp_path):
+    _project(tmp_path)
+    archive = pack_file_mounts(
+        cluster(file_mounts={"~/proj": "proj", "/opt/one.txt": "one.txt"}), tmp_path)
+    assert archive.targets == ("/opt/one.txt", "~/proj")
+    members = _members(archive)
+    assert _read(archive, "0") == b"hello"
+    assert members["1"].isdir() and _read(archive, "1/pkg/mod.py") == b"x = 1\n"
+    assert members["1/run.sh"].mode == 0o755
+    assert members["1/link"].issym() and members["1/link"].linkname == "run.sh"
+
+
+def test_rsync_exclude_and_rsync_filter_files_are_honoured(tmp_path):
+    _project(tmp_path)
+    config = cluster(file_mounts={"~/proj": "proj"}, rsync_exclude=["**/.git", "*.pyc"],
+                     rsync_filter=[".gitignore"])
+    names = set(_members(pack_file_mounts(config, tmp_path)))
+    assert "0/pkg/mod.py" in names and "0/.gitignore" in names
+    assert not {"0/.git", "0/.git/HEAD", "0/pkg/mod.pyc", "0/build", "0/build/out.bin"} & names
+
+
+def test_the_same_files_give_the_same_object_and_one_changed_byte_a_new_one(tmp_path):
+    _project(tmp_path)
+    config = cluster(file_mounts={"~/proj": "proj"})
+    first, again = pack_file_mounts(config, tmp_path), pack_file_mounts(config, tmp_path)
+    assert first.content == again.content and first.object_name == again.object_name
+    assert first.object_name.startswith("file-mounts/") and first.object_name.endswith(".tar.gz")
+    (tmp_path / "proj" / "pkg" / "mod.py").write_text("x = 2\n")
+    assert pack_file_mounts(config, tmp_path).object_name != first.object_name
+
+
+def test_key_like_files_travel_in_the_archive_like_any_other(tmp_path):
+    (tmp_path / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    archive = pack_file_mounts(cluster(file_mounts={"~/.ssh/id_rsa": "id_rsa"}), tmp_path)
+    assert _read(archive, "0") == b"-----BEGIN OPENSSH PRIVATE KEY-----\n"
+
+
+def test_no_file_mounts_means_no_archive(tmp_path):
+    assert pack_file_mounts(cluster(), tmp_path) is None
+
+
+@pytest.mark.parametrize("source", ["missing", "", "fifo", "dangling"])
+def test_an_unusable_local_path_names_the_yaml_path_and_the_fix(tmp_path, source):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError) as error:
+        pack_file_mounts(cluster(file_mounts={"~/data": source}), tmp_path)
+    [(where, message)] = error.value.problems
+    assert where == "file_mounts.~/data"
+    assert any(fix in message for fix in ("fix the", "name a file", "mount a file"))
+
+
+def test_mounts_over_the_limit_say_the_limit_and_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_mounts, "MOUNT_SIZE_LIMIT", 3 * 1024 * 1024)
+    (tmp_path / "data").mkdir()
+    for name in "abcd":
+        (tmp_path / "data" / name).write_bytes(b"\0" * 1024 * 1024)
+    with pytest.raises(ConfigError) as error:
+        pack_file_mounts(cluster(file_mounts={"~/data": "data"}), tmp_path)
+    [(where, message)] = error.value.problems
+    assert where == "file_mounts.~/data"
+    assert "more than 3 MB" in message and "rsync_exclude" in message
+
+
+def test_an_unreadable_file_inside_a_folder_is_named(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "locked").write_text("x")
+    real_open = Path.open
+
+    def refuse(path, *args, **kwargs):  # what a mode-000 file does to a non-root user
+        if path.name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refuse)
+    with pytest.raises(ConfigError) as error:
+        pack_file_mounts(cluster(file_mounts={"~/data": "data"}), tmp_path)
+    assert "locked cannot be read (Permission denied)" in error.value.problems[0][1]

@@ -48,6 +48,20 @@ def test_both_nodes_finish_their_startup_scripts(started, config):
     assert "stage=ray-start begin" in worker.log_file.read_text()
 
 
+def test_a_mounted_folder_is_read_by_a_setup_command_on_both_nodes(started, config):
+    """local.yaml mounts stacks/clusters/local_files at ~/cluster_files; its first setup
+    command greps it (a miss would fail the node): each node unpacked it before setup."""
+    cluster, _ = started
+    for node in (cluster.node("head", config.head_node_type),
+                 cluster.node("worker", "local_worker")):
+        mounted = node.home / "cluster_files" / "README.txt"
+        assert mounted.read_text() == (REPO / "stacks/clusters/local_files/README.txt").read_text()
+        log = node.log_file.read_text()
+        assert log.index("file mount ~/cluster_files") < log.index(
+            "+ grep -q \"mounted on every node\" ~/cluster_files/README.txt")
+        assert read_status(node) == "ready"
+
+
 def test_two_alive_nodes_carry_the_resources_declared_for_their_types(started, config):
     cluster, report = started
     assert cluster.active_nodes() == 2

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import stat
 
-from bootstrap_stubs import cluster, run_script
-
-from bootstrap import node_metadata
+from bootstrap_stubs import cluster, node_entries, run_script
 
 
 def _worker(tmp_path, config):
-    entries = node_metadata(config, "worker", "worker_t", base_dir=tmp_path)
+    entries = node_entries(config, "worker", "worker_t", tmp_path)
     return run_script(entries.pop("startup-script"), tmp_path,
                       {**entries, "ray-head-address": "10.0.0.9"})
 

@@ -13,6 +13,7 @@ from bootstrap_stubs import (
     FakeGoogle,
     cluster,
     gce_env,
+    node_entries,
     node_watcher_pid_file,
     run_script,
     stop_watchers,
@@ -39,7 +40,7 @@ class Node:
         self.head_status.mkdir(parents=True)
         (self.head_status / "status").write_text("ready")
         (self.head_status / "ray-started").write_text("aaaa 2026-12-03T10:00:00Z 1")
-        entries = node_metadata(cluster(**config), role, node_type, base_dir=tmp_path)
+        entries = node_entries(cluster(**config), role, node_type, tmp_path)
         self.env = {"RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1",
                     "RAY_BOOTSTRAP_HEAD_STATUS_DIR": str(self.head_status.parent),
                     "RAY_BOOTSTRAP_HEAD_WAIT_DELAY": "0.1"}
@@ -61,9 +62,8 @@ class Node:
     def hand(self, request: str = "", **overrides) -> str:
         """Publish the script of `cluster(**overrides)` as the metadata server would: the
         script first, then the version key the watcher follows. Returns its version."""
-        entries = node_metadata(cluster(**{**self.config, **overrides}), self.role,
-                                self.node_type,
-                                base_dir=self.tmp_path, request=request)
+        entries = node_entries(cluster(**{**self.config, **overrides}), self.role,
+                               self.node_type, self.tmp_path, request=request)
         metadata = self.tmp_path / "metadata"
         for key in ("startup-script", VERSION_KEY):
             staged = metadata / f".{key}.new"
@@ -116,6 +116,23 @@ def test_unchanged_stages_do_not_rerun_and_ray_keeps_running_when_nothing_it_run
     assert same == version
     worker.wait_log(f"node watcher pid={_pid(worker)} runs version {version}")
     assert worker.new_calls(again) == []
+
+
+def test_changed_file_mounts_are_fetched_again_in_place_and_setup_does_not_rerun(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "version").write_text("1")
+    node = Node(tmp_path, file_mounts={"~/data": "data"})
+    try:
+        assert (node.boot.home / "data" / "version").read_text() == "1"
+        (tmp_path / "data" / "version").write_text("2")
+        before = len(node.calls())
+        version = node.hand(file_mounts={"~/data": "data"})
+        node.wait_applied(version)
+        assert (node.boot.home / "data" / "version").read_text() == "2"
+        assert not [call for call in node.new_calls(before) if call.startswith("record setup")]
+        assert node.boot_log().count("file mount ~/data <- archive member 0") == 2
+    finally:
+        stop_watchers(tmp_path)
 
 
 def test_new_resources_restart_ray_with_them_and_rerun_nothing_else(worker):

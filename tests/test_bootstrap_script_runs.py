@@ -4,14 +4,13 @@ library decoded into a private file that does not outlive the run."""
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import stat
 
-from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script, stop_watchers
+from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, node_entries, run_script, stop_watchers
 
-from bootstrap import node_metadata, render_startup_script
+from bootstrap import render_startup_script
 from bootstrap.startup_script import LIBRARY_DELIMITER
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
@@ -20,7 +19,7 @@ HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
 def _worker(tmp_path, config=None, metadata=None, env=None):
     tmp_path.mkdir(parents=True, exist_ok=True)
     config = config or cluster()
-    entries = node_metadata(config, "worker", "worker_t", base_dir=tmp_path)
+    entries = node_entries(config, "worker", "worker_t", tmp_path)
     return run_script(entries.pop("startup-script"), tmp_path,
                       {**entries, **(metadata or {})}, env)
 
@@ -141,15 +140,37 @@ def test_head_writes_bootstrap_config_and_private_key(tmp_path):
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
 
 
-def test_small_file_mount_is_written_from_metadata(tmp_path):
-    source = tmp_path / "settings.json"
-    source.write_bytes(b'{"a": 1}\n\x00binary')
-    config = cluster(file_mounts={"~/conf/settings.json": str(source)})
-    metadata = node_metadata(config, "worker", "worker_t")
-    assert base64.b64decode(metadata["ray-file-mount-0"]) == source.read_bytes()
-    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"})
+def test_file_mounts_are_unpacked_before_initialization_and_setup_read_them(tmp_path):
+    (tmp_path / "proj" / "pkg").mkdir(parents=True)
+    (tmp_path / "proj" / "pkg" / "flag").write_text("present")
+    (tmp_path / "settings.json").write_bytes(b'{"a": 1}\n\x00binary')
+    config = cluster(
+        file_mounts={"~/proj": "proj", "~/conf/settings.json": "settings.json"},
+        initialization_commands=["record init-saw-$(cat ~/proj/pkg/flag)"],
+        setup_commands=["record setup-saw-$(cat ~/proj/pkg/flag)"],
+    )
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    run = _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9"},
+                  env={"TMPDIR": str(scratch)})
     assert run.returncode == 0, run.log
-    assert (run.home / "conf" / "settings.json").read_bytes() == source.read_bytes()
+    assert "record init-saw-present" in run.calls and "record setup-saw-present" in run.calls
+    assert (run.home / "conf" / "settings.json").read_bytes() == b'{"a": 1}\n\x00binary'
+    assert run.log.index("file mount ~/proj") < run.log.index("stage=initialization begin")
+    assert "archive member" in run.log and not list(scratch.iterdir())  # unpacked copy gone
+
+
+def test_a_missing_archive_fails_the_file_mounts_stage(tmp_path):
+    (tmp_path / "data").mkdir()
+    config = cluster(file_mounts={"~/data": "data"})
+    entries = node_entries(config, "worker", "worker_t", tmp_path)
+    for archive in (tmp_path / "bucket").rglob("*.tar.gz"):
+        archive.unlink()
+    run = run_script(entries.pop("startup-script"), tmp_path,
+                     {**entries, "ray-head-address": "10.0.0.9"})
+    assert run.returncode == 4
+    assert run.status == "failed:file-mounts:4"
+    assert not any(call.startswith("record init") for call in run.calls)
 
 
 def _tpu_pod_config():

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
-from bootstrap.file_mounts import plan_file_mounts
+from bootstrap.file_mounts import pack_file_mounts
 from bootstrap.startup_script import render_startup_script
 from infra.config import ClusterConfig, ConfigError, load_cluster_config
 from ops.review.plan_engine import run_program
@@ -432,7 +432,7 @@ def drive(path: Path) -> None:
     try:
         config = load_cluster_config(path)
         run_program({"ray-gcp:cluster": str(path)}, stack="mutation")
-        mounts = plan_file_mounts(config, path.parent)
+        mounts = pack_file_mounts(config)  # relative sources from the cwd, as the program reads
         for node_type in config.available_node_types:  # a node receives UTF-8 bytes
             render_startup_script(config, "worker", node_type, mounts).encode()
         render_startup_script(config, "head", config.head_node_type, mounts).encode()

@@ -1,8 +1,10 @@
 """A stack that mounts a private key and credential files leaks them nowhere: not in the plan
 JSON, the recorded state or exports, nor in `invoke diff`'s Markdown, raw or base64.
 
-By default key-like files are held back from metadata (they go over SSH); asked to inline
-them (`provider.inline_secret_file_mounts: true`), every file_mounts value is a Pulumi secret.
+They travel like every other mount, in the archive the program stores in the cluster's private
+bucket: a plan names the archive by its content's hash, and no node's metadata carries a byte
+of it. A plan made by older code (content in `ray-file-mount-<n>` metadata) is diffed without
+printing it either.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from bootstrap import plan_file_mounts
-from infra.config import parse_cluster_config
 from infra.ssh_keys import generate_key_pair
 from infra.stack_config import PROJECT_ROOT
 from ops.review.plan import plan_stack, render_json
@@ -25,8 +26,8 @@ from ops.review.plan_markdown import render_markdown
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 SA_KEY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCsecretsecret"
-WORKER = "full-ray_worker_small"
 INSTANCE = "gcp:compute/instance:Instance"
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
 
 
 def secret_files(directory: Path, password: str = "hunter2-secret") -> dict[str, Path]:
@@ -57,9 +58,8 @@ def fragments(paths: dict[str, Path]) -> list[str]:
     return found + [SA_KEY, "hunter2-secret"]
 
 
-def cluster_mounting(files: dict[str, Path], inline: bool) -> dict:
+def cluster_mounting(files: dict[str, Path]) -> dict:
     cluster = copy.deepcopy(FULL)
-    cluster["provider"]["inline_secret_file_mounts"] = inline
     cluster["file_mounts"] = {f"~/secrets/{name}": str(path) for name, path in files.items()}
     return cluster
 
@@ -82,53 +82,36 @@ def assert_no_material(text: str, paths: dict[str, Path]) -> None:
     assert leaked == []
 
 
-def test_key_like_files_are_held_back_from_metadata_unless_asked(tmp_path):
-    files = secret_files(tmp_path / "secrets")
-    (tmp_path / "notes.txt").write_text("just notes\n")
-    mounts = {**{f"~/{n}": str(p) for n, p in files.items()}, "~/notes.txt": str(tmp_path /
-                                                                                  "notes.txt")}
-    data = {**copy.deepcopy(FULL), "file_mounts": mounts}
-    held = plan_file_mounts(parse_cluster_config(data))
-    assert sorted(held.held_back) == sorted(f"~/{name}" for name in files)
-    assert sorted(held.over_ssh) == sorted(f"~/{name}" for name in files)
-    assert [m.target for m in held.in_metadata] == ["~/notes.txt"]
-    data["provider"] = {**data["provider"], "inline_secret_file_mounts": True}
-    inlined = plan_file_mounts(parse_cluster_config(data))
-    assert inlined.held_back == [] and inlined.over_ssh == {} and len(inlined.in_metadata) == 4
+@pytest.fixture(autouse=True)
+def _archives_in_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path / "state"))
 
 
-@pytest.mark.parametrize("inline", [False, True])
-def test_plan_and_state_show_no_key_material(tmp_path, inline, caplog):
+def test_key_files_travel_in_the_archive_and_the_plan_names_it_by_hash_only(tmp_path):
     files = secret_files(tmp_path / "secrets")
-    plan = plan_of(tmp_path / "root", "sec", cluster_mounting(files, inline))
-    warned = [r.getMessage() for r in caplog.records if "looks like a key" in r.getMessage()]
-    assert len(warned) == (0 if inline else 3)
-    assert inline or "file_mounts ~/secrets/id_rsa: looks like a key" in " ".join(warned)
+    plan = plan_of(tmp_path / "root", "sec", cluster_mounting(files))
     assert_no_material(render_json(plan), files)
     head = resource(plan, INSTANCE)
-    mounts = {k: v for k, v in head["inputs"]["metadata"].items()
-              if k.startswith("ray-file-mount-")}
-    assert list(mounts.values()) == (["[secret]"] * 3 if inline else [])
-    assert isinstance(head["inputs"]["networkInterfaces"], list)  # only the secrets are masked
-    body = resource(plan, "pulumi-python:dynamic/ray-gcp:WorkerGroup", WORKER)["inputs"]["body"]
-    assert (body == "[secret]") is inline  # the worker's metadata carries the content
+    assert not [key for key in head["inputs"]["metadata"] if key.startswith("ray-file-mount-")]
+    assert isinstance(head["inputs"]["networkInterfaces"], list)
+    archive = resource(plan, BUCKET_OBJECT, "ray-full-bucket-file-mounts")["inputs"]
+    digest = archive["name"].removeprefix("file-mounts/")
+    assert archive["source"] == f"[file {digest}]"
+    [stored] = (tmp_path / "state" / "file-mounts" / "sec").glob("*.tar.gz")
+    with tarfile.open(stored) as tar:  # what the engine uploads: every file, keys included
+        assert sorted(m.name for m in tar.getmembers()) == ["0", "1", "2"]
+        assert tar.extractfile("1").read() == files["id_rsa"].read_bytes()
 
 
-def test_diff_never_prints_file_mount_content_even_from_an_older_unmasked_plan(
-    tmp_path, monkeypatch
-):
+def test_diff_of_rotated_secret_mounts_names_the_archive_and_prints_no_content(tmp_path):
     before = secret_files(tmp_path / "before")
     after = secret_files(tmp_path / "after", password="rotated-secret")
-    # The base as code before this change planned it: content in plain metadata values.
-    with monkeypatch.context() as old_code:
-        old_code.setattr("infra.metadata.is_file_mount_key", lambda key: False)
-        base = plan_of(tmp_path / "base", "sec", cluster_mounting(before, inline=True))
-    assert base64.b64encode(before[".netrc"].read_bytes()).decode() in render_json(base)
-    head = plan_of(tmp_path / "head", "sec", cluster_mounting(after, inline=True))
+    base = plan_of(tmp_path / "base", "sec", cluster_mounting(before))
+    head = plan_of(tmp_path / "head", "sec", cluster_mounting(after))
     rows = diff_plans(base, head)
     markdown = render_markdown(rows, "sec", "`main`", "working tree",
                                unchanged_count(base, head))
-    assert "ray-file-mount-" in markdown  # the change is listed ...
+    assert "ray-full-bucket-file-mounts" in markdown  # the change is listed ...
     assert_no_material(markdown, before)  # ... its values are not
     assert_no_material(markdown, after)
     assert "rotated-secret" not in markdown

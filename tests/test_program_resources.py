@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.program_runs import STACKS, run_stack, stack_yaml
+from tests.program_runs import STACKS, head_config_text, run_stack, stack_yaml
 
 SPEC_ROLES = {
     "roles/storage.objectAdmin",
@@ -84,7 +84,7 @@ def test_head_instance_inputs_come_from_the_yaml(stack: str):
     assert metadata["ray-bootstrap-ssh-key-secret"] == (
         f"projects/{project}/secrets/ray-{cluster}-ssh-key/versions/1")
     assert "ray-bootstrap-ssh-key" not in metadata
-    bootstrap = yaml.safe_load(metadata["ray-bootstrap-config"])
+    bootstrap = yaml.safe_load(head_config_text(run, head))
     assert bootstrap["provider"]["project_id"] == project
     assert bootstrap["auth"]["ssh_private_key"] == "~/ray_bootstrap_key.pem"
     assert set(bootstrap["available_node_types"]) == set(

@@ -12,7 +12,7 @@ from ray.autoscaler._private.util import hash_launch_conf
 
 from infra.config import parse_cluster_config
 from infra.plan import plan_cluster
-from tests.program_runs import run_stack, stack_yaml
+from tests.program_runs import head_config_text, run_stack, stack_yaml
 from tests.test_program_behaviour import run_inline
 
 TPU_STACKS = ["tpu", "tpu-pod", "tpu-pod-topology"]
@@ -35,7 +35,7 @@ def slices_of(run, cluster: str, node_type: str) -> list:
 
 def head_bootstrap(run) -> dict:
     (head,) = run.of_type("gcp:compute/instance:Instance")
-    return yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
+    return yaml.safe_load(head_config_text(run, head))
 
 
 @pytest.mark.parametrize("stack", TPU_STACKS)

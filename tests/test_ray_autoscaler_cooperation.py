@@ -28,7 +28,7 @@ import ray.autoscaler._private.providers as ray_providers
 import yaml
 from google.auth.credentials import AnonymousCredentials
 from googleapiclient import discovery
-from program_runs import stack_yaml
+from program_runs import head_config_text, stack_yaml
 from ray.autoscaler._private.autoscaler import StandardAutoscaler
 from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
@@ -74,7 +74,7 @@ def planned(stack: str, worker_counts: dict[str, int] | None = None) -> Cluster:
         run=run,
         yaml=stack_yaml(stack),
         head_name=head.inputs["name"],
-        bootstrap_config=yaml.safe_load(head.inputs["metadata"][BOOTSTRAP_CONFIG_KEY]),
+        bootstrap_config=yaml.safe_load(head_config_text(run, head)),
         groups=groups,
     )
 

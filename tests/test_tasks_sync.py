@@ -13,8 +13,7 @@ import time
 from sshd_server import PROJECT_ROOT
 from tools import require_tool
 
-from ops.remote.sync import is_excluded
-from ops.remote.sync_filter import DirMergeFilters
+from bootstrap.sync_filter import DirMergeFilters, is_excluded
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

@@ -1,4 +1,5 @@
-"""`invoke scale`: the count lands in the stack file, in range, and pulumi's absence is clear."""
+"""`invoke scale`: the count lands in the stack file, in range, and pulumi's absence is clear
+before anything is written."""
 
 from __future__ import annotations
 
@@ -64,14 +65,16 @@ def test_unknown_node_type_names_the_known_ones(stacks):
         set_worker_count("full", "ray_worker_huge", 1, stacks)
 
 
-def test_scale_task_exits_non_zero_without_the_cli(stacks, monkeypatch, tmp_path):
+def test_scale_task_without_the_cli_exits_non_zero_and_writes_nothing(stacks, monkeypatch,
+                                                                     tmp_path):
     monkeypatch.setattr(ops.lifecycle.scale, "STACKS_DIR", stacks)
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no engine installed there
+    before = (stacks / "Pulumi.full.yaml").read_text()
 
     with pytest.raises(Exit) as exited:
         tasks.scale(Context(), stack="full", type="ray_worker_small", count="2")
 
     assert exited.value.code != 0
     assert "the pulumi CLI is not on PATH nor in" in str(exited.value.message)
-    assert "ray_worker_small: 2" in (stacks / "Pulumi.full.yaml").read_text()
+    assert (stacks / "Pulumi.full.yaml").read_text() == before

@@ -199,7 +199,8 @@ class Provider(StrictModel):
     ssh_source_ranges: list[str] | None = None
     """Who may open SSH to the head: default IAP's range in private mode, else 0.0.0.0/0."""
     inline_secret_file_mounts: bool = False
-    """Let file_mounts that look like keys or credentials travel in instance metadata."""
+    """Accepted for YAMLs written for older versions and ignored (see the model's warnings):
+    every file mount travels in the cluster's private bucket."""
     fallback_zones: list[str] | Literal[False] | None = None
     """Where workers go when availability_zone is out of capacity: absent, any zone of the
     region offering the types; a list, only those zones in that order; false, nowhere."""
@@ -539,6 +540,11 @@ class ClusterConfig(StrictModel):
             warnings.append(
                 "provider.tpu_queued_resources: no worker type is a TPU, so nothing is queued: "
                 "remove it or add a TPU worker type"
+            )
+        if "inline_secret_file_mounts" in config.provider.model_fields_set:
+            warnings.append(
+                "provider.inline_secret_file_mounts: no longer used, ignored: every file mount, "
+                "key-like files included, travels in the cluster's private bucket; remove it"
             )
         config._warnings = warnings
         return config

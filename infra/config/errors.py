@@ -46,6 +46,38 @@ def _join(loc: Iterable[str | int]) -> str:
     return ".".join(parts)
 
 
+# pydantic's type errors -> what the YAML should hold, with an example of it.
+_EXPECTED = {
+    "string_type": ("text", '"my-value"'),
+    "int_type": ("a whole number", "2"),
+    "int_parsing": ("a whole number", "2"),
+    "int_from_float": ("a whole number", "2"),
+    "float_type": ("a number", "1.5"),
+    "float_parsing": ("a number", "1.5"),
+    "bool_type": ("true or false", "true"),
+    "bool_parsing": ("true or false", "true"),
+    "list_type": ("a list", "[a, b]"),
+    "dict_type": ("a mapping", "{key: value}"),
+}
+
+
+def _kind_of(value: object) -> str:
+    """A YAML value's kind, as the user wrote it."""
+    if value is None:
+        return "empty"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true/false)"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
 def _message(error: dict) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
@@ -54,6 +86,13 @@ def _message(error: dict) -> str:
         return "is required: add it"
     if kind in ("less_than_equal", "greater_than_equal", "greater_than", "less_than"):
         return f"{error['msg']}: change it"
+    if kind in _EXPECTED:
+        expected, example = _EXPECTED[kind]
+        given = error.get("input")
+        if kind == "string_type" and isinstance(given, int | float) and \
+                not isinstance(given, bool):
+            example = f'"{given}" (quoted)'
+        return f"is {_kind_of(given)}, expected {expected}: write it as e.g. {example}"
     message = error["msg"]
     return message.removeprefix("Value error, ")
 

@@ -9,6 +9,7 @@ does not know it refuses. The tests run Ray's own loader against this one.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,7 +67,15 @@ def fill_like_ray(
         unused = sorted(set(provider) - set(provider_keys))
         if unused:
             merged["provider"] = {k: v for k, v in provider.items() if k not in unused}
-            warnings += [f"provider.{key}: not used on GCP, ignored" for key in unused]
+            unset = sorted(set(provider_keys) - set(provider))
+            for key in unused:
+                close = difflib.get_close_matches(str(key), unset, n=1, cutoff=0.8)
+                if close:  # a typo: ignoring it would drop what the user meant to set
+                    refusals.append((f"provider.{key}", f"is not a provider key: did you "
+                                                       f"mean {close[0]}? Rename it"))
+                else:
+                    warnings.append(f"provider.{key}: not used on GCP, ignored (Ray's GCP "
+                                    "provider does not read it): remove it")
     return merged, warnings, refusals
 
 

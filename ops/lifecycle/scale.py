@@ -14,7 +14,7 @@ from infra.config import ConfigError, load_cluster_config
 from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation
-from ops.stack import Stack
+from ops.stack import Stack, require_cli
 
 
 class ScaleError(OpsError):
@@ -61,6 +61,8 @@ def scale(stack: str | None, node_type: str, count: str) -> None:
     if not str(count).isdigit():
         raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
     chosen = Stack.choose(stack, require_file=True)
+    check_count(chosen.name, node_type, int(count))  # every check before the file is written
+    require_cli()
     path = set_worker_count(chosen.name, node_type, int(count))
     print(f"{node_type}: count {count} written to {path}")
     run_operation(chosen, "up")

@@ -6,9 +6,9 @@ tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the 
 (`os_login`), running commands in
 the right shell or container (`commands`), what attach, exec and submit do with their flags
 (`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), SFTP sync
-with rsync's filters (`sync`, `sync_filter`, `cluster_file`, `progress`), the autoscaler log
-(`monitor`) and the ssh config block (`ssh_config`). Light on purpose: `invoke exec` must start
-fast, so pulumi and pydantic stay out of its imports.
+with rsync's filters (`sync`, filters from bootstrap.sync_filter; `cluster_file`, `progress`),
+the autoscaler log (`monitor`) and the ssh config block (`ssh_config`). Light on purpose:
+`invoke exec` must start fast, so pulumi and pydantic stay out of its imports.
 May import `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
 `connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,
 `rsync_up_stack`, `serve_dashboard`, `monitor_stack`, `stack_ssh_config`.

@@ -1,5 +1,6 @@
-"""rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter files
-such as .gitignore, see sync_filter.py), sends only files whose size or mtime changed.
+"""rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter
+files such as .gitignore, see bootstrap/sync_filter.py), sends only files whose size or mtime
+changed.
 
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
 copied to the other side, so the next run's size+mtime check skips unchanged files. Files and
@@ -8,7 +9,6 @@ bytes are counted as they move (progress.py draws them on a terminal).
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import posixpath
 import stat
@@ -21,10 +21,10 @@ from typing import TextIO
 
 import paramiko
 
+from bootstrap.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
-from ops.remote.sync_filter import DirMergeFilters
 from ops.stack import Node
 
 
@@ -35,22 +35,6 @@ class SyncReport:
 
     def summary(self) -> str:
         return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged"
-
-
-def is_excluded(relative: str, patterns: Iterable[str]) -> bool:
-    """rsync-style match on the relative path or any of its trailing parts (`**/.git`, `*.pyc`)."""
-    parts = relative.split("/")
-    tails = ["/".join(parts[i:]) for i in range(len(parts))]
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        anchored = pattern.startswith("/")
-        pattern = pattern.lstrip("/")
-        while pattern.startswith("**/"):
-            pattern = pattern[3:]
-        candidates = [relative] if anchored else tails
-        if any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates):
-            return True
-    return False
 
 
 def remote_path(path: str) -> str:

@@ -95,10 +95,12 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
         }
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]
+    from ops.review.plan_node_types import node_type_rows
+
     cluster, counts = cluster_from_settings(config)
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
-            "warnings": cluster.review_warnings}
+            "warnings": cluster.review_warnings, "node_types": node_type_rows(cluster, counts)}
 
 
 def price_per_hour(config: ClusterConfig, counts: dict[str, int]) -> dict[str, Any]:
@@ -137,7 +139,10 @@ def render_json(plan: Plan) -> str:
 
 
 def render_table(plan: Plan) -> str:
-    """One line per resource for people: kind, logical name, parent, type token."""
+    """For people: the node types (role, machine, zones, counts, spot, disk, price) and the
+    cluster's total, then one line per resource: kind, logical name, parent, type token."""
+    from ops.review.plan_node_types import render_node_types
+
     rows = [("KIND", "NAME", "PARENT", "TYPE")] + [
         (r["kind"], r["name"], r["parent"] or "-", r["type"]) for r in plan["resources"]
     ]
@@ -148,11 +153,15 @@ def render_table(plan: Plan) -> str:
         for row in rows
     ]
     price = plan["price_per_hour"]
+    floor = "at least " if price["unpriced"] else ""
+    types = render_node_types(plan["node_types"]) if "node_types" in plan else []
     warnings = "".join(f"warning: {line}\n" for line in plan.get("warnings", []))
-    return f"stack {plan['stack']} ({plan['cluster_file']}): {len(plan['resources'])} " \
-        "resources\n" + "\n".join(lines) + "\n" + f"price: ${price['pinned']:.2f}/h at the " \
-        f"pinned size, up to ${price['at_max_workers']:.2f}/h at max_workers (approximate, " \
-        f"prices as of {price['prices_as_of']})\n" + warnings
+    return f"stack {plan['stack']} ({plan['cluster_file']}): " \
+        f"{len(plan.get('node_types', []))} node types, {len(plan['resources'])} resources\n" \
+        + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
+        + f"price: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}" \
+        f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of " \
+        f"{price['prices_as_of']})\n" + warnings
 
 
 def render(plan: Plan, output_format: str) -> str:

@@ -4,7 +4,9 @@ Resources match by (type, logical name). Nodes whose names embed a config hash (
 instance, TPU VMs) get a new name when their config changes; an unmatched old and new node
 of the same role (same parent, same `ray-user-node-type` label) is shown as one replacement
 with the input paths that changed. How each path and value is shown is `plan_values`'s job;
-whether a change replaces the resource, `replacements`'s.
+whether a change replaces the resource, `replacements`'s. The head's autoscaler config, an
+object in the cluster's bucket that `ray-bootstrap-config` names, is shown on the head
+(`configs_inline`); a changed startup script also as a diff of its commands (`command_diff`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ops.pulumi_types import INSTANCE_TYPE, TPU_VM_TYPE
+from ops.pulumi_types import BUCKET_OBJECT_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
+from ops.review.command_diff import command_diff
 from ops.review.plan import Plan
 from ops.review.plan_values import (
+    BOOTSTRAP_CONFIG_KEY,
     MISSING,
     change_summary,
     flatten,
@@ -29,6 +33,7 @@ ACTION_ORDER: tuple[Action, ...] = ("replace", "update", "add", "remove")
 
 NODE_TYPE_LABEL = "ray-user-node-type"
 NODE_KIND_LABEL = "ray-node-type"
+SCRIPT_KEY = "startup-script"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Change:
     old: str
     new: str
     summary: str | None = None  # shown instead of `old -> new` (long text)
+    commands: tuple[str, ...] = ()  # a startup script's: unified diff of its YAML commands
 
 
 @dataclass
@@ -90,9 +96,12 @@ def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
         before, after = old_leaves.get(path, MISSING), new_leaves.get(path, MISSING)
         if before == after or path == "name":
             continue
+        commands = (tuple(command_diff(before, after))
+                    if path.endswith(SCRIPT_KEY) and isinstance(before, str)
+                    and isinstance(after, str) else ())
         changes.append(Change(show_path(new, path), shown_value(path, before, old_leaves),
                               shown_value(path, after, new_leaves),
-                              change_summary(path, before, after)))
+                              change_summary(path, before, after), commands))
     if (old["parent"] or "") != (new["parent"] or ""):
         changes.append(Change("(parent)", str(old["parent"]), str(new["parent"])))
     return changes
@@ -134,8 +143,32 @@ def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, st
     return pairs
 
 
+def configs_inline(plan: Plan) -> Plan:
+    """The plan as a reviewer reads it: the head's `ray-bootstrap-config` names the bucket
+    object holding the autoscaler config (`gs://BUCKET/OBJECT`); here it holds that object's
+    text again, and the object is not a row of its own, so a config change reads as before
+    (and as a plan made by older code, with the text in metadata, has it)."""
+    stored = {(r["inputs"].get("bucket"), r["inputs"].get("name")): r
+              for r in plan["resources"] if r["type"] == BUCKET_OBJECT_TYPE}
+    inlined, used = [], set()
+    for resource in plan["resources"]:
+        metadata = resource["inputs"].get("metadata")
+        reference = metadata.get(BOOTSTRAP_CONFIG_KEY) if isinstance(metadata, dict) else None
+        if isinstance(reference, str) and reference.startswith("gs://"):
+            key = tuple(reference.removeprefix("gs://").split("/", 1))
+            if key in stored:
+                used.add(key)
+                metadata = {**metadata, BOOTSTRAP_CONFIG_KEY: stored[key]["inputs"]["source"]}
+                resource = {**resource, "inputs": {**resource["inputs"], "metadata": metadata}}
+        inlined.append(resource)
+    kept = [r for r in inlined if r["type"] != BUCKET_OBJECT_TYPE
+            or (r["inputs"].get("bucket"), r["inputs"].get("name")) not in used]
+    return {**plan, "resources": kept}
+
+
 def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:
     """Rows for every resource that differs, ordered by action then subject."""
+    base, head = configs_inline(base), configs_inline(head)
     old_by_key = {(r["type"], r["name"]): r for r in base["resources"]}
     new_by_key = {(r["type"], r["name"]): r for r in head["resources"]}
     pairs = matched_pairs(base, head)

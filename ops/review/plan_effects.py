@@ -3,7 +3,7 @@ progress of `invoke up/preview`: re-applied in place by the node's watchers, a s
 the instance, or new nodes.
 
 A node's metadata changes in place, and its watchers act on it (bootstrap/node_reapply.sh):
-a new startup script or small file mount reruns the changed stages and restarts Ray, head
+a new startup script (new file_mounts included) reruns the changed stages and restarts Ray, head
 first; a new autoscaler config is rewritten for Ray's monitor. Any other input of a head
 (machine type, accelerators, scheduling) stops and starts it (`allow_stopping_for_update`),
 and it boots into the current script. A worker group's metadata and labels change in place

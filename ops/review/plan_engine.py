@@ -12,6 +12,7 @@ import hashlib
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -73,12 +74,23 @@ def _recorded(value: Any) -> Any:
         if rpc._special_sig_key in value:
             if value[rpc._special_sig_key] == rpc._special_secret_sig:
                 return SECRET_MASK
-            return _mask_secrets(rpc.deserialize_properties(value))  # an asset or a reference
+            return _asset_shown(_mask_secrets(rpc.deserialize_properties(value)))
         items = {key: _recorded(item) for key, item in value.items()}
         return {key: item for key, item in items.items() if item is not None}
     if isinstance(value, struct_pb2.ListValue):
         return [_recorded(item) for item in value]
     return rpc.deserialize_property(value)
+
+
+def _asset_shown(value: Any) -> Any:
+    """An asset as a reviewer reads it, the same on every machine: a text asset (the head's
+    autoscaler config) as its text, a file asset (the file_mounts archive, named by its
+    content's hash) by its file name; anything else (a resource reference) as it is."""
+    if isinstance(value, pulumi.StringAsset):
+        return value.text
+    if isinstance(value, pulumi.FileAsset):
+        return f"[file {Path(value.path).name}]"
+    return value
 
 
 def _unwrap(value: Any) -> Any:

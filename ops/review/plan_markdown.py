@@ -33,8 +33,9 @@ def price_line(base: dict | None, head: dict | None) -> str | None:
     if not head:
         return None
     parts = []
+    floor = "at least " if head.get("unpriced") else ""  # an unpriced part is not free
     for key, label in (("pinned", "at the pinned size"), ("at_max_workers", "at max_workers")):
-        new = f"${head[key]:.2f}"
+        new = f"{floor}${head[key]:.2f}"
         parts.append(f"{f'${base[key]:.2f} → ' if base and base[key] != head[key] else ''}"
                      f"{new} {label}")
     line = f"**Price per hour:** {', '.join(parts)}"
@@ -74,15 +75,10 @@ def render_markdown(
     """`notes` say how a side was planned when that limits what the diff can show; `price`
     is the cluster's price per hour (see `price_line`); `warnings` are the working tree's
     review warnings (SSH open to the internet), shown even when nothing else changed."""
-    lines = [
-        COMMENT_MARKER.format(stack=stack),
-        f"### Plan diff for stack `{stack}`",
-        "",
-        f"{base_label} → {head_label}: {summary(rows, unchanged)}.",
-        "",
-    ]
-    if price:
-        lines += [price, ""]
+    # The first line a reviewer sees states the cost change (the marker is invisible).
+    lines = [COMMENT_MARKER.format(stack=stack), *([price, ""] if price else []),
+             f"### Plan diff for stack `{stack}`", "",
+             f"{base_label} → {head_label}: {summary(rows, unchanged)}.", ""]
     for warning in warnings or []:
         lines += [f"> **Warning:** {warning}", ""]
     for note in notes or []:
@@ -101,6 +97,10 @@ def render_markdown(
             lines += [f"  - {_code(line)}" for line in shown[:MAX_CHANGES_SHOWN]]
             if len(shown) > MAX_CHANGES_SHOWN:
                 lines.append(f"  - … and {len(shown) - MAX_CHANGES_SHOWN} more")
+            for change in row.changes:  # the commands themselves, not a line count
+                if change.commands:
+                    lines += [f"  - commands in {row.subject}.{change.path}:", "", "    ```diff",
+                              *(f"    {line}" for line in change.commands), "    ```", ""]
             effect = node_effect(row)  # issue 13: in place, stop/start or new nodes
             if effect:
                 lines.append(f"  - effect: {effect}")

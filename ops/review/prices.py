@@ -162,8 +162,9 @@ class ClusterPrice:
     notes: tuple[str, ...]
 
     def summary(self) -> str:
-        text = (f"${self.pinned:.2f}/h at the pinned size, up to ${self.at_max_workers:.2f}/h "
-                "at max_workers")
+        floor = "at least " if self.unpriced else ""  # an unpriced part is not free
+        text = (f"{floor}${self.pinned:.2f}/h at the pinned size, up to {floor}"
+                f"${self.at_max_workers:.2f}/h at max_workers")
         if self.unpriced:
             text += f" (without {', '.join(self.unpriced)}: not in the price table)"
         return text

@@ -1,5 +1,6 @@
 """HTTP front of the fake: the slice of the Compute v1 and TPU v2 REST APIs WorkerGroup uses,
-and Service Usage v1beta1's quota listing.
+Service Usage v1beta1's quota listing, and the Cloud Storage JSON API's buckets and objects
+that nodes read their file_mounts and config from (tests/fake_compute/storage.py).
 
 Binds 127.0.0.1 on a free port; the real google-cloud-compute / google-cloud-tpu clients talk
 to it with `api_endpoint="127.0.0.1:PORT"` over plain http.
@@ -24,6 +25,7 @@ from tests.fake_compute.peers import peer_process
 from tests.fake_compute.platform import ROUTES as PLATFORM_ROUTES
 from tests.fake_compute.platform import Platform
 from tests.fake_compute.queued import QueuedResources
+from tests.fake_compute.storage import FakeStorage
 
 _COMPUTE = r"/compute/v1/projects/(?P<project>[^/]+)"
 _TPU = r"/v2/projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)"
@@ -132,6 +134,7 @@ class FakeComputeServer:
         self.platform = Platform()
         # (method, pid, command line of the calling process) of every node-creating call
         self.creators: list[tuple[str, int | None, str]] = []
+        self.storage = FakeStorage()
         self.authorizations: list[str] = []  # each request's Authorization header, in order
         # (project, zone, instance) -> {"namespace/key": value}, as a guest agent publishes
         self.guest_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
@@ -429,6 +432,14 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
             server.authorizations.append(self.headers.get("Authorization") or "")
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if server.storage.serves(url.path):  # bytes in and out, not only JSON
+                stored = server.storage.handle(verb, url.path, query, self.headers, raw)
+                self.send_response(stored.status)
+                self.send_header("Content-Type", stored.content_type)
+                self.send_header("Content-Length", str(len(stored.body)))
+                self.end_headers()
+                self.wfile.write(stored.body)
+                return
             try:
                 body = json.loads(raw) if raw else {}
                 status, answer = HTTPStatus.OK, server.handle(verb, url.path, query, body,

@@ -1,9 +1,12 @@
-"""Ray's `rsync_filter`: exclude files named in per-directory filter files such as .gitignore.
+"""Ray's `rsync_exclude` (`is_excluded`) and `rsync_filter`: exclude files named in per-directory
+filter files such as .gitignore. The SSH sync (ops/sync.py) and the program's file_mounts archive
+(bootstrap/file_mounts.py) both skip what these say.
 
-Ray passes each name to rsync as `--filter 'dir-merge,- NAME'`. These are rsync's rules for that:
-a file NAME in the source directory or any directory below it holds exclude patterns, one a line
-(blank lines and lines starting with # or ; are skipped), which apply to that directory and
-everything under it. Pattern syntax is rsync's, which .gitignore files mostly share:
+For `rsync_filter`, Ray passes each name to rsync as `--filter 'dir-merge,- NAME'`. These are
+rsync's rules for that: a file NAME in the source directory or any directory below it holds
+exclude patterns, one a line (blank lines and lines starting with # or ; are skipped), which
+apply to that directory and everything under it. Pattern syntax is rsync's, which .gitignore
+files mostly share:
 
 * `*` and `?` do not match `/`; `**` does; `[...]` is a character class.
 * a trailing `/` matches directories only.
@@ -18,6 +21,7 @@ pattern (no re-including), so neither do we. Filter files themselves are still s
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Callable, Iterable
@@ -130,3 +134,19 @@ class DirMergeFilters:
             for base in bases
             for rule in self._rules.get(base, ())
         )
+
+
+def is_excluded(relative: str, patterns: Iterable[str]) -> bool:
+    """rsync-style match on the relative path or any of its trailing parts (`**/.git`, `*.pyc`)."""
+    parts = relative.split("/")
+    tails = ["/".join(parts[i:]) for i in range(len(parts))]
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        anchored = pattern.startswith("/")
+        pattern = pattern.lstrip("/")
+        while pattern.startswith("**/"):
+            pattern = pattern[3:]
+        candidates = [relative] if anchored else tails
+        if any(fnmatch.fnmatchcase(candidate, pattern) for candidate in candidates):
+            return True
+    return False

@@ -1,0 +1,90 @@
+"""The plan per node type, as a reviewer reads it in one glance: role, machine or accelerator
+type, zones, count (pinned / max), spot or on-demand, boot disk and price per hour, with the
+cluster's total. A type the price table does not know is `unknown`, and the total then says
+"at least": it never passes for free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
+from infra.config.urls import short_name
+from ops.review.prices import node_type_price
+
+HEADERS = ("NODE TYPE", "ROLE", "MACHINE", "ZONES", "COUNT", "PROVISIONING", "DISK", "PER HOUR")
+
+
+def node_type_rows(config: ClusterConfig, counts: dict[str, int]) -> list[dict[str, Any]]:
+    """One row per node type, the head's first; `price_per_hour` is per node, None when
+    unpriced. `counts` are the pinned worker counts."""
+    region = config.provider.region
+    rows = []
+    for name, node_type in config.available_node_types.items():
+        head = name == config.head_node_type
+        price = node_type_price(node_type, region)
+        node_config = node_type.node_config
+        rows.append({
+            "node_type": name,
+            "role": "head" if head else "worker",
+            "machine": _machine(node_config),
+            "zones": _zones(config, head or isinstance(node_config, TpuNodeConfig)),
+            "pinned": 1 if head else counts.get(name, 0),
+            "max": 1 if head else node_type.max_workers or 0,
+            "spot": price.spot,
+            "disk": _disk(node_config),
+            "price_per_hour": None if price.unpriced else round(price.running, 4),
+            "unpriced": list(price.unpriced),
+        })
+    rows.sort(key=lambda row: (row["role"] != "head", row["node_type"]))
+    return rows
+
+
+def render_node_types(rows: list[dict[str, Any]]) -> list[str]:
+    """The table, then the total at the pinned size and at each type's max (unpriced types
+    make it a floor)."""
+    cells = [HEADERS] + [(
+        row["node_type"], row["role"], row["machine"], row["zones"],
+        "1" if row["role"] == "head" else f"{row['pinned']} / {row['max']}",
+        "spot" if row["spot"] else "on-demand", row["disk"],
+        "unknown" if row["price_per_hour"] is None else f"${row['price_per_hour']:.2f}",
+    ) for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(HEADERS))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+             .rstrip() for line in cells]
+    pinned = sum((row["price_per_hour"] or 0.0) * row["pinned"] for row in rows)
+    most = sum((row["price_per_hour"] or 0.0) * row["max"] for row in rows)
+    unknown = sorted({item for row in rows for item in row["unpriced"]})
+    floor = "at least " if unknown else ""
+    lines.append(f"total: {floor}${pinned:.2f}/h at the pinned size, {floor}${most:.2f}/h with "
+                 "every type at its max" + (f" (unpriced: {', '.join(unknown)})" if unknown
+                                            else ""))
+    return lines
+
+
+def _machine(node_config: ComputeNodeConfig | TpuNodeConfig) -> str:
+    if isinstance(node_config, TpuNodeConfig):
+        return f"TPU {node_config.tpu_type_name}"
+    parts = [short_name(node_config.machine_type)]
+    parts += [f"{gpu.accelerator_count}x {short_name(gpu.accelerator_type)}"
+              for gpu in node_config.guest_accelerators]
+    return " + ".join(parts)
+
+
+def _zones(config: ClusterConfig, one_zone: bool) -> str:
+    """The head and TPU slices stay in availability_zone; compute workers fail over."""
+    zone, fallback = config.provider.availability_zone, config.provider.fallback_zones
+    if one_zone or fallback is False:
+        return zone
+    if fallback:
+        return ", ".join([zone, *fallback])
+    return f"{zone} (+ other zones of {config.provider.region})"
+
+
+def _disk(node_config: ComputeNodeConfig | TpuNodeConfig) -> str:
+    if isinstance(node_config, TpuNodeConfig):
+        return "TPU boot disk"
+    boot = node_config.boot_disk
+    params = boot.initialize_params if boot else None
+    size = (params.disk_size_gb if params else None) or (boot.disk_size_gb if boot else None)
+    kind = short_name(params.disk_type) if params and params.disk_type else "pd-standard"
+    return f"{size or 10} GB {kind}"

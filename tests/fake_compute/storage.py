@@ -1,0 +1,142 @@
+"""The slice of the Cloud Storage JSON API v1 that a cluster's nodes and the program use: a
+bucket made (`buckets.insert`, `buckets.get`), objects stored (`objects.insert`, a simple media
+upload) and read (`objects.get`, its metadata or with `alt=media` its bytes, which is
+how a node fetches the file_mounts archive and the head's autoscaler config).
+
+Paths are the discovery document's templates (`ROUTES`; a test compares them with the
+document google-api-python-client ships). Every request needs `Authorization: Bearer <token>`
+with one of `tokens`, and a bucket answers only the tokens allowed to read it (`readers`),
+as a bucket with uniform bucket-level access answers only its IAM members.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+# (HTTP method, path template as the discovery document writes it, method id)
+ROUTES = [
+    ("POST", "/storage/v1/b", "storage.buckets.insert"),
+    ("GET", "/storage/v1/b/{bucket}", "storage.buckets.get"),
+    ("POST", "/upload/storage/v1/b/{bucket}/o", "storage.objects.insert"),
+    ("GET", "/storage/v1/b/{bucket}/o/{object}", "storage.objects.get"),
+]
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "$")
+
+
+_COMPILED = [(verb, _pattern(template), method) for verb, template, method in ROUTES]
+
+
+@dataclass
+class Answer:
+    status: int
+    content_type: str
+    body: bytes
+
+
+@dataclass
+class FakeStorage:
+    """Buckets and their objects; `readers[bucket]` are the tokens that may read it (empty:
+    any token in `tokens`)."""
+
+    tokens: set[str] = field(default_factory=lambda: {"ya29.fake-token"})
+    buckets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    readers: dict[str, set[str]] = field(default_factory=dict)
+    requests: list[tuple[str, str]] = field(default_factory=list)  # (method id, path)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def serves(self, path: str) -> bool:
+        return path.startswith(("/storage/v1/", "/upload/storage/v1/"))
+
+    def handle(self, verb: str, path: str, query: dict[str, str], headers: Any,
+               raw: bytes) -> Answer:
+        for route_verb, pattern, method in _COMPILED:
+            match = pattern.match(path) if route_verb == verb else None
+            if match is None:
+                continue
+            with self.lock:
+                self.requests.append((method, path))
+            token = (headers.get("Authorization") or "").removeprefix("Bearer ")
+            if token not in self.tokens:
+                return _error(401, "Invalid Credentials", "authError")
+            params = {key: unquote(value) for key, value in match.groupdict().items()}
+            name = method.rsplit(".", 2)[-2] + "_" + method.rsplit(".", 1)[-1]
+            return getattr(self, "_" + name)(params, query, headers, raw, token)
+        return _error(404, f"no fake route for {verb} {path}", "notFound")
+
+    def _allowed(self, bucket: str, token: str) -> Answer | None:
+        if bucket not in self.buckets:
+            return _error(404, "The specified bucket does not exist.", "notFound")
+        if self.readers.get(bucket) and token not in self.readers[bucket]:
+            return _error(403, "does not have storage.objects.get access", "forbidden")
+        return None
+
+    def _buckets_insert(self, _p: dict[str, str], query: dict[str, str], _h: Any, raw: bytes,
+                        _t: str) -> Answer:
+        body = json.loads(raw or b"{}")
+        name = body.get("name", "")
+        if not query.get("project"):
+            return _error(400, "Required parameter: project", "required")
+        with self.lock:
+            if name in self.buckets:
+                return _error(409, "Your previous request to create the named bucket "
+                              "succeeded and you already own it.", "conflict")
+            self.buckets[name] = {**body, "kind": "storage#bucket", "id": name}
+            return _json(self.buckets[name])
+
+    def _buckets_get(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
+                     token: str) -> Answer:
+        return self._allowed(p["bucket"], token) or _json(self.buckets[p["bucket"]])
+
+    def _objects_insert(self, p: dict[str, str], query: dict[str, str], _h: Any,
+                        raw: bytes, token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        if query.get("uploadType") != "media":
+            return _error(400, f"uploadType {query.get('uploadType')!r} is not served here",
+                          "invalid")
+        name, data = query.get("name", ""), raw
+        if not name:
+            return _error(400, "Required parameter: name", "required")
+        with self.lock:
+            self.objects[(p["bucket"], name)] = data
+        return _json(_resource(p["bucket"], name, data))
+
+    def _objects_get(self, p: dict[str, str], query: dict[str, str], _h: Any, _r: bytes,
+                     token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        with self.lock:
+            data = self.objects.get((p["bucket"], p["object"]))
+        if data is None:
+            return _error(404, f"No such object: {p['bucket']}/{p['object']}", "notFound")
+        if query.get("alt") == "media":
+            return Answer(200, "application/octet-stream", data)
+        return _json(_resource(p["bucket"], p["object"], data))
+
+
+def _resource(bucket: str, name: str, data: bytes) -> dict[str, Any]:
+    return {"kind": "storage#object", "bucket": bucket, "name": name, "size": str(len(data)),
+            "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode()}  # noqa: S324
+
+
+def _json(value: Any) -> Answer:
+    return Answer(200, "application/json", json.dumps(value).encode())
+
+
+def _error(status: int, message: str, reason: str) -> Answer:
+    return Answer(status, "application/json", json.dumps({"error": {
+        "code": status, "message": message,
+        "errors": [{"message": message, "domain": "global", "reason": reason}]}}).encode())

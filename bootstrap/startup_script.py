@@ -225,6 +225,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
         _assign("RESOURCES_JSON", _json(resources)),
         _assign("RESOURCES_JSON_TPU_HOST0", _json(host0_resources)),
         _assign("LABELS_JSON", _json(type_config.labels)),
+        # What `ray start` reports to Ray's autoscaler v2 (export_ray_identity).
+        _assign("NODE_MACHINE_TYPE", _machine_type_name(type_config.node_config.body())),
         _assign("DOCKER_IMAGE", image),
         _assign("DOCKER_CONTAINER", docker.container_name),
         _assign("DOCKER_PULL_BEFORE_RUN", _flag(pull)),
@@ -233,6 +235,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
                                            and not docker.disable_shm_size_detection)),
         _assign("DOCKER_MOUNT_DIR", f"{DOCKER_MOUNT_ROOT}/{config.cluster_name}"),
         _assign("DOCKER_MOUNT_TARGETS", "\n".join(plan.targets)),
+        *([_assign("AUTOSCALER_V2", "1" if config.provider.autoscaler_version == "v2" else "0")]
+          if role == "head" else []),
         'HEAD_RESOLVE_TRIES=${RAY_BOOTSTRAP_RESOLVE_TRIES:-120}',
         'HEAD_RESOLVE_DELAY=${RAY_BOOTSTRAP_RESOLVE_DELAY:-5}',
         "",
@@ -274,6 +278,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
     lines += _stage("setup", [f"run_node {_quote(c)}"
                               for c in config.setup_commands_for(role, node_type)])
     start = ["begin_stage ray-stop", "stop_ray", "begin_stage ray-start", "export_resources",
+             "export_ray_identity",
              *[f"run_node {_quote(c)}" for c in config.start_commands_for(role)], "ray_started"]
     lines += [f"if restart_ray {_quote(_hash(start, _data_of(data, _START_DATA)))}; then",
               *(f"    {line}" for line in start), "fi"]
@@ -293,8 +298,9 @@ def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[
     return shlex.split(" ".join(config.docker_run_options_for(role, node_type)))
 
 
-# The node data `ray start` reads (through export_resources).
-_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=")
+# The node data `ray start` reads (through export_resources and export_ray_identity).
+_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "NODE_MACHINE_TYPE=",
+               "AUTOSCALER_V2=")
 
 
 def _data_of(data: str, prefixes: tuple[str, ...]) -> str:
@@ -318,6 +324,12 @@ def script_version(script: str) -> str:
     if match is None:
         raise ValueError("not a rendered startup script: it has no SCRIPT_VERSION line")
     return match.group(1)
+
+
+def _machine_type_name(body: dict) -> str:
+    """The machine type's name (`n1-standard-2`), as v2's RayInstaller passes it in
+    RAY_CLOUD_INSTANCE_TYPE_NAME; a TPU node has none (Ray's GCP provider reads machineType)."""
+    return str(body.get("machineType") or "").rsplit("/", 1)[-1]
 
 
 def _json(value: dict) -> str:

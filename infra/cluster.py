@@ -17,7 +17,9 @@ from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
+    PINNED_METADATA,
     merge_metadata,
+    pinned_body,
     with_worker_request,
 )
 from infra.network import ClusterNetwork
@@ -129,7 +131,10 @@ class RayCluster(pulumi.ComponentResource):
                     group,
                     body=body,
                     metadata=merge_metadata(
-                        config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name}
+                        config,
+                        group,
+                        self.ssh_key.public_key,
+                        {HEAD_ADDRESS_KEY: head_name, **PINNED_METADATA},
                     ),
                     labels=labels,
                     depends_on=after_head,
@@ -141,7 +146,7 @@ class RayCluster(pulumi.ComponentResource):
                     f"{name}-{group.node_type}",
                     plan,
                     group,
-                    body.apply(lambda b: with_worker_request(b, reapply_request)),
+                    body.apply(lambda b: with_worker_request(pinned_body(b), reapply_request)),
                     labels,
                     credentials,
                     opts,

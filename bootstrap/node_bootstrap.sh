@@ -452,7 +452,8 @@ add_start_env() {
 # ray.io/node-group), RAY_NODE_ZONE / RAY_NODE_REGION (ray.io/availability-zone / -region),
 # RAY_NODE_MARKET_TYPE (ray.io/market-type: spot or on-demand). A node Ray's autoscaler
 # manages (the head, the workers it launches) also reports RAY_CLOUD_INSTANCE_ID, the id Ray's
-# GCP provider knows its instance by, and RAY_CLOUD_INSTANCE_TYPE_NAME: autoscaler v2 joins the
+# GCP provider knows its instance by, and RAY_CLOUD_INSTANCE_TYPE_NAME (the machine type, as v2's
+# RayInstaller reads it from the node_config; none on a TPU VM): autoscaler v2 joins the
 # Ray node to the instance by it. A node Pulumi keeps (metadata ray-node-kind: unmanaged) does
 # not: v2 would adopt it as its own and drain it when idle. The head says which autoscaler runs.
 export_ray_identity() {
@@ -474,7 +475,8 @@ export_ray_identity() {
             id=$(metadata_path name) || id=
         fi
         [ -n "$id" ] && add_start_env RAY_CLOUD_INSTANCE_ID "$id"
-        [ -n "$NODE_MACHINE_TYPE" ] && add_start_env RAY_CLOUD_INSTANCE_TYPE_NAME "$NODE_MACHINE_TYPE"
+        machine=$(metadata_path machine-type) && [ "$NODE_IS_TPU" != true ] \
+            && add_start_env RAY_CLOUD_INSTANCE_TYPE_NAME "${machine##*/}"
     fi
     [ "$NODE_ROLE" = head ] && add_start_env RAY_enable_autoscaler_v2 "$AUTOSCALER_V2"
 }

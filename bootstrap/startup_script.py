@@ -225,8 +225,6 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str, plan: FileMoun
         _assign("RESOURCES_JSON", _json(resources)),
         _assign("RESOURCES_JSON_TPU_HOST0", _json(host0_resources)),
         _assign("LABELS_JSON", _json(type_config.labels)),
-        # What `ray start` reports to Ray's autoscaler v2 (export_ray_identity).
-        _assign("NODE_MACHINE_TYPE", _machine_type_name(type_config.node_config.body())),
         _assign("DOCKER_IMAGE", image),
         _assign("DOCKER_CONTAINER", docker.container_name),
         _assign("DOCKER_PULL_BEFORE_RUN", _flag(pull)),
@@ -299,8 +297,7 @@ def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[
 
 
 # The node data `ray start` reads (through export_resources and export_ray_identity).
-_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "NODE_MACHINE_TYPE=",
-               "AUTOSCALER_V2=")
+_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "AUTOSCALER_V2=")
 
 
 def _data_of(data: str, prefixes: tuple[str, ...]) -> str:
@@ -324,12 +321,6 @@ def script_version(script: str) -> str:
     if match is None:
         raise ValueError("not a rendered startup script: it has no SCRIPT_VERSION line")
     return match.group(1)
-
-
-def _machine_type_name(body: dict) -> str:
-    """The machine type's name (`n1-standard-2`), as v2's RayInstaller passes it in
-    RAY_CLOUD_INSTANCE_TYPE_NAME; a TPU node has none (Ray's GCP provider reads machineType)."""
-    return str(body.get("machineType") or "").rsplit("/", 1)[-1]
 
 
 def _json(value: dict) -> str:

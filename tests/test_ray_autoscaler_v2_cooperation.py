@@ -139,6 +139,8 @@ def ray_start_env(instance: dict[str, Any], project: str, workdir: Path) -> dict
     scheduling = instance.get("scheduling") or {}
     served = {
         "instance/name": instance["name"],
+        "instance/machine-type": "projects/123456789/machineTypes/"
+                                 + instance["machineType"].rsplit("/", 1)[-1],
         "instance/zone": f"projects/123456789/zones/{zone}",
         "instance/scheduling/preemptible": "TRUE" if scheduling.get("preemptible") else "FALSE",
         "instance/scheduling/provisioning-model": scheduling.get("provisioningModel", "STANDARD"),

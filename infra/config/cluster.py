@@ -174,6 +174,16 @@ class Provider(StrictModel):
             )
         return value
 
+    @field_validator("autoscaler_version", mode="before")
+    @classmethod
+    def _version_form(cls, value: Any) -> Any:
+        if value not in ("v1", "v2"):
+            raise ValueError(
+                f"{value!r} is not an autoscaler version: write v1 or v2, or leave it out for "
+                "the one `ray up` of the installed Ray starts (v2 since Ray 2.50)"
+            )
+        return value
+
     @field_validator("tpu_queued_resources", mode="before")
     @classmethod
     def _queued_form(cls, value: Any) -> Any:

@@ -270,3 +270,21 @@ def test_the_head_starts_the_autoscaler_the_yaml_asks_for(tmp_path):
         assert run.ray_env["RAY_enable_autoscaler_v2"] == flag
         assert run.ray_env["RAY_CLOUD_INSTANCE_ID"] == HEAD_NAME
         assert run.ray_env["RAY_NODE_TYPE_NAME"] == "head_t"
+
+
+def test_every_host_of_a_tpu_slice_reports_the_tpu_node_rays_provider_knows(tmp_path):
+    """Ray's GCP provider names a TPU node by its full resource name; each host of the slice
+    reports it (the TPU VM's metadata `instance-id` is the node's short name)."""
+    for number in ("0", "1"):
+        where = tmp_path / number
+        where.mkdir()
+        _served(where, zone="us-central2-b", name="t1v-n-0123abcd-w-" + number)
+        (where / "project").mkdir()
+        (where / "project" / "project-id").write_text("my-gcp-project")
+        run = _worker(where, _tpu_pod_config(), metadata={
+            "ray-head-address": "10.0.0.9", "agent-worker-number": number,
+            "instance-id": "ray-stubbed-worker-0badcafe-tpu"})
+        assert run.returncode == 0, run.log
+        assert run.ray_env["RAY_CLOUD_INSTANCE_ID"] == (
+            "projects/my-gcp-project/locations/us-central2-b/nodes/ray-stubbed-worker-0badcafe-tpu")
+        assert "RAY_CLOUD_INSTANCE_TYPE_NAME" not in run.ray_env

@@ -120,6 +120,7 @@ def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
     fake.cloud.add_foreign_instance(
         cluster.project, cluster.zone, cluster.head_name, head.inputs["labels"],
         metadata=head.inputs["metadata"],
+        machine_type=head.inputs["machineType"].rsplit("/", 1)[-1],
     )
     return [cluster.head_name, *create_groups(cluster, fake)]
 

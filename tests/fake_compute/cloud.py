@@ -394,13 +394,16 @@ class FakeCloud:
 
     def add_foreign_instance(self, project: str, zone: str, name: str,
                              labels: dict[str, str],
-                             metadata: dict[str, str] | None = None) -> None:
+                             metadata: dict[str, str] | None = None,
+                             machine_type: str | None = None) -> None:
         """An instance someone else (Ray's autoscaler, pulumi-gcp) made, RUNNING already."""
         with self.lock:
             scope = f"projects/{project}/zones/{zone}"
             items = [{"key": k, "value": v} for k, v in (metadata or {}).items()]
-            instance = self._new_instance(
-                scope, name, {"labels": dict(labels), "metadata": {"items": items}})
+            body: dict[str, Any] = {"labels": dict(labels), "metadata": {"items": items}}
+            if machine_type:
+                body["machineType"] = machine_type
+            instance = self._new_instance(scope, name, body)
             instance["status"] = "RUNNING"
             self.zone_instances(project, zone)[name] = instance
 

@@ -265,16 +265,17 @@ def log_tail(node: LocalNode, lines: int = 20) -> str:
         return "(no log)"
 
 
-_ACTIVE_SECTION = re.compile(r"^Active:\n(?P<body>(?:[ \t]+.*\n?)*)", re.MULTILINE)
+# Autoscaler v1 lists every running node under `Active:`; v2 lists the ones doing nothing under
+# `Idle:` (ray/autoscaler/v2/utils.py, ClusterStatusFormatter): both are up.
+_UP_SECTIONS = re.compile(r"^(?:Active|Idle):\n(?P<body>(?:[ \t]+.*\n?)*)", re.MULTILINE)
 _NODE_LINE = re.compile(r"^\s+(\d+)\s+\S+", re.MULTILINE)
 
 
 def count_active_nodes(status_output: str) -> int:
-    """Sum the counts under `Active:` in `ray status` output (`(no active nodes)` is 0)."""
-    match = _ACTIVE_SECTION.search(status_output)
-    if not match:
-        return 0
-    return sum(int(count) for count in _NODE_LINE.findall(match.group("body")))
+    """Sum the counts under `Active:` and `Idle:` in `ray status` output (`(no active nodes)`
+    is 0): the nodes that are up, whichever autoscaler wrote the status."""
+    return sum(int(count) for match in _UP_SECTIONS.finditer(status_output)
+               for count in _NODE_LINE.findall(match.group("body")))
 
 
 def worker_type_of(config: ClusterConfig) -> str:

@@ -126,6 +126,14 @@ def test_ray_status_active_nodes_are_counted():
     assert count_active_nodes("Active:\n (no active nodes)\nPending:\n") == 0
 
 
+
+def test_ray_status_of_autoscaler_v2_counts_idle_nodes_as_up():
+    """v2's formatter (Ray's ClusterStatusFormatter) puts nodes doing nothing under `Idle:`."""
+    output = ("Node status\n----\nActive:\n (no active nodes)\nIdle:\n 1 local_head\n"
+              " 1 local_worker\nPending:\n (no pending nodes)\n")
+    assert count_active_nodes(output) == 2
+
+
 def test_cluster_directory_is_short_enough_for_rays_sockets():
     cluster = LocalCluster.create()
     try:

@@ -25,6 +25,7 @@ from infra.stack_config import (
 from ops.errors import OpsError
 from ops.paths import in_existing_folder
 from ops.pulumi_types import DYNAMIC_TYPE
+from ops.review.guardrails import pack_config, plan_findings, table_lines
 from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
-            "resources": resources, "price_per_hour": price_per_hour(config)}
+            "resources": resources, "price_per_hour": price_per_hour(config),
+            "policy": plan_findings(resources, pack_config(config, root))}
 
 
 def price_per_hour(settings: dict[str, str]) -> dict[str, Any]:
@@ -159,7 +161,8 @@ def render_table(plan: Plan) -> str:
     return f"stack {plan['stack']} ({plan['cluster_file']}): {len(plan['resources'])} " \
         "resources\n" + "\n".join(lines) + "\n" + f"price: ${price['pinned']:.2f}/h at the " \
         f"pinned size, up to ${price['at_max_workers']:.2f}/h at max_workers (approximate, " \
-        f"prices as of {price['prices_as_of']})\n"
+        f"prices as of {price['prices_as_of']})\n" + \
+        "\n".join(table_lines(plan["policy"])) + "\n"
 
 
 def render(plan: Plan, output_format: str) -> str:

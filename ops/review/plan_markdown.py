@@ -4,6 +4,7 @@ machine type changes."""
 
 from __future__ import annotations
 
+from ops.review.guardrails import Finding, markdown_lines
 from ops.review.plan_diff import ACTION_ORDER, DiffRow
 from ops.review.plan_effects import node_effect
 from ops.review.prices import cost_hint, price_note
@@ -69,9 +70,11 @@ def render_markdown(
     unchanged: int,
     notes: list[str] | None = None,
     price: str | None = None,
+    findings: list[Finding] | None = None,
 ) -> str:
     """`notes` say how a side was planned when that limits what the diff can show; `price`
-    is the cluster's price per hour (see `price_line`)."""
+    is the cluster's price per hour (see `price_line`); `findings` the working tree's policy
+    violations (none for a plan made before the guardrails)."""
     lines = [
         COMMENT_MARKER.format(stack=stack),
         f"### Plan diff for stack `{stack}`",
@@ -81,6 +84,8 @@ def render_markdown(
     ]
     if price:
         lines += [price, ""]
+    if findings is not None:
+        lines += markdown_lines(findings)
     for note in notes or []:
         lines += [f"> **Note:** {note}", ""]
     if not rows:

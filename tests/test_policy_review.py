@@ -84,3 +84,16 @@ def test_an_unknown_policy_in_the_pack_config_is_one_line_naming_the_file(tmp_pa
     (tmp_path / "p.json").write_text(json.dumps({"open-ports": "mandatory"}))
     with pytest.raises(OpsError, match=r"p.json: unknown policy 'open-ports' \(known: "):
         pack_config({"ray-gcp:policyConfig": "p.json"}, tmp_path)
+
+
+def test_the_readme_guardrails_table_gives_each_policys_level_and_parameters():
+    from policy.rules import RULES
+
+    section = (PROJECT_ROOT / "README.md").read_text().split("\n## Guardrails\n")[1]
+    rows = {line.split("|")[1].strip().strip("`"): line.split("|")
+            for line in section.split("\n## ")[0].splitlines() if line.startswith("| `")}
+    assert sorted(rows) == sorted(rule.name for rule in RULES)
+    for rule in RULES:
+        _, _, level, params, *_ = rows[rule.name]
+        assert level.strip() == rule.level, rule.name
+        assert all(f"`{name}`" in params for name in rule.params), rule.name

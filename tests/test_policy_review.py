@@ -97,3 +97,42 @@ def test_the_readme_guardrails_table_gives_each_policys_level_and_parameters():
         _, _, level, params, *_ = rows[rule.name]
         assert level.strip() == rule.level, rule.name
         assert all(f"`{name}`" in params for name in rule.params), rule.name
+
+
+def test_up_and_preview_name_the_pack_and_the_stacks_pack_config():
+    from ops.lifecycle.pulumi_cli import policy_options
+
+    options = policy_options({"ray-gcp:policyConfig": "stacks/guardrails.json"})
+    (pack,) = options["policy_packs"]
+    assert (Path(pack) / "PulumiPolicy.yaml").is_file() and (Path(pack) / "__main__.py").is_file()
+    assert options["policy_pack_configs"] == [str(PROJECT_ROOT / "stacks/guardrails.json")]
+    assert policy_options({"ray-gcp:cluster": "stacks/clusters/full.yaml"}) == {}
+
+
+def test_the_up_passes_the_policy_pack_on_to_the_automation_api():
+    import io
+    from types import SimpleNamespace
+
+    from ops.lifecycle.preempted import up_replacing_reclaimed
+
+    class NoSlicesStack:
+        """The Automation API calls `invoke up` makes, on a state without TPU slices."""
+
+        up_kwargs: dict[str, object] = {}
+
+        def refresh(self, *, on_event: object) -> None:
+            pass
+
+        def export_stack(self) -> SimpleNamespace:
+            return SimpleNamespace(deployment={"resources": []})
+
+        def get_all_config(self) -> dict[str, SimpleNamespace]:
+            return {}
+
+        def up(self, **kwargs: object) -> None:
+            self.up_kwargs = kwargs
+
+    stack = NoSlicesStack()
+    options = {"policy_packs": ["policy"], "policy_pack_configs": ["p.json"]}
+    up_replacing_reclaimed(stack, print, io.StringIO(), up_options=options)
+    assert {k: stack.up_kwargs[k] for k in options} == options

@@ -97,13 +97,16 @@ class UpStack(Protocol):
 
     def get_all_config(self) -> Mapping[str, Any]: ...
 
-    def up(self, *, on_event: Callable[..., None], replace: list[str] | None) -> Any: ...
+    def up(self, *, on_event: Callable[..., None], replace: list[str] | None,
+           **options: Any) -> Any: ...
 
 
 def up_replacing_reclaimed(
-    stack: UpStack, on_event: Callable[..., None], out: TextIO, api_endpoint: str | None = None
+    stack: UpStack, on_event: Callable[..., None], out: TextIO, api_endpoint: str | None = None,
+    up_options: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Refresh, then up with every reclaimed TPU slice replaced; the replaced URNs."""
+    """Refresh, then up with every reclaimed TPU slice replaced (and `up_options`, e.g. the
+    policy pack, passed on); the replaced URNs."""
     stack.refresh(on_event=on_event)
     slices = kept_slices(stack.export_stack().deployment)
     found: list[tuple[KeptSlice, str]] = []
@@ -125,7 +128,7 @@ def up_replacing_reclaimed(
     for kept, state in found:
         print(f"  replace  {kept.name} (TPU slice {state})", file=out, flush=True)
     targets = [kept.urn for kept, _ in found]
-    stack.up(on_event=on_event, replace=targets or None)
+    stack.up(on_event=on_event, replace=targets or None, **(up_options or {}))
     return targets
 
 

@@ -311,7 +311,7 @@ def diff(c, base, stack=None, output=None):
 def changed_stacks(c, base):
     """Stacks whose plan may differ from --base (for CI).
 
-    Every stack when the program (infra/, bootstrap/, ops/review/, ops/stack.py,
+    Every stack when the program (infra/, bootstrap/, ops/review/, policy/, ops/stack.py,
     pyproject.toml) changed, else those whose stack file or cluster YAML changed."""
     from ops.errors import user_errors
     from ops.review.plan_base import changed_stacks as find_changed

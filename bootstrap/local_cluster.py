@@ -4,7 +4,8 @@ The head's and a worker's rendered scripts run as the current user with their me
 from a directory (`RAY_BOOTSTRAP_METADATA_DIR`), `~` and the log in a per-node directory, and
 Ray's files under one `RAY_TMPDIR`, so teardown stops exactly this cluster's processes.
 Every started cluster is recorded until it is torn down, so `local-down` stops all that
-`local-up --keep` left running, not only the last.
+`local-up --keep` left running, not only the last. Each cluster runs with Ray's token
+authentication (`RAY_AUTH_MODE=token`), its random token in a file only this user can read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -94,7 +96,19 @@ class LocalCluster:
         # Short root: Ray's Unix socket paths live below it and must stay under 108 bytes.
         root = root or Path(tempfile.mkdtemp(prefix="rgl-", dir="/tmp"))
         root.mkdir(parents=True, exist_ok=True)
-        return cls(root, node_ip_address(), free_port(), free_port(), free_port())
+        cluster = cls(root, node_ip_address(), free_port(), free_port(), free_port())
+        cluster.write_auth_token()
+        return cluster
+
+    @property
+    def auth_token_path(self) -> Path:
+        """The cluster's Ray auth token: random, readable by this user only."""
+        return self.root / "auth_token"
+
+    def write_auth_token(self) -> None:
+        descriptor = os.open(self.auth_token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as token_file:
+            token_file.write(secrets.token_hex(32))
 
     @property
     def address(self) -> str:
@@ -120,7 +134,12 @@ class LocalCluster:
             "RAY_DASHBOARD_PORT": str(self.dashboard_port),
             "RAY_CLIENT_PORT": str(self.client_port),
             "RAY_USAGE_STATS_ENABLED": "0",
+            # Ray's token authentication: every node, `ray status` and the driver present the
+            # cluster's token; a client without it is refused.
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(self.auth_token_path),
         })
+        env.pop("RAY_AUTH_TOKEN", None)
         return env
 
     def markers(self) -> list[str]:

@@ -2,7 +2,8 @@
 where this checkout keeps local state beside them.
 
 A stack selects its cluster with `ray-gcp:cluster` (a YAML path) or `ray-gcp:clusterConfig`
-(the YAML inline) and may set `ray-gcp:workerCounts`. Every task reads a stack file through
+(the YAML inline) and may set `ray-gcp:workerCounts` and `ray-gcp:policyConfig` (the policy
+pack config the review and the engine judge it with). Every task reads a stack file through
 `read_stack_config`, so a typo there is one line naming the file, the key and the fix. No
 pydantic here: `invoke exec` checks the stack file too and must start fast.
 
@@ -26,8 +27,10 @@ NAMESPACE = "ray-gcp:"
 CONFIG_KEY = "ray-gcp:cluster"
 INLINE_KEY = "ray-gcp:clusterConfig"
 COUNTS_KEY = "ray-gcp:workerCounts"
-# Every `ray-gcp:*` key the program reads; another key there is a typo.
-STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY)
+# The policy pack's config (Pulumi's --policy-pack-config JSON) the stack is judged with.
+POLICY_KEY = "ray-gcp:policyConfig"
+# Every `ray-gcp:*` key the program or its review reads; another key there is a typo.
+STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY, POLICY_KEY)
 STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 
@@ -107,6 +110,10 @@ def _check_key(key: str, value: Any, root: Path) -> str | None:
         if not cluster.is_file():
             return (f"config.{key}: {value} does not exist (looked for {cluster}): fix the "
                     "path, relative to the project folder")
+    if key == POLICY_KEY and (not isinstance(value, str)
+                              or not resolve_cluster_path(value, root).is_file()):
+        return (f"config.{key}: {value!r} is not a policy config file: give the path of a JSON "
+                "file, relative to the project folder (see README, Guardrails)")
     if key == INLINE_KEY and not isinstance(value, dict):
         return f"config.{key}: must be the cluster YAML as a mapping, got {type(value).__name__}"
     if key == COUNTS_KEY:

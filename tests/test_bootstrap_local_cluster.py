@@ -3,8 +3,10 @@ it runs a task on each node, and teardown leaves none of its processes behind.""
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from bootstrap_stubs import REPO
@@ -158,3 +160,29 @@ def test_local_down_forgets_a_gone_cluster_without_stopping_a_process_on_its_por
     finally:
         other.kill()
         other.wait()
+
+
+
+def test_the_local_cluster_refuses_a_client_without_its_token_and_serves_one_with_it(started):
+    """Ray's GCS checks the token of every call: `ray status` from the project's environment
+    with the cluster's token is served; without it, or with another token, it is refused."""
+    cluster, _ = started
+    assert stat.S_IMODE(cluster.auth_token_path.stat().st_mode) == 0o600
+    ray = str(Path(sys.executable).parent / "ray")
+    status = [ray, "status", "--address", cluster.address]
+    with_token = cluster.ray_env()
+    served = subprocess.run(status, env=with_token, capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr
+    without = {k: v for k, v in with_token.items() if not k.startswith("RAY_AUTH_")}
+    refused = subprocess.run(status, env=without, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0
+    assert "auth" in (refused.stdout + refused.stderr).lower()
+    other = tmp_token(cluster.root / "other_token")
+    wrong = {**with_token, "RAY_AUTH_TOKEN_PATH": str(other)}
+    forbidden = subprocess.run(status, env=wrong, capture_output=True, text=True, timeout=300)
+    assert forbidden.returncode != 0
+
+
+def tmp_token(path: Path) -> Path:
+    path.write_text("0" * 64)
+    return path

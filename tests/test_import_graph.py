@@ -6,7 +6,8 @@ sits (inside a function or under TYPE_CHECKING too: a circle hidden in a functio
 circle). An ops room is a subpackage of ops/ (`ops.review`, `ops.lifecycle`, ...); the shared
 top of ops (`ops.stack`, `ops.errors`, ...) is one room of its own, so a shared module that
 imports a room closes a circle. infra/ and bootstrap/ are the floor below: checked module by
-module here, and never to import ops or tasks.
+module here, and never to import ops or tasks. policy/ (the policy pack) is a room of its own
+that imports nothing of the project: Pulumi's analyzer runs it alone, and ops.review imports it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("infra", "bootstrap", "ops")
+PACKAGES = ("infra", "bootstrap", "ops", "policy")
 FLOOR_BELOW = ("infra", "bootstrap")
 
 Graph = Mapping[str, set[str]]
@@ -114,11 +115,14 @@ def room_graph(graph: Graph) -> Graph:
 
 
 def back_arrows(graph: Graph) -> list[tuple[str, str]]:
-    """Imports that point up: infra/bootstrap into ops or tasks, an ops module into tasks."""
+    """Imports that point up: infra/bootstrap into ops or tasks, an ops module into tasks, the
+    policy pack into any other package of the project."""
     return sorted(
         (module, target) for module, targets in graph.items() for target in targets
-        if (room(module) == room("infra") and target.split(".")[0] in ("ops", "tasks"))
+        if (room(module) == room("infra") and target.split(".")[0] in ("ops", "tasks",
+                                                                        "policy"))
         or (module.split(".")[0] == "ops" and target == "tasks")
+        or (room(module) == "policy" and room(target) != "policy")
     )
 
 
@@ -132,7 +136,7 @@ def test_no_module_imports_in_a_circle():
 
 def test_no_room_imports_in_a_circle():
     rooms = room_graph(project_graph())
-    assert {"ops", "ops.review", "ops.lifecycle", "ops.remote", "ops.cloud"} <= set(rooms)
+    assert {"ops", "ops.review", "ops.lifecycle", "ops.remote", "ops.cloud", "policy"} <= set(rooms)
     assert cycles(rooms) == []
 
 
@@ -147,7 +151,8 @@ def test_ops_has_no_plain_module_besides_the_shared_few():
 
 
 def test_every_room_says_what_it_owns_and_may_import():
-    for init in (PROJECT_ROOT / "ops").glob("*/__init__.py"):
+    rooms = [*(PROJECT_ROOT / "ops").glob("*/__init__.py"), PROJECT_ROOT / "policy/__init__.py"]
+    for init in rooms:
         docstring = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "Owns" in docstring and "May import" in docstring, init
 
@@ -206,7 +211,10 @@ def test_an_import_from_infra_into_ops_or_from_ops_into_tasks_is_found(tmp_path:
         "ops/paths.py": "",
         "ops/review/__init__.py": "",
         "ops/review/plan.py": "from tasks import plan\n",
+        "policy/__init__.py": "",
+        "policy/rules.py": "import infra.program\n",
         "tasks.py": "from ops.review import plan\n",
     })
     graph = import_graph(tmp_path, PACKAGES, extra=("tasks",))
-    assert back_arrows(graph) == [("infra.program", "ops.paths"), ("ops.review.plan", "tasks")]
+    assert back_arrows(graph) == [("infra.program", "ops.paths"), ("ops.review.plan", "tasks"),
+                                  ("policy.rules", "infra.program")]

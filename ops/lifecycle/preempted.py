@@ -102,13 +102,16 @@ class UpStack(Protocol):
 
     def get_all_config(self) -> Mapping[str, Any]: ...
 
-    def up(self, *, on_event: Callable[..., None], replace: list[str] | None) -> Any: ...
+    def up(self, *, on_event: Callable[..., None], replace: list[str] | None,
+           **options: Any) -> Any: ...
 
 
 def up_replacing_reclaimed(
-    stack: UpStack, on_event: Callable[..., None], out: TextIO, api_endpoint: str | None = None
+    stack: UpStack, on_event: Callable[..., None], out: TextIO, api_endpoint: str | None = None,
+    up_options: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Refresh, then up with every reclaimed TPU slice replaced; the replaced URNs."""
+    """Refresh, then up with every reclaimed TPU slice replaced (and `up_options`, e.g. the
+    policy pack, passed on); the replaced URNs."""
     stack.refresh(on_event=on_event)
     slices = kept_slices(stack.export_stack().deployment)
     found: list[tuple[KeptSlice, str]] = []
@@ -133,10 +136,10 @@ def up_replacing_reclaimed(
     if any(LEGACY_QUEUED_SLICE_URN_TYPES in urn for urn in targets):
         print("  the stack's state predates the slices' own type: one up records it, the "
               "next replaces them", file=out, flush=True)
-        stack.up(on_event=on_event, replace=None)
+        stack.up(on_event=on_event, replace=None, **(up_options or {}))
         targets = [urn.replace(LEGACY_QUEUED_SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
                    for urn in targets]
-    stack.up(on_event=on_event, replace=targets or None)
+    stack.up(on_event=on_event, replace=targets or None, **(up_options or {}))
     return targets
 
 

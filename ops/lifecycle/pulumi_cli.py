@@ -13,12 +13,14 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
+from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
 from ops.errors import OpsError
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.stack import Stack, require_cli, select_stack
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
+POLICY_PACK = PROJECT_ROOT / "policy"
 
 
 def operate(stack: str | None, operation: Operation) -> None:
@@ -35,12 +37,23 @@ def up(stack: str | None, restart_only: bool, no_restart: bool) -> None:
     operate(stack, "up")
 
 
+def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:
+    """The Automation API's `--policy-pack policy --policy-pack-config <file>` when the stack
+    file names a pack config (`ray-gcp:policyConfig`); nothing otherwise."""
+    path = settings.get(POLICY_KEY)
+    if not path:
+        return {}
+    return {"policy_packs": [str(POLICY_PACK)],
+            "policy_pack_configs": [str(resolve_cluster_path(path))]}
+
+
 def run_operation(
     stack: str | Stack, operation: Operation, out: TextIO = sys.stdout, **options: Any
 ) -> None:
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
-    and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py)."""
+    and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
+    run the policy pack when the stack file names its config (`policy_options`)."""
     from ops.lifecycle.preempted import up_replacing_reclaimed
 
     chosen = Stack.of(stack)
@@ -54,11 +67,14 @@ def run_operation(
         found = network_warnings(chosen.cluster, quota_apis(chosen.cluster, None, None))
         if found:
             print(render_warnings(found), file=out, flush=True)
+    if operation in ("up", "preview") and (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
+        options = {**policy_options(chosen.settings), **options}
     automation_stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
     actions = {
-        "up": lambda on_event: up_replacing_reclaimed(automation_stack, on_event, out),
+        "up": lambda on_event, **up_options: up_replacing_reclaimed(
+            automation_stack, on_event, out, up_options=up_options),
         "preview": automation_stack.preview,
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,

@@ -24,6 +24,7 @@ from infra.stack_config import (
 )
 from ops.errors import OpsError
 from ops.paths import in_existing_folder
+from ops.review.guardrails import pack_config, plan_findings, table_lines
 from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
 
 if TYPE_CHECKING:
@@ -100,7 +101,8 @@ def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
     cluster, counts = cluster_from_settings(config)
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
-            "warnings": cluster.review_warnings, "node_types": node_type_rows(cluster, counts)}
+            "warnings": cluster.review_warnings, "node_types": node_type_rows(cluster, counts),
+            "policy": plan_findings(resources, pack_config(config, root))}
 
 
 def price_per_hour(config: ClusterConfig, counts: dict[str, int]) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def render_table(plan: Plan) -> str:
         + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
         + f"price: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}" \
         f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of " \
-        f"{price['prices_as_of']})\n" + warnings
+        f"{price['prices_as_of']})\n" + warnings + "\n".join(table_lines(plan["policy"])) + "\n"
 
 
 def render(plan: Plan, output_format: str) -> str:

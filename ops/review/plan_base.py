@@ -24,6 +24,7 @@ from pathlib import Path
 from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
 from infra.yaml_text import YamlFileError, parse_yaml_text
 from ops.errors import OpsError
+from ops.review.guardrails import Finding, refuse_mandatory
 from ops.review.plan import (
     PLAN_FORMAT_VERSION,
     Plan,
@@ -41,7 +42,7 @@ PLANNER = "ops/review/plan.py"
 FLAT_PLANNER = "ops/plan.py"
 # Paths (relative to the project root) whose change can alter any stack's plan (the flat
 # `ops/plan*.py` too: a ref from before the split has them).
-PROGRAM_PATTERNS = ("infra/*", "bootstrap/*", "ops/review/*", "ops/stack.py",
+PROGRAM_PATTERNS = ("infra/*", "bootstrap/*", "ops/review/*", "ops/stack.py", "policy/*",
                     "ops/pulumi_types.py", "ops/plan*.py", "pyproject.toml")
 
 
@@ -202,19 +203,32 @@ def _collect(process: subprocess.Popen[str] | None, stack: str, where: str) -> P
 
 
 def diff_stack_markdown(stack: str, ref: str, root: Path = PROJECT_ROOT) -> str:
-    pair = plan_both(stack, ref, root)
+    return diff_stack(stack, ref, root)[0]
+
+
+def diff_markdown(pair: PlanPair, stack: str, ref: str) -> str:
     rows = diff_plans(pair.base, pair.head)
     return render_markdown(rows, stack, f"`{ref}`", "working tree",
                            unchanged_count(pair.base, pair.head), notes=pair.notes,
                            price=price_line(pair.base.get("price_per_hour"),
                                             pair.head.get("price_per_hour")),
-                           warnings=pair.head.get("warnings", []))
+                           warnings=pair.head.get("warnings", []),
+                           findings=pair.head.get("policy"))
+
+
+def diff_stack(stack: str, ref: str, root: Path = PROJECT_ROOT) -> tuple[str, list[Finding]]:
+    """The diff's Markdown and the working tree's policy violations."""
+    pair = plan_both(stack, ref, root)
+    return diff_markdown(pair, stack, ref), pair.head.get("policy") or []
 
 
 def write_diff(stack: str | None, base: str, output: str | None) -> None:
-    """`invoke diff`: the arguments checked, then the Markdown to `output` or stdout."""
+    """`invoke diff`: the arguments checked, then the Markdown to `output` or stdout; a
+    mandatory policy violation then fails it."""
     name, _ = resolve_plan_args(stack, "json", None, output, missing_ok=True)
-    write_output(diff_stack_markdown(name, base), output)
+    markdown, findings = diff_stack(name, base)
+    write_output(markdown, output)
+    refuse_mandatory(name, findings)
 
 
 def _stack_name(path: str) -> str | None:

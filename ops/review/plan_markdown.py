@@ -4,6 +4,7 @@ machine type changes."""
 
 from __future__ import annotations
 
+from ops.review.guardrails import Finding, markdown_lines
 from ops.review.plan_diff import ACTION_ORDER, DiffRow
 from ops.review.plan_effects import node_effect
 from ops.review.prices import cost_hint, price_note
@@ -71,16 +72,21 @@ def render_markdown(
     notes: list[str] | None = None,
     price: str | None = None,
     warnings: list[str] | None = None,
+    findings: list[Finding] | None = None,
 ) -> str:
     """`notes` say how a side was planned when that limits what the diff can show; `price`
     is the cluster's price per hour (see `price_line`); `warnings` are the working tree's
-    review warnings (SSH open to the internet), shown even when nothing else changed."""
+    review warnings (SSH open to the internet), shown even when nothing else changed;
+    `findings` the working tree's policy violations (none for a plan made before the
+    guardrails)."""
     # The first line a reviewer sees states the cost change (the marker is invisible).
     lines = [COMMENT_MARKER.format(stack=stack), *([price, ""] if price else []),
              f"### Plan diff for stack `{stack}`", "",
              f"{base_label} → {head_label}: {summary(rows, unchanged)}.", ""]
     for warning in warnings or []:
         lines += [f"> **Warning:** {warning}", ""]
+    if findings is not None:
+        lines += markdown_lines(findings)
     for note in notes or []:
         lines += [f"> **Note:** {note}", ""]
     if not rows:

@@ -1,0 +1,11 @@
+"""The guardrails a platform team switches on: one set of rules over resource inputs, run by
+Pulumi's policy engine (`__main__.py`, `PulumiPolicy.yaml`: `pulumi preview --policy-pack
+policy`) and by the offline review (`invoke plan` / `invoke diff`, through `ops.review`).
+
+Owns the node view of a resource's inputs as pulumi-gcp and the dynamic providers name them
+(`nodes`), the price table's small loader (`prices`) and the rules with their defaults and
+the pack config they read (`rules`). No pulumi-policy import outside `__main__.py`.
+May import nothing of the project (only the standard library and PyYAML): the pack runs on its
+own under Pulumi's analyzer. `ops.review` imports it; it never imports `ops`, `infra` or
+`tasks`. Verbs: `evaluate`, `load_pack_config`, `RULES`.
+"""

@@ -1,0 +1,153 @@
+"""What a resource says about the node(s) it makes, read from its inputs as they are registered:
+a `gcp:compute/instance:Instance` (pulumi-gcp names), a `gcp:tpu/v2Vm:V2Vm`, and the dynamic
+resources whose `body` is the GCE or Cloud TPU API's own node (a WorkerGroup: `count` nodes;
+a QueuedTpuSlice: one slice), so a pinned worker is judged like any other node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+INSTANCE_TYPE = "gcp:compute/instance:Instance"
+TPU_VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
+# The shared dynamic type, and the per-resource ones (pulumi-python:dynamic/ray-gcp:WorkerGroup).
+DYNAMIC_PREFIX = "pulumi-python:dynamic"
+FIREWALL_TYPE = "gcp:compute/firewall:Firewall"
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+# v2-v4 and v5p name a slice by TensorCores, two a chip; v5e (v5litepod) and v6e by chips.
+CORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One kind of node a resource makes, and how many of it."""
+
+    cluster: str
+    head: bool
+    count: int
+    zone: str
+    machine_type: str = ""  # short name, e.g. n1-standard-2; "" for a TPU slice
+    tpu_version: str = ""  # v4, v5litepod; "" for a Compute Engine VM
+    tpu_chips: int = 0
+    gpus: tuple[tuple[str, int], ...] = ()
+    spot: bool = False
+    external_ip: bool = False
+    scopes: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    boot_disk_cmek: bool | None = None  # None: the node has no boot disk of ours (TPU)
+
+    @property
+    def region(self) -> str:
+        return self.zone.rsplit("-", 1)[0] if self.zone.count("-") >= 2 else self.zone
+
+    @property
+    def family(self) -> str:
+        """`n1`, `a2`, or the TPU generation (`v4`)."""
+        return self.tpu_version or self.machine_type.split("-", 1)[0]
+
+
+def short(url: str) -> str:
+    return str(url or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _scheduling_is_spot(scheduling: Mapping[str, Any]) -> bool:
+    return bool(scheduling.get("preemptible") or scheduling.get("spot")
+                or scheduling.get("provisioningModel") == "SPOT")
+
+
+def _scopes(accounts: list[Any]) -> tuple[str, ...]:
+    found: list[str] = []
+    for account in accounts:
+        account = _dict(account)
+        found += [str(s) for s in _list(account.get("scopes")) + _list(account.get("scope"))]
+    return tuple(found)
+
+
+def _tpu_version_and_chips(body: Mapping[str, Any]) -> tuple[str, int]:
+    config = _dict(body.get("acceleratorConfig"))
+    if config:
+        chips = 1
+        for part in str(config.get("topology", "1")).lower().split("x"):
+            chips *= int(part) if part.isdigit() else 1
+        return str(config.get("type", "")).lower(), chips
+    version, _, size = str(body.get("acceleratorType", "")).partition("-")
+    count = int(size) if size.isdigit() else 1
+    return version, max(count // CORES_PER_CHIP.get(version, 1), 1)
+
+
+def _common(labels: Mapping[str, Any], zone: Any, count: int) -> dict[str, Any]:
+    labels = {str(k): str(v) for k, v in _dict(labels).items()}
+    return {"cluster": labels.get("ray-cluster-name", ""),
+            "head": labels.get("ray-node-type") == "head", "count": count,
+            "zone": short(str(zone or "")), "labels": labels}
+
+
+def _instance(inputs: Mapping[str, Any]) -> Node:
+    """pulumi-gcp's Instance: bootDisk.kmsKeySelfLink, serviceAccount.scopes, guestAccelerators
+    [{type, count}]."""
+    boot = _dict(inputs.get("bootDisk"))
+    return Node(
+        **_common(inputs.get("labels"), inputs.get("zone"), 1),
+        machine_type=short(inputs.get("machineType", "")),
+        gpus=tuple((short(g.get("type", "")), int(g.get("count", 0)))
+                   for g in map(_dict, _list(inputs.get("guestAccelerators")))),
+        spot=_scheduling_is_spot(_dict(inputs.get("scheduling"))),
+        external_ip=any(_list(_dict(nic).get("accessConfigs"))
+                        for nic in _list(inputs.get("networkInterfaces"))),
+        scopes=_scopes([inputs.get("serviceAccount")]),
+        boot_disk_cmek=bool(boot.get("kmsKeySelfLink") or boot.get("diskEncryptionKeyRaw")
+                            or _dict(boot.get("diskEncryptionKey")).get("kmsKeyName")),
+    )
+
+
+def _gce_body(body: Mapping[str, Any], zone: Any, count: int) -> Node:
+    """The GCE API's instance body a WorkerGroup creates: disks[boot].diskEncryptionKey,
+    serviceAccounts[].scopes, guestAccelerators [{acceleratorType, acceleratorCount}]."""
+    boot = next((_dict(d) for d in _list(body.get("disks")) if _dict(d).get("boot")), {})
+    key = _dict(boot.get("diskEncryptionKey"))
+    return Node(
+        **_common(body.get("labels"), zone, count),
+        machine_type=short(body.get("machineType", "")),
+        gpus=tuple((short(g.get("acceleratorType", "")), int(g.get("acceleratorCount", 0)))
+                   for g in map(_dict, _list(body.get("guestAccelerators")))),
+        spot=_scheduling_is_spot(_dict(body.get("scheduling"))),
+        external_ip=any(_list(_dict(nic).get("accessConfigs"))
+                        for nic in _list(body.get("networkInterfaces"))),
+        scopes=_scopes(_list(body.get("serviceAccounts"))),
+        boot_disk_cmek=bool(key.get("kmsKeyName") or key.get("rawKey")),
+    )
+
+
+def _tpu(body: Mapping[str, Any], zone: Any) -> Node:
+    """A Cloud TPU node, as pulumi-gcp's V2Vm or the TPU API (a QueuedTpuSlice's body)."""
+    version, chips = _tpu_version_and_chips(body)
+    return Node(
+        **_common(body.get("labels"), zone, 1),
+        tpu_version=version, tpu_chips=chips,
+        spot=_scheduling_is_spot(_dict(body.get("schedulingConfig"))),
+        external_ip=bool(_dict(body.get("networkConfig")).get("enableExternalIps")),
+        scopes=_scopes([body.get("serviceAccount")]),
+    )
+
+
+def node_of(type_token: str, inputs: Mapping[str, Any]) -> Node | None:
+    """The node a resource makes, or None when it makes none."""
+    if type_token == INSTANCE_TYPE:
+        return _instance(inputs)
+    if type_token == TPU_VM_TYPE:
+        return _tpu(inputs, inputs.get("zone"))
+    if type_token.startswith(DYNAMIC_PREFIX) and isinstance(inputs.get("body"), Mapping):
+        if "count" in inputs:  # a WorkerGroup: `count` pinned nodes of this body
+            return _gce_body(inputs["body"], inputs.get("zone"), int(inputs.get("count") or 0))
+        return _tpu(inputs["body"], inputs.get("zone"))  # a QueuedTpuSlice
+    return None

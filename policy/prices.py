@@ -1,0 +1,68 @@
+"""The pinned nodes' hourly price from the project's dated price table
+(`ops/review/price_table.yaml`, which `ops.review.prices` reads for estimates): a small loader
+of the policy pack's own, because the pack runs without the project's packages. Machine
+(vCPU and memory rates), GPUs and TPU chips, spot priced as such, the region factor applied;
+disks are left out (cents a day).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policy.nodes import Node
+
+DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "ops" / "review" / "price_table.yaml"
+_PREDEFINED = re.compile(r"^(?P<family>[a-z0-9]+)-(?P<shape>[a-z]+)-(?P<vcpus>\d+)$")
+_CUSTOM = re.compile(r"^(?:(?P<family>[a-z0-9]+)-)?custom-(?P<vcpus>\d+)-(?P<mb>\d+)$")
+
+
+@functools.cache
+def load_table(path: str = str(DEFAULT_TABLE)) -> dict[str, Any]:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def _machine(table: dict[str, Any], machine_type: str, spot: bool) -> float | None:
+    if match := _CUSTOM.match(machine_type):
+        family, vcpus = match["family"] or "n1", int(match["vcpus"])
+        memory = int(match["mb"]) / 1024
+    elif (match := _PREDEFINED.match(machine_type)) and (
+            per_vcpu := table["machine_shapes"].get(f"{match['family']}-{match['shape']}")):
+        family, vcpus = match["family"], int(match["vcpus"])
+        memory = vcpus * float(per_vcpu)
+    else:
+        return None
+    rates = table["machine_families"].get(family)
+    if rates is None:
+        return None
+    prefix = "spot_" if spot else ""
+    return vcpus * rates[f"{prefix}vcpu"] + memory * rates[f"{prefix}gib"]
+
+
+def node_price(table: dict[str, Any], node: Node) -> tuple[float, list[str]]:
+    """USD per hour of one such node, and what the table has no price for."""
+    kind = "spot" if node.spot else "on_demand"
+    price, unpriced = 0.0, []
+    if node.tpu_version:
+        chip = table["tpu_chips"].get(node.tpu_version)
+        if chip is None:
+            unpriced.append(f"TPU {node.tpu_version}")
+        else:
+            price += chip[kind] * node.tpu_chips
+    if node.machine_type:
+        machine = _machine(table, node.machine_type, node.spot)
+        if machine is None:
+            unpriced.append(node.machine_type)
+        else:
+            price += machine
+    for gpu, count in node.gpus:
+        if gpu not in table["gpus"]:
+            unpriced.append(gpu)
+        else:
+            price += table["gpus"][gpu][kind] * count
+    factor = float(table["region_factors"].get(node.region, 1.0))
+    return price * factor, unpriced

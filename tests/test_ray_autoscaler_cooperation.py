@@ -34,7 +34,6 @@ from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
 
 from infra.dynamic_types import WORKER_GROUP_TYPE
-from infra.metadata import BOOTSTRAP_CONFIG_KEY
 from infra.workers import ClusterSweeperProvider, WorkerGroupProvider
 from ops.review.plan_engine import PLANNED_PRIVATE_KEY, ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults

@@ -12,6 +12,7 @@ from bootstrap.file_mounts import plan_file_mounts
 from bootstrap.node_metadata import script_versions
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from infra.labels import stack_identity
 from infra.metadata import REAPPLY_ENV
 from infra.metadata_limits import check_metadata_limits
 from infra.plan import check_boot_disks, plan_cluster
@@ -94,6 +95,7 @@ def define_cluster() -> RayCluster:
         ),
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
         reapply_request=os.environ.get(REAPPLY_ENV, ""),
+        stack=stack_identity(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()),
     )
     export_outputs(cluster, config, config_file)
     return cluster

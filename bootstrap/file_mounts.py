@@ -11,11 +11,22 @@ on it), so the program makes each value a Pulumi secret: plans show `[secret]` a
 keeps it encrypted. A file that looks like a key or a credential (a PEM/OpenSSH private key, a
 service-account or OAuth JSON, `id_rsa`, `*.pem`, ...) is not inlined at all unless
 `provider.inline_secret_file_mounts: true` asks for it: it goes over SSH with the large files.
+
+On the node a mount keeps its local file's mode, never wider than 0644 (a key-like file 0600),
+and the script's stage hash and version cover its content only through an HMAC keyed with the
+stack's own random secret (`digest_key`, a Pulumi secret): the public script and
+`ray-bootstrap-version` reveal nothing about a short secret file to anyone without the stack's
+state. A run that does not hold that key (the offline plan, the local cluster) leaves the
+content out of the hash (`digest_key=None`).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import json
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +52,8 @@ class MetadataMount:
     key: str
     target: str
     content_base64: str
+    mode: int = 0o644
+    """What the node gives the file: the local mode within 0644 (a key-like file's within 0600)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,17 @@ class FileMountPlan:
     held_back: list[str] = field(default_factory=list)
     """Targets of key-like files sent over SSH instead of metadata (not asked to inline)."""
 
+    digest_key: str | None = None
+    """The stack's secret that keys `content_digest`; None: the content is left out."""
+
+    def content_digest(self) -> str:
+        """HMAC-SHA256 of the metadata mounts' content under `digest_key` ("" without one):
+        what the file-mounts stage hash (and so the script version) knows of the content."""
+        if self.digest_key is None or not self.in_metadata:
+            return ""
+        content = json.dumps([[m.target, m.content_base64] for m in self.in_metadata])
+        return hmac.new(self.digest_key.encode(), content.encode(), hashlib.sha256).hexdigest()
+
     def metadata_entries(self) -> dict[str, str]:
         return {mount.key: mount.content_base64 for mount in self.in_metadata}
 
@@ -60,26 +84,37 @@ class FileMountPlan:
         return sorted({m.target for m in self.in_metadata} | set(self.over_ssh))
 
 
-def plan_file_mounts(config: ClusterConfig, base_dir: Path | None = None) -> FileMountPlan:
+def plan_file_mounts(
+    config: ClusterConfig, base_dir: Path | None = None, digest_key: str | None = None
+) -> FileMountPlan:
     """Split the config's file_mounts; relative local paths are read from `base_dir` (the
     directory the cluster YAML is used from, as `ray up` reads them from its cwd)."""
     base = base_dir or Path.cwd()
-    plan = FileMountPlan()
+    plan = FileMountPlan(digest_key=digest_key)
     used = 0
     inline_secrets = config.provider.inline_secret_file_mounts
     for target, source in sorted(config.file_mounts.items()):
         path = _absolute(base / Path(source).expanduser())
         encoded = _small_file_base64(path)
-        if encoded is not None and not inline_secrets and looks_like_a_secret(path):
+        secret = encoded is not None and looks_like_a_secret(path)
+        if secret and not inline_secrets:
             plan.held_back.append(target)
             plan.over_ssh[target] = str(path)
         elif encoded is not None and used + len(encoded) <= METADATA_FILE_MOUNT_BUDGET:
             key = f"{KEY_PREFIX}{len(plan.in_metadata)}"
-            plan.in_metadata.append(MetadataMount(key, target, encoded))
+            mode = node_mode(path.stat().st_mode, secret)
+            plan.in_metadata.append(MetadataMount(key, target, encoded, mode))
             used += len(encoded)
         else:
             plan.over_ssh[target] = str(path)
     return plan
+
+
+def node_mode(local_mode: int, secret: bool) -> int:
+    """A metadata mount's mode on the node: the local file's permission bits, never wider
+    than 0644 (no execute, no write for others, no setuid/setgid/sticky), and never wider than
+    0600 for a key-like file."""
+    return stat.S_IMODE(local_mode) & (0o600 if secret else 0o644)
 
 
 def is_file_mount_key(key: str) -> bool:

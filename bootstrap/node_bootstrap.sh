@@ -168,7 +168,9 @@ mount_path() {
     fi
 }
 
-# A small file_mounts entry, base64 in metadata key $1, written to remote path $2.
+# A small file_mounts entry, base64 in metadata key $1, written to remote path $2 with mode
+# $3 (the local file's, at most 0644). The file is private from its first byte (umask 077)
+# and gets its mode before it takes the target's name.
 write_file_mount() {
     target=$(mount_path "$2")
     encoded=$(metadata_attr "$1") || {
@@ -176,7 +178,9 @@ write_file_mount() {
         fail 4
     }
     mkdir -p "$(dirname "$target")" || fail $?
-    printf '%s\n' "$encoded" | base64 -d > "$target.tmp" || fail $?
+    rm -f "$target.tmp"
+    (umask 077 && printf '%s\n' "$encoded" | base64 -d > "$target.tmp") || fail $?
+    chmod "$3" "$target.tmp" || fail $?
     mv "$target.tmp" "$target" || fail $?
     give_to_user "$target"
     log "file mount $2 <- metadata $1"
@@ -187,7 +191,10 @@ write_file_mount() {
 # The head's autoscaler config and the key it uses to reach the workers it launches.
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
-    if metadata_attr "$CONFIG_KEY" > "$config_file.tmp"; then
+    rm -f "$config_file.tmp"
+    # 0600: it holds every worker's body, inline secret file mounts included.
+    if (umask 077 && metadata_attr "$CONFIG_KEY" > "$config_file.tmp"); then
+        chmod 0600 "$config_file.tmp" || fail $?
         mv "$config_file.tmp" "$config_file" || fail $?
         give_to_user "$config_file"
         log "wrote $config_file"
@@ -476,7 +483,9 @@ start_config_watcher() {
 install_config() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
     [ -f "$config_file" ] && cmp -s "$1" "$config_file" && return 0
-    if ! { cp "$1" "$config_file.tmp" && mv "$config_file.tmp" "$config_file"; }; then
+    rm -f "$config_file.tmp"
+    if ! { (umask 077 && cp "$1" "$config_file.tmp") && chmod 0600 "$config_file.tmp" \
+        && mv "$config_file.tmp" "$config_file"; }; then
         log "config watcher: could not rewrite $config_file"
         return 1
     fi
@@ -503,6 +512,9 @@ watch_config() {
     printf '%s\n' "$$" > "$pid_file.$$" && mv "$pid_file.$$" "$pid_file"
     log "config watcher pid=$$ follows metadata $CONFIG_KEY"
     fetched="$(state_dir)/config.fetched"
+    # The fetched copy holds what the config holds: private before anything is written to it
+    # (curl -o and cp keep an existing file's mode).
+    (umask 077 && : > "$fetched") && chmod 0600 "$fetched"
     etag=
     while [ "$(cat "$pid_file" 2> /dev/null)" = "$$" ]; do
         if is_local; then

@@ -52,11 +52,13 @@ def node_metadata(
     node_type: str,
     base_dir: Path | None = None,
     request: str = "",
+    digest_key: str | None = None,
 ) -> dict[str, str]:
     """`startup-script`, its version (with a re-apply `request`, if any), guest attributes on
     (the script reports its status there) and the small file_mounts, one key per file.
-    `base_dir` resolves relative file_mounts sources."""
-    plan = plan_file_mounts(config, base_dir)
+    `base_dir` resolves relative file_mounts sources; `digest_key` is the stack's secret that
+    keys the mounts' content digest (bootstrap/file_mounts.py)."""
+    plan = plan_file_mounts(config, base_dir, digest_key)
     script = render_startup_script(config, role, node_type, plan)
     return {
         "startup-script": script,
@@ -67,10 +69,12 @@ def node_metadata(
     }
 
 
-def script_versions(config: ClusterConfig, base_dir: Path | None = None) -> dict[str, str]:
+def script_versions(
+    config: ClusterConfig, base_dir: Path | None = None, digest_key: str | None = None
+) -> dict[str, str]:
     """What each node should report once converged: `head` and every worker type -> the
     SCRIPT_VERSION of its startup script (exported for `invoke status`)."""
-    plan = plan_file_mounts(config, base_dir)
+    plan = plan_file_mounts(config, base_dir, digest_key)
     versions = {"head": script_version(
         render_startup_script(config, "head", config.head_node_type, plan))}
     for node_type in config.worker_types:

@@ -257,9 +257,10 @@ def _steps(config: ClusterConfig, role: Role, node_type: str, plan: FileMountPla
               ""]
     lines += ["# ---- the steps, in order", "open_log", 'log "bootstrap starts"']
     lines += ["begin_stage prepare", "prepare_node"]
-    mounts = [f"write_file_mount {_quote(m.key)} {_quote(m.target)}" for m in plan.in_metadata]
-    lines += _stage("file-mounts", mounts,
-                    "".join(m.content_base64 for m in plan.in_metadata) + docker_data)
+    mounts = [f"write_file_mount {_quote(m.key)} {_quote(m.target)} {m.mode:04o}"
+              for m in plan.in_metadata]
+    # The content counts only through the stack's keyed digest (bootstrap/file_mounts.py).
+    lines += _stage("file-mounts", mounts, plan.content_digest() + docker_data)
     if role == "head":
         lines += _stage("bootstrap-files", ["write_bootstrap_files"])
     lines += _stage("initialization", [

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
+from bootstrap.file_mounts import plan_file_mounts
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount
 from infra.key_secret import BootstrapKeySecret
@@ -25,6 +26,7 @@ from infra.node_resources import HeadNode
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ssh_keys import ClusterSshKey
+from infra.stack_secret import StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 from infra.yaml_text import dump_yaml
@@ -79,6 +81,12 @@ class RayCluster(pulumi.ComponentResource):
             child,
             stack=stack,
         )
+        # Only a cluster with file_mounts in metadata needs the key (the digest of their content).
+        self.digest_key: pulumi.Output[str] | None = (
+            StackSecret(f"{name}-file-mounts-digest-key", "file_mounts digest", child).value
+            if plan_file_mounts(config).in_metadata
+            else None
+        )
         head_name = plan.head.instance_name
 
         # Every node type in the worker role: what Ray's autoscaler launches from the head's
@@ -87,7 +95,7 @@ class RayCluster(pulumi.ComponentResource):
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
             node_type: _body(
                 config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name},
-                stack_labels,
+                stack_labels, self.digest_key,
             )
             for node_type, group in plan.node_types.items()
         }
@@ -115,6 +123,7 @@ class RayCluster(pulumi.ComponentResource):
                     BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
                 },
                 request=reapply_request,
+                digest_key=self.digest_key,
             ),
             labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth, stack_labels),
             opts=pulumi.ResourceOptions(
@@ -136,7 +145,11 @@ class RayCluster(pulumi.ComponentResource):
                     group,
                     body=body,
                     metadata=merge_metadata(
-                        config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name}
+                        config,
+                        group,
+                        self.ssh_key.public_key,
+                        {HEAD_ADDRESS_KEY: head_name},
+                        digest_key=self.digest_key,
                     ),
                     labels=labels,
                     depends_on=after_head,
@@ -179,11 +192,12 @@ def _body(
     ssh_key: ClusterSshKey,
     extra: dict[str, pulumi.Input[str]],
     stack_labels: dict[str, str],
+    digest_key: pulumi.Output[str] | None,
 ) -> pulumi.Output[dict[str, Any]]:
     """The group's node body in API JSON once the subnet and the public key are known. Its
     labels carry the stack's identity: the autoscaler launches its own nodes from this body
     (Ray adds its labels to the body's), so they carry it too and the sweeper finds them."""
-    metadata = merge_metadata(config, group, ssh_key.public_key, extra)
+    metadata = merge_metadata(config, group, ssh_key.public_key, extra, digest_key=digest_key)
     return pulumi.Output.all(network.interfaces_for(group), pulumi.Output.all(**metadata)).apply(
         lambda values: _with_labels(node_body(group, values[0], values[1]), stack_labels)
     )

@@ -39,13 +39,15 @@ def merge_metadata(
     public_key: pulumi.Input[str],
     extra: Mapping[str, pulumi.Input[str]],
     request: str = "",
+    digest_key: pulumi.Output[str] | None = None,
 ) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`.
 
     Keys are known now and values may be outputs, so a secret value (file_mounts content, the
     head's key) stays secret alone and the rest shows in previews. A user's own `ssh-keys`
     line is kept next to the cluster's key, not replaced by it. `request` asks the node watcher
-    for a re-apply mode (the head's; a worker group's body gets it from with_worker_request)."""
+    for a re-apply mode (the head's; a worker group's body gets it from with_worker_request).
+    `digest_key` is the stack's secret keying the file_mounts content digest (keyed_entries)."""
     own = dict(group.node_config.metadata)
     user_lines = [own.pop("ssh-keys")] if own.get("ssh-keys") else []
     cluster_line = pulumi.Output.from_input(public_key).apply(
@@ -57,11 +59,30 @@ def merge_metadata(
             config, group.role, group.node_type, request=request
         ).items()
     }
+    if digest_key is not None and any(is_file_mount_key(key) for key in bootstrap):
+        bootstrap.update(keyed_entries(config, group, request, digest_key))
     return {
         **own,
         **bootstrap,
         "ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line])),
         **extra,
+    }
+
+
+def keyed_entries(
+    config: ClusterConfig, group: NodeGroupPlan, request: str, digest_key: pulumi.Output[str]
+) -> dict[str, pulumi.Output[str]]:
+    """The startup script and its version rendered with the stack's digest key. They are not
+    secret (the key only reaches them through an HMAC), so they show in previews; a key the
+    run does not know (a plan made offline) leaves the content out (bootstrap/file_mounts.py)."""
+    keyed = pulumi.Output.secret(digest_key).apply(
+        lambda key: bootstrap_metadata(
+            config, group.role, group.node_type, request=request, digest_key=key or None
+        )
+    )
+    return {
+        key: pulumi.Output.unsecret(keyed.apply(lambda entries, key=key: entries[key]))
+        for key in ("startup-script", VERSION_KEY)
     }
 
 

@@ -119,7 +119,14 @@ def export_outputs(cluster: RayCluster, config: ClusterConfig, config_file: str)
         "docker_container_name", config.docker.container_name if config.docker.enabled else ""
     )
     # What each node reports once it runs the current script (`invoke status` compares).
-    pulumi.export("script_versions", script_versions(config))
+    pulumi.export(
+        "script_versions",
+        script_versions(config)
+        if cluster.digest_key is None
+        else pulumi.Output.unsecret(
+            cluster.digest_key.apply(lambda key: script_versions(config, digest_key=key or None))
+        ),
+    )
     pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
     groups = cluster.worker_groups
     # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.

@@ -148,6 +148,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
                 "private_key": PLANNED_PRIVATE_KEY,
             }
+        if "purpose" in inputs:  # the stack's random secret (infra/stack_secret.py)
+            # Empty: a plan holds no key, so the file_mounts content stays out of its hashes
+            # (a published plan must not let anyone test guesses of a secret file).
+            return {**inputs, "value": ""}
         if "wait_minutes" in inputs:  # a queued TPU slice, once GCP has filled it
             return {
                 **inputs,

@@ -23,3 +23,9 @@ def stack_yaml(stack: str) -> dict[str, Any]:
 @functools.cache
 def run_stack(stack: str) -> ProgramRun:
     return run_program({"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}, stack=stack)
+
+
+def stack_label(run: ProgramRun) -> str:
+    """The stack identity the run's sweeper claims: every node of the run carries it."""
+    (sweeper,) = [r for r in run.resources if r.name.endswith(".sweeper")]
+    return str(sweeper.inputs["stack"])

@@ -120,3 +120,12 @@ def test_yaml_merge_keys_may_still_override(tmp_path):
     with pytest.raises(ConfigError) as caught:  # x-provider is not a Ray key
         load_cluster_config(path)
     assert list(dict(caught.value.problems)) == ["x-provider"]
+
+
+@pytest.mark.parametrize("target", ["/opt/a\n/etc", "~/x\r", "/tmp/tab\there", "/x\x1b[2J"])
+def test_a_file_mounts_target_with_a_control_character_is_refused(target):
+    """A newline would make a second docker `-v` bind mount out of one target."""
+    found = problems(file_mounts={target: "README.md"})
+    (path,) = found
+    assert path.startswith("file_mounts.")
+    assert "control character" in found[path]

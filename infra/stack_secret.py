@@ -1,0 +1,39 @@
+"""A random secret made once per stack and kept in its state, encrypted.
+
+It keys the digest of the file_mounts content that the public startup script and
+`ray-bootstrap-version` carry (bootstrap/file_mounts.py), so they reveal nothing about a short
+secret file to anyone without the stack's state. Made like the SSH key pair (infra/ssh_keys.py):
+a dynamic resource creates it once; a value made in the program would change every run.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+
+SECRET_BYTES = 32
+
+
+class _RandomSecretProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        # The id says nothing about the value.
+        return CreateResult(
+            id_=uuid.uuid4().hex,
+            outs={"purpose": props["purpose"], "value": secrets.token_hex(SECRET_BYTES)},
+        )
+
+
+class StackSecret(Resource):
+    """`value`: 64 random hex characters, a secret output, the same on every run."""
+
+    value: pulumi.Output[str]
+
+    def __init__(self, name: str, purpose: str, opts: pulumi.ResourceOptions | None = None):
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["value"])
+        )
+        super().__init__(_RandomSecretProvider(), name, {"purpose": purpose, "value": None}, opts)

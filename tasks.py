@@ -10,6 +10,9 @@ from ops.task_groups import list_in_groups
 
 _STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK, else the " \
     "selected stack)"
+_TRUST_HELP = ("when GCE publishes no host key for a node (a TPU VM, an agent that has not "
+               "written them yet), accept the key it offers once and pin it, instead of "
+               "refusing")
 
 
 def _lifecycle(stack: str | None, operation: str) -> None:
@@ -73,6 +76,7 @@ def refresh(c, stack=None):
 
 @task(
     help={
+        "trust_first_use": _TRUST_HELP,
         "stack": _STACK_HELP,
         "tmux": "attach to (or start) the tmux session `ray`",
         "screen": "attach to (or start) the screen session `ray`",
@@ -83,7 +87,8 @@ def refresh(c, stack=None):
     },
     iterable=["port_forward"],
 )
-def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
+def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False,
+           trust_first_use=False):
     """A shell on the head (or --node), with port forwards."""
     from ops.attach import PortForward, interactive_shell, parse_forward, session_command
     from ops.errors import exit_status, user_errors
@@ -93,7 +98,7 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     with user_errors():
         command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
         ports = [parse_forward(spec) for spec in port_forward or []]
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
         forwards = [PortForward(client.get_transport(), *pair).start() for pair in ports]
@@ -110,6 +115,7 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
 @task(
     name="exec",
     help={
+        "trust_first_use": _TRUST_HELP,
         "cmd": "shell command to run (quote it)",
         "stack": _STACK_HELP,
         "all-nodes": "run on every node in parallel, output prefixed by node",
@@ -124,7 +130,7 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     iterable=["port_forward"],
 )
 def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False,
-          tmux=False, screen=False, port_forward=None):
+          tmux=False, screen=False, port_forward=None, trust_first_use=False):
     """Run a command on the head or every node, with its status."""
     from ops.errors import OpsError, exit_status, user_errors
     from ops.remote import exec_on_all, exec_on_node
@@ -134,7 +140,7 @@ def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=Fa
     with user_errors():
         if all_nodes and node:
             raise OpsError("--all-nodes and --node are alternatives: pick one")
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         wrap = detacher(tmux, screen)
         if all_nodes:
             one_node_only(wrap, port_forward)
@@ -151,6 +157,7 @@ def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=Fa
 
 @task(
     help={
+        "trust_first_use": _TRUST_HELP,
         "script": "local Python script; arguments for it go after `--`",
         "stack": _STACK_HELP,
         "docker": "run it inside the cluster's docker container",
@@ -164,7 +171,7 @@ def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=Fa
     iterable=["port_forward"],
 )
 def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=False,
-           port_forward=None, args=None):
+           port_forward=None, args=None, trust_first_use=False):
     """Upload a Python script and run it on the head.
 
     Arguments for the script go after `--`: `invoke submit train.py -- --epochs 3`."""
@@ -182,7 +189,7 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     with user_errors():
         if not Path(script).is_file():
             raise OpsError(f"{script} is not a file: pass the path of a Python script")
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         if args is not None:  # Ray's deprecated `--args "..."`
             if script_args:
                 raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")
@@ -197,13 +204,14 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
 
 @task(
     help={
+        "trust_first_use": _TRUST_HELP,
         "source": "local file or directory (a directory sends its contents)",
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP,
         "all-nodes": "send to every node, not only the head",
     }
 )
-def rsync_up(c, source, target, stack=None, all_nodes=False):
+def rsync_up(c, source, target, stack=None, all_nodes=False, trust_first_use=False):
     """Send changed files to the head (or every node).
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
@@ -215,27 +223,28 @@ def rsync_up(c, source, target, stack=None, all_nodes=False):
     with user_errors():
         if not Path(source).exists():
             raise OpsError(f"{source} does not exist: pass a local file or directory")
-        rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
+        rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use)
 
 
-@task(help={"stack": _STACK_HELP})
-def file_mounts(c, stack=None):
+@task(help={"trust_first_use": _TRUST_HELP, "stack": _STACK_HELP})
+def file_mounts(c, stack=None, trust_first_use=False):
     """Sync the cluster YAML's file_mounts to every node."""
     from ops.errors import user_errors
     from ops.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(stack, None, all_nodes=True)
+        rsync_up_stack(stack, None, all_nodes=True, trust_first_use=trust_first_use)
 
 
 @task(
     help={
+        "trust_first_use": _TRUST_HELP,
         "source": "remote file or directory on the head",
         "target": "local path",
         "stack": _STACK_HELP,
     }
 )
-def rsync_down(c, source, target, stack=None):
+def rsync_down(c, source, target, stack=None, trust_first_use=False):
     """Fetch changed files from the head.
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
@@ -246,12 +255,12 @@ def rsync_down(c, source, target, stack=None):
 
     with user_errors():
         local = in_existing_folder(target, "target")
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         print(rsync_down_head(connector, source, local).summary())
 
 
-@task(help={"stack": _STACK_HELP})
-def status(c, stack=None):
+@task(help={"trust_first_use": _TRUST_HELP, "stack": _STACK_HELP})
+def status(c, stack=None, trust_first_use=False):
     """The stack's nodes, their script versions, `ray status`.
 
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
@@ -263,7 +272,7 @@ def status(c, stack=None):
     from ops.ssh import connect_stack
     from ops.status import head_stopped_note, nodes_table, ray_status
 
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         print(nodes_table(connector.outputs), flush=True)
         for line in preemption_lines(connector.outputs):
             print(line, flush=True)
@@ -283,11 +292,12 @@ def status(c, stack=None):
 
 @task(
     help={
+        "trust_first_use": _TRUST_HELP,
         "stack": _STACK_HELP,
         "output": "file to write (default: .ray-gcp/<stack>/ssh_config)",
     }
 )
-def ssh_config(c, stack=None, output=None):
+def ssh_config(c, stack=None, output=None, trust_first_use=False):
     """Write an ssh Host block for the head to Include."""
 
     from ops.errors import user_errors
@@ -297,7 +307,7 @@ def ssh_config(c, stack=None, output=None):
 
     with user_errors():
         chosen = in_existing_folder(output, "--output") if output else None
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
         path = write_ssh_config(connector.outputs, connector.known_hosts, chosen)
     print(f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
@@ -435,11 +445,12 @@ def local_down(c):
 
 
 @task(help={
+    "trust_first_use": _TRUST_HELP,
     "stack": _STACK_HELP,
     "port": "local port to forward (default 8265; the next free one if busy; 0: any)",
     "remote-port": "the dashboard's port on the head (default 8265)",
 })
-def dashboard(c, stack=None, port=8265, remote_port=8265):
+def dashboard(c, stack=None, port=8265, remote_port=8265, trust_first_use=False):
     """Forward the head's Ray dashboard here and print its URL.
 
     Runs until Ctrl-C."""
@@ -449,7 +460,7 @@ def dashboard(c, stack=None, port=8265, remote_port=8265):
     from ops.errors import user_errors
     from ops.ssh import connect_stack
 
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         forward = forward_dashboard(connector, int(port), int(remote_port))
         print(f"dashboard: http://127.0.0.1:{forward.local_port} (Ctrl-C stops)", flush=True)
         try:
@@ -487,8 +498,9 @@ def get_worker_ips(c, stack=None, internal=False):
             print(ip)
 
 
-@task(help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)"})
-def monitor(c, stack=None, lines=100):
+@task(help={"trust_first_use": _TRUST_HELP, "stack": _STACK_HELP,
+            "lines": "number of lines to show first (default 100)"})
+def monitor(c, stack=None, lines=100, trust_first_use=False):
     """Follow the autoscaler's log on the head.
 
     The head's monitor.* logs, as `ray monitor` follows them."""
@@ -496,12 +508,13 @@ def monitor(c, stack=None, lines=100):
     from ops.monitor import monitor as follow_monitor
     from ops.ssh import connect_stack
 
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         status = follow_monitor(connector, int(lines))
     exit_status(status)
 
 
 @task(help={
+    "trust_first_use": _TRUST_HELP,
     "stack": _STACK_HELP,
     "output": "archive to write (default collected_logs_<date>_<time>.tar.gz)",
     "logs": "the session's Ray logs (default on; --no-logs skips them)",
@@ -511,7 +524,7 @@ def monitor(c, stack=None, lines=100):
     "processes-verbose": "the full command lines in it (default on)",
 })
 def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=True,
-                 processes=True, processes_verbose=True):
+                 processes=True, processes_verbose=True, trust_first_use=False):
     """Collect every node's Ray logs into one local archive.
 
     Ray's logs, debug state, `pip freeze` and processes, with a progress bar."""
@@ -523,7 +536,7 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
     from ops.ssh import connect_stack
 
     parts = DumpParts(logs, debug_state, pip, processes, processes_verbose)
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         archive, failed = dump(connector, Path(output) if output else default_output(), parts)
     for line in failed:
         print(f"warning: not in the archive: {line}")
@@ -531,11 +544,12 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
 
 
 @task(help={
+    "trust_first_use": _TRUST_HELP,
     "stack": _STACK_HELP,
     "yes": "do not ask for confirmation",
     "hard": "delete the instance through the API instead of `ray stop` on it",
 })
-def kill_random_node(c, stack=None, yes=False, hard=False):
+def kill_random_node(c, stack=None, yes=False, hard=False, trust_first_use=False):
     """Stop Ray on a random worker, for failure drills.
 
     `ray stop` on it (--hard: delete its instance); asks first unless --yes."""
@@ -543,7 +557,7 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
     from ops.kill_node import kill_random_node as kill
     from ops.ssh import connect_stack
 
-    with user_errors(), connect_stack(stack) as connector:
+    with user_errors(), connect_stack(stack, trust_first_use) as connector:
         node = kill(connector, yes, hard)
     if node is not None:
         print(f"Killed node with IP {node.internal_ip}")
@@ -579,12 +593,13 @@ def preflight(c, stack=None):
 
 
 @task(help={
+    "trust_first_use": _TRUST_HELP,
     "stack": _STACK_HELP,
     "minutes": "idle minutes after which the head stops every node of the cluster",
     "down": "delete the nodes instead of stopping them",
     "cancel": "turn autostop off",
 })
-def autostop(c, stack=None, minutes=None, down=False, cancel=False):
+def autostop(c, stack=None, minutes=None, down=False, cancel=False, trust_first_use=False):
     """Change a running cluster's autostop.
 
     --minutes N [--down], or --cancel; no node is recreated."""
@@ -594,7 +609,7 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False):
 
     with user_errors():
         idle_minutes = parse_request(minutes, down, cancel)
-        with connect_stack(stack) as connector:
+        with connect_stack(stack, trust_first_use) as connector:
             print(set_autostop(connector, idle_minutes, down))
 
 

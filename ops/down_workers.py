@@ -16,7 +16,7 @@ from infra.config import load_cluster_config
 from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
 from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
-from ops.cloud_api import api_errors, nodes_api
+from ops.cloud_api import api_errors, nodes_api, stack_credentials
 from ops.errors import OpsError
 from ops.preempted import SLICE_KINDS
 from ops.pulumi_cli import require_cli, run_operation, select_stack
@@ -66,22 +66,26 @@ def down_workers(stack: str, keep_min: bool, workers_only: bool) -> None:
         run_operation(stack, "destroy", target=urns, target_dependents=True)
     else:
         print(f"stack {stack!r} keeps no workers")
-    deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
+    credentials = stack_credentials(outputs)
+    deleted = delete_autoscaler_workers(
+        outputs.project, outputs.zone, outputs.cluster_name, credentials=credentials
+    )
     if has_tpu:
         deleted += delete_autoscaler_workers(
-            outputs.project, outputs.zone, outputs.cluster_name, "tpu"
+            outputs.project, outputs.zone, outputs.cluster_name, "tpu", credentials
         )
     print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler")
 
 
 def delete_autoscaler_workers(
-    project: str, zone: str, cluster_name: str, kind: str = "compute"
+    project: str, zone: str, cluster_name: str, kind: str = "compute",
+    credentials: str | None = None,
 ) -> list[str]:
     """The cluster's Ray workers (instances, or TPU nodes) of Ray's autoscaler's own kind that
     no group owns, deleted; the slices Pulumi keeps are `unmanaged` and stay."""
     what = "TPU node(s)" if kind == "tpu" else "worker(s)"
     with api_errors(f"deleting the autoscaler's {what}"):
-        api = nodes_api(project, zone, kind)
+        api = nodes_api(project, zone, kind, credentials)
         workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: KIND_WORKER})
         names = [node.name for node in workers if GROUP_LABEL not in node.labels]
         if names:  # the API waits for each deletion: say what it is waiting for

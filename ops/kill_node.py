@@ -1,9 +1,10 @@
 """`invoke kill-random-node`: stop Ray on one random worker, for failure drills.
 
 As `ray kill-random-node` does: by default a soft kill (`ray stop` on the node, which stays
-up); `--hard` deletes the instance (or TPU VM) through the API with Application Default
-Credentials, as Ray's node provider terminates it. Asks first unless --yes. With no workers it
-says so and succeeds, as Ray does. A worker of a WorkerGroup is brought back by the next `up`.
+up); `--hard` deletes the instance (or TPU VM) through the API as the stack's identity
+(ops/cloud_api.py), as Ray's node provider terminates it. Asks first unless --yes. With no
+workers it says so and succeeds, as Ray does. A worker of a WorkerGroup is brought back by
+the next `up`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from ops.errors import OpsError
 from ops.remote import in_container, node_shell, stream_command
 from ops.ssh import Connector
-from ops.stack_outputs import Node
+from ops.stack_outputs import Node, StackOutputs
 
 KILL_COMMAND = "ray stop"
 PROMPT = "A random node will be killed. Confirm [y/N]: "
@@ -45,7 +46,7 @@ def kill_random_node(
     node = choose(workers)
     if hard:
         print(f"Terminating {node.name}", flush=True)
-        terminate(connector.outputs.project, connector.outputs.zone, node)
+        terminate(connector.outputs, node)
         return node
     command = KILL_COMMAND
     if connector.outputs.docker_container_name:
@@ -58,9 +59,11 @@ def kill_random_node(
     return node
 
 
-def terminate(project: str, zone: str, node: Node) -> None:
-    """Delete the instance (or the TPU VM) and wait for it to go."""
-    from ops.cloud_api import api_errors, nodes_api
+def terminate(outputs: StackOutputs, node: Node) -> None:
+    """Delete the instance (or the TPU VM), in its own zone, and wait for it to go."""
+    from ops.cloud_api import api_errors, nodes_api, stack_credentials
 
     with api_errors(f"deleting {node.name}"):
-        nodes_api(project, zone, node.api).delete([node.name])
+        api = nodes_api(outputs.project, node.zone or outputs.zone, node.api,
+                        stack_credentials(outputs))
+        api.delete([node.name])

@@ -56,11 +56,12 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
     from requests import RequestException
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
-    from infra.workers.clients import ApiClients, build_credentials
+    from ops.cloud_api import api_clients
     from ops.cost import ENDPOINT_ENV
 
-    endpoint = endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
-    clients = ApiClients(build_credentials(None, endpoint), endpoint)
+    clients = api_clients(
+        outputs, endpoint if endpoint is not None else os.environ.get(ENDPOINT_ENV) or None
+    )
     try:
         head = clients.instances.get(project=outputs.project, zone=outputs.zone,
                                      instance=outputs.head_name, retry=None)

@@ -418,12 +418,13 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
     return report
 
 
-def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:
+def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool,
+                   trust_first_use: bool = False) -> None:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
     from ops.cluster_file import file_mounts, rsync_excludes, rsync_filters
     from ops.ssh import connect_stack
 
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         outputs = connector.outputs
         if pairs is None:
             pairs = file_mounts(outputs)

@@ -52,7 +52,8 @@ def test_worker_urns_are_the_groups_and_kept_slices_not_the_head_or_sweeper(stac
         elif "count" in props:
             outputs = WorkerGroupProvider()._outputs(props, [], [])
         elif "has_tpu" in props:
-            outputs = ClusterSweeperProvider().create(props).outs
+            # What its state holds (its create also claims the cluster, over the API).
+            outputs = ClusterSweeperProvider().update("id", props, props).outs
         else:
             outputs = props
         deployment["resources"].append({"urn": run.urns[resource.name], "type": resource.type,

@@ -5,6 +5,7 @@ lines that cannot be read fail closed, and key files are never written through a
 from __future__ import annotations
 
 import io
+import os
 import stat
 
 import paramiko
@@ -180,3 +181,21 @@ def test_a_symlinked_state_directory_is_refused(stack, tmp_path):
     (stack.state_dir / "test").symlink_to(elsewhere)
     with pytest.raises(OpsError, match="is a symbolic link"):
         Connector(load_outputs())
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user takes root")
+def test_a_state_directory_of_another_user_is_refused(stack):
+    directory = stack.state_dir / "test"
+    directory.mkdir(parents=True, mode=0o700)
+    os.chown(directory, 4321, 4321)
+    with pytest.raises(OpsError, match="belongs to user id 4321, not to you"):
+        Connector(load_outputs())
+    assert not (directory / "known_hosts").exists()
+
+
+def test_a_state_parent_everyone_may_write_is_refused(stack):
+    stack.state_dir.mkdir(parents=True)
+    stack.state_dir.chmod(0o777)
+    with pytest.raises(OpsError, match="writable by everyone"):
+        Connector(load_outputs())
+    assert not (stack.state_dir / "test").exists()

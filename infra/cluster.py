@@ -64,7 +64,7 @@ class RayCluster(pulumi.ComponentResource):
                 cluster_name=config.cluster_name,
                 has_tpu=config.has_tpu,
                 credentials=credentials,
-                stack=stack,
+                stack=stack or None,
             ),
             opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
         )

@@ -5,8 +5,9 @@ name, pulumi's selected stack) and hands the one `Stack` down; the stack file is
 the cluster YAML and the outputs when first asked for. The outputs come from the Pulumi
 Automation API, or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file
 holding one stack's outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
-too: choosing the selected stack and reading outputs need it. Light on purpose (pulumi and
-pydantic are imported where used): `invoke exec` must start fast.
+too: choosing the selected stack and reading outputs need it. `stack_credentials` is the one
+identity of every day-two Google call (the YAML's gcp_credentials, else ADC). Light on
+purpose (pulumi and pydantic are imported where used): `invoke exec` must start fast.
 """
 
 from __future__ import annotations

@@ -6,10 +6,13 @@ section carries what Ray's GCPNodeProvider reads (project, zone, and `_has_tpus`
 TPU client). Each node type's `node_config` is the final body the program created nodes with,
 kept exactly as given: the autoscaler hashes it to recognise its own nodes as up to date.
 
-Pulumi's workers are unmanaged nodes to Ray (infra/labels.py): the autoscaler counts them towards
-their type's size, so a type's `min_workers` here is only what Pulumi does not already keep, and
-the config does not change when a worker count does (no window in which the head's autoscaler
-sees a new minimum before the worker group has made the nodes).
+Pulumi's workers are unmanaged nodes to Ray (infra/labels.py). Autoscaler v1 counts them
+towards their type's size, so a type's `min_workers` here is only what Pulumi does not already
+keep, and under v1 the config does not change when a worker count does (no window in which the
+head's autoscaler sees a new minimum before the worker group has made the nodes). Autoscaler v2
+never sees an unmanaged instance (its NodeProviderAdapter drops them, and our nodes report no
+cloud instance id), so under v2 each type's `max_workers` and the cluster's are also lowered by
+the nodes Pulumi keeps: the autoscaler launches only into the room they leave.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ def autoscaler_config(
     resolved counts, each at least the type's `min_workers`). Ray counts those towards the
     type's minimum when it launches, but keeps only its own workers for it when it retires idle
     ones: so each type's `min_workers` becomes what the count leaves, `max(0, min - count)`, or an
-    idle worker of its own would be kept beside ours for good."""
+    idle worker of its own would be kept beside ours for good. Under autoscaler v2, which does
+    not count them at all, the maxima are lowered by the counts too (module docstring)."""
     missing = sorted(set(config.available_node_types) - set(node_configs))
     if missing:
         raise ValueError(
@@ -55,11 +59,18 @@ def autoscaler_config(
     data["head_setup_commands"] = config.setup_commands_for("head", config.head_node_type)
     data["worker_setup_commands"] = [*config.setup_commands, *config.worker_setup_commands]
     counts = worker_counts or {}
+    v2 = config.provider.autoscaler_version == "v2"
     for name, node_type in data["available_node_types"].items():
         node_type["node_config"] = copy.deepcopy(node_configs[name])
         if "worker_setup_commands" in node_type:
             node_type["worker_setup_commands"] = config.setup_commands_for("worker", name)
         node_type["min_workers"] = max(0, node_type.get("min_workers", 0) - counts.get(name, 0))
+        if v2 and "max_workers" in node_type:
+            node_type["max_workers"] = max(
+                node_type["min_workers"], node_type["max_workers"] - counts.get(name, 0)
+            )
+    if v2:
+        data["max_workers"] = max(0, data["max_workers"] - sum(counts.values()))
     return data
 
 

@@ -28,7 +28,8 @@
 # The node data (NODE_*, DOCKER_*, ...) is assigned by the rendered script, not here.
 # shellcheck shell=sh disable=SC2153
 
-METADATA_URL=${RAY_BOOTSTRAP_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}/instance
+METADATA_SERVER_URL=${RAY_BOOTSTRAP_METADATA_URL:-http://metadata.google.internal/computeMetadata/v1}
+METADATA_URL=$METADATA_SERVER_URL/instance
 SECRET_MANAGER_URL=${RAY_BOOTSTRAP_SECRET_MANAGER_URL:-https://secretmanager.googleapis.com/v1}
 SECRET_TRIES=${RAY_BOOTSTRAP_SECRET_TRIES:-36}
 SECRET_DELAY=${RAY_BOOTSTRAP_SECRET_DELAY:-5}
@@ -523,9 +524,19 @@ resolve_head_ip() {
     ENV_PREFIX="export RAY_HEAD_IP=$(quote "$RAY_HEAD_IP"); "
 }
 
+# Print instance metadata $1 (`zone`, `name`, `scheduling/preemptible`); local mode reads the
+# file instance/$1 next to the metadata dir, when the local cluster or a test wrote one.
 metadata_path() {
-    is_local && return 1
-    curl -fsS -H 'Metadata-Flavor: Google' "$METADATA_URL/$1" 2> /dev/null
+    server_metadata "instance/$1"
+}
+
+# Print metadata server path $1 (`instance/zone`, `project/project-id`); status 1 without it.
+server_metadata() {
+    if is_local; then
+        [ -f "$RAY_BOOTSTRAP_METADATA_DIR/../$1" ] && cat "$RAY_BOOTSTRAP_METADATA_DIR/../$1"
+        return
+    fi
+    curl -fsS -H 'Metadata-Flavor: Google' "$METADATA_SERVER_URL/$1" 2> /dev/null
 }
 
 # Ray's launcher passes a node type's resources to `ray start` through this env variable;
@@ -543,6 +554,47 @@ export_resources() {
     if [ -n "$LABELS_JSON" ]; then
         ENV_PREFIX="${ENV_PREFIX}export RAY_OVERRIDE_LABELS=$(quote "$LABELS_JSON"); "
     fi
+}
+
+# `export NAME='VALUE'; ` for the start commands: ENV_PREFIX reaches the `ray start` process
+# itself (an export here would not survive `su -` or `docker exec`).
+add_start_env() {
+    ENV_PREFIX="${ENV_PREFIX}export $1=$(quote "$2"); "
+}
+
+# What Ray reads from `ray start`'s environment to name and place this node, as `ray up` and
+# v2's RayInstaller set it, plus the placement labels Ray's GCP launcher never sets:
+# RAY_NODE_TYPE_NAME (the type `ray status` and autoscaler v2 name the node by; label
+# ray.io/node-group), RAY_NODE_ZONE / RAY_NODE_REGION (ray.io/availability-zone / -region),
+# RAY_NODE_MARKET_TYPE (ray.io/market-type: spot or on-demand). A node Ray's autoscaler
+# manages (the head, the workers it launches) also reports RAY_CLOUD_INSTANCE_ID, the id Ray's
+# GCP provider knows its instance by, and RAY_CLOUD_INSTANCE_TYPE_NAME (the machine type, as v2's
+# RayInstaller reads it from the node_config; none on a TPU VM): autoscaler v2 joins the
+# Ray node to the instance by it. A node Pulumi keeps (metadata ray-node-kind: unmanaged) does
+# not: v2 would adopt it as its own and drain it when idle. The head says which autoscaler runs.
+export_ray_identity() {
+    add_start_env RAY_NODE_TYPE_NAME "$NODE_TYPE"
+    zone=$(metadata_path zone) && zone=${zone##*/} && [ -n "$zone" ] \
+        && add_start_env RAY_NODE_ZONE "$zone" && add_start_env RAY_NODE_REGION "${zone%-*}"
+    # ray.io/market-type: spot for a spot or preemptible instance; unknown in local mode.
+    case $(metadata_path scheduling/provisioning-model):$(metadata_path scheduling/preemptible) in
+        SPOT:* | *:TRUE) add_start_env RAY_NODE_MARKET_TYPE spot ;;
+        :) ;;
+        *) add_start_env RAY_NODE_MARKET_TYPE on-demand ;;
+    esac
+    if [ "$(metadata_attr ray-node-kind)" != unmanaged ]; then
+        # The id Ray's GCP provider knows the node by: the instance name, or a TPU node's
+        # full name.
+        if [ "$NODE_IS_TPU" = true ]; then
+            id=projects/$(server_metadata project/project-id)/locations/$zone/nodes/$(metadata_attr instance-id)
+        else
+            id=$(metadata_path name) || id=
+        fi
+        [ -n "$id" ] && add_start_env RAY_CLOUD_INSTANCE_ID "$id"
+        machine=$(metadata_path machine-type) && [ "$NODE_IS_TPU" != true ] \
+            && add_start_env RAY_CLOUD_INSTANCE_TYPE_NAME "${machine##*/}"
+    fi
+    [ "$NODE_ROLE" = head ] && add_start_env RAY_enable_autoscaler_v2 "$AUTOSCALER_V2"
 }
 
 # A rerun or a restarted preemptible node must not find a Ray already running.

@@ -39,6 +39,12 @@ VERSION_GUEST_ATTRIBUTE = "ray-bootstrap/version"  # the script version a node l
 # the head's ray-bootstrap-version and in each worker group's (infra.metadata.with_worker_request),
 # never in the autoscaler's copy of a worker node_config; workers restart Ray after the head.
 REAPPLY_ENV = "RAY_GCP_REAPPLY"
+# A node Pulumi keeps (a worker group's, a TPU slice) carries this key with value
+# NODE_KIND_PINNED, as its `ray-node-type` label says (GCE serves no labels to the node): its
+# script then reports no RAY_CLOUD_INSTANCE_ID, so Ray's autoscaler v2 never adopts it. The
+# autoscaler's copy of a node_config never carries it: the workers it launches report theirs.
+NODE_KIND_KEY = "ray-node-kind"
+NODE_KIND_PINNED = "unmanaged"
 # On GCE the node also mirrors its guest attributes here, for `invoke status` over SSH.
 STATE_DIR = "/run/ray-bootstrap"
 LOG_FILE = "/var/log/ray-bootstrap.log"

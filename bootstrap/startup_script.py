@@ -235,6 +235,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str,
         _assign("DOCKER_MOUNT_DIR", f"{DOCKER_MOUNT_ROOT}/{config.cluster_name}"),
         _assign("DOCKER_MOUNT_TARGETS", "\n".join(mounts.targets if mounts else ())),
         _assign("CLUSTER_BUCKET", bucket_name(config)),
+        *([_assign("AUTOSCALER_V2", "1" if config.provider.autoscaler_version == "v2" else "0")]
+          if role == "head" else []),
         'HEAD_RESOLVE_TRIES=${RAY_BOOTSTRAP_RESOLVE_TRIES:-120}',
         'HEAD_RESOLVE_DELAY=${RAY_BOOTSTRAP_RESOLVE_DELAY:-5}',
         "",
@@ -281,6 +283,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str,
     lines += _stage("setup", [f"run_node {_quote(c)}"
                               for c in config.setup_commands_for(role, node_type)])
     start = ["begin_stage ray-stop", "stop_ray", "begin_stage ray-start", "export_resources",
+             "export_ray_identity",
              *[f"run_node {_quote(c)}" for c in config.start_commands_for(role)], "ray_started"]
     lines += [f"if restart_ray {_quote(_hash(start, _data_of(data, _START_DATA)))}; then",
               *(f"    {line}" for line in start), "fi"]
@@ -300,8 +303,8 @@ def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[
     return shlex.split(" ".join(config.docker_run_options_for(role, node_type)))
 
 
-# The node data `ray start` reads (through export_resources).
-_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=")
+# The node data `ray start` reads (through export_resources and export_ray_identity).
+_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "AUTOSCALER_V2=")
 
 
 def _data_of(data: str, prefixes: tuple[str, ...]) -> str:

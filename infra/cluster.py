@@ -19,7 +19,9 @@ from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
+    PINNED_METADATA,
     merge_metadata,
+    pinned_body,
     with_worker_request,
 )
 from infra.network import ClusterNetwork
@@ -159,8 +161,8 @@ class RayCluster(pulumi.ComponentResource):
                     NodeInputs(
                         body=body,
                         metadata=merge_metadata(
-                            config, group, self.ssh_key.public_key, {HEAD_ADDRESS_KEY: head_name},
-                            mounts,
+                            config, group, self.ssh_key.public_key,
+                            {HEAD_ADDRESS_KEY: head_name, **PINNED_METADATA}, mounts,
                         ),
                         labels=labels,
                     ),
@@ -174,7 +176,7 @@ class RayCluster(pulumi.ComponentResource):
                     f"{name}-{group.node_type}",
                     plan,
                     group,
-                    body.apply(lambda b: with_worker_request(b, reapply_request)),
+                    body.apply(lambda b: with_worker_request(pinned_body(b), reapply_request)),
                     labels,
                     credentials,
                     opts,

@@ -17,6 +17,8 @@ from bootstrap.node_metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
+    NODE_KIND_KEY,
+    NODE_KIND_PINNED,
     OS_LOGIN_KEY,
     REAPPLY_ENV,
     VERSION_KEY,
@@ -29,7 +31,9 @@ __all__ = [
     "BOOTSTRAP_CONFIG_KEY",
     "BOOTSTRAP_SSH_KEY_SECRET_KEY",
     "HEAD_ADDRESS_KEY",
+    "PINNED_METADATA",
     "REAPPLY_ENV",
+    "pinned_body",
     "merge_metadata",
     "with_worker_request",
 ]
@@ -68,6 +72,18 @@ def merge_metadata(
     else:
         keys = {"ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line]))}
     return {**own, **bootstrap, **keys, **extra}
+
+
+# The metadata every node Pulumi keeps carries besides its type's (bootstrap.node_metadata).
+PINNED_METADATA = {NODE_KIND_KEY: NODE_KIND_PINNED}
+
+
+def pinned_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A worker group's body: the type's, marked as a node Pulumi keeps (PINNED_METADATA), so
+    its Ray does not report itself to autoscaler v2 as one of the autoscaler's instances."""
+    items = [item for item in body["metadata"]["items"] if item["key"] not in PINNED_METADATA]
+    items += [{"key": key, "value": value} for key, value in PINNED_METADATA.items()]
+    return {**body, "metadata": {**body["metadata"], "items": items}}
 
 
 def with_worker_request(body: dict[str, Any], request: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 
 from infra.config.cluster import TpuQueuedResources
+from infra.metadata import PINNED_METADATA
 from infra.node_resources import Node, NodeInputs, tpu_node
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.workers.queued_slice import QueuedTpuSlice, QueuedTpuSliceArgs
@@ -105,7 +106,11 @@ def queued_node(
             zone=plan.zone,
             name=node_name,
             body=pulumi.Output.all(inputs.body, inputs.labels).apply(
-                lambda pair: {**pair[0], "labels": pair[1]}
+                lambda pair: {
+                    **pair[0],
+                    "metadata": {**pair[0]["metadata"], **PINNED_METADATA},
+                    "labels": pair[1],
+                }
             ),
             wait_minutes=queued.wait_minutes,
             valid_until_minutes=queued.valid_until_minutes,

@@ -30,8 +30,10 @@ HEAD_INTERNAL_IP = "10.128.0.7"
 _RECORD = 'printf \'%s\\n\' "$(basename "$0") $*" >> "$STUB_CALLS"\n'
 STUBS = {
     "record": "#!/bin/sh\n" + _RECORD,
+    # `ray` also leaves its whole environment (the last call's) in $STUB_CALLS.env.
     "ray": "#!/bin/sh\n" + _RECORD + 'printf \'ray-env HEAD=%s RES=%s\\n\' '
-    '"${RAY_HEAD_IP:-}" "${RAY_OVERRIDE_RESOURCES:-}" >> "$STUB_CALLS"\n',
+    '"${RAY_HEAD_IP:-}" "${RAY_OVERRIDE_RESOURCES:-}" >> "$STUB_CALLS"\n'
+    'env -0 > "$STUB_CALLS.env"\n',
     # `docker inspect` answers from STUB_CONTAINER ("true <image>" = running); `image
     # inspect` fails unless STUB_IMAGE_PRESENT=1; `exec` runs the command here.
     "docker": "#!/bin/sh\n" + _RECORD + """case $1 in
@@ -86,6 +88,7 @@ class ScriptRun:
     log: str
     status: str
     home: Path
+    ray_env: dict[str, str] = field(default_factory=dict)  # the last `ray` call's environment
 
 
 def run_script(
@@ -127,12 +130,15 @@ def run_script(
         if not keep_watcher:
             stop_watchers(tmp_path)
     status_file = tmp_path / "guest-attributes" / "ray-bootstrap" / "status"
+    env_file = tmp_path / "calls.env"
+    entries = env_file.read_text().split("\0") if env_file.exists() else []
     return ScriptRun(
         result.returncode,
         calls.read_text().splitlines() if calls.exists() else [],
         log.read_text() if log.exists() else "",
         status_file.read_text() if status_file.exists() else "",
         home,
+        dict(entry.split("=", 1) for entry in entries if "=" in entry),
     )
 
 

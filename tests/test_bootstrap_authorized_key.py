@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import stat
 
-from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, run_script
+from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, node_entries, run_script
 
-from bootstrap import node_metadata
 from bootstrap.node_metadata import AUTHORIZED_KEY_KEY
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq0lTestKeyOfTheClusterOnlyForThisTest"
@@ -18,7 +17,7 @@ def _boot(tmp_path, extra: dict[str, str]):
     config = cluster(provider={"type": "gcp", "region": "us-west1",
                                "availability_zone": "us-west1-a", "project_id": "p",
                                "os_login": {"principal": "user:me@example.com"}})
-    entries = node_metadata(config, "worker", "worker_t", base_dir=tmp_path)
+    entries = node_entries(config, "worker", "worker_t", tmp_path)
     return run_script(entries.pop("startup-script"), tmp_path,
                       {**entries, "ray-head-address": HEAD_INTERNAL_IP, **extra})
 

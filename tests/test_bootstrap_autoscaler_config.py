@@ -81,24 +81,46 @@ def test_missing_node_body_is_an_error_naming_the_type():
         autoscaler_config(config, {"head_t": {}})
 
 
-def test_min_workers_is_what_pulumis_workers_leave_to_the_autoscaler():
-    config = cluster(max_workers=5, available_node_types={
+def _three_types(version: str):
+    return cluster(max_workers=5, provider={
+        "type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",
+        "project_id": "my-gcp-project", "autoscaler_version": version,
+    }, available_node_types={
         "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
         "worker_t": {"resources": {"CPU": 4}, "min_workers": 1, "max_workers": 3,
                      "node_config": {"machineType": "n1-standard-2"}},
         "other_t": {"resources": {"CPU": 8}, "min_workers": 1, "max_workers": 2,
                     "node_config": {"machineType": "n1-standard-8"}},
     })
-    types = autoscaler_config(config, _bodies(config), {"worker_t": 3})["available_node_types"]
+
+
+def test_min_workers_is_what_pulumis_workers_leave_to_the_autoscaler_v1():
+    config = _three_types("v1")
+    data = autoscaler_config(config, _bodies(config), {"worker_t": 3})
+    types = data["available_node_types"]
     assert types["worker_t"]["min_workers"] == 0  # Pulumi keeps 3 >= 1
     assert types["worker_t"]["max_workers"] == 3  # ours count against it in Ray's scheduler
+    assert data["max_workers"] == 5
     assert types["other_t"]["min_workers"] == 1  # no count given: the YAML's own
     assert types["head_t"]["min_workers"] == 0
 
 
-def test_head_config_is_the_same_whatever_count_pulumi_keeps():
+def test_v2_leaves_the_autoscaler_only_the_room_pulumis_workers_leave():
+    """v2 does not see unmanaged nodes: each maximum is lowered by what Pulumi keeps."""
+    config = _three_types("v2")
+    data = autoscaler_config(config, _bodies(config), {"worker_t": 2, "other_t": 1})
+    types = data["available_node_types"]
+    assert (types["worker_t"]["min_workers"], types["worker_t"]["max_workers"]) == (0, 1)
+    assert (types["other_t"]["min_workers"], types["other_t"]["max_workers"]) == (0, 1)
+    assert data["max_workers"] == 2  # 5 - 3 kept
+    validate_config(data)
+
+
+def test_v1_head_config_is_the_same_whatever_count_pulumi_keeps():
     """No window in which the head's autoscaler sees a new minimum before the group acts."""
-    config = cluster()  # worker_t: min 1, max 2
+    config = cluster(provider={"type": "gcp", "region": "us-west1",
+                               "availability_zone": "us-west1-a", "project_id": "my-gcp-project",
+                               "autoscaler_version": "v1"})  # worker_t: min 1, max 2
     written = [autoscaler_config(config, _bodies(config), {"worker_t": n}) for n in (1, 2)]
     assert written[0] == written[1]
     validate_config(written[1])

@@ -27,7 +27,9 @@ from bootstrap.startup_script import (
 )
 from infra.config import load_cluster_config
 
-SCRIPT_SIZE_BOUND = 14 * 1024  # was ~22 KB with the library in plain text; +2 KB re-apply
+# was ~22 KB with the library in plain text; +2 KB re-apply; +1 KB the bucket fetch and
+# autoscaler v2's environment for ray start
+SCRIPT_SIZE_BOUND = 15 * 1024
 
 
 def _nodes(stack: Path) -> list[tuple[str, str]]:
@@ -83,8 +85,9 @@ def test_library_is_shellcheck_clean_on_its_own():
 
 @pytest.mark.parametrize(("stack", "role", "node_type"), CASES)
 def test_every_shipped_node_script_stays_under_the_size_bound(stack, role, node_type):
-    """Every node_config in the head's bootstrap config carries a whole script, and GCE caps
-    one metadata value at 256 KB: the script's size decides how many node types fit."""
+    """Every node_config in the head's autoscaler config carries a whole script (the config now
+    lives in the cluster's bucket, but every node's own `startup-script` is a metadata value
+    GCE caps at 256 KB): a bound that shows when the script grows."""
     script = render_startup_script(load_cluster_config(stack), role, node_type)
     assert len(script.encode()) < SCRIPT_SIZE_BOUND
 

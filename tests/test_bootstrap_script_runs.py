@@ -235,3 +235,77 @@ def test_undecodable_library_fails_in_the_library_stage(tmp_path):
     assert "stage=library failed exit=7: cannot decode it (base64 -d | gzip -dc)" in run.log
     assert run.calls == []  # no step ran
     assert list(tmpdir.iterdir()) == []
+
+
+def _served(tmp_path, zone="us-west1-b", name="ray-stubbed-worker-0badcafe-compute",
+            preemptible="FALSE"):
+    """What GCE's metadata server answers about the instance, where local mode reads it."""
+    served = {"instance/name": name, "instance/zone": f"projects/123456789/zones/{zone}",
+              "instance/machine-type": "projects/123456789/machineTypes/n1-standard-2",
+              "instance/scheduling/preemptible": preemptible}
+    for path, value in served.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(value)
+
+
+def test_ray_start_itself_gets_what_autoscaler_v2_and_rays_label_schedulers_read(tmp_path):
+    """In `ray start`'s own environment (docker exec included): the node's type, zone,
+    region and market, and, on a node Ray's autoscaler launched, its instance name."""
+    for docker in ({}, {"image": "rayproject/ray:2.9", "container_name": "rc"}):
+        where = tmp_path / ("docker" if docker else "host")
+        where.mkdir()
+        _served(where, preemptible="TRUE")
+        run = _worker(where, cluster(docker=docker), metadata={"ray-head-address": "10.0.0.9"})
+        assert run.returncode == 0, run.log
+        assert run.calls[-2] == "ray start --address=10.0.0.9:6379"
+        env = run.ray_env
+        assert env["RAY_NODE_TYPE_NAME"] == "worker_t"
+        assert (env["RAY_NODE_ZONE"], env["RAY_NODE_REGION"]) == ("us-west1-b", "us-west1")
+        assert env["RAY_NODE_MARKET_TYPE"] == "spot"
+        assert env["RAY_CLOUD_INSTANCE_ID"] == "ray-stubbed-worker-0badcafe-compute"
+        assert env["RAY_CLOUD_INSTANCE_TYPE_NAME"] == "n1-standard-2"
+        assert "RAY_enable_autoscaler_v2" not in env  # the head's alone says it
+
+
+def test_a_node_pulumi_keeps_reports_no_instance_to_autoscaler_v2(tmp_path):
+    _served(tmp_path)
+    run = _worker(tmp_path, metadata={"ray-head-address": "10.0.0.9",
+                                      "ray-node-kind": "unmanaged"})
+    assert run.returncode == 0, run.log
+    assert "RAY_CLOUD_INSTANCE_ID" not in run.ray_env
+    assert run.ray_env["RAY_NODE_TYPE_NAME"] == "worker_t"
+    assert run.ray_env["RAY_NODE_MARKET_TYPE"] == "on-demand"
+
+
+def test_the_head_starts_the_autoscaler_the_yaml_asks_for(tmp_path):
+    for version, flag in (("v1", "0"), ("v2", "1")):
+        where = tmp_path / version
+        where.mkdir()
+        _served(where, name=HEAD_NAME)
+        config = cluster(provider={"type": "gcp", "region": "us-west1",
+                                   "availability_zone": "us-west1-a",
+                                   "project_id": "my-gcp-project", "autoscaler_version": version})
+        entries = node_entries(config, "head", "head_t", where)
+        run = run_script(entries.pop("startup-script"), where, entries)
+        assert run.returncode == 0, run.log
+        assert run.ray_env["RAY_enable_autoscaler_v2"] == flag
+        assert run.ray_env["RAY_CLOUD_INSTANCE_ID"] == HEAD_NAME
+        assert run.ray_env["RAY_NODE_TYPE_NAME"] == "head_t"
+
+
+def test_every_host_of_a_tpu_slice_reports_the_tpu_node_rays_provider_knows(tmp_path):
+    """Ray's GCP provider names a TPU node by its full resource name; each host of the slice
+    reports it (the TPU VM's metadata `instance-id` is the node's short name)."""
+    for number in ("0", "1"):
+        where = tmp_path / number
+        where.mkdir()
+        _served(where, zone="us-central2-b", name="t1v-n-0123abcd-w-" + number)
+        (where / "project").mkdir()
+        (where / "project" / "project-id").write_text("my-gcp-project")
+        run = _worker(where, _tpu_pod_config(), metadata={
+            "ray-head-address": "10.0.0.9", "agent-worker-number": number,
+            "instance-id": "ray-stubbed-worker-0badcafe-tpu"})
+        assert run.returncode == 0, run.log
+        assert run.ray_env["RAY_CLOUD_INSTANCE_ID"] == (
+            "projects/my-gcp-project/locations/us-central2-b/nodes/ray-stubbed-worker-0badcafe-tpu")
+        assert "RAY_CLOUD_INSTANCE_TYPE_NAME" not in run.ray_env

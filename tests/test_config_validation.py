@@ -167,3 +167,25 @@ def test_several_problems_are_reported_together():
     data["bogus"] = 1
     data["cluster_name"] = "Bad"
     assert {"bogus", "cluster_name"} <= set(problems(data))
+
+
+def test_autoscaler_version_follows_ray_up_of_the_installed_ray_unless_forced():
+    """What the installed Ray's `ray up` does: its get_or_create_head_node starts the head
+    with v2 when RAY_UP_enable_autoscaler_v2, which it defaults to on, is on."""
+    import inspect
+
+    from ray.autoscaler._private.commands import get_or_create_head_node
+
+    ray_up_v2 = 'os.getenv("RAY_UP_enable_autoscaler_v2", "1") == "1"' in inspect.getsource(
+        get_or_create_head_node)
+    config = parse_cluster_config({"cluster_name": "mini", "provider": PROVIDER})
+    assert config.provider.autoscaler_version == ("v2" if ray_up_v2 else "v1")
+    forced = parse_cluster_config({"cluster_name": "mini",
+                                   "provider": {**PROVIDER, "autoscaler_version": "v1"}})
+    assert forced.provider.autoscaler_version == "v1"
+    assert "autoscaler_version" not in forced.ray_dict()["provider"]  # not a key of Ray's
+
+
+def test_an_unknown_autoscaler_version_says_which_to_write():
+    found = problems({"cluster_name": "mini", "provider": {**PROVIDER, "autoscaler_version": 2}})
+    assert "write v1 or v2" in found["provider.autoscaler_version"]

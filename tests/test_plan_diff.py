@@ -135,10 +135,14 @@ def test_same_config_has_no_rows(plans: dict[str, Plan]) -> None:
     assert diff_plans(plans["base"], plans["base"]) == []
 
 
-def test_worker_count_change_is_one_in_place_update(plans: dict[str, Plan]) -> None:
+def test_worker_count_change_updates_in_place(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["base"], plans["more_workers"])
     node_type = BASE_YAML["available_node_types"][WORKER]
-    assert actions(rows) == {("update", WORKER)}  # the head's config does not hold counts
+    # Under autoscaler v2 (Ray's default) the head's config leaves v2 the room Pulumi's
+    # workers do not take: its maxima change, in place, and nothing else of the head.
+    assert actions(rows) == {("update", WORKER), ("update", "head")}
+    assert head_config_line(rows).endswith(
+        f"2 changes: available_node_types.{WORKER}.max_workers: 1 -> 0; max_workers: 1 -> 0")
     worker = only_row(rows, WORKER)
     assert change_lines(worker) == [
         f"{WORKER}.count: {node_type['min_workers']} -> {node_type['max_workers']}"

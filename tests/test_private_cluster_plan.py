@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from infra.config import ConfigError, parse_cluster_config
-from tests.program_runs import run_program, run_stack, stack_yaml
+from infra.dynamic_types import WORKER_GROUP_TYPE
+from tests.program_runs import head_config_text, run_program, run_stack, stack_yaml
 
 IAP_RANGE = "35.235.240.0/20"  # cloud.google.com/iap/docs/using-tcp-forwarding
 ROUTER = "gcp:compute/router:Router"
@@ -22,11 +23,9 @@ ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
 
 
 def _walk(value: Any, path: str = ""):
-    """Every (path, key, value) of nested inputs, the head's bootstrap YAML parsed too."""
+    """Every (path, key, value) of nested inputs."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "ray-bootstrap-config" and isinstance(item, str):
-                item = yaml.safe_load(item)
             yield path, key, item
             yield from _walk(item, f"{path}.{key}")
     elif isinstance(value, list):
@@ -56,16 +55,19 @@ def _pulumi_gcp_inputs(args_class: type) -> set[str]:
 def test_no_resource_of_the_private_stack_gives_a_node_a_public_address():
     run = run_stack("private")
     found = {r.name: _external_addresses(r.inputs) for r in run.resources}
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    found["the head's autoscaler config"] = _external_addresses(
+        yaml.safe_load(head_config_text(run, head)))
     assert {name: paths for name, paths in found.items() if paths} == {}
     # Every kind of node is in the plan, so the check above covered each of them.
     types = {r.type for r in run.resources}
-    assert {"gcp:compute/instance:Instance", "gcp:tpu/v2Vm:V2Vm",
-            "pulumi-python:dynamic:Resource"} <= types
+    assert {"gcp:compute/instance:Instance", "gcp:tpu/v2Vm:V2Vm", WORKER_GROUP_TYPE} <= types
 
 
 def test_the_autoscaler_config_the_head_gets_has_no_public_address_and_dials_internal_ips():
-    (head,) = run_stack("private").of_type("gcp:compute/instance:Instance")
-    config = yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
+    run = run_stack("private")
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    config = yaml.safe_load(head_config_text(run, head))
     assert config["provider"]["use_internal_ips"] is True
     bodies = {name: t["node_config"] for name, t in config["available_node_types"].items()}
     assert set(bodies) == {"ray_head_default", "ray_worker_small", "ray_tpu"}
@@ -178,11 +180,10 @@ def test_os_login_nodes_carry_enable_oslogin_and_the_key_for_the_startup_script_
     run = run_stack("private")
     (head,) = run.of_type("gcp:compute/instance:Instance")
     (tpu,) = run.of_type("gcp:tpu/v2Vm:V2Vm")
-    (group,) = [r for r in run.of_type("pulumi-python:dynamic:Resource")
-                if r.name.endswith("ray_worker_small")]
+    (group,) = [r for r in run.of_type(WORKER_GROUP_TYPE) if r.name.endswith("ray_worker_small")]
     group_metadata = {item["key"]: item["value"]
                       for item in group.inputs["body"]["metadata"]["items"]}
-    bootstrap = yaml.safe_load(head.inputs["metadata"]["ray-bootstrap-config"])
+    bootstrap = yaml.safe_load(head_config_text(run, head))
     launched = {name: {i["key"]: i["value"] for i in t["node_config"]["metadata"]["items"]}
                 for name, t in bootstrap["available_node_types"].items()
                 if "networkInterfaces" in t["node_config"]}

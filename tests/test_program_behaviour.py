@@ -12,6 +12,7 @@ import yaml
 from ray.autoscaler._private.util import hash_launch_conf
 
 from infra.config import ConfigError
+from infra.dynamic_types import WORKER_GROUP_TYPE
 from ops.review.plan_engine import run_program
 from tests.program_runs import PROJECT_ROOT, head_config_text, stack_yaml
 
@@ -135,17 +136,44 @@ def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
     assert "set it to your GCP project id" in str(caught.value)
 
 
-def test_head_autoscaler_config_is_the_same_whatever_the_stack_worker_count():
-    """Ray's autoscaler counts Pulumi's (unmanaged) workers itself: scaling changes the worker
-    group only, so the head never sees a new minimum before the group has made the nodes."""
+def test_head_autoscaler_config_is_the_same_whatever_the_stack_worker_count_under_v1():
+    """Ray's autoscaler v1 counts Pulumi's (unmanaged) workers itself: scaling changes the
+    worker group only, so the head never sees a new minimum before the group has made the
+    nodes."""
     configs = []
+    data = stack_yaml("full")
+    data["provider"]["autoscaler_version"] = "v1"
     for count in (1, 2):
-        run = run_inline(stack_yaml("full"), workerCounts={"ray_worker_small": count})
+        run = run_inline(data, workerCounts={"ray_worker_small": count})
         (head,) = run.of_type("gcp:compute/instance:Instance")
         configs.append(head_config_text(run, head))
     assert configs[0] == configs[1]
     bootstrap = yaml.safe_load(configs[1])
     assert bootstrap["available_node_types"]["ray_worker_small"]["min_workers"] == 0
+
+
+def test_pulumis_nodes_say_they_are_unmanaged_in_metadata_and_the_autoscalers_copy_not():
+    """The node reads `ray-node-kind` (GCE serves it no labels) to decide whether it reports
+    its instance to autoscaler v2: the groups' nodes and kept slices do, the head's copy of a
+    worker body (what the autoscaler launches) does not."""
+    for stack in ("full", "tpu"):
+        run = run_inline(stack_yaml(stack))
+        head = next(r for kind in ("gcp:compute/instance:Instance", "gcp:tpu/v2Vm:V2Vm")
+                    for r in run.of_type(kind) if r.inputs["labels"]["ray-node-type"] == "head")
+        bootstrap = yaml.safe_load(head_config_text(run, head))
+        for node_type in bootstrap["available_node_types"].values():
+            metadata = node_type["node_config"]["metadata"]
+            keys = (metadata if isinstance(metadata, dict)
+                    else {i["key"]: i["value"] for i in metadata["items"]})
+            assert "ray-node-kind" not in keys
+        groups = [r.inputs["body"] for r in run.of_type(WORKER_GROUP_TYPE)]
+        slices = [r.inputs for r in run.of_type("gcp:tpu/v2Vm:V2Vm")
+                  if r.inputs["labels"]["ray-node-type"] == "unmanaged"]
+        assert groups or slices
+        for body in groups:
+            assert {"key": "ray-node-kind", "value": "unmanaged"} in body["metadata"]["items"]
+        for vm in slices:
+            assert vm["metadata"]["ray-node-kind"] == "unmanaged"
 
 
 def test_sweeper_is_created_first_so_destroy_removes_it_last():

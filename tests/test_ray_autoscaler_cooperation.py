@@ -1,4 +1,4 @@
-"""Ray's own autoscaler, run against the nodes our program creates: it never raises, never
+"""Ray's own autoscaler v1, run against the nodes our program creates: it never raises, never
 terminates a node a WorkerGroup owns, launches only for demand our nodes cannot hold, and
 `ray status` shows every node.
 
@@ -14,99 +14,36 @@ labels and `~/ray_bootstrap_config.yaml` (its metadata), and the worker groups' 
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import ray.autoscaler._private.gcp.config as ray_gcp_config
-import ray.autoscaler._private.providers as ray_providers
 import yaml
-from google.auth.credentials import AnonymousCredentials
-from googleapiclient import discovery
-from program_runs import head_config_text, stack_yaml
 from ray.autoscaler._private.autoscaler import StandardAutoscaler
 from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
+from ray_cooperation import (
+    CYCLES,
+    IDLE_FOR_AN_HOUR,
+    Cluster,
+    active_lines,
+    create_groups,
+    fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    ip_of,
+    node_id,
+    planned,
+    ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    running,
+    start_cluster,
+)
 
-from infra.dynamic_types import WORKER_GROUP_TYPE
-from infra.workers import ClusterSweeperProvider, WorkerGroupProvider
-from ops.review.plan_engine import PLANNED_PRIVATE_KEY, ProgramRun, run_program
-from tests.fake_compute import FakeComputeServer, Faults
+from infra.workers import ClusterSweeperProvider
+from ops.review.plan_engine import PLANNED_PRIVATE_KEY, run_program
+from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
-
-IDLE_FOR_AN_HOUR = 3600.0
-CYCLES = 3
-
-
-@dataclass
-class Cluster:
-    """The program's registrations for one stack, and the pieces of it in the fake cloud."""
-
-    run: ProgramRun
-    yaml: dict[str, Any]
-    head_name: str
-    bootstrap_config: dict[str, Any]
-    groups: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def project(self) -> str:
-        return self.yaml["provider"]["project_id"]
-
-    @property
-    def zone(self) -> str:
-        return self.yaml["provider"]["availability_zone"]
-
-
-def planned(stack: str, worker_counts: dict[str, int] | None = None) -> Cluster:
-    config: dict[str, Any] = {"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}
-    if worker_counts is not None:
-        config["ray-gcp:workerCounts"] = json.dumps(worker_counts)
-    run = run_program(config, stack=stack)
-    (head,) = run.of_type("gcp:compute/instance:Instance")
-    groups = [r.inputs for r in run.of_type(WORKER_GROUP_TYPE)]
-    return Cluster(
-        run=run,
-        yaml=stack_yaml(stack),
-        head_name=head.inputs["name"],
-        bootstrap_config=yaml.safe_load(head_config_text(run, head)),
-        groups=groups,
-    )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeComputeServer]:
-    with FakeComputeServer(Faults(operation_s=0.0)) as server:
-        yield server
-
-
-@pytest.fixture
-def ray_apis_at_fake(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ray's `_create_*` client builders, pointed at the fake; everything else is Ray's."""
-
-    def builder(api: str, version: str, path: str):
-        def build(gcp_credentials=None):
-            return discovery.build(
-                api,
-                version,
-                credentials=AnonymousCredentials(),
-                requestBuilder=ray_gcp_config.build_request,
-                cache_discovery=False,
-                static_discovery=True,
-                client_options={"api_endpoint": f"http://{fake.endpoint}/{path}"},
-            )
-
-        return build
-
-    monkeypatch.setattr(ray_gcp_config, "_create_compute", builder("compute", "v1", "compute/v1/"))
-    monkeypatch.setattr(ray_gcp_config, "_create_crm", builder("cloudresourcemanager", "v1", ""))
-    monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
-    # Ray caches one provider per config: each test's fake has its own port.
-    monkeypatch.setattr(ray_providers, "_provider_instances", {})
 
 
 class DrainingGcs:
@@ -118,10 +55,6 @@ class DrainingGcs:
     def drain_nodes(self, node_ids: set[bytes], timeout: int) -> list[bytes]:
         self.drained += sorted(node_ids)
         return list(node_ids)
-
-
-def _node_id(name: str) -> bytes:
-    return hashlib.sha256(name.encode()).digest()[:28]
 
 
 class RayHead:
@@ -148,8 +81,7 @@ class RayHead:
         )
 
     def running(self) -> dict[str, dict[str, Any]]:
-        instances = self.fake.instances(self.cluster.project, self.cluster.zone)
-        return {name: i for name, i in instances.items() if i["status"] == "RUNNING"}
+        return running(self.cluster, self.fake)
 
     def report(
         self,
@@ -166,7 +98,7 @@ class RayHead:
             available = {k: 0.0 for k in total} if name in busy else dict(total)
             self.load_metrics.update(
                 ip,
-                _node_id(name),
+                node_id(name),
                 total,
                 available,
                 (idle_s or {}).get(name, 0.0),
@@ -187,33 +119,6 @@ class RayHead:
         return format_info_string(
             self.load_metrics.summary(), self.autoscaler.summary(), verbose=True
         )
-
-
-def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
-    """The head as the program declares it, and each worker group's nodes; their names."""
-    head = next(r for r in cluster.run.of_type("gcp:compute/instance:Instance"))
-    fake.cloud.add_foreign_instance(
-        cluster.project, cluster.zone, cluster.head_name, head.inputs["labels"]
-    )
-    return [cluster.head_name, *create_groups(cluster, fake)]
-
-
-def create_groups(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
-    provider = WorkerGroupProvider(retry=fast_retry(), deadlines=FAST_DEADLINES)
-    names: list[str] = []
-    for inputs in cluster.groups:
-        props = {**inputs, "api_endpoint": fake.endpoint, "credentials": None}
-        names += provider.create(props).outs["instance_names"]
-    return names
-
-
-def active_lines(status: str) -> list[str]:
-    section = status.split("Active:\n", 1)[1].split("\nPending:", 1)[0]
-    return [line.strip() for line in section.splitlines()]
-
-
-def ip_of(instance: dict[str, Any]) -> str:
-    return instance["networkInterfaces"][0]["networkIP"]
 
 
 @pytest.fixture
@@ -237,7 +142,7 @@ class Running:
 @pytest.fixture
 def full(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]) -> Running:
     """The `full` stack up: its head and its worker group's node, Ray's autoscaler on it."""
-    cluster = planned("full")
+    cluster = planned("full", "v1")
     nodes = start_cluster(cluster, fake)
     assert nodes[1:], "the full stack keeps a worker"
     return Running(cluster, nodes, head_for(cluster))
@@ -318,12 +223,12 @@ def test_autoscalers_own_worker_retires_when_idle_and_ours_stays(full: Running) 
 def test_scale_up_with_a_cycle_between_head_config_and_group_create_adds_no_extra_vm(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
 ) -> None:
-    before = planned("minimal")
+    before = planned("minimal", "v1")
     worker_type = next(
         name for name in before.bootstrap_config["available_node_types"]
         if name != before.yaml.get("head_node_type", before.bootstrap_config["head_node_type"])
     )
-    after = planned("minimal", {worker_type: 1})
+    after = planned("minimal", "v1", {worker_type: 1})
     assert not before.groups[0]["count"] and after.groups[0]["count"] == 1
     start_cluster(before, fake)  # the head alone: the group keeps 0
 
@@ -355,7 +260,7 @@ def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:
         TAG_RAY_USER_NODE_TYPE,
     )
 
-    cluster = planned("full")
+    cluster = planned("full", "v1")
     (head,) = cluster.run.of_type("gcp:compute/instance:Instance")
     labels = head.inputs["labels"]
     assert labels[TAG_RAY_NODE_KIND] == NODE_KIND_HEAD
@@ -369,7 +274,7 @@ def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:
 def test_pulumis_workers_are_a_kind_rays_autoscaler_never_manages() -> None:
     from ray.autoscaler.tags import NODE_KIND_UNMANAGED, STATUS_UP_TO_DATE
 
-    cluster = planned("full")
+    cluster = planned("full", "v1")
     for group in cluster.groups:
         labels = group["body"]["labels"]
         assert labels["ray-node-type"] == NODE_KIND_UNMANAGED

@@ -7,6 +7,7 @@ with errors that name the YAML path and the fix.
 
 from __future__ import annotations
 
+import importlib.metadata
 import ipaddress
 import json
 import math
@@ -178,6 +179,18 @@ class TpuQueuedResources(StrictModel):
     valid_until_minutes: int | None = Field(default=None, ge=1)
 
 
+# `ray up` starts the head with autoscaler v2 since Ray 2.50 (RAY_UP_enable_autoscaler_v2 in
+# ray/autoscaler/_private/commands.py defaults to on from then).
+RAY_UP_V2_SINCE = (2, 50)
+
+
+def ray_up_autoscaler_version() -> Literal["v1", "v2"]:
+    """The autoscaler `ray up` of the installed Ray starts on a head: v2 from Ray 2.50."""
+    release = re.match(r"(\d+)\.(\d+)", importlib.metadata.version("ray"))
+    installed = (int(release.group(1)), int(release.group(2))) if release else (0, 0)
+    return "v2" if installed >= RAY_UP_V2_SINCE else "v1"
+
+
 class Provider(StrictModel):
     type: Literal["gcp"]
     region: str
@@ -207,6 +220,9 @@ class Provider(StrictModel):
     region offering the types; a list, only those zones in that order; false, nowhere."""
     tpu_queued_resources: TpuQueuedResources | None = None
     """Absent: each TPU worker slice is a `tpu.V2Vm`; set: a queued resource (see above)."""
+    autoscaler_version: Literal["v1", "v2"] = Field(default_factory=ray_up_autoscaler_version)
+    """Which of Ray's autoscalers the head runs: absent, the one `ray up` of the installed Ray
+    starts (v2 since Ray 2.50); `v1` or `v2` forces it."""
 
     @field_validator("fallback_zones", mode="before")
     @classmethod
@@ -215,6 +231,16 @@ class Provider(StrictModel):
             raise ValueError(
                 "use a list of zones of the region (e.g. [us-west1-b, us-west1-c]), false to "
                 "turn zone failover off, or leave it out for every zone of the region"
+            )
+        return value
+
+    @field_validator("autoscaler_version", mode="before")
+    @classmethod
+    def _version_form(cls, value: Any) -> Any:
+        if value not in ("v1", "v2"):
+            raise ValueError(
+                f"{value!r} is not an autoscaler version: write v1 or v2, or leave it out for "
+                "the one `ray up` of the installed Ray starts (v2 since Ray 2.50)"
             )
         return value
 
@@ -849,6 +875,7 @@ class ClusterConfig(StrictModel):
         data["provider"].pop("inline_secret_file_mounts", None)
         data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
         data["provider"].pop("tpu_queued_resources", None)  # our TPU slices, not Ray's
+        data["provider"].pop("autoscaler_version", None)  # the head's start environment
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data

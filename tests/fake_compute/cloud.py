@@ -408,11 +408,17 @@ class FakeCloud:
                     if op.kind == "compute" and op.scope == scope]
 
     def add_foreign_instance(self, project: str, zone: str, name: str,
-                             labels: dict[str, str]) -> None:
-        """An instance someone else (Ray's autoscaler) made, RUNNING already."""
+                             labels: dict[str, str],
+                             metadata: dict[str, str] | None = None,
+                             machine_type: str | None = None) -> None:
+        """An instance someone else (Ray's autoscaler, pulumi-gcp) made, RUNNING already."""
         with self.lock:
             scope = f"projects/{project}/zones/{zone}"
-            instance = self._new_instance(scope, name, {"labels": dict(labels)})
+            items = [{"key": k, "value": v} for k, v in (metadata or {}).items()]
+            body: dict[str, Any] = {"labels": dict(labels), "metadata": {"items": items}}
+            if machine_type:
+                body["machineType"] = machine_type
+            instance = self._new_instance(scope, name, body)
             instance["status"] = "RUNNING"
             self.zone_instances(project, zone)[name] = instance
 

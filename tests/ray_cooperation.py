@@ -1,0 +1,153 @@
+"""What Ray's autoscaler tests (v1 and v2) start from: a shipped stack as the program plans it,
+its nodes in the fake Compute API, and Ray's GCP clients pointed at that fake.
+
+The start state is what the program registers under mocks: the head's labels and metadata
+(its startup script and `~/ray_bootstrap_config.yaml`), and the worker groups' nodes made by
+`WorkerGroupProvider.create` from the group's registered inputs. Only how Ray builds its Google
+API clients is replaced, to point them at the fake with anonymous credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+import ray.autoscaler._private.gcp.config as ray_gcp_config
+import ray.autoscaler._private.providers as ray_providers
+import yaml
+from google.auth.credentials import AnonymousCredentials
+from googleapiclient import discovery
+from program_runs import head_config_text, stack_yaml
+
+from infra.dynamic_types import WORKER_GROUP_TYPE
+from infra.workers import WorkerGroupProvider
+from ops.review.plan_engine import ProgramRun, run_program
+from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
+
+Version = Literal["v1", "v2"]
+IDLE_FOR_AN_HOUR = 3600.0
+CYCLES = 3
+
+
+@dataclass
+class Cluster:
+    """The program's registrations for one stack, and the pieces of it in the fake cloud."""
+
+    run: ProgramRun
+    yaml: dict[str, Any]
+    head_name: str
+    bootstrap_config: dict[str, Any]
+    groups: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def project(self) -> str:
+        return self.yaml["provider"]["project_id"]
+
+    @property
+    def zone(self) -> str:
+        return self.yaml["provider"]["availability_zone"]
+
+    @property
+    def head_type(self) -> str:
+        return self.bootstrap_config["head_node_type"]
+
+    @property
+    def worker_type(self) -> str:
+        return next(name for name in self.bootstrap_config["available_node_types"]
+                    if name != self.head_type)
+
+
+def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None) -> Cluster:
+    """The stack's own YAML with `provider.autoscaler_version` set, planned by the program."""
+    data = stack_yaml(stack)
+    data["provider"]["autoscaler_version"] = version
+    config: dict[str, Any] = {"ray-gcp:clusterConfig": json.dumps(data)}
+    if worker_counts is not None:
+        config["ray-gcp:workerCounts"] = json.dumps(worker_counts)
+    run = run_program(config, stack=stack)
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    groups = [r.inputs for r in run.of_type(WORKER_GROUP_TYPE)]
+    return Cluster(
+        run=run,
+        yaml=stack_yaml(stack),
+        head_name=head.inputs["name"],
+        bootstrap_config=yaml.safe_load(head_config_text(run, head)),
+        groups=groups,
+    )
+
+
+# Test modules import these two by their function names; pytest knows them by `name`.
+@pytest.fixture(name="fake")
+def fake_fixture() -> Iterator[FakeComputeServer]:
+    with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        yield server
+
+
+@pytest.fixture(name="ray_apis_at_fake")
+def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's `_create_*` client builders, pointed at the fake; everything else is Ray's."""
+
+    def builder(api: str, version: str, path: str):
+        def build(gcp_credentials=None):
+            return discovery.build(
+                api,
+                version,
+                credentials=AnonymousCredentials(),
+                requestBuilder=ray_gcp_config.build_request,
+                cache_discovery=False,
+                static_discovery=True,
+                client_options={"api_endpoint": f"http://{fake.endpoint}/{path}"},
+            )
+
+        return build
+
+    monkeypatch.setattr(ray_gcp_config, "_create_compute", builder("compute", "v1", "compute/v1/"))
+    monkeypatch.setattr(ray_gcp_config, "_create_crm", builder("cloudresourcemanager", "v1", ""))
+    monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
+    # Ray caches one provider per config: each test's fake has its own port.
+    monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
+    """The head as the program declares it (labels and metadata), and each worker group's
+    nodes; their names."""
+    head = next(r for r in cluster.run.of_type("gcp:compute/instance:Instance"))
+    fake.cloud.add_foreign_instance(
+        cluster.project, cluster.zone, cluster.head_name, head.inputs["labels"],
+        metadata=head.inputs["metadata"],
+        machine_type=head.inputs["machineType"].rsplit("/", 1)[-1],
+    )
+    return [cluster.head_name, *create_groups(cluster, fake)]
+
+
+def create_groups(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
+    provider = WorkerGroupProvider(retry=fast_retry(), deadlines=FAST_DEADLINES)
+    names: list[str] = []
+    for inputs in cluster.groups:
+        props = {**inputs, "api_endpoint": fake.endpoint, "credentials": None}
+        names += provider.create(props).outs["instance_names"]
+    return names
+
+
+def running(cluster: Cluster, fake: FakeComputeServer) -> dict[str, dict[str, Any]]:
+    instances = fake.instances(cluster.project, cluster.zone)
+    return {name: i for name, i in instances.items() if i["status"] == "RUNNING"}
+
+
+def node_id(name: str) -> bytes:
+    """A Ray node id (28 bytes) per instance name."""
+    return hashlib.sha256(name.encode()).digest()[:28]
+
+
+def ip_of(instance: dict[str, Any]) -> str:
+    return instance["networkInterfaces"][0]["networkIP"]
+
+
+def active_lines(status: str) -> list[str]:
+    section = status.split("Active:\n", 1)[1].split("\nPending:", 1)[0]
+    return [line.strip() for line in section.splitlines()]

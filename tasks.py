@@ -12,6 +12,9 @@ from ops.task_groups import list_in_groups
 
 _STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK, else the " \
     "selected stack)"
+_TRUST_HELP = ("when GCE publishes no host key for a node (a TPU VM, an agent that has not "
+               "written them yet), accept the key it offers once and pin it, instead of "
+               "refusing")
 
 
 def _lifecycle(stack: str | None, operation: str) -> None:
@@ -99,16 +102,18 @@ def engine(c):
                         "the same), e.g. -p 8265; repeatable",
         "node": "attach to this worker (reached through the head) instead of the head",
         "new": "with --tmux/--screen: start a new session instead of the shared `ray` one",
+        "trust-first-use": _TRUST_HELP,
     },
     iterable=["port_forward"],
 )
-def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False):
+def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False,
+           trust_first_use=False):
     """A shell on the head (or --node), with port forwards."""
     from ops.errors import exit_status, user_errors
     from ops.remote.shell import attach as attach_shell
 
     with user_errors():
-        status = attach_shell(stack, tmux, screen, port_forward, node, new)
+        status = attach_shell(stack, tmux, screen, port_forward, node, new, trust_first_use)
     exit_status(status)
 
 
@@ -125,18 +130,19 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
         "screen": "run it detached in a window of the screen session `ray`",
         "port-forward": "PORT[:REMOTE] forward local PORT to the node while it runs; "
                         "repeatable",
+        "trust-first-use": _TRUST_HELP,
     },
     iterable=["port_forward"],
 )
 def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False,
-          tmux=False, screen=False, port_forward=None):
+          tmux=False, screen=False, port_forward=None, trust_first_use=False):
     """Run a command on the head or every node, with its status."""
     from ops.errors import exit_status, user_errors
     from ops.remote.shell import exec_command
 
     with user_errors():
         status = exec_command(stack, cmd, all_nodes, node, docker, login, tmux, screen,
-                              port_forward)
+                              port_forward, trust_first_use)
     exit_status(status)
 
 
@@ -151,11 +157,12 @@ def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=Fa
         "port-forward": "PORT[:REMOTE] forward local PORT to the head while it runs; "
                         "repeatable",
         "args": "the script's arguments as one string (Ray's deprecated form of `-- ARGS`)",
+        "trust-first-use": _TRUST_HELP,
     },
     iterable=["port_forward"],
 )
 def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=False,
-           port_forward=None, args=None):
+           port_forward=None, args=None, trust_first_use=False):
     """Upload a Python script and run it on the head.
 
     Arguments for the script go after `--`: `invoke submit train.py -- --epochs 3`."""
@@ -166,7 +173,7 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
 
     with user_errors():
         status = submit_script(stack, script, c.remainder, sys.argv, args, docker, login, tmux,
-                               screen, port_forward)
+                               screen, port_forward, trust_first_use)
     exit_status(status)
 
 
@@ -176,9 +183,10 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP,
         "all-nodes": "send to every node, not only the head",
+        "trust-first-use": _TRUST_HELP,
     }
 )
-def rsync_up(c, source, target, stack=None, all_nodes=False):
+def rsync_up(c, source, target, stack=None, all_nodes=False, trust_first_use=False):
     """Send changed files to the head (or every node).
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
@@ -186,17 +194,17 @@ def rsync_up(c, source, target, stack=None, all_nodes=False):
     from ops.remote.sync import rsync_up as send
 
     with user_errors():
-        send(stack, source, target, all_nodes)
+        send(stack, source, target, all_nodes, trust_first_use)
 
 
-@task(help={"stack": _STACK_HELP})
-def file_mounts(c, stack=None):
+@task(help={"stack": _STACK_HELP, "trust-first-use": _TRUST_HELP})
+def file_mounts(c, stack=None, trust_first_use=False):
     """Sync the cluster YAML's file_mounts to every node."""
     from ops.errors import user_errors
     from ops.remote.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(stack, None, all_nodes=True)
+        rsync_up_stack(stack, None, all_nodes=True, trust_first_use=trust_first_use)
 
 
 @task(
@@ -204,9 +212,10 @@ def file_mounts(c, stack=None):
         "source": "remote file or directory on the head",
         "target": "local path",
         "stack": _STACK_HELP,
+        "trust-first-use": _TRUST_HELP,
     }
 )
-def rsync_down(c, source, target, stack=None):
+def rsync_down(c, source, target, stack=None, trust_first_use=False):
     """Fetch changed files from the head.
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
@@ -214,11 +223,11 @@ def rsync_down(c, source, target, stack=None):
     from ops.remote.sync import rsync_down as fetch
 
     with user_errors():
-        fetch(stack, source, target)
+        fetch(stack, source, target, trust_first_use)
 
 
-@task(help={"stack": _STACK_HELP})
-def status(c, stack=None):
+@task(help={"stack": _STACK_HELP, "trust-first-use": _TRUST_HELP})
+def status(c, stack=None, trust_first_use=False):
     """The stack's nodes, their script versions, `ray status`.
 
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
@@ -228,22 +237,23 @@ def status(c, stack=None):
     from ops.errors import user_errors
 
     with user_errors():
-        show_status(stack)
+        show_status(stack, trust_first_use)
 
 
 @task(
     help={
         "stack": _STACK_HELP,
         "output": "file to write (default: .ray-gcp/<stack>/ssh_config)",
+        "trust-first-use": _TRUST_HELP,
     }
 )
-def ssh_config(c, stack=None, output=None):
+def ssh_config(c, stack=None, output=None, trust_first_use=False):
     """Write an ssh Host block for the head to Include."""
     from ops.errors import user_errors
     from ops.remote.ssh_config import stack_ssh_config
 
     with user_errors():
-        message = stack_ssh_config(stack, output)
+        message = stack_ssh_config(stack, output, trust_first_use)
     print(message)
 
 
@@ -358,8 +368,9 @@ def local_down(c):
     "stack": _STACK_HELP,
     "port": "local port to forward (default 8265; the next free one if busy; 0: any)",
     "remote-port": "the dashboard's port on the head (default 8265)",
+    "trust-first-use": _TRUST_HELP,
 })
-def dashboard(c, stack=None, port=8265, remote_port=8265):
+def dashboard(c, stack=None, port=8265, remote_port=8265, trust_first_use=False):
     """Forward the head's Ray dashboard here and print its URL.
 
     Runs until Ctrl-C."""
@@ -367,7 +378,7 @@ def dashboard(c, stack=None, port=8265, remote_port=8265):
     from ops.remote.dashboard import serve_dashboard
 
     with user_errors():
-        serve_dashboard(stack, int(port), int(remote_port))
+        serve_dashboard(stack, int(port), int(remote_port), trust_first_use)
 
 
 @task(help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})
@@ -397,8 +408,9 @@ def get_worker_ips(c, stack=None, internal=False):
             print(ip)
 
 
-@task(help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)"})
-def monitor(c, stack=None, lines=100):
+@task(help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)",
+            "trust-first-use": _TRUST_HELP})
+def monitor(c, stack=None, lines=100, trust_first_use=False):
     """Follow the autoscaler's log on the head.
 
     The head's monitor.* logs, as `ray monitor` follows them."""
@@ -406,7 +418,7 @@ def monitor(c, stack=None, lines=100):
     from ops.remote.monitor import monitor_stack
 
     with user_errors():
-        status = monitor_stack(stack, int(lines))
+        status = monitor_stack(stack, int(lines), trust_first_use)
     exit_status(status)
 
 
@@ -418,9 +430,10 @@ def monitor(c, stack=None, lines=100):
     "pip": "`pip freeze` of each node (default on)",
     "processes": "the process list of each node (default on)",
     "processes-verbose": "the full command lines in it (default on)",
+    "trust-first-use": _TRUST_HELP,
 })
 def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=True,
-                 processes=True, processes_verbose=True):
+                 processes=True, processes_verbose=True, trust_first_use=False):
     """Collect every node's Ray logs into one local archive.
 
     Ray's logs, debug state, `pip freeze` and processes, with a progress bar."""
@@ -428,15 +441,17 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
     from ops.errors import user_errors
 
     with user_errors():
-        dump_stack(stack, output, DumpParts(logs, debug_state, pip, processes, processes_verbose))
+        dump_stack(stack, output, DumpParts(logs, debug_state, pip, processes, processes_verbose),
+                   trust_first_use)
 
 
 @task(help={
     "stack": _STACK_HELP,
     "yes": "do not ask for confirmation",
     "hard": "delete the instance through the API instead of `ray stop` on it",
+    "trust-first-use": _TRUST_HELP,
 })
-def kill_random_node(c, stack=None, yes=False, hard=False):
+def kill_random_node(c, stack=None, yes=False, hard=False, trust_first_use=False):
     """Stop Ray on a random worker, for failure drills.
 
     `ray stop` on it (--hard: delete its instance); asks first unless --yes."""
@@ -444,7 +459,7 @@ def kill_random_node(c, stack=None, yes=False, hard=False):
     from ops.errors import user_errors
 
     with user_errors():
-        kill_stack_node(stack, yes, hard)
+        kill_stack_node(stack, yes, hard, trust_first_use)
 
 
 # ---------------------------------------------------------------- capacity (ops/lifecycle)
@@ -477,8 +492,9 @@ def preflight(c, stack=None):
     "minutes": "idle minutes after which the head stops every node of the cluster",
     "down": "delete the nodes instead of stopping them",
     "cancel": "turn autostop off",
+    "trust-first-use": _TRUST_HELP,
 })
-def autostop(c, stack=None, minutes=None, down=False, cancel=False):
+def autostop(c, stack=None, minutes=None, down=False, cancel=False, trust_first_use=False):
     """Change a running cluster's autostop.
 
     --minutes N [--down], or --cancel; no node is recreated."""
@@ -486,7 +502,7 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False):
     from ops.errors import user_errors
 
     with user_errors():
-        print(change_autostop(stack, minutes, down, cancel))
+        print(change_autostop(stack, minutes, down, cancel, trust_first_use))
 
 
 @task(help={"stack": _STACK_HELP})

@@ -75,8 +75,9 @@ def main() -> int:
             "PULUMI_STACK": "bench",
         }
         invoke = [sys.executable, "-m", "invoke"]
-        subprocess.run([*invoke, "ssh-config"], env=env, cwd=PROJECT_ROOT, check=True,
-                       capture_output=True)  # pins the host key, writes key + Host block
+        # This sshd publishes no key anywhere GCE would: accept it once, as a user would.
+        subprocess.run([*invoke, "ssh-config", "--trust-first-use"], env=env, cwd=PROJECT_ROOT,
+                       check=True, capture_output=True)  # pins the host key, writes key + Host
         config = workdir / "state" / "bench" / "ssh_config"
         ssh = ["ssh", "-F", str(config), "-o", "BatchMode=yes", "ray-local"]
 

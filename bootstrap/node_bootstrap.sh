@@ -299,12 +299,15 @@ drop_file_mounts() {
 # The head's autoscaler config and the key it uses to reach the workers it launches.
 write_bootstrap_files() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
-    if metadata_attr "$CONFIG_KEY" > "$config_file.tmp"; then
+    rm -f "$config_file.tmp"
+    # 0600: it holds every worker's body (the fetched object too: fetch_object writes 0600).
+    if (umask 077 && metadata_attr "$CONFIG_KEY" > "$config_file.tmp"); then
         read_config_reference "$config_file.tmp"
         if [ -n "$reference" ]; then
             resolve_config "$config_file.tmp" || fail 4
             mkdir -p "$(state_dir)" && printf '%s\n' "$reference" > "$(state_dir)/config.reference"
         fi
+        chmod 0600 "$config_file.tmp" || fail $?
         mv "$config_file.tmp" "$config_file" || fail $?
         give_to_user "$config_file"
         log "wrote $config_file"
@@ -675,7 +678,9 @@ install_config() {
 install_config_file() {
     config_file="$NODE_HOME/ray_bootstrap_config.yaml"
     [ -f "$config_file" ] && cmp -s "$1" "$config_file" && return 0
-    if ! { cp "$1" "$config_file.tmp" && mv "$config_file.tmp" "$config_file"; }; then
+    rm -f "$config_file.tmp"
+    if ! { (umask 077 && cp "$1" "$config_file.tmp") && chmod 0600 "$config_file.tmp" \
+        && mv "$config_file.tmp" "$config_file"; }; then
         log "config watcher: could not rewrite $config_file"
         return 1
     fi
@@ -702,6 +707,9 @@ watch_config() {
     printf '%s\n' "$$" > "$pid_file.$$" && mv "$pid_file.$$" "$pid_file"
     log "config watcher pid=$$ follows metadata $CONFIG_KEY"
     fetched="$(state_dir)/config.fetched"
+    # The fetched copy holds what the config holds: private before anything is written to it
+    # (curl -o and cp keep an existing file's mode).
+    (umask 077 && : > "$fetched") && chmod 0600 "$fetched"
     etag=
     while [ "$(cat "$pid_file" 2> /dev/null)" = "$$" ]; do
         if is_local; then

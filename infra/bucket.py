@@ -17,8 +17,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap.file_mounts import FileMountArchive, bucket_name
+from infra.component_options import waits_for
 from infra.config import ClusterConfig
-from infra.labels import CLUSTER_NAME
+from infra.labels import CLUSTER_NAME, STACK
 from infra.stack_config import state_base
 
 READER_ROLE = "roles/storage.objectViewer"
@@ -35,7 +36,9 @@ class ClusterBucket(pulumi.ComponentResource):
         readers: list[pulumi.Input[str]],
         mounts: FileMountArchive | None,
         opts: pulumi.ResourceOptions | None = None,
+        stack: str = "",
     ) -> None:
+        """`stack` is the stack's identity (infra.labels.stack_identity), on the bucket."""
         super().__init__("ray-gcp:index:ClusterBucket", name, None, opts)
         self._name = name
         child = pulumi.ResourceOptions(parent=self)
@@ -48,8 +51,8 @@ class ClusterBucket(pulumi.ComponentResource):
             public_access_prevention="enforced",
             # It holds only what the program put there: `down` takes it with its objects.
             force_destroy=True,
-            labels={CLUSTER_NAME: config.cluster_name},
-            opts=child,
+            labels={CLUSTER_NAME: config.cluster_name, **({STACK: stack} if stack else {})},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
         )
         self.name = self.bucket.name
         self.readers = [

@@ -14,7 +14,7 @@ from infra.bucket import ClusterBucket
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants
 from infra.key_secret import BootstrapKeySecret
-from infra.labels import LAUNCH_CONFIG, launch_config_hash
+from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
@@ -46,10 +46,11 @@ class RayCluster(pulumi.ComponentResource):
         reapply_request: str = "",
         api_endpoint: str | None = None,
         mounts: FileMountArchive | None = None,
+        stack: str = "",
     ) -> None:
+        """`stack` is the stack's identity (infra.labels.stack_identity), on every node."""
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
-        child = pulumi.ResourceOptions(parent=self)
         user = config.auth.ssh_user
 
         # SPEC 2.1: fail early, at preview, when the project does not exist.
@@ -57,7 +58,8 @@ class RayCluster(pulumi.ComponentResource):
             project_id=plan.project, opts=pulumi.InvokeOptions(parent=self)
         ).number
         # Created first, so destroyed last: it deletes every node still labelled with the
-        # cluster (the autoscaler's own, leftovers of a half-failed up) once the rest is gone.
+        # cluster and the stack (the autoscaler's own, leftovers of a half-failed up) once the
+        # rest is gone. Its create claims the cluster name: everything else waits for it.
         self.sweeper = ClusterSweeper(
             sweeper_name(name),
             ClusterSweeperArgs(
@@ -67,9 +69,12 @@ class RayCluster(pulumi.ComponentResource):
                 has_tpu=config.has_tpu,
                 credentials=credentials,
                 api_endpoint=api_endpoint,
+                stack=stack or None,
             ),
             opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
         )
+        child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
+        stack_labels = {STACK: stack} if stack else {}
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
         if config.provider.os_login:
             self.os_login = OsLoginGrants(
@@ -83,6 +88,7 @@ class RayCluster(pulumi.ComponentResource):
             self.ssh_key.private_key,
             self.service_account.email,
             child,
+            stack=stack,
         )
         # What nodes fetch with their own service account: file_mounts, the head's config.
         self.bucket = ClusterBucket(
@@ -91,6 +97,7 @@ class RayCluster(pulumi.ComponentResource):
             [self.service_account.email, *_other_node_accounts(plan)],
             mounts,
             child,
+            stack=stack,
         )
         head_name = plan.head.instance_name
 
@@ -99,7 +106,8 @@ class RayCluster(pulumi.ComponentResource):
         # its startup script.
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
             node_type: _body(
-                config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name}, mounts
+                config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name}, mounts,
+                stack_labels,
             )
             for node_type, group in plan.node_types.items()
         }
@@ -130,7 +138,7 @@ class RayCluster(pulumi.ComponentResource):
                     mounts,
                     request=reapply_request,
                 ),
-                labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth),
+                labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth, stack_labels),
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -142,7 +150,7 @@ class RayCluster(pulumi.ComponentResource):
         self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
         for group in plan.workers:
             body = worker_bodies[group.node_type]
-            labels = _labels(group, body, auth)
+            labels = _labels(group, body, auth, stack_labels)
             opts = pulumi.ResourceOptions(parent=self, depends_on=after_head)
             if group.kind == "tpu":
                 # Each slice Pulumi keeps is a V2Vm of its own, shown and validated by Pulumi.
@@ -200,11 +208,14 @@ def _body(
     ssh_key: ClusterSshKey,
     extra: dict[str, pulumi.Input[str]],
     mounts: FileMountArchive | None,
+    stack_labels: dict[str, str],
 ) -> pulumi.Output[dict[str, Any]]:
-    """The group's node body in API JSON once the subnet and the public key are known."""
+    """The group's node body in API JSON once the subnet and the public key are known. Its
+    labels carry the stack's identity: the autoscaler launches its own nodes from this body
+    (Ray adds its labels to the body's), so they carry it too and the sweeper finds them."""
     metadata = merge_metadata(config, group, ssh_key.public_key, extra, mounts)
     return pulumi.Output.all(network.interfaces_for(group), pulumi.Output.all(**metadata)).apply(
-        lambda values: node_body(group, values[0], values[1])
+        lambda values: _with_labels(node_body(group, values[0], values[1]), stack_labels)
     )
 
 
@@ -213,6 +224,10 @@ def _other_node_accounts(plan: ClusterPlan) -> list[str]:
     own = plan.config.autoscaler_service_account_email
     emails = {group.service_account_email for group in [plan.head, *plan.node_types.values()]}
     return sorted(email for email in emails if email and email != own)
+
+
+def _with_labels(body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    return {**body, "labels": {**body.get("labels", {}), **labels}}
 
 
 def _worker_group(
@@ -250,11 +265,17 @@ def _labels(
     group: NodeGroupPlan,
     ray_node_config: pulumi.Output[dict[str, Any]],
     auth: pulumi.Output[dict[str, str]],
+    stack_labels: dict[str, str],
 ) -> pulumi.Output[dict[str, str]]:
-    """Ray's labels plus the launch hash the head's autoscaler will compute for this type.
-    The hash is a digest of the key, not the key: it is shown, not kept secret."""
+    """Ray's labels, the stack's identity, and the launch hash the head's autoscaler will
+    compute for this type. The hash is a digest of the key, not the key: it is shown, not kept
+    secret. The stack label is not in `group.labels`, which node names derive from."""
     return pulumi.Output.unsecret(
         pulumi.Output.all(ray_node_config, auth).apply(
-            lambda pair: {**group.labels, LAUNCH_CONFIG: launch_config_hash(pair[0], pair[1])}
+            lambda pair: {
+                **group.labels,
+                **stack_labels,
+                LAUNCH_CONFIG: launch_config_hash(pair[0], pair[1]),
+            }
         )
     )

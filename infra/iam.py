@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.component_options import waits_for
 from infra.config import ClusterConfig
 from infra.config.cluster import AUTOSCALER_ACCOUNT_ID
 from infra.plan import ClusterPlan
@@ -34,7 +35,9 @@ class ClusterServiceAccount(pulumi.ComponentResource):
             project=project,
             # Ray's launcher shares this account between clusters of a project.
             create_ignore_already_exists=True,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            opts=pulumi.ResourceOptions(
+                parent=self, retain_on_delete=True, depends_on=waits_for(opts)
+            ),
         )
         self.email = account.email
         self.bindings = [

@@ -10,7 +10,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.component_options import waits_for
 from infra.config import ClusterConfig
+from infra.labels import CLUSTER_NAME, STACK
 
 SECRET_MANAGER_API = "secretmanager.googleapis.com"
 ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
@@ -28,6 +30,7 @@ class BootstrapKeySecret(pulumi.ComponentResource):
         private_key: pulumi.Output[str],
         service_account_email: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
+        stack: str = "",
     ) -> None:
         super().__init__("ray-gcp:index:BootstrapKeySecret", name, None, opts)
         project = config.provider.project
@@ -38,14 +41,14 @@ class BootstrapKeySecret(pulumi.ComponentResource):
             project=project,
             service=SECRET_MANAGER_API,
             disable_on_destroy=False,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
         )
         secret = gcp.secretmanager.Secret(
             name,
             project=project,
             secret_id=f"ray-{config.cluster_name}-ssh-key",
             replication={"auto": {}},
-            labels={"ray-cluster-name": config.cluster_name},
+            labels={CLUSTER_NAME: config.cluster_name, **({STACK: stack} if stack else {})},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
         )
         version = gcp.secretmanager.SecretVersion(

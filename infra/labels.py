@@ -8,6 +8,12 @@ manages it:
   terminates, health-checks or replaces it; Pulumi owns its lifetime;
 - nodes the autoscaler launches itself: `worker` (Ray's own provider labels those).
 Every node we label is `up-to-date`: it set itself up from its startup script.
+
+Besides Ray's labels, everything a stack creates carries `ray-gcp-stack` (STACK), the stack's
+identity (`stack_identity`): the sweeper deletes only nodes carrying its own, and a stack
+refuses a cluster name whose nodes carry another's. It is kept out of the labels node names
+are derived from (`identity_labels`, `NodeGroupPlan.node_name`): adding it to the nodes of a
+stack deployed before it existed updates their labels in place, it renames (replaces) nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 CLUSTER_NAME = "ray-cluster-name"
@@ -23,6 +30,7 @@ NODE_NAME = "ray-node-name"
 USER_NODE_TYPE = "ray-user-node-type"
 LAUNCH_CONFIG = "ray-launch-config"
 NODE_STATUS = "ray-node-status"
+STACK = "ray-gcp-stack"  # ours, not Ray's: which Pulumi stack made the node
 
 KIND_HEAD = "head"
 KIND_WORKER = "worker"  # the autoscaler's own workers
@@ -46,6 +54,16 @@ def ray_labels(cluster_name: str, role: Role, node_type: str) -> dict[str, str]:
         USER_NODE_TYPE: node_type,
         NODE_STATUS: STATUS_UP_TO_DATE,
     }
+
+
+def stack_identity(organization: str, project: str, stack: str) -> str:
+    """The `ray-gcp-stack` label value: the stack's name made a valid GCE label value (at most
+    63 of lowercase letters, digits, `_` and `-`) and 8 hex of its full name, so two stacks of
+    the same name in other projects or organizations (or names that read the same once
+    lowercased) differ."""
+    readable = re.sub(r"[^a-z0-9_-]+", "-", stack.lower()).strip("-")[:54] or "stack"
+    digest = hashlib.sha256(f"{organization}/{project}/{stack}".encode()).hexdigest()[:8]
+    return f"{readable}-{digest}"
 
 
 def identity_labels(labels: dict[str, str]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.component_options import waits_for
 from infra.config import ClusterConfig, ComputeNodeConfig
 from infra.config.node_config import NetworkInterface
 from infra.plan import ClusterPlan, NodeGroupPlan, subnet_preference
@@ -46,7 +47,7 @@ class ClusterNetwork(pulumi.ComponentResource):
     def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None):
         super().__init__("ray-gcp:index:ClusterNetwork", name, None, opts)
         config = plan.config
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         if config.uses_explicit_network:
             first = _first_interface(config)
             network = (

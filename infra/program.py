@@ -12,6 +12,7 @@ from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
 from infra.cluster import RayCluster
 from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from infra.labels import stack_identity
 from infra.metadata import REAPPLY_ENV
 from infra.metadata_limits import check_metadata_limits
 from infra.plan import check_boot_disks, plan_cluster
@@ -118,6 +119,7 @@ def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) ->
         reapply_request=os.environ.get(REAPPLY_ENV, ""),
         api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
         mounts=mounts,
+        stack=stack_identity(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()),
     )
     export_outputs(cluster, config, config_file, script_versions(config, mounts))
     return cluster

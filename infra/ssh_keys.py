@@ -11,6 +11,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
+from infra.component_options import waits_for
 from infra.config import ClusterConfig, ConfigError, expand_local_path
 from infra.dynamic_types import MODULE, legacy_aliases
 
@@ -109,7 +110,7 @@ class ClusterSshKey(pulumi.ComponentResource):
             pair = GeneratedKeyPair(
                 f"{name}-pair",
                 comment=config.auth.ssh_user,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
             )
             self.private_key = pulumi.Output.secret(pair.private_key)
             self.public_key = pair.public_key

@@ -5,8 +5,9 @@ name, pulumi's selected stack) and hands the one `Stack` down; the stack file is
 the cluster YAML and the outputs when first asked for. The outputs come from the Pulumi
 Automation API, or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file
 holding one stack's outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
-too: choosing the selected stack and reading outputs need it. Light on purpose (pulumi and
-pydantic are imported where used): `invoke exec` must start fast.
+too: choosing the selected stack and reading outputs need it. `stack_credentials` is the one
+identity of every day-two Google call (the YAML's gcp_credentials, else ADC). Light on
+purpose (pulumi and pydantic are imported where used): `invoke exec` must start fast.
 """
 
 from __future__ import annotations
@@ -297,6 +298,31 @@ def cluster_credentials(settings: dict[str, str]) -> str | None:
     config = _cluster_config(settings)
     credentials = config.provider.gcp_credentials if config else None
     return credentials.credentials.get_secret_value() if credentials else None
+
+
+def stack_credentials(outputs: StackOutputs) -> str | None:
+    """The one identity of a stack's day-two Google calls (status, kill-random-node --hard,
+    down --workers-only, the host-key lookup): its `provider.gcp_credentials` as the program
+    reads them (the stack file's cluster, else the YAML named by its `cluster_config_file`
+    output); None means Application Default Credentials."""
+    from infra.config import ConfigError, load_cluster_config
+    from infra.stack_config import STACKS_DIR, StackFileError, resolve_cluster_path
+
+    try:
+        if (STACKS_DIR / f"Pulumi.{outputs.stack}.yaml").is_file():
+            return cluster_credentials(Stack(outputs.stack).settings)
+        if not outputs.cluster_config_file:
+            return None
+        path = resolve_cluster_path(outputs.cluster_config_file)
+        if not path.is_file():
+            raise OpsError(f"{outputs.cluster_config_file}, the cluster YAML stack "
+                           f"{outputs.stack!r} was deployed from, is not here: run from the "
+                           "checkout that deployed it, or restore the file")
+        config = load_cluster_config(path)
+    except (ConfigError, StackFileError) as exc:
+        raise OpsError(f"stack {outputs.stack!r}: {exc}") from None
+    secret = config.provider.gcp_credentials
+    return secret.credentials.get_secret_value() if secret is not None else None
 
 
 @dataclass(frozen=True)

@@ -161,10 +161,13 @@ def node_watcher_pid_file(tmp_path: Path) -> Path:
 
 
 def stop_watchers(tmp_path: Path) -> None:
-    """Stop the config watcher and the node watcher (with a re-apply it may be running)."""
+    """Stop every process a node run leaves: the config watcher, the node watcher (with a
+    re-apply it may be running) and the head's autostop daemon. Each leads a process group
+    of its own (the script starts them with setsid)."""
     stop_config_watcher(tmp_path)
-    with contextlib.suppress(OSError, ValueError):
-        os.killpg(int(node_watcher_pid_file(tmp_path).read_text()), signal.SIGTERM)
+    for name in ("node-watcher.pid", "autostop.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int((tmp_path / "state" / name).read_text()), signal.SIGTERM)
 
 
 def gce_env(tmp_path: Path, fake: FakeGoogle, head_name: str) -> dict[str, str]:

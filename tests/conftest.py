@@ -2,14 +2,20 @@
 
 `engine_bin` is the pinned pulumi engine `invoke engine` installed, for tests marked `engine`;
 `engine_env` the environment that keeps such a test to itself (its own PULUMI_HOME, a file
-backend and a passphrase in a temp dir, no update check, no plugin download)."""
+backend and a passphrase in a temp dir, no update check, no plugin download). At the session's
+end, a process the session started and left running fails it (`_no_process_left_behind`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from leftover_processes import leftover_processes
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
@@ -50,3 +56,21 @@ def engine_env(tmp_path: Path) -> dict[str, str]:
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
     }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Set up first, so torn down last (after the sshd and other session fixtures): the
+    session fails if a process it started is still running (a head's watchers or autostop
+    daemon, a server a test forgot), naming each; they are ended so the next run starts
+    clean."""
+    yield
+    basetemp = tmp_path_factory.getbasetemp()
+    deadline = time.monotonic() + 10  # a SIGTERM just sent takes a moment to land
+    while (left := leftover_processes(basetemp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "the test session left these processes running: " + "; ".join(
+        f"pid {pid}: {command[:200]}" for pid, command in left.items())

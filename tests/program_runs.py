@@ -33,3 +33,9 @@ def head_config_text(run: ProgramRun, head: Any) -> str:
     (stored,) = [r for r in run.of_type("gcp:storage/bucketObject:BucketObject")
                  if r.inputs["bucket"] == bucket and r.inputs["name"] == name]
     return stored.inputs["source"]
+
+
+def stack_label(run: ProgramRun) -> str:
+    """The stack identity the run's sweeper claims: every node of the run carries it."""
+    (sweeper,) = [r for r in run.resources if r.name.endswith(".sweeper")]
+    return str(sweeper.inputs["stack"])

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd_server import CLUSTER_YAML, LocalSshd, TestStack, http_server, stack_outputs_for
+from sshd_server import (
+    CLUSTER_YAML,
+    LocalSshd,
+    TestStack,
+    http_server,
+    pin_host_key,
+    stack_outputs_for,
+)
 
 
 @pytest.fixture(scope="session")
@@ -22,8 +29,16 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture
 def stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
-    """Outputs file + state dir for one test, exported like a user's environment would be."""
-    return make_stack(sshd, tmp_path, monkeypatch)
+    """Outputs file + state dir for one test, exported like a user's environment would be;
+    the sshd's host key already pinned (ops.remote.ssh refuses a key it cannot check)."""
+    return make_stack(sshd, tmp_path, monkeypatch, pin=True)
+
+
+@pytest.fixture
+def first_contact_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                        ) -> TestStack:
+    """`stack` with nothing pinned yet: the first connection meets the host key."""
+    return make_stack(sshd, tmp_path, monkeypatch, pin=False)
 
 
 @pytest.fixture
@@ -45,12 +60,13 @@ def home_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     }
     server = LocalSshd(server_dir, set_env=settings).start()
     try:
-        yield make_stack(server, tmp_path, monkeypatch)
+        yield make_stack(server, tmp_path, monkeypatch, pin=True)
     finally:
         server.stop()
 
 
-def make_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
+def make_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+               pin: bool) -> TestStack:
     mounts = tmp_path / "mounts"
     mounts.mkdir()
     (mounts / "data.txt").write_text("mounted\n")
@@ -66,6 +82,8 @@ def make_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         workdir=tmp_path,
     )
     test_stack.write_outputs(stack_outputs_for(sshd, cluster_file=str(cluster_file)))
+    if pin:
+        pin_host_key(test_stack.state_dir, test_stack.name, sshd)
     settings = {
         "RAY_GCP_STACK_OUTPUTS": str(test_stack.outputs_file),
         "RAY_GCP_STATE_DIR": str(test_stack.state_dir),

@@ -125,6 +125,18 @@ class LocalSshd:
         self.stop()
 
 
+def pin_host_key(state_dir: Path, stack: str, sshd: LocalSshd,
+                 host: str = "127.0.0.1") -> None:
+    """What a user's first `--trust-first-use` leaves: the sshd's host key pinned in the
+    stack's known_hosts under `host` (an address, or a tunnelled head's instance name), the
+    test knowing the key (no GCE publishes it)."""
+    directory = state_dir / stack
+    directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+    public = Path(f"{sshd.host_key}.pub").read_text().split()
+    with (directory / "known_hosts").open("a") as pins:
+        pins.write(f"[{host}]:{sshd.port} {public[0]} {public[1]}\n")
+
+
 def stack_outputs_for(sshd: LocalSshd, cluster_file: str = "", **overrides) -> dict:
     """The outputs contract of the Pulumi program, with head and worker both this sshd."""
     outputs = {

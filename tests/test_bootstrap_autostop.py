@@ -9,7 +9,6 @@ import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -337,7 +336,7 @@ def test_an_ssh_session_keeps_the_cluster_up(ray_head, fake, tmp_path):
 
 
 def test_the_head_script_starts_the_daemon_from_its_metadata(tmp_path):
-    from bootstrap_stubs import run_script
+    from bootstrap_stubs import run_script, stop_watchers
 
     from bootstrap.node_metadata import node_metadata
 
@@ -346,8 +345,8 @@ def test_the_head_script_starts_the_daemon_from_its_metadata(tmp_path):
     closed = f"http://127.0.0.1:{free_port()}"  # nothing answers: Ray counts as busy
     run = run_script(script, tmp_path, entries, env={
         "RAY_HEAD_IP": "10.0.0.2", "RAY_BOOTSTRAP_DASHBOARD_URL": closed,
-        "RAY_BOOTSTRAP_COMPUTE_URL": closed, "RAY_BOOTSTRAP_AUTOSTOP_POLL": "0.2"})
-    pid = int((tmp_path / "state" / "autostop.pid").read_text())
+        "RAY_BOOTSTRAP_COMPUTE_URL": closed, "RAY_BOOTSTRAP_AUTOSTOP_POLL": "0.2"},
+        keep_watcher=True)  # the daemon must outlive the run to be watched
     try:
         assert run.returncode == 0 and run.status == "ready", run.log
         assert "autostop daemon started" in run.log
@@ -355,7 +354,7 @@ def test_the_head_script_starts_the_daemon_from_its_metadata(tmp_path):
                   (tmp_path / "bootstrap.log").read_text(), "the daemon's first check")
         assert "stop after 10 idle minutes (metadata)" in (tmp_path / "bootstrap.log").read_text()
     finally:
-        os.killpg(pid, signal.SIGTERM)
+        stop_watchers(tmp_path)
 
 
 def test_changing_autostop_changes_only_the_heads_setting_entry():

@@ -148,16 +148,16 @@ def test_without_tpu_types_the_tpu_api_is_not_called(fake):
     assert fake.cloud.calls["tpu.list"] == 0
 
 
-def test_create_and_update_record_inputs_without_calling_the_api(fake, leftovers):
+def test_update_records_inputs_without_calling_the_api(fake, leftovers):
     provider = fast_sweeper()
     calls_before = sum(fake.cloud.calls.values())
 
-    created = provider.create(sweeper_props(fake.endpoint))
-    updated = provider.update(created.id, created.outs,
+    olds = sweeper_props(fake.endpoint)
+    updated = provider.update("id", olds,
                               sweeper_props(fake.endpoint, has_tpu=False, credentials=SECRET))
 
     assert sum(fake.cloud.calls.values()) == calls_before
-    assert created.outs["cluster_name"] == CLUSTER
+    assert updated.outs["cluster_name"] == CLUSTER
     assert updated.outs["has_tpu"] is False
     assert cluster_instances(fake) | cluster_tpu_nodes(fake) == leftovers
 

@@ -176,3 +176,12 @@ def test_a_file_mount_under_a_user_that_does_not_exist_is_refused_at_its_path():
 def test_a_key_under_a_user_that_does_not_exist_is_refused_at_its_path():
     found = problems(auth={"ssh_private_key": "~nosuchuser-29/.ssh/id_rsa"})
     assert "no user 'nosuchuser-29'" in found["auth.ssh_private_key"]
+
+
+@pytest.mark.parametrize("target", ["/opt/a\n/etc", "~/x\r", "/tmp/tab\there", "/x\x1b[2J"])
+def test_a_file_mounts_target_with_a_control_character_is_refused(target):
+    """A newline would make a second docker `-v` bind mount out of one target."""
+    found = problems(file_mounts={target: "README.md"})
+    (path,) = found
+    assert path.startswith("file_mounts.")
+    assert "control character" in found[path]

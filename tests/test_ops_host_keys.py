@@ -5,11 +5,12 @@ lines that cannot be read fail closed, and key files are never written through a
 from __future__ import annotations
 
 import io
+import os
 import stat
 
 import paramiko
 import pytest
-from sshd_server import keygen
+from sshd_server import keygen, stack_outputs_for
 
 from ops.errors import OpsError
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
@@ -21,6 +22,12 @@ from tests.fake_compute import FakeComputeServer
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
 PROJECT, ZONE, HEAD = "test-project", "us-west1-a", "ray-local-head-0000"
+
+
+@pytest.fixture
+def stack(first_contact_stack):
+    """These tests meet the host key for the first time: nothing pinned."""
+    return first_contact_stack
 
 
 @pytest.fixture
@@ -64,13 +71,47 @@ def test_a_key_gce_does_not_publish_is_refused_and_not_pinned(stack, sshd, gce, 
     assert known_hosts(stack).read_text() == ""
 
 
-def test_nothing_published_falls_back_to_pinning_on_first_use(stack, sshd, gce):
+def test_nothing_published_is_refused_saying_why_and_how_to_accept_once(stack, sshd, gce):
+    with pytest.raises(OpsError) as refused, Connector(load_outputs()) as connector:
+        connector.head()
+    message = str(refused.value)
+    assert "cannot be checked: GCE publishes no key for ray-local-head-0000" in message
+    assert "none published yet" in message and "--trust-first-use" in message
+    assert "\n" not in message
+    assert known_hosts(stack).read_text() == ""
+
+
+def test_an_unreachable_api_is_refused_not_trusted(stack, sshd, monkeypatch):
+    monkeypatch.setenv(COMPUTE_ENDPOINT_ENV, "127.0.0.1:9")  # nothing listens there
+    with pytest.raises(OpsError, match="could not ask the Compute API.*--trust-first-use"), \
+            Connector(load_outputs()) as connector:
+        connector.head()
+    assert known_hosts(stack).read_text() == ""
+
+
+def test_trust_first_use_pins_an_unpublished_key_once_and_says_so(stack, sshd, gce):
+    announced = io.StringIO()
+    with Connector(load_outputs(), announce=announced, trust_first_use=True) as connector:
+        connector.head()
+    assert "trusted on first use (--trust-first-use): GCE publishes no key for " \
+        "ray-local-head-0000" in announced.getvalue()
+    assert known_hosts(stack).read_text().count("\n") == 1
+    with Connector(load_outputs(), announce=io.StringIO()) as connector:
+        connector.head()  # pinned now: no flag needed
+
+
+def test_the_key_is_looked_up_in_the_nodes_own_zone(stack, sshd, gce):
+    outputs = stack_outputs_for(sshd)
+    for node in outputs["nodes"]:
+        node["zone"] = "us-west1-c"
+    stack.write_outputs(outputs)
+    host_key = paramiko.Ed25519Key.from_path(str(sshd.host_key))
+    gce.guest_attributes[(PROJECT, "us-west1-c", HEAD)] = {
+        f"hostkeys/{host_key.get_name()}": host_key.get_base64()}
     announced = io.StringIO()
     with Connector(load_outputs(), announce=announced) as connector:
         connector.head()
-    assert "trusted on first use: GCE publishes no key for ray-local-head-0000" in \
-        announced.getvalue()
-    assert known_hosts(stack).read_text().count("\n") == 1
+    assert "matches the key GCE publishes" in announced.getvalue()
 
 
 def test_published_keys_come_through_the_compute_client(gce, tmp_path):
@@ -140,3 +181,21 @@ def test_a_symlinked_state_directory_is_refused(stack, tmp_path):
     (stack.state_dir / "test").symlink_to(elsewhere)
     with pytest.raises(OpsError, match="is a symbolic link"):
         Connector(load_outputs())
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a folder to another user takes root")
+def test_a_state_directory_of_another_user_is_refused(stack):
+    directory = stack.state_dir / "test"
+    directory.mkdir(parents=True, mode=0o700)
+    os.chown(directory, 4321, 4321)
+    with pytest.raises(OpsError, match="belongs to user id 4321, not to you"):
+        Connector(load_outputs())
+    assert not (directory / "known_hosts").exists()
+
+
+def test_a_state_parent_everyone_may_write_is_refused(stack):
+    stack.state_dir.mkdir(parents=True)
+    stack.state_dir.chmod(0o777)
+    with pytest.raises(OpsError, match="writable by everyone"):
+        Connector(load_outputs())
+    assert not (stack.state_dir / "test").exists()

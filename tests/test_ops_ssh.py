@@ -15,9 +15,10 @@ from ops.stack import load_outputs, parse_outputs
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
 
-def test_first_connection_pins_host_key_and_prints_fingerprint(stack, sshd):
+def test_first_connection_pins_host_key_and_prints_fingerprint(first_contact_stack, sshd):
+    stack = first_contact_stack
     announced = io.StringIO()
-    with Connector(load_outputs(), announce=announced) as connector:
+    with Connector(load_outputs(), announce=announced, trust_first_use=True) as connector:
         connector.head()
     host_key = paramiko.Ed25519Key.from_path(str(sshd.host_key))
     assert host_key.fingerprint in announced.getvalue()
@@ -37,7 +38,6 @@ def test_second_connection_trusts_pinned_key_silently(stack):
 def test_changed_host_key_is_refused_with_clear_message(stack, sshd, tmp_path):
     impostor = paramiko.Ed25519Key.from_path(str(keygen(tmp_path / "impostor")))
     known_hosts = stack.state_dir / "test" / "known_hosts"
-    known_hosts.parent.mkdir(parents=True)
     known_hosts.write_text(f"[127.0.0.1]:{sshd.port} ssh-ed25519 {impostor.get_base64()}\n")
     with pytest.raises(OpsError) as refused, Connector(load_outputs()) as connector:
         connector.head()

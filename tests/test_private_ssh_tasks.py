@@ -16,7 +16,14 @@ from pathlib import Path
 import paramiko
 import pexpect
 import pytest
-from sshd_server import PROJECT_ROOT, TestStack, http_server, keygen, stack_outputs_for
+from sshd_server import (
+    PROJECT_ROOT,
+    TestStack,
+    http_server,
+    keygen,
+    pin_host_key,
+    stack_outputs_for,
+)
 
 from infra.config import load_cluster_config
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV
@@ -37,7 +44,20 @@ IAP_TEMPLATE = load_cluster_config(
 @pytest.fixture
 def iap(stack: TestStack, sshd, tmp_path: Path) -> TestStack:
     """The stack of a private cluster: no external IP, the head behind IAP; workers through
-    the head as always (their internal IP is the sshd's)."""
+    the head as always (their internal IP is the sshd's). The head's key is pinned under its
+    instance name, as a first `--trust-first-use` leaves it."""
+    private = private_stack(stack, sshd, tmp_path)
+    pin_host_key(private.state_dir, private.name, sshd, host=HEAD)
+    return private
+
+
+@pytest.fixture
+def iap_first_contact(stack: TestStack, sshd, tmp_path: Path) -> TestStack:
+    """`iap` with the head's key not pinned yet: the first connection meets it."""
+    return private_stack(stack, sshd, tmp_path)
+
+
+def private_stack(stack: TestStack, sshd, tmp_path: Path) -> TestStack:
     bin_dir = tmp_path / "standin-bin"
     bin_dir.mkdir()
     gcloud = bin_dir / "gcloud"
@@ -155,7 +175,9 @@ def test_ssh_config_carries_the_same_proxy_command_and_openssh_uses_it(iap, sshd
     assert tunnels(iap) == [documented_argv(sshd)] * 2
 
 
-def test_the_host_key_is_still_checked_against_what_gce_publishes(iap, sshd, tmp_path):
+def test_the_host_key_is_still_checked_against_what_gce_publishes(iap_first_contact, sshd,
+                                                                  tmp_path):
+    iap = iap_first_contact
     genuine = paramiko.Ed25519Key.from_path(str(sshd.host_key))
     wrong = paramiko.Ed25519Key.from_path(str(keygen(tmp_path / "impostor")))
     with FakeComputeServer() as gce:
@@ -171,8 +193,8 @@ def test_the_host_key_is_still_checked_against_what_gce_publishes(iap, sshd, tmp
         assert accepted.returncode == 0, accepted.stderr
         assert f"matches the key GCE publishes for {HEAD}" in accepted.stderr
         assert gce.cloud.calls["getGuestAttributes"] == 2
-    pinned = (iap.state_dir / "test" / "known_hosts").read_text()
-    assert pinned.startswith(f"[{HEAD}]:{sshd.port} ssh-ed25519 {genuine.get_base64()}")
+    pinned = (iap.state_dir / "test" / "known_hosts").read_text().splitlines()
+    assert f"[{HEAD}]:{sshd.port} ssh-ed25519 {genuine.get_base64()}" in pinned
 
 
 def test_without_gcloud_one_line_says_what_to_install(iap, tmp_path):

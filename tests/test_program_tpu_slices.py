@@ -13,7 +13,7 @@ from ray.autoscaler._private.util import hash_launch_conf
 from infra.config import parse_cluster_config
 from infra.config.cluster import ray_up_autoscaler_version
 from infra.plan import plan_cluster
-from tests.program_runs import head_config_text, run_stack, stack_yaml
+from tests.program_runs import head_config_text, run_stack, stack_label, stack_yaml
 from tests.test_program_behaviour import run_inline
 
 TPU_STACKS = ["tpu", "tpu-pod", "tpu-pod-topology"]
@@ -71,6 +71,7 @@ def test_each_kept_tpu_slice_is_a_v2vm_with_the_yamls_inputs(stack: str):
             # The plan's labels (Ray's, for a node Pulumi owns) plus the launch hash.
             labels = dict(inputs["labels"])
             assert labels.pop("ray-launch-config")
+            assert labels.pop("ray-gcp-stack") == stack_label(run)
             assert labels == group.labels
             assert "schedulingConfig" not in inputs and "serviceAccount" not in inputs
 

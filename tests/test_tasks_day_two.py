@@ -305,7 +305,7 @@ def test_new_flags_use_rays_long_names_and_no_letter_means_two_things():
         long_name, *short = argument.names
         assert all(SHORT.get(letter) == long_name for letter in short), (task_name, long_name)
     assert {argument.names[0] for name, argument in flags if name == "kill_random_node"} == {
-        "stack", "yes", "hard"}
+        "stack", "yes", "hard", "trust-first-use"}
 
 
 def test_list_shows_every_new_task_with_help_and_a_stack_flag(stack):

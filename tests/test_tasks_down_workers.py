@@ -54,7 +54,8 @@ def test_worker_urns_are_the_groups_and_kept_slices_not_the_head_or_sweeper(stac
         if resource.type == WORKER_GROUP_TYPE:
             outputs = WorkerGroupProvider()._outputs(props, [], [])
         elif resource.type == CLUSTER_SWEEPER_TYPE:
-            outputs = ClusterSweeperProvider().create(props).outs
+            # What its state holds (its create also claims the cluster, over the API).
+            outputs = ClusterSweeperProvider().update("id", props, props).outs
         else:
             outputs = props
         deployment["resources"].append({"urn": run.urns[resource.name], "type": resource.type,

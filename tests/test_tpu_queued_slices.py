@@ -33,7 +33,7 @@ from tests.fake_compute.helpers import (
     install_registering_mocks,
     tpu_body,
 )
-from tests.program_runs import run_stack, stack_yaml
+from tests.program_runs import run_stack, stack_label, stack_yaml
 from tests.test_tpu_preemption import RecordingStack
 
 QUEUED_SLICE = "pulumi-python:dynamic/ray-gcp:QueuedTpuSlice"
@@ -222,6 +222,7 @@ def test_opt_in_stack_registers_a_queued_slice_per_kept_slice_instead_of_a_v2vm(
             assert body["metadata"]["startup-script"].startswith("#!")
             labels = dict(body["labels"])
             assert labels.pop("ray-launch-config")
+            assert labels.pop("ray-gcp-stack") == stack_label(run)
             assert labels == group.labels
             seen += 1
     assert seen

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import shlex
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -603,6 +604,24 @@ class ClusterConfig(StrictModel):
                 "hyphens, starting with a letter (e.g. my-cluster)"
             )
         return value
+
+    @field_validator("file_mounts")
+    @classmethod
+    def _mount_targets(cls, mounts: dict[str, str]) -> dict[str, str]:
+        """A remote path is one line of the node's data (a newline would add a docker `-v`
+        bind mount) and a name on the node: no control character."""
+        problems = [
+            (
+                repr(target)[1:-1],
+                "a file_mounts target holds a control character (newline, tab, ...): "
+                "write the remote path without it",
+            )
+            for target in mounts
+            if any(unicodedata.category(char) == "Cc" for char in target)
+        ]
+        if problems:
+            raise PathError(problems)
+        return mounts
 
     @field_validator("available_node_types")
     @classmethod

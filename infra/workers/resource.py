@@ -98,15 +98,19 @@ class ClusterSweeperArgs:
     """Service-account JSON (or an OAuth token); kept secret in the state. None: ADC."""
     api_endpoint: str | None = None
     """host:port of an emulator or the test fake, spoken to over plain http."""
+    stack: pulumi.Input[str] | None = None
+    """The stack's identity (`ray-gcp-stack` on everything it creates): what it claims and
+    sweeps."""
 
 
 class ClusterSweeper(Resource, module=MODULE, name="ClusterSweeper"):
-    """Deleting it deletes every instance (and TPU node) labelled `ray-cluster-name=<cluster>`.
+    """Deleting it deletes every instance (and TPU node) labelled `ray-cluster-name=<cluster>`
+    and `ray-gcp-stack=<stack>`.
 
-    Create it before everything else and make the head and each WorkerGroup `depends_on` it:
-    destroy then deletes it last, after what Pulumi tracks, and it removes what Pulumi does
-    not (the autoscaler's workers, nodes of a create that failed half-way). Creating or
-    updating it calls no API.
+    Create it before everything else and make every other resource `depends_on` it: its
+    create claims the cluster name (refused when another stack's nodes hold it), and destroy
+    deletes it last, after what Pulumi tracks, so it removes what Pulumi does not (the
+    autoscaler's workers, nodes of a create that failed half-way). Updating it calls no API.
     """
 
     project: pulumi.Output[str]
@@ -124,6 +128,7 @@ class ClusterSweeper(Resource, module=MODULE, name="ClusterSweeper"):
             "has_tpu": args.has_tpu,
             "credentials": _secret(args.credentials),
             "api_endpoint": args.api_endpoint,
+            "stack": args.stack,
         }
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
         super().__init__(

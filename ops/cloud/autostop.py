@@ -61,8 +61,9 @@ def set_autostop(connector: Connector, minutes: int | None, down: bool) -> str:
     return said
 
 
-def change_autostop(stack: str | None, minutes: str | None, down: bool, cancel: bool) -> str:
+def change_autostop(stack: str | None, minutes: str | None, down: bool, cancel: bool,
+                    trust_first_use: bool = False) -> str:
     """`invoke autostop`: check the flags, then set the head's override; what was set."""
     idle_minutes = parse_request(minutes, down, cancel)
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         return set_autostop(connector, idle_minutes, down)

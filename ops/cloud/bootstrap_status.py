@@ -46,9 +46,11 @@ def read_node(connector: Connector, node: Node, attributes_dir: str | None = Non
               log_file: str | None = None) -> NodeBootstrap:
     wanted = connector.outputs.wanted_version(node)
     directory = shlex.quote(attributes_dir or ATTRIBUTES_DIR)
+    # The log is root's alone (0600): read with sudo, as the head's tail in status.py.
+    tail_log = f"tail -n {LOG_TAIL_LINES} {shlex.quote(log_file or BOOTSTRAP_LOG)}"
     command = (f"cat {directory}/version 2>/dev/null; echo; cat {directory}/status 2>/dev/null;"
                f" echo; case $(cat {directory}/status 2>/dev/null) in failed:*) "
-               f"tail -n {LOG_TAIL_LINES} {shlex.quote(log_file or BOOTSTRAP_LOG)} 2>&1;; esac")
+               f"{{ sudo -n {tail_log} 2>/dev/null || {tail_log} 2>&1; }};; esac")
     try:
         _, out, _ = run_captured(connector.node(node), command)
     except OpsError as exc:

@@ -4,10 +4,17 @@ Like `ray cluster-dump`: per node the session's logs (or only its `debug_state*.
 freeze`, the process list and the bootstrap log's tail, streamed over SSH as a tar.gz (no copy
 on the node's disk) while a progress bar counts nodes and bytes. The archive holds one folder
 per node; a node that cannot be reached is named on stderr and the rest is still written.
+
+What a node streams is untrusted (ops/remote/untrusted.py): each member's path is made relative
+to its node's folder (an absolute one or one climbing out with `..` is refused, named on stderr, and
+the rest goes on), only files and folders are kept, modes lose setuid/setgid/sticky, owners
+become the user making the archive, the node's stderr is kept to its last 64 KB (read while the
+archive streams), and the archive is 0600 (the logs may hold secrets).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import tarfile
@@ -16,17 +23,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell
 from ops.remote.progress import ProgressBar
 from ops.remote.ssh import Connector, connect_stack
+from ops.remote.untrusted import (
+    CappedTail,
+    RefusedEntry,
+    drain,
+    drain_in_background,
+    member_path,
+    safe_mode,
+)
 from ops.stack import Node
 
 SESSION_DIR = "/tmp/ray/session_latest"  # where Ray keeps the current session's logs
-_CHUNK = 65536
+STDERR_CAP = 64 * 1024  # the end of a node's stderr, for the one line a failure shows
 
 
 @dataclass(frozen=True)
@@ -54,8 +69,9 @@ def collect_command(parts: DumpParts, session_dir: str = "", log_file: str = "")
         lines.append('{ python -m pip freeze || python3 -m pip freeze; } > "$work/pip_packages.txt"'
                      ' 2>&1; set -- "$@" pip_packages.txt')
     bootstrap_log = shlex.quote(log_file or BOOTSTRAP_LOG)
-    lines.append(f'tail -n 2000 {bootstrap_log} > "$work/ray-bootstrap.log" 2>&1;'
-                 ' set -- "$@" ray-bootstrap.log')
+    # The log is root's alone (0600): read it with sudo, as `invoke status` does.
+    lines.append(f'{{ sudo -n tail -n 2000 {bootstrap_log} || tail -n 2000 {bootstrap_log}; }}'
+                 ' > "$work/ray-bootstrap.log" 2>&1; set -- "$@" ray-bootstrap.log')
     if parts.logs:
         lines.append(f'[ -d {session}/logs ] && set -- "$@" -C "$(readlink -f {session})" logs')
     elif parts.debug_state:
@@ -94,53 +110,81 @@ def cluster_dump(connector: Connector, output: Path, parts: DumpParts, session_d
         failed = [f"{node.name}: {error}" for node, _, error in results if error]
         if len(failed) == len(nodes):
             raise OpsError("no node could be dumped: " + "; ".join(failed))
-        with tarfile.open(output, "w:gz") as archive:
+        with private_file(output) as sink, tarfile.open(fileobj=sink, mode="w:gz") as archive:
             for node, part, _ in results:
                 if part is not None:
-                    _add_node(archive, node.name, part)
+                    for refused in _add_node(archive, node.name, part):
+                        print(f"cluster-dump: {node.name}: left out {refused}", file=err)
     return output, failed
+
+
+def private_file(path: Path) -> BinaryIO:
+    """`path` opened for writing, readable by its owner only, whatever it was before."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(descriptor, 0o600)
+    return os.fdopen(descriptor, "wb")
 
 
 def _stream_to(connector: Connector, node: Node, command: str, part: Path,
                bar: ProgressBar) -> None:
     channel = connector.node(node).get_transport().open_session()
-    errors = bytearray()
+    errors = CappedTail(STDERR_CAP)
     try:
         channel.exec_command(node_shell(command))
         channel.shutdown_write()
+        stderr_reader = drain_in_background(channel.recv_stderr, errors.write)
         with part.open("wb") as sink:
-            while data := channel.recv(_CHUNK):
+
+            def write(data: bytes) -> None:
                 sink.write(data)
                 bar.add_bytes(len(data))
-                while channel.recv_stderr_ready():
-                    errors += channel.recv_stderr(_CHUNK)
-        while channel.recv_stderr_ready():
-            errors += channel.recv_stderr(_CHUNK)
+
+            drain(channel.recv, write)
+        stderr_reader.join()
         status = channel.recv_exit_status()
     except OSError as exc:
         raise OpsError(f"the dump of {node.name} broke off: {exc}") from None
     finally:
         channel.close()
     if status != 0:
-        detail = errors.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+        detail = bytes(errors.kept).decode(errors="replace").strip().splitlines()[-1:] or [
+            "no message"
+        ]
         raise OpsError(f"collecting on {node.name} exited {status}: {detail[0]}")
 
 
-def _add_node(archive: tarfile.TarFile, name: str, part: Path) -> None:
-    """Copy a node's tar.gz into the archive under `<node name>/`."""
+def _add_node(archive: tarfile.TarFile, name: str, part: Path) -> list[str]:
+    """Copy a node's tar.gz into the archive under `<node name>/`; returns what was left out,
+    one line each (see the module docstring)."""
+    refused: list[str] = []
+    seen: set[str] = set()
     with tarfile.open(part, "r:gz") as source:
         for member in source:
             if not (member.isfile() or member.isdir()):
                 continue
+            try:
+                relative = member_path(member.name)
+            except RefusedEntry as exc:
+                refused.append(str(exc))
+                continue
+            if relative in seen:
+                refused.append(f"{member.name!r} is listed twice")
+                continue
+            seen.add(relative)
             data = source.extractfile(member) if member.isfile() else None
-            member.name = f"{name}/{member.name.removeprefix('./')}".rstrip("/")
+            member.name = f"{name}/{relative}".rstrip("/")
+            member.mode = safe_mode(member.mode)
+            member.uid, member.gid = os.getuid(), os.getgid()
+            member.uname = member.gname = ""
             archive.addfile(member, data)
+    return refused
 
 
-def dump_stack(stack: str | None, output: str | None, parts: DumpParts) -> None:
+def dump_stack(stack: str | None, output: str | None, parts: DumpParts,
+               trust_first_use: bool = False) -> None:
     """`invoke cluster-dump`: write the archive (to `output`, else `default_output()`) and
     name what could not be collected."""
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         archive, failed = cluster_dump(connector, Path(output) if output else default_output(),
                                        parts)
     for line in failed:

@@ -1,9 +1,10 @@
 """`invoke kill-random-node`: stop Ray on one random worker, for failure drills.
 
 As `ray kill-random-node` does: by default a soft kill (`ray stop` on the node, which stays
-up); `--hard` deletes the instance (or TPU VM) through the API with Application Default
-Credentials, as Ray's node provider terminates it. Asks first unless --yes. With no workers it
-says so and succeeds, as Ray does. A worker of a WorkerGroup is brought back by the next `up`.
+up); `--hard` deletes the instance (or TPU VM) through the API as the stack's identity
+(cloud_api.py), as Ray's node provider terminates it. Asks first unless --yes. With no
+workers it says so and succeeds, as Ray does. A worker of a WorkerGroup is brought back by
+the next `up`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell, stream_command
 from ops.remote.ssh import Connector, connect_stack
-from ops.stack import Node
+from ops.stack import Node, StackOutputs, stack_credentials
 
 KILL_COMMAND = "ray stop"
 PROMPT = "A random node will be killed. Confirm [y/N]: "
@@ -45,7 +46,7 @@ def kill_random_node(
     node = choose(workers)
     if hard:
         print(f"Terminating {node.name}", flush=True)
-        terminate(connector.outputs.project, connector.outputs.zone, node)
+        terminate(connector.outputs, node)
         return node
     command = KILL_COMMAND
     if connector.outputs.docker_container_name:
@@ -58,17 +59,21 @@ def kill_random_node(
     return node
 
 
-def terminate(project: str, zone: str, node: Node) -> None:
-    """Delete the instance (or the TPU VM) and wait for it to go."""
+def terminate(outputs: StackOutputs, node: Node) -> None:
+    """Delete the instance (or the TPU VM), in its own zone, as the stack's identity, and wait
+    for it to go."""
     from ops.cloud.cloud_api import api_errors, nodes_api
 
     with api_errors(f"deleting {node.name}"):
-        nodes_api(project, zone, node.api).delete([node.name])
+        api = nodes_api(outputs.project, node.zone or outputs.zone, node.api,
+                        stack_credentials(outputs))
+        api.delete([node.name])
 
 
-def kill_stack_node(stack: str | None, yes: bool, hard: bool) -> None:
+def kill_stack_node(stack: str | None, yes: bool, hard: bool,
+                    trust_first_use: bool = False) -> None:
     """`invoke kill-random-node`: kill one random worker of the stack and name it."""
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         node = kill_random_node(connector, yes, hard)
     if node is not None:
         print(f"Killed node with IP {node.internal_ip}")

@@ -10,7 +10,6 @@ says so. The stack outputs know what should exist; the APIs say what does.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -130,13 +129,11 @@ def preemption_lines(
     from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
     from requests import RequestException
 
-    from infra.workers.clients import ApiClients, build_credentials
-    from ops.cloud.cloud_api import API_ENDPOINT_ENV
+    from ops.cloud.cloud_api import api_clients
 
     if not outputs.nodes:
         return []
-    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
-    clients = ApiClients(build_credentials(None, endpoint), endpoint)
+    clients = api_clients(outputs, endpoint)
     try:
         fates = node_fates(outputs, clients)
     except DefaultCredentialsError:

@@ -3,12 +3,10 @@ then `ray status` from the head."""
 
 from __future__ import annotations
 
-import os
 import shlex
 from datetime import datetime
 
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
-from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.cloud.preemptions import preemption_lines
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
@@ -59,10 +57,9 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
     from requests import RequestException
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
-    from infra.workers.clients import ApiClients, build_credentials
+    from ops.cloud.cloud_api import api_clients
 
-    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
-    clients = ApiClients(build_credentials(None, endpoint), endpoint)
+    clients = api_clients(outputs, endpoint)
     try:
         head = clients.instances.get(project=outputs.project, zone=outputs.zone,
                                      instance=outputs.head_name, retry=None)
@@ -81,10 +78,10 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
     return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
 
 
-def show_status(stack: str | None) -> None:
+def show_status(stack: str | None, trust_first_use: bool = False) -> None:
     """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
     and `ray status`; an unreachable head is explained by the Compute API when it can be."""
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         print(nodes_table(connector.outputs), flush=True)
         for line in preemption_lines(connector.outputs):
             print(line, flush=True)

@@ -22,7 +22,7 @@ from ops.errors import OpsError
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import operate, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
-from ops.stack import Stack, require_cli, select_stack
+from ops.stack import Stack, cluster_credentials, require_cli, select_stack
 
 
 def worker_urns(deployment: dict[str, Any]) -> list[str]:
@@ -74,22 +74,26 @@ def down_workers(stack: Stack, keep_min: bool, workers_only: bool) -> None:
         run_operation(stack, "destroy", target=urns, target_dependents=True)
     else:
         print(f"stack {stack.name!r} keeps no workers")
-    deleted = delete_autoscaler_workers(outputs.project, outputs.zone, outputs.cluster_name)
+    credentials = cluster_credentials(stack.settings)
+    deleted = delete_autoscaler_workers(
+        outputs.project, outputs.zone, outputs.cluster_name, credentials=credentials
+    )
     if has_tpu:
         deleted += delete_autoscaler_workers(
-            outputs.project, outputs.zone, outputs.cluster_name, "tpu"
+            outputs.project, outputs.zone, outputs.cluster_name, "tpu", credentials
         )
     print(f"deleted {len(deleted)} worker(s) of Ray's autoscaler")
 
 
 def delete_autoscaler_workers(
-    project: str, zone: str, cluster_name: str, kind: str = "compute"
+    project: str, zone: str, cluster_name: str, kind: str = "compute",
+    credentials: str | None = None,
 ) -> list[str]:
     """The cluster's Ray workers (instances, or TPU nodes) of Ray's autoscaler's own kind that
     no group owns, deleted; the slices Pulumi keeps are `unmanaged` and stay."""
     what = "TPU node(s)" if kind == "tpu" else "worker(s)"
     with api_errors(f"deleting the autoscaler's {what}"):
-        api = nodes_api(project, zone, kind)
+        api = nodes_api(project, zone, kind, credentials)
         workers = api.list_nodes({CLUSTER_NAME: cluster_name, NODE_KIND: KIND_WORKER})
         names = [node.name for node in workers if GROUP_LABEL not in node.labels]
         if names:  # the API waits for each deletion: say what it is waiting for

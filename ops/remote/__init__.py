@@ -7,6 +7,8 @@ tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the 
 the right shell or container (`commands`), what attach, exec and submit do with their flags
 (`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), SFTP sync
 with rsync's filters (`sync`, filters from bootstrap.sync_filter; `cluster_file`, `progress`),
+what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also
+used by ops.cloud's cluster dump),
 the autoscaler log (`monitor`) and the ssh config block (`ssh_config`). Light on purpose:
 `invoke exec` must start fast, so pulumi and pydantic stay out of its imports.
 May import `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:

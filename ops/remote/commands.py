@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
+from ops.remote.untrusted import OUTPUT_CAP, CappedTail, drain, drain_in_background
 
 if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is made
     import paramiko
@@ -132,16 +133,22 @@ def _copy(receive: Callable[[int], bytes], sink: BinaryIO | PrefixedLines) -> No
         sink.end()
 
 
-def run_captured(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
-    """Small commands whose output we inspect (ray status, log tails)."""
+def run_captured(
+    client: paramiko.SSHClient, command: str, cap: int = OUTPUT_CAP
+) -> tuple[int, str, str]:
+    """Small commands whose output we inspect (ray status, log tails). Both streams are read
+    at once to their end, and only the last `cap` bytes of each are kept (ops/remote/untrusted.py):
+    a node that floods one of them neither stalls the call nor fills our memory."""
     channel = client.get_transport().open_session()
+    out, err = CappedTail(cap), CappedTail(cap)
     try:
         channel.exec_command(command)
         channel.shutdown_write()
-        out = channel.makefile("rb").read()
-        err = channel.makefile_stderr("rb").read()
+        stderr_reader = drain_in_background(channel.recv_stderr, err.write)
+        drain(channel.recv, out.write)
+        stderr_reader.join()
         status = channel.recv_exit_status()
-        return status, out.decode(errors="replace"), err.decode(errors="replace")
+        return status, out.text(), err.text()
     finally:
         channel.close()
 

@@ -27,9 +27,10 @@ def forward_dashboard(connector: Connector, port: int, remote_port: int) -> Port
                    "with a free one (0 picks any)")
 
 
-def serve_dashboard(stack: str | None, port: int, remote_port: int) -> None:
+def serve_dashboard(stack: str | None, port: int, remote_port: int,
+                    trust_first_use: bool = False) -> None:
     """Forward the dashboard and print its URL, until Ctrl-C."""
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         forward = forward_dashboard(connector, port, remote_port)
         print(f"dashboard: http://127.0.0.1:{forward.local_port} (Ctrl-C stops)", flush=True)
         try:

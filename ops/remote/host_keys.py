@@ -5,15 +5,19 @@ The guest agent on GCE images writes the instance's SSH host keys to guest attri
 returns them to anyone who may view the instance (`instances.getGuestAttributes`). A key that
 matches one of them is the instance's own, not a man in the middle's.
 
-They are not always there: TPU VMs are not Compute instances, the agent may not have written
-them yet, or no credentials are at hand. Then `PublishedKeys.keys` is empty and `reason` says
-why, and the caller falls back to pinning on first use.
+A TPU VM is not a Compute instance: its keys are the TPU API's guest attributes of the node
+(`nodes.getGuestAttributes` with `queryPath` and `workerIds`, per the TPU v2 discovery
+document), asked for host 0, the one SSH reaches. Each node is looked up in its own zone.
 
-`RAY_GCP_COMPUTE_ENDPOINT=host:port` points the lookup at an emulator or the test fake (plain
-http, anonymous); otherwise it asks compute.googleapis.com with Application Default Credentials.
-The Google libraries are slower to import than a whole SSH round trip, so they are imported
-only on a first contact and only when such credentials can exist (the key file, gcloud's ADC
-file, or a GCE machine).
+They are not always there: the agent may not have written them yet, or no credentials are at
+hand. Then `PublishedKeys.keys` is empty and `reason` says why, and the caller refuses unless
+the user accepts the key once (ops/remote/ssh.py).
+
+The lookup runs as the stack's identity (`credentials`, ops.stack.stack_credentials; None:
+Application Default Credentials). `RAY_GCP_COMPUTE_ENDPOINT=host:port` points it at an
+emulator or the test fake (plain http). The Google libraries are slower to import than a
+whole SSH round trip, so they are imported only on a first contact and only when credentials
+can exist (the stack's own, the ADC key file, gcloud's ADC file, or a GCE machine).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 COMPUTE_ENDPOINT_ENV = "RAY_GCP_COMPUTE_ENDPOINT"
-COMPUTE_READONLY = "https://www.googleapis.com/auth/compute.readonly"
 HOSTKEYS_PATH = "hostkeys/"
 LOOKUP_TIMEOUT = 15.0
 
@@ -36,38 +39,67 @@ class PublishedKeys:
     reason: str = ""
 
 
-def published_host_keys(project: str, zone: str, instance: str) -> PublishedKeys:
-    """The keys GCE publishes for `instance`; empty with a reason when none can be had."""
+def published_host_keys(
+    project: str, zone: str, instance: str, api: str = "compute", credentials: str | None = None
+) -> PublishedKeys:
+    """The keys GCE publishes for `instance` (a TPU node when `api` is "tpu") in its `zone`,
+    asked as `credentials`; empty with a reason when none can be had."""
     if not (project and zone and instance):
         return PublishedKeys(frozenset(), "the stack outputs name no project, zone or instance")
-    if not (os.environ.get(COMPUTE_ENDPOINT_ENV) or credentials_may_exist()):
-        return PublishedKeys(frozenset(), "no Application Default Credentials to ask the "
-                                          "Compute API with (`gcloud auth application-default "
-                                          "login`)")
+    endpoint = os.environ.get(COMPUTE_ENDPOINT_ENV) or None
+    if not (endpoint or credentials or credentials_may_exist()):
+        return PublishedKeys(frozenset(), "no credentials to ask the API with (set "
+                                          "provider.gcp_credentials or run `gcloud auth "
+                                          "application-default login`)")
     from google.api_core import exceptions as api_errors
     from google.auth import exceptions as auth_errors
 
-    try:
-        client = _instances_client()
-        from google.cloud import compute_v1
+    from infra.workers.clients import ApiClients, build_credentials
 
-        answer = client.get_guest_attributes(
-            request=compute_v1.GetGuestAttributesInstanceRequest(
-                project=project, zone=zone, instance=instance, query_path=HOSTKEYS_PATH
-            ),
-            timeout=LOOKUP_TIMEOUT,
-        )
+    clients = ApiClients(build_credentials(credentials, endpoint), endpoint)
+    what = "TPU" if api == "tpu" else "Compute"
+    try:
+        items = (_tpu_items if api == "tpu" else _compute_items)(clients, project, zone, instance)
     except api_errors.NotFound:
-        return PublishedKeys(frozenset(), "none published yet (or not a Compute instance)")
+        return PublishedKeys(frozenset(), f"none published yet in {zone} (the {what} API "
+                                          "knows no such node or attributes)")
     except (api_errors.GoogleAPIError, auth_errors.GoogleAuthError, OSError) as exc:
-        return PublishedKeys(frozenset(), f"could not ask the Compute API: {_first_line(exc)}")
+        return PublishedKeys(frozenset(), f"could not ask the {what} API: {_first_line(exc)}")
     # Like gcloud's `compute ssh`: the value is the key's base64, cut at any whitespace.
     keys = frozenset(
         item.value.split()[0]
-        for item in answer.query_value.items
+        for item in items
         if item.namespace == HOSTKEYS_PATH.rstrip("/") and item.value.strip()
     )
     return PublishedKeys(keys, "" if keys else "none published yet")
+
+
+def _compute_items(clients, project: str, zone: str, instance: str) -> list:
+    from google.cloud import compute_v1
+
+    answer = clients.instances.get_guest_attributes(
+        request=compute_v1.GetGuestAttributesInstanceRequest(
+            project=project, zone=zone, instance=instance, query_path=HOSTKEYS_PATH
+        ),
+        timeout=LOOKUP_TIMEOUT,
+    )
+    return list(answer.query_value.items)
+
+
+def _tpu_items(clients, project: str, zone: str, node: str) -> list:
+    """Host 0's entries: it is the host SSH reaches (the node's first network endpoint)."""
+    from google.cloud import tpu_v2
+
+    answer = clients.tpu.get_guest_attributes(
+        request=tpu_v2.GetGuestAttributesRequest(
+            name=f"projects/{project}/locations/{zone}/nodes/{node}",
+            query_path=HOSTKEYS_PATH,
+            worker_ids=["0"],
+        ),
+        timeout=LOOKUP_TIMEOUT,
+    )
+    return [item for attributes in answer.guest_attributes
+            for item in attributes.query_value.items]
 
 
 def credentials_may_exist() -> bool:
@@ -84,27 +116,6 @@ def credentials_may_exist() -> bool:
         return "Google" in Path("/sys/class/dmi/id/product_name").read_text()
     except OSError:
         return False
-
-
-def _instances_client():
-    """The Compute client: the endpoint from the environment (anonymous, http), else ADC.
-    Credentials are looked up before the client library is imported: it is slow to import."""
-    endpoint = os.environ.get(COMPUTE_ENDPOINT_ENV)
-    if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        credentials, transport = AnonymousCredentials(), {"host": endpoint, "url_scheme": "http"}
-    else:
-        import google.auth
-
-        credentials, _ = google.auth.default(scopes=[COMPUTE_READONLY])
-        transport = {}
-    from google.cloud.compute_v1 import InstancesClient
-    from google.cloud.compute_v1.services.instances.transports import InstancesRestTransport
-
-    return InstancesClient(
-        transport=InstancesRestTransport(credentials=credentials, **transport)
-    )
 
 
 def _first_line(exc: Exception) -> str:

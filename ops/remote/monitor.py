@@ -34,7 +34,7 @@ def monitor(connector: Connector, lines: int = 100, logs: str = "", follow: bool
     return stream_command(client, node_shell(tail), output, sys.stderr.buffer)
 
 
-def monitor_stack(stack: str | None, lines: int) -> int:
+def monitor_stack(stack: str | None, lines: int, trust_first_use: bool = False) -> int:
     """`invoke monitor`: follow the head's autoscaler log until Ctrl-C; the exit status."""
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         return monitor(connector, lines)

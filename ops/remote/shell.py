@@ -25,12 +25,12 @@ from ops.remote.ssh import connect_stack
 
 
 def attach(stack: str | None, tmux: bool, screen: bool, port_forward: list[str] | None,
-           node: str | None, new: bool) -> int:
+           node: str | None, new: bool, trust_first_use: bool = False) -> int:
     """A shell on the head (or `node`), in the shared or a new tmux/screen session, with
     local port forwards printed as they start; the shell's exit status."""
     command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
     ports = [parse_forward(spec) for spec in port_forward or []]
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
         forwards = [PortForward(client.get_transport(), *pair).start() for pair in ports]
@@ -44,11 +44,12 @@ def attach(stack: str | None, tmux: bool, screen: bool, port_forward: list[str] 
 
 
 def exec_command(stack: str | None, cmd: str, all_nodes: bool, node: str | None, docker: bool,
-                 login: bool, tmux: bool, screen: bool, port_forward: list[str] | None) -> int:
+                 login: bool, tmux: bool, screen: bool, port_forward: list[str] | None,
+                 trust_first_use: bool = False) -> int:
     """`cmd` on the head, `node` or every node; the remote exit status (the first non-zero)."""
     if all_nodes and node:
         raise OpsError("--all-nodes and --node are alternatives: pick one")
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         wrap = detacher(tmux, screen)
         if all_nodes:
             one_node_only(wrap, port_forward)
@@ -64,14 +65,14 @@ def exec_command(stack: str | None, cmd: str, all_nodes: bool, node: str | None,
 
 def submit(stack: str | None, script: str, remainder: str, argv: list[str], args: str | None,
            docker: bool, login: bool, tmux: bool, screen: bool,
-           port_forward: list[str] | None) -> int:
+           port_forward: list[str] | None, trust_first_use: bool = False) -> int:
     """Upload `script` and run it on the head with the arguments after `--` (from invoke's
     `remainder` and the process's `argv`, which keeps quoted arguments whole) or Ray's
     deprecated `--args`; the remote exit status."""
     script_args = remainder_argv(remainder, argv)
     if not Path(script).is_file():
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         if args is not None:  # Ray's deprecated `--args "..."`
             if script_args:
                 raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")

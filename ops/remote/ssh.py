@@ -29,10 +29,12 @@ from ops.paths import known_hosts_path, open_no_follow
 from ops.remote.host_keys import PublishedKeys, published_host_keys
 from ops.remote.os_login import os_login_user
 from ops.remote.ssh_proxy import proxy_command, require_proxy_tool
-from ops.stack import Node, StackOutputs, load_outputs
+from ops.stack import Node, StackOutputs, load_outputs, stack_credentials
 
 # (project, zone, instance) -> the host keys GCE publishes for it
-KeyLookup = Callable[[str, str, str], PublishedKeys]
+KeyLookup = Callable[[str, str, str, str, "str | None"], PublishedKeys]
+"""(project, zone, instance, api, credentials) -> the keys GCE publishes for the node."""
+TRUST_FIRST_USE_FLAG = "--trust-first-use"
 
 CONNECT_TIMEOUT = 15.0
 
@@ -75,12 +77,14 @@ def read_pins(path: Path) -> list[HostKeyEntry]:
 
 
 class UnpublishedHostKey(paramiko.SSHException):
-    """The offered key is none of those GCE publishes for the instance."""
+    """The offered key is none of those GCE publishes for the instance, or (not asked to
+    trust it on first use) there is nothing to check it against."""
 
 
 class PinOnFirstUse(paramiko.MissingHostKeyPolicy):
-    """Unknown host: check its key against the keys GCE publishes for `instance` (when it
-    publishes any), append it to the stack's known_hosts and say so.
+    """Unknown host: check its key against the keys GCE publishes for `instance`, append it
+    to the stack's known_hosts and say so. When none can be had, the key is refused with the
+    reason, unless `trust_first_use` (the user's `--trust-first-use`) accepts it once.
 
     Known hosts never reach this policy: paramiko compares them itself and raises
     BadHostKeyException on a mismatch, which Connector turns into a refusal.
@@ -89,14 +93,20 @@ class PinOnFirstUse(paramiko.MissingHostKeyPolicy):
     _lock = threading.Lock()
 
     def __init__(self, path: Path, announce: TextIO, instance: str,
-                 published: Callable[[], PublishedKeys]) -> None:
+                 published: Callable[[], PublishedKeys], trust_first_use: bool = False) -> None:
         self.path = path
         self.announce = announce
         self.instance = instance
         self.published = published
+        self.trust_first_use = trust_first_use
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey):
         published = self.published()
+        if not published.keys and not self.trust_first_use:
+            raise UnpublishedHostKey(
+                f"offered {key.get_name()} {key.fingerprint}, which cannot be checked: GCE "
+                f"publishes no key for {self.instance} ({published.reason})"
+            )
         if published.keys and key.get_base64() not in published.keys:
             raise UnpublishedHostKey(
                 f"offered {key.get_name()} {key.fingerprint}, which is none of the host keys "
@@ -108,8 +118,8 @@ class PinOnFirstUse(paramiko.MissingHostKeyPolicy):
             with open_no_follow(self.path, flags) as known_hosts:
                 known_hosts.write(f"{hostname} {key.get_name()} {key.get_base64()}\n".encode())
         how = (f"it matches the key GCE publishes for {self.instance}" if published.keys
-               else f"trusted on first use: GCE publishes no key for {self.instance}, "
-                    f"{published.reason}")
+               else f"trusted on first use ({TRUST_FIRST_USE_FLAG}): GCE publishes no key "
+                    f"for {self.instance}, {published.reason}")
         print(
             f"pinned host key of {hostname}: {key.get_name()} {key.fingerprint} "
             f"(in {self.path}; {how})",
@@ -128,8 +138,10 @@ class Connector:
         announce: TextIO = sys.stderr,
         timeout: float = CONNECT_TIMEOUT,
         key_lookup: KeyLookup = published_host_keys,
+        trust_first_use: bool = False,
     ) -> None:
         self.outputs = outputs
+        self.trust_first_use = trust_first_use
         self.known_hosts = known_hosts or known_hosts_path(outputs.stack)
         with open_no_follow(self.known_hosts, os.O_WRONLY | os.O_CREAT | os.O_APPEND):
             pass
@@ -205,10 +217,9 @@ class Connector:
         for entry in read_pins(self.known_hosts):
             for name in entry.hostnames:
                 client.get_host_keys().add(name, entry.key.get_name(), entry.key)
-        outputs = self.outputs
         client.set_missing_host_key_policy(PinOnFirstUse(
             self.known_hosts, self.announce, instance,
-            lambda: self.key_lookup(outputs.project, outputs.zone, instance)))
+            lambda: self._published_keys(instance), self.trust_first_use))
         try:
             client.connect(
                 host,
@@ -232,9 +243,12 @@ class Connector:
             ) from None
         except UnpublishedHostKey as exc:
             client.close()
+            accept = ("" if self.trust_first_use else
+                      f"; to accept the key offered now once (it is pinned then), run again "
+                      f"with {TRUST_FIRST_USE_FLAG}")
             raise OpsError(
                 f"host key of {what} at {host}:{port} {exc}: refusing to connect (nothing "
-                "was pinned)"
+                f"was pinned){accept}"
             ) from None
         except paramiko.AuthenticationException:
             client.close()
@@ -263,6 +277,20 @@ class Connector:
             raise OpsError(f"cannot reach {what} at {host}:{port}: {exc.strerror or exc}") from None
         return client
 
+    def _published_keys(self, instance: str) -> PublishedKeys:
+        """The keys GCE publishes for `instance`, looked up in the node's own zone (a worker
+        may have failed over to another), with its API (a TPU node's), as the stack's
+        identity (ops.stack.stack_credentials)."""
+        outputs = self.outputs
+        node = next((n for n in outputs.nodes if n.name == instance), None)
+        zone = (node.zone if node else "") or outputs.zone
+        api = "tpu" if instance.endswith("-tpu") else "compute"
+        try:
+            credentials = stack_credentials(outputs)
+        except OpsError as exc:
+            return PublishedKeys(frozenset(), f"the stack's credentials cannot be read: {exc}")
+        return self.key_lookup(outputs.project, zone, instance, api, credentials)
+
 
 def head_socket(outputs: StackOutputs) -> tuple[str, paramiko.ProxyCommand | None]:
     """How the head is dialled: its address directly, or through the stack's ProxyCommand
@@ -281,6 +309,7 @@ def _refused(exc: Exception) -> bool:
     return any(isinstance(err, ConnectionRefusedError) for err in errors.values())
 
 
-def connect_stack(stack: str | None) -> Connector:
-    """The Connector for `--stack` (or the default stack); connections open on first use."""
-    return Connector(load_outputs(stack))
+def connect_stack(stack: str | None, trust_first_use: bool = False) -> Connector:
+    """The Connector for `--stack` (or the default stack); connections open on first use.
+    `trust_first_use` pins a host key GCE publishes nothing for (`--trust-first-use`)."""
+    return Connector(load_outputs(stack), trust_first_use=trust_first_use)

@@ -59,11 +59,12 @@ def write_ssh_config(
     return dest
 
 
-def stack_ssh_config(stack: str | None, output: str | None) -> str:
+def stack_ssh_config(stack: str | None, output: str | None,
+                     trust_first_use: bool = False) -> str:
     """`invoke ssh-config`: pin the head's host key, write the block (to `output` when given)
     and say how to use it."""
     chosen = in_existing_folder(output, "--output") if output else None
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
         path = write_ssh_config(connector.outputs, connector.known_hosts,
                                 connector.login_user(), chosen)

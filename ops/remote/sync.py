@@ -5,6 +5,12 @@ changed.
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
 copied to the other side, so the next run's size+mtime check skips unchanged files. Files and
 bytes are counted as they move (progress.py draws them on a terminal).
+
+What `sync_down` reads from a node is untrusted (untrusted.py): every listed name must be
+one path component, listed once; a file is written only at its own place in the destination,
+never through a link or over a folder (opened with O_NOFOLLOW); a remote link is made again
+only when it points down inside its own folder; modes lose setuid/setgid/sticky and nothing is
+chowned. An entry that breaks a rule is named in `SyncReport.refused` and the rest goes on.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from bootstrap.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
+from ops.remote.untrusted import RefusedEntry, check_entry_name, link_stays_inside, safe_mode
 from ops.stack import Node
 
 
@@ -32,9 +39,11 @@ from ops.stack import Node
 class SyncReport:
     sent: list[str] = field(default_factory=list)  # relative paths actually transferred
     unchanged: int = 0
+    refused: list[str] = field(default_factory=list)  # one line per entry left out, and why
 
     def summary(self) -> str:
-        return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged"
+        left_out = f", {len(self.refused)} left out" if self.refused else ""
+        return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged{left_out}"
 
 
 def remote_path(path: str) -> str:
@@ -195,10 +204,55 @@ def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
 
 def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes,
          progress: Transfers | None = None) -> None:
-    sftp.get(remote, str(local), callback=_byte_counter(progress))
-    os.utime(local, (attr.st_atime or attr.st_mtime or 0, attr.st_mtime or 0))
-    if attr.st_mode is not None:
-        local.chmod(stat.S_IMODE(attr.st_mode))
+    """Fetch into `local` itself: never through a link there (O_NOFOLLOW), never over a
+    folder; private while written, then the remote mode without special bits."""
+    try:
+        descriptor = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise RefusedEntry(f"{local} cannot be written ({exc.strerror})") from None
+    with os.fdopen(descriptor, "wb") as sink:
+        sftp.getfo(remote, sink, callback=_byte_counter(progress))
+        os.fchmod(sink.fileno(), safe_mode(attr.st_mode))
+    os.utime(local, (attr.st_atime or attr.st_mtime or 0, attr.st_mtime or 0),
+             follow_symlinks=False)
+
+
+def _local_dir(path: Path) -> None:
+    """A folder of the destination: made, or already a real folder (not a link, not a file)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise RefusedEntry(f"{path} is already there and is not a folder")
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _link(sftp: paramiko.SFTPClient, remote: str, relative_dir: str, local: Path) -> None:
+    """A remote link made again locally when it points down inside its own folder."""
+    target = sftp.readlink(remote) or ""
+    if ".." in target.split("/") or not link_stays_inside(relative_dir, target):
+        raise RefusedEntry(f"it links to {target!r}, outside its folder")
+    if local.is_symlink():
+        local.unlink()
+    elif local.exists():
+        raise RefusedEntry(f"{local} is already there and is not a link")
+    local.symlink_to(target)
+
+
+def _listing(
+    sftp: paramiko.SFTPClient, remote_dir: str, relative_dir: str, report: SyncReport
+) -> list[paramiko.SFTPAttributes]:
+    """A remote folder's entries that are file names, each listed once; the others refused."""
+    entries: dict[str, paramiko.SFTPAttributes] = {}
+    for attr in sftp.listdir_attr(remote_dir):
+        shown = posixpath.join(relative_dir, attr.filename)
+        try:
+            check_entry_name(attr.filename)
+        except RefusedEntry as exc:
+            report.refused.append(f"{shown!r}: {exc}")
+            continue
+        if attr.filename in entries:
+            report.refused.append(f"{shown!r}: listed twice, the first kept")
+            continue
+        entries[attr.filename] = attr
+    return sorted(entries.values(), key=lambda a: a.filename)
 
 
 def sync_down(
@@ -229,16 +283,22 @@ def sync_down(
         if _same(top.st_size or 0, top.st_mtime or 0, local_size, local_mtime):
             report.unchanged += 1
         else:
-            _get(sftp, source, target, top, progress)
-            _sent(report, posixpath.basename(source), progress)
+            try:
+                _get(sftp, source, target, top, progress)
+                _sent(report, posixpath.basename(source), progress)
+            except RefusedEntry as exc:
+                report.refused.append(f"{source!r}: {exc}")
         return report
     pending = [""]
     while pending:
         relative_dir = pending.pop()
         remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
-        local_dir = destination / relative_dir
-        local_dir.mkdir(parents=True, exist_ok=True)
-        entries = sorted(sftp.listdir_attr(remote_dir), key=lambda a: a.filename)
+        try:
+            _local_dir(destination / relative_dir)
+        except RefusedEntry as exc:
+            report.refused.append(f"{relative_dir!r}: {exc}")
+            continue
+        entries = _listing(sftp, remote_dir, relative_dir, report)
         if merge:
             names = {attr.filename for attr in entries}
             merge.load(relative_dir, _read_remote(sftp, remote_dir, names))
@@ -250,15 +310,39 @@ def sync_down(
             if is_dir:
                 pending.append(relative)
                 continue
-            local = destination / relative
-            if local.exists():
-                st = local.stat()
-                if _same(attr.st_size or 0, attr.st_mtime or 0, st.st_size, st.st_mtime):
-                    report.unchanged += 1
-                    continue
-            _get(sftp, posixpath.join(remote_dir, attr.filename), local, attr, progress)
-            _sent(report, relative, progress)
+            try:
+                _fetch_entry(sftp, remote_dir, relative_dir, destination, attr, report, progress)
+            except RefusedEntry as exc:
+                report.refused.append(f"{relative!r}: {exc}")
     return report
+
+
+def _fetch_entry(
+    sftp: paramiko.SFTPClient,
+    remote_dir: str,
+    relative_dir: str,
+    destination: Path,
+    attr: paramiko.SFTPAttributes,
+    report: SyncReport,
+    progress: Transfers | None,
+) -> None:
+    """One file or link of a listing; RefusedEntry says why it was left out."""
+    relative = posixpath.join(relative_dir, attr.filename)
+    local = destination / relative
+    remote = posixpath.join(remote_dir, attr.filename)
+    try:
+        if stat.S_ISLNK(attr.st_mode or 0):
+            _link(sftp, remote, relative_dir, local)
+            return
+        if local.exists() and not local.is_symlink():
+            st = local.stat()
+            if _same(attr.st_size or 0, attr.st_mtime or 0, st.st_size, st.st_mtime):
+                report.unchanged += 1
+                return
+        _get(sftp, remote, local, attr, progress)
+    except OSError as exc:  # the node refused to read it, or it vanished meanwhile
+        raise RefusedEntry(f"cannot be copied ({exc})") from None
+    _sent(report, relative, progress)
 
 
 def rsync_up_nodes(
@@ -308,19 +392,23 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
     progress = TransferCount("rsync-down", err or sys.stderr)
     sftp = connector.head().open_sftp()
     try:
-        return sync_down(sftp, source, local, rsync_excludes(outputs), rsync_filters(outputs),
-                         progress)
+        report = sync_down(sftp, source, local, rsync_excludes(outputs), rsync_filters(outputs),
+                           progress)
     finally:
         sftp.close()
         progress.close()
+    for refused in report.refused:
+        print(f"rsync-down: left out {refused}", file=err or sys.stderr)
+    return report
 
 
-def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool) -> None:
+def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool,
+                   trust_first_use: bool = False) -> None:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
     from ops.remote.cluster_file import file_mounts, rsync_excludes, rsync_filters
     from ops.remote.ssh import connect_stack
 
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         outputs = connector.outputs
         if pairs is None:
             pairs = file_mounts(outputs)
@@ -336,18 +424,20 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
             print(f"{name}: {report.summary()}")
 
 
-def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool) -> None:
+def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool,
+             trust_first_use: bool = False) -> None:
     """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
     if not Path(source).exists():
         raise OpsError(f"{source} does not exist: pass a local file or directory")
-    rsync_up_stack(stack, {target: source}, all_nodes=all_nodes)
+    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use)
 
 
-def rsync_down(stack: str | None, source: str, target: str) -> None:
+def rsync_down(stack: str | None, source: str, target: str,
+               trust_first_use: bool = False) -> None:
     """`rsync-down`: the head's `source` -> the local `target`, whose folder must exist."""
     from ops.paths import in_existing_folder
     from ops.remote.ssh import connect_stack
 
     local = in_existing_folder(target, "target")
-    with connect_stack(stack) as connector:
+    with connect_stack(stack, trust_first_use) as connector:
         print(rsync_down_head(connector, source, local).summary())

@@ -73,6 +73,7 @@ ROUTES += [
         ("GET", r"/queuedResources", "tpu.queuedResources.list"),
         ("GET", r"/queuedResources/(?P<name>[^/:]+)", "tpu.queuedResources.get"),
         ("PATCH", r"/nodes/(?P<name>[^/:]+)", "tpu.patch"),
+        ("POST", r"/nodes/(?P<name>[^/:]+):getGuestAttributes", "tpu.getGuestAttributes"),
         ("DELETE", r"/queuedResources/(?P<name>[^/:]+)", "tpu.queuedResources.delete"),
     ]
 ]
@@ -309,6 +310,20 @@ class FakeComputeServer:
                                 "found.", "notFound")
         return {"kind": "compute#guestAttributes", "queryPath": prefix,
                 "queryValue": {"items": items}}
+
+    def _tpu_getGuestAttributes(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        """The TPU v2 answer (discovery document: GetGuestAttributesResponse): one
+        GuestAttributes per asked worker, its entries under `queryPath`, from the same table
+        as instances (keyed by the node's name); 404 when there are none."""
+        published = self.guest_attributes.get((p["project"], p["zone"], p["name"]), {})
+        prefix = (body or {}).get("queryPath", "")
+        items = [{"namespace": path.split("/", 1)[0], "key": path.split("/", 1)[1], "value": v}
+                 for path, v in sorted(published.items()) if path.startswith(prefix)]
+        if not items:
+            raise ApiError(404, f"no guest attributes under '{prefix}'", "notFound")
+        workers = (body or {}).get("workerIds") or ["0"]
+        return {"guestAttributes": [{"queryPath": prefix, "queryValue": {"items": items}}
+                                    for _ in workers]}
 
     def _tpu_create(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
         node_id = query.get("nodeId")

@@ -113,6 +113,12 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Plan]:
     return {name: collect_plan(process, name) for name, process in running.items()}
 
 
+# The head's autoscaler config is a bucket object named after its content: any change to the
+# config is a new object, which Pulumi shows as a replace (the engine's preview agrees,
+# tests/test_engine_diff.py); the config's fields read on the head's row.
+NEW_CONFIG_OBJECT = ("replace", "ray-full-bucket-autoscaler-config")
+
+
 def actions(rows: list[DiffRow]) -> set[tuple[str, str]]:
     return {(row.action, row.subject) for row in rows}
 
@@ -140,7 +146,7 @@ def test_worker_count_change_updates_in_place(plans: dict[str, Plan]) -> None:
     node_type = BASE_YAML["available_node_types"][WORKER]
     # Under autoscaler v2 (Ray's default) the head's config leaves v2 the room Pulumi's
     # workers do not take: its maxima change, in place, and nothing else of the head.
-    assert actions(rows) == {("update", WORKER), ("update", "head")}
+    assert actions(rows) == {("update", WORKER), ("update", "head"), NEW_CONFIG_OBJECT}
     assert head_config_line(rows).endswith(
         f"2 changes: available_node_types.{WORKER}.max_workers: 1 -> 0; max_workers: 1 -> 0")
     worker = only_row(rows, WORKER)
@@ -155,7 +161,7 @@ def test_autoscaler_setting_change_updates_the_head_config_by_path_not_by_text(
 ) -> None:
     rows = diff_plans(plans["base"], plans["longer_idle_timeout"])
     minutes = BASE_YAML["idle_timeout_minutes"]
-    assert actions(rows) == {("update", "head")}
+    assert actions(rows) == {("update", "head"), NEW_CONFIG_OBJECT}
     assert head_config_line(rows) == (
         f"head.metadata.{BOOTSTRAP_CONFIG_KEY}: 1 change: idle_timeout_minutes: "
         f"{minutes} -> {minutes * 2}"
@@ -181,7 +187,8 @@ def test_head_replacement_replaces_workers_that_carry_its_address(
     rows = diff_plans(plans["base"], plans["bigger_head"])
     head = only_row(rows, "head")
     worker_types = {name for name in BASE_YAML["available_node_types"] if name != HEAD_TYPE}
-    assert actions(rows) == {("replace", "head")} | {("replace", t) for t in worker_types}
+    assert actions(rows) == {("replace", "head"), NEW_CONFIG_OBJECT} | {
+        ("replace", t) for t in worker_types}
     for name in worker_types:
         assert (f"{name}.metadata.ray-head-address: {head.old_name} -> {head.new_name}"
                 in change_lines(only_row(rows, name)))
@@ -191,7 +198,7 @@ def test_worker_machine_type_change_replaces_the_group_with_a_cost_hint(
     plans: dict[str, Plan],
 ) -> None:
     rows = diff_plans(plans["base"], plans["bigger_workers"])
-    assert actions(rows) == {("replace", WORKER), ("update", "head")}
+    assert actions(rows) == {("replace", WORKER), ("update", "head"), NEW_CONFIG_OBJECT}
     old_type = BASE_YAML["available_node_types"][WORKER]["node_config"]["machineType"]
     assert f"{WORKER}.machineType: {old_type} -> n2-standard-4" in change_lines(
         only_row(rows, WORKER))
@@ -206,7 +213,7 @@ def test_worker_machine_type_change_replaces_the_group_with_a_cost_hint(
 
 def test_adding_a_gpu_type_adds_only_its_worker_group(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["base"], plans["with_gpu"])
-    assert actions(rows) == {("add", "ray_worker_gpu"), ("update", "head")}
+    assert actions(rows) == {("add", "ray_worker_gpu"), ("update", "head"), NEW_CONFIG_OBJECT}
     assert only_row(rows, "ray_worker_gpu").kind == "WorkerGroup"
     assert head_config_line(rows).endswith(
         "1 change: available_node_types.ray_worker_gpu added")
@@ -219,7 +226,9 @@ def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
     # The sweeper learns to sweep TPU VMs too, in place.
     (sweeper,) = [row for row in all_rows if row.subject.endswith("sweeper")]
     assert sweeper.action == "update"
-    rows = [row for row in all_rows if row.subject != "head" and row is not sweeper]
+    assert (config_object := only_row(all_rows, NEW_CONFIG_OBJECT[1])).action == "replace"
+    rows = [row for row in all_rows
+            if row.subject != "head" and row is not sweeper and row is not config_object]
     iam = [row for row in rows if row.type == IAM_MEMBER]
     assert {row.action for row in rows} == {"add"}
     assert {row.subject for row in rows} - {row.subject for row in iam} == {"ray_tpu"}
@@ -231,7 +240,7 @@ def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
 
 def test_removing_a_type_removes_only_its_worker_group(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["with_gpu"], plans["base"])
-    assert actions(rows) == {("remove", "ray_worker_gpu"), ("update", "head")}
+    assert actions(rows) == {("remove", "ray_worker_gpu"), ("update", "head"), NEW_CONFIG_OBJECT}
     assert head_config_line(rows).endswith(
         "1 change: available_node_types.ray_worker_gpu removed")
 
@@ -319,7 +328,7 @@ def test_diff_against_a_ref_without_a_planner_plans_its_yaml_and_says_so(
     node_type = BASE_YAML["available_node_types"][WORKER]
     assert f"`{WORKER}.count: {node_type['min_workers']} -> {node_type['max_workers']}`" \
         in markdown
-    assert "0 to replace" in markdown
+    assert "1 to replace" in markdown  # the autoscaler config's object, named after its text
     assert f"`HEAD` has no `{PLANNER}`" in markdown
     assert (tmp_path / "stacks/clusters/s.yaml").read_text() == yaml.safe_dump(
         edited(_more_workers)

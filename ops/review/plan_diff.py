@@ -146,24 +146,22 @@ def matched_pairs(base: Plan, head: Plan) -> dict[tuple[str, str], tuple[str, st
 def configs_inline(plan: Plan) -> Plan:
     """The plan as a reviewer reads it: the head's `ray-bootstrap-config` names the bucket
     object holding the autoscaler config (`gs://BUCKET/OBJECT`); here it holds that object's
-    text again, and the object is not a row of its own, so a config change reads as before
-    (and as a plan made by older code, with the text in metadata, has it)."""
+    text again, so a config change reads field by field on the head (as a plan made by older
+    code, with the text in metadata, has it). The object keeps its own row: it is named after
+    its content, so Pulumi replaces it whenever the config changes, and the diff says so."""
     stored = {(r["inputs"].get("bucket"), r["inputs"].get("name")): r
               for r in plan["resources"] if r["type"] == BUCKET_OBJECT_TYPE}
-    inlined, used = [], set()
+    inlined = []
     for resource in plan["resources"]:
         metadata = resource["inputs"].get("metadata")
         reference = metadata.get(BOOTSTRAP_CONFIG_KEY) if isinstance(metadata, dict) else None
         if isinstance(reference, str) and reference.startswith("gs://"):
             key = tuple(reference.removeprefix("gs://").split("/", 1))
             if key in stored:
-                used.add(key)
                 metadata = {**metadata, BOOTSTRAP_CONFIG_KEY: stored[key]["inputs"]["source"]}
                 resource = {**resource, "inputs": {**resource["inputs"], "metadata": metadata}}
         inlined.append(resource)
-    kept = [r for r in inlined if r["type"] != BUCKET_OBJECT_TYPE
-            or (r["inputs"].get("bucket"), r["inputs"].get("name")) not in used]
-    return {**plan, "resources": kept}
+    return {**plan, "resources": inlined}
 
 
 def diff_plans(base: Plan, head: Plan) -> list[DiffRow]:

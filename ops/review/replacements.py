@@ -12,7 +12,7 @@ from infra.workers.naming import replaced_keys
 from infra.workers.provider import IN_PLACE_KEYS
 from infra.workers.queued_slice import replaced_keys as queued_slice_replaced_keys
 from infra.workers.sweeper import SWEEPER_IDENTITY_KEYS
-from ops.pulumi_types import INSTANCE_TYPE, TPU_VM_TYPE
+from ops.pulumi_types import BUCKET_OBJECT_TYPE, INSTANCE_TYPE, TPU_VM_TYPE
 from ops.review.plan_values import MISSING
 
 # What a change to these inputs does: the dynamic providers' own rules.
@@ -28,6 +28,9 @@ REPLACE_KEYS: dict[str, frozenset[str]] = {
     # Not `network`: the Terraform resource pulumi-gcp bridges does not mark it ForceNew, so
     # `pulumi preview` shows an update (tests/test_engine_diff.py holds us to the engine).
     "gcp:compute/firewall:Firewall": frozenset({"name", "project", "direction"}),
+    # google_storage_bucket_object: `bucket`, `name` and `source` are ForceNew upstream (the
+    # objects here are named after their content, so new content is a new object).
+    BUCKET_OBJECT_TYPE: frozenset({"bucket", "name", "source"}),
 }
 
 

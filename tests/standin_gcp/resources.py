@@ -373,7 +373,8 @@ class Account(Handler):
 class PolicyMember(Handler):
     """One (role, member) pair in an IAM policy: read-modify-write with the policy's etag,
     one writer per policy at a time (the Terraform provider's IAM mutex, keyed by the policy's
-    resource) and again on a concurrent change (409), as tpgiamresource does."""
+    resource) and again on a concurrent change (409 or 412: tpgresource.IsConflictError), as
+    tpgiamresource does."""
 
     computed = ("id", "etag")
     api = "resourceManager"
@@ -398,7 +399,7 @@ class PolicyMember(Handler):
                 try:
                     return self._write(inputs, add)
                 except ApiError as error:
-                    if error.status != 409:
+                    if error.status not in (409, 412):
                         raise
             return self._write(inputs, add)
 
@@ -412,6 +413,9 @@ class PolicyMember(Handler):
         members = [m for m in binding["members"] if m != inputs["member"]]
         binding["members"] = [*members, inputs["member"]] if add else members
         policy["bindings"] = [b for b in bindings if b["members"]]
+        return self._store(inputs, policy)
+
+    def _store(self, inputs: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
         return self.apis.call(self.api, "POST", f"{self.policy_path(inputs)}:setIamPolicy",
                               {"policy": policy})
 

@@ -23,9 +23,10 @@ import grpc
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import plugin_pb2, provider_pb2, provider_pb2_grpc
 
-from tests.standin_gcp import replace_rules, schema
+from tests.standin_gcp import replace_rules, schema, storage
 from tests.standin_gcp.api import ApiError, Apis
-from tests.standin_gcp.resources import HANDLERS, Handler, invoke
+from tests.standin_gcp.resources import HANDLERS as RESOURCE_HANDLERS
+from tests.standin_gcp.resources import Handler, invoke
 
 VERSION = "10.2.0"  # what pulumi_gcp/pulumi-plugin.json asks for
 PROVIDER_TOKEN = "pulumi:providers:gcp"
@@ -35,6 +36,7 @@ AUTONAMED = frozenset({"gcp:compute/instance:Instance", "gcp:compute/firewall:Fi
                        "gcp:compute/disk:Disk", "gcp:tpu/v2Vm:V2Vm"})
 # Where every call is logged, one JSON line each (method, urn, pid), when set.
 CALL_LOG_ENV = "STANDIN_GCP_CALL_LOG"
+HANDLERS = {**RESOURCE_HANDLERS, **storage.HANDLERS}
 
 
 def _to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:

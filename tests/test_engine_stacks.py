@@ -37,6 +37,7 @@ AUTOSCALER_ACCOUNT = "ray-autoscaler-sa-v1"
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_READER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +99,10 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
 ) -> None:
     plan = planned(stack)
     project, zone, cluster = where(plan)
+    # The fake's regions have only `<region>-a` unless told: it offers the zone the stack names.
+    zones = fake.cloud.catalogue.zones
+    region = zone.rsplit("-", 1)[0]
+    zones[region] = sorted({*zones.get(region, [f"{region}-a"]), zone})
     workspace.write_stack(stack, repo_stack_config(stack))
 
     preview = workspace.run(stack, "preview")
@@ -131,6 +136,10 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     assert "-----BEGIN" not in state and "PRIVATE KEY" not in state
     assert '"ciphertext"' in state
     assert_bucket_holds_its_plan(fake, plan)
+    for nat in (r for r in plan["resources"] if r["type"] == ROUTER_NAT):
+        inputs = nat["inputs"]
+        router = fake.platform.routers[(project, inputs["region"])][inputs["router"]]
+        assert [n["name"] for n in router.get("nats", [])] == [inputs["name"]]
 
     workspace.run(stack, "destroy")
     buckets = {r["inputs"]["name"] for r in plan["resources"] if r["type"] == BUCKET}
@@ -138,6 +147,7 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     assert not {bucket for bucket, _ in fake.storage.objects} & buckets
     assert cluster_nodes(fake, project, zone, cluster) == {}
     assert fake.platform.is_empty(project)["firewalls"] == []
+    assert fake.platform.is_empty(project)["routers"] == []
     # The project's autoscaler account and its role bindings are shared and retained.
     accounts = fake.platform.accounts[project]
     assert f"{AUTOSCALER_ACCOUNT}@{project}.iam.gserviceaccount.com" in accounts

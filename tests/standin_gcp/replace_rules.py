@@ -156,6 +156,25 @@ RULES: dict[str, dict[str, Rule]] = {
         "secretData": LEAF, "secret": LEAF, "isSecretDataBase64": LEAF,
         "secretDataWoVersion": LEAF,
     },
+    # google/services/compute/resource_compute_router.go (terraform-provider-google at
+    # e03b7622a2), ResourceComputeRouter(): name, encrypted_interconnect_router, ncc_gateway,
+    # network, params, region, project ForceNew (description and bgp update in place).
+    "gcp:compute/router:Router": {
+        "name": LEAF, "encryptedInterconnectRouter": LEAF, "nccGateway": LEAF,
+        "network": LEAF, "region": LEAF, "project": LEAF, "params": block(),
+    },
+    # google/services/compute/resource_compute_router_nat.go, ResourceComputeRouterNat():
+    # name, router, endpoint_types, initial_nat_ips, region, type, project ForceNew.
+    "gcp:compute/routerNat:RouterNat": {
+        name: LEAF for name in ("name", "router", "endpointTypes", "initialNatIps", "region",
+                                "type", "project")
+    },
+    # google/services/resourcemanager/iam_service_account.go: service_account_id ForceNew;
+    # role, member, condition from tpgiamresource/resource_iam_member.go.
+    "gcp:serviceaccount/iAMMember:IAMMember": {
+        "serviceAccountId": LEAF, "role": LEAF, "member": LEAF,
+        "condition": block(expression=LEAF, title=LEAF, description=LEAF),
+    },
     # google/services/storage/resource_storage_bucket.go (terraform-provider-google at
     # e03b7622a2), ResourceStorageBucket(): name, location, project, enable_object_retention,
     # custom_placement_config.data_locations, hierarchical_namespace (and its enabled) ForceNew.

@@ -460,6 +460,17 @@ class SecretIamMember(PolicyMember):
         return f"projects/{self.project(inputs)}/secrets/{secret}"
 
 
+class AccountIamMember(PolicyMember):
+    """google_service_account_iam_member (iam_service_account.go: the policy of the account
+    `service_account_id` names, `projects/{project}/serviceAccounts/{email}`)."""
+
+    token = "gcp:serviceaccount/iAMMember:IAMMember"
+    api = "iam"
+
+    def policy_path(self, inputs: dict[str, Any]) -> str:
+        return str(inputs["serviceAccountId"])
+
+
 class ProjectService(Handler):
     """google_project_service; with disable_on_destroy false, delete only forgets it."""
 
@@ -557,7 +568,7 @@ class SecretVersion(Handler):
 HANDLERS: dict[str, type[Handler]] = {
     handler.token: handler
     for handler in (Instance, V2Vm, Firewall, Disk, Account, ProjectIamMember, SecretIamMember,
-                    ProjectService, Secret, SecretVersion)
+                    AccountIamMember, ProjectService, Secret, SecretVersion)
 }
 
 

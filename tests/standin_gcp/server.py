@@ -23,7 +23,7 @@ import grpc
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import plugin_pb2, provider_pb2, provider_pb2_grpc
 
-from tests.standin_gcp import replace_rules, schema, storage
+from tests.standin_gcp import network, replace_rules, schema, storage
 from tests.standin_gcp.api import ApiError, Apis
 from tests.standin_gcp.resources import HANDLERS as RESOURCE_HANDLERS
 from tests.standin_gcp.resources import Handler, invoke
@@ -36,7 +36,7 @@ AUTONAMED = frozenset({"gcp:compute/instance:Instance", "gcp:compute/firewall:Fi
                        "gcp:compute/disk:Disk", "gcp:tpu/v2Vm:V2Vm"})
 # Where every call is logged, one JSON line each (method, urn, pid), when set.
 CALL_LOG_ENV = "STANDIN_GCP_CALL_LOG"
-HANDLERS = {**RESOURCE_HANDLERS, **storage.HANDLERS}
+HANDLERS = {**RESOURCE_HANDLERS, **network.HANDLERS, **storage.HANDLERS}
 SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 

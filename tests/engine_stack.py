@@ -61,7 +61,9 @@ def endpoint_env(fake: FakeComputeServer) -> dict[str, str]:
     return {"GOOGLE_COMPUTE_CUSTOM_ENDPOINT": f"{base}/compute/v1/",
             "GOOGLE_TPU_V2_CUSTOM_ENDPOINT": f"{base}/v2/",
             **{f"GOOGLE_{api}_CUSTOM_ENDPOINT": f"{base}/v1/"
-               for api in ("IAM", "RESOURCE_MANAGER", "SERVICE_USAGE", "SECRET_MANAGER")}}
+               for api in ("IAM", "RESOURCE_MANAGER", "SERVICE_USAGE", "SECRET_MANAGER")},
+            "GOOGLE_STORAGE_CUSTOM_ENDPOINT": f"{base}/storage/v1/",
+            "GOOGLE_OAUTH_ACCESS_TOKEN": next(iter(fake.storage.tokens))}
 
 
 def repo_stack_config(stack: str) -> dict[str, Any]:

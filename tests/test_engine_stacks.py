@@ -9,7 +9,10 @@ queued slices are the program's dynamic providers, unpickled and run by the engi
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
+import tarfile
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +34,10 @@ pytestmark = pytest.mark.engine
 INSTANCE = "gcp:compute/instance:Instance"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
 AUTOSCALER_ACCOUNT = "ray-autoscaler-sa-v1"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_READER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +68,41 @@ def where(plan: dict[str, Any]) -> tuple[str, str, str]:
     return inputs["project"], inputs["zone"], inputs["cluster_name"]
 
 
+def assert_bucket_holds_its_plan(fake: FakeComputeServer, plan: dict[str, Any]) -> None:
+    """Each planned bucket exists, private to its planned readers, with its planned objects.
+    The autoscaler config is named after its content's sha256, and its content holds the
+    generated SSH key the plan shows as a placeholder: its name is checked against its bytes."""
+    for bucket in (r for r in plan["resources"] if r["type"] == BUCKET):
+        name = bucket["inputs"]["name"]
+        live = fake.storage.buckets[name]
+        assert live["iamConfiguration"]["publicAccessPrevention"] == "enforced"
+        assert live["iamConfiguration"]["uniformBucketLevelAccess"] == {"enabled": True}
+        granted = {(b["role"], m) for b in fake.storage.policies[name]["bindings"]
+                   for m in b["members"]}
+        assert granted == {(r["inputs"]["role"], r["inputs"]["member"])
+                           for r in plan["resources"] if r["type"] == BUCKET_READER
+                           and r["inputs"]["bucket"] == name}
+        planned = sorted(r["inputs"]["name"] for r in plan["resources"]
+                         if r["type"] == BUCKET_OBJECT and r["inputs"]["bucket"] == name)
+        stored = sorted(o for b, o in fake.storage.objects if b == name)
+        assert [o.startswith("autoscaler/") or o for o in stored] == \
+            [o.startswith("autoscaler/") or o for o in planned]
+        for key in stored:
+            if key.startswith("autoscaler/"):
+                data = fake.storage.objects[(name, key)]
+                assert key == f"autoscaler/{hashlib.sha256(data).hexdigest()}.yaml"
+
+
 @pytest.mark.parametrize("stack", repo_stacks())
 def test_stack_previews_creates_and_destroys_exactly_its_plan(
     stack: str, workspace: EngineWorkspace, fake: FakeComputeServer
 ) -> None:
     plan = planned(stack)
     project, zone, cluster = where(plan)
+    # The fake's regions have only `<region>-a` unless told: it offers the zone the stack names.
+    zones = fake.cloud.catalogue.zones
+    region = zone.rsplit("-", 1)[0]
+    zones[region] = sorted({*zones.get(region, [f"{region}-a"]), zone})
     workspace.write_stack(stack, repo_stack_config(stack))
 
     preview = workspace.run(stack, "preview")
@@ -99,10 +135,19 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     state = json.dumps(workspace.export(stack))
     assert "-----BEGIN" not in state and "PRIVATE KEY" not in state
     assert '"ciphertext"' in state
+    assert_bucket_holds_its_plan(fake, plan)
+    for nat in (r for r in plan["resources"] if r["type"] == ROUTER_NAT):
+        inputs = nat["inputs"]
+        router = fake.platform.routers[(project, inputs["region"])][inputs["router"]]
+        assert [n["name"] for n in router.get("nats", [])] == [inputs["name"]]
 
     workspace.run(stack, "destroy")
+    buckets = {r["inputs"]["name"] for r in plan["resources"] if r["type"] == BUCKET}
+    assert not buckets & set(fake.storage.buckets)
+    assert not {bucket for bucket, _ in fake.storage.objects} & buckets
     assert cluster_nodes(fake, project, zone, cluster) == {}
     assert fake.platform.is_empty(project)["firewalls"] == []
+    assert fake.platform.is_empty(project)["routers"] == []
     # The project's autoscaler account and its role bindings are shared and retained.
     accounts = fake.platform.accounts[project]
     assert f"{AUTOSCALER_ACCOUNT}@{project}.iam.gserviceaccount.com" in accounts
@@ -119,6 +164,7 @@ def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
     mount = tmp_path / "settings.txt"
     mount.write_text(secret_text)
     token = "ya29.engine-test-token-0b5e2d4c"
+    fake.storage.tokens.add(token)  # the YAML's credential, which the explicit provider sends
     cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/minimal.yaml").read_text())
     cluster["cluster_name"] = "secrets"
     cluster["file_mounts"] = {"/home/ray/settings.txt": str(mount)}
@@ -132,5 +178,11 @@ def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
         encoded = base64.b64encode(secret_text.encode()).decode()
         for plain in (secret_text, encoded, token, "PRIVATE KEY"):
             assert plain not in state, plain
+        # The archive went to the cluster's bucket byte for byte: the mount is inside it.
+        (archive,) = [data for (_, key), data in fake.storage.objects.items()
+                      if key.endswith(".tar.gz")]
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            contents = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
+        assert secret_text.encode() in contents
     finally:
         workspace.run("secrets", "destroy")

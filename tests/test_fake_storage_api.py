@@ -95,3 +95,34 @@ def test_a_token_the_bucket_does_not_grant_is_refused(fake) -> None:
     with pytest.raises(HttpError) as missing:
         _client(fake).objects().get_media(bucket="ray-c-1", object="x").execute()
     assert missing.value.resp.status == 404
+
+
+def test_a_bucket_with_objects_refuses_deletion_until_they_are_deleted(fake) -> None:
+    storage = _client(fake)
+    storage.buckets().insert(project="my-proj", body={"name": "ray-c-1"}).execute()
+    _upload(fake, "ray-c-1", "autoscaler/a.yaml", b"a: 1\n")
+    with pytest.raises(HttpError) as refused:
+        storage.buckets().delete(bucket="ray-c-1").execute()
+    assert refused.value.resp.status == 409
+    listed = storage.objects().list(bucket="ray-c-1").execute()
+    assert set(listed) <= set(STORAGE_DOC["schemas"]["Objects"]["properties"])
+    assert [item["name"] for item in listed["items"]] == ["autoscaler/a.yaml"]
+    storage.objects().delete(bucket="ray-c-1", object="autoscaler/a.yaml").execute()
+    storage.buckets().delete(bucket="ray-c-1").execute()
+    assert "ray-c-1" not in fake.storage.buckets
+
+
+def test_bucket_iam_policy_is_written_against_its_current_etag(fake) -> None:
+    storage = _client(fake)
+    storage.buckets().insert(project="my-proj", body={"name": "ray-c-1"}).execute()
+    policy = storage.buckets().getIamPolicy(bucket="ray-c-1").execute()
+    assert set(policy) <= set(STORAGE_DOC["schemas"]["Policy"]["properties"])
+    binding = {"role": "roles/storage.objectViewer", "members": ["serviceAccount:a@p.iam"]}
+    written = storage.buckets().setIamPolicy(
+        bucket="ray-c-1", body={**policy, "bindings": [binding]}).execute()
+    assert written["bindings"] == [binding] and written["etag"] != policy["etag"]
+    with pytest.raises(HttpError) as stale:
+        storage.buckets().setIamPolicy(bucket="ray-c-1", body={**policy, "bindings": []}) \
+            .execute()
+    assert stale.value.resp.status == 412
+    assert storage.buckets().getIamPolicy(bucket="ray-c-1").execute()["bindings"] == [binding]

@@ -4,6 +4,8 @@ update and delete what the fake cloud holds, refusing what pulumi-gcp's schema r
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import subprocess
 import sys
@@ -22,6 +24,13 @@ PLUGIN = Path(__file__).parent / "standin_gcp" / "pulumi-resource-gcp"
 PROJECT, ZONE = "standin-proj", "us-west1-a"
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_READER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+ROUTER, ROUTER_NAT = "gcp:compute/router:Router", "gcp:compute/routerNat:RouterNat"
+# How the engine hands a provider an asset (sdk/go/common/resource/asset.go: the signature key,
+# the asset signature, its hash and its path or text).
+SIG_KEY, ASSET_SIG = "4dabf18193072939515e22adb298388d", "c44067f5952c0a294b673a41bacd8c17"
 
 
 def urn(token: str, name: str) -> str:
@@ -43,7 +52,9 @@ def endpoints(fake: FakeComputeServer) -> dict[str, str]:
     return {"computeCustomEndpoint": f"{base}/compute/v1/", "tpuV2CustomEndpoint": f"{base}/v2/",
             **{f"{api}CustomEndpoint": f"{base}/v1/"
                for api in ("iam", "resourceManager", "serviceUsage", "secretManager")},
-            "project": PROJECT, "zone": ZONE}
+            "storageCustomEndpoint": f"{base}/storage/v1/",
+            "accessToken": next(iter(fake.storage.tokens)),
+            "project": PROJECT, "zone": ZONE, "region": "us-west1"}
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +193,88 @@ def test_data_sources_answer_from_the_fake(plugin) -> None:
         args=struct({"project": PROJECT, "region": "us-west1"})))
     (subnet,) = plain(getattr(subnets, "return"))["subnetworks"]
     assert subnet["selfLink"].endswith(f"/projects/{PROJECT}/regions/us-west1/subnetworks/default")
+
+
+def file_asset(path: Path) -> dict[str, Any]:
+    return {SIG_KEY: ASSET_SIG, "path": str(path),
+            "hash": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def test_bucket_its_reader_and_a_file_asset_object_round_trip(plugin, fake, tmp_path) -> None:
+    archive = tmp_path / "mounts.tar.gz"
+    archive.write_bytes(bytes(range(256)) * 3)
+    bucket = plugin.Create(provider_pb2.CreateRequest(urn=urn(BUCKET, "b"), properties=struct({
+        "name": "ray-c-b1", "project": PROJECT, "location": "us-west1", "forceDestroy": True,
+        "uniformBucketLevelAccess": True, "publicAccessPrevention": "enforced"})))
+    outputs = plain(bucket.properties)
+    assert bucket.id == "ray-c-b1" and outputs["url"] == "gs://ray-c-b1"
+    assert outputs["selfLink"] == "https://www.googleapis.com/storage/v1/b/ray-c-b1"
+    assert fake.storage.buckets["ray-c-b1"]["location"] == "US-WEST1"
+    member = "serviceAccount:sa@standin-proj.iam.gserviceaccount.com"
+    reader = plugin.Create(provider_pb2.CreateRequest(
+        urn=urn(BUCKET_READER, "r"), properties=struct(
+            {"bucket": "ray-c-b1", "role": "roles/storage.objectViewer", "member": member})))
+    assert reader.id == f"b/ray-c-b1/roles/storage.objectViewer/{member}"
+    assert plain(reader.properties)["etag"] == fake.storage.policies["ray-c-b1"]["etag"]
+    stored = plugin.Create(provider_pb2.CreateRequest(
+        urn=urn(BUCKET_OBJECT, "o"), properties=struct(
+            {"bucket": "ray-c-b1", "name": "file-mounts/x.tar.gz",
+             "source": file_asset(archive)})))
+    assert stored.id == "ray-c-b1-file-mounts/x.tar.gz"
+    assert fake.storage.objects[("ray-c-b1", "file-mounts/x.tar.gz")] == archive.read_bytes()
+    assert plain(stored.properties)["md5hash"] == base64.b64encode(
+        hashlib.md5(archive.read_bytes()).digest()).decode()  # noqa: S324
+    assert plain(stored.properties)["outputName"] == "file-mounts/x.tar.gz"
+    plugin.Delete(provider_pb2.DeleteRequest(urn=urn(BUCKET_READER, "r"), id=reader.id,
+                                             properties=reader.properties))
+    assert fake.storage.policies["ray-c-b1"]["bindings"] == []
+    # force_destroy: the bucket goes with the object still in it.
+    plugin.Delete(provider_pb2.DeleteRequest(urn=urn(BUCKET, "b"), id=bucket.id,
+                                             properties=bucket.properties))
+    assert "ray-c-b1" not in fake.storage.buckets and not fake.storage.objects
+
+
+def test_an_object_is_replaced_when_its_source_changes_and_not_for_content(plugin,
+                                                                           tmp_path) -> None:
+    one, two = tmp_path / "1", tmp_path / "2"
+    one.write_text("one")
+    two.write_text("two")
+    old = {"bucket": "b", "name": "o", "source": file_asset(one)}
+
+    def replaces(**changes: Any) -> list[str]:
+        return list(plugin.Diff(provider_pb2.DiffRequest(
+            urn=urn(BUCKET_OBJECT, "o"), id="b-o", olds=struct(old), old_inputs=struct(old),
+            news=struct({**old, **changes}))).replaces)
+
+    assert replaces(source=file_asset(two)) == ["source"]
+    assert replaces(name="p") == ["name"]
+    assert replaces() == []
+    texts = {"bucket": "b", "name": "o", "content": "one"}
+    assert list(plugin.Diff(provider_pb2.DiffRequest(
+        urn=urn(BUCKET_OBJECT, "o"), id="b-o", olds=struct(texts), old_inputs=struct(texts),
+        news=struct({**texts, "content": "two"}))).replaces) == []
+
+
+def test_a_nat_is_an_element_of_its_routers_nats(plugin, fake) -> None:
+    router = plugin.Create(provider_pb2.CreateRequest(urn=urn(ROUTER, "r"), properties=struct(
+        {"name": "ray-c-router", "project": PROJECT, "region": "us-west1",
+         "network": "default"})))
+    assert router.id == f"projects/{PROJECT}/regions/us-west1/routers/ray-c-router"
+    nat_inputs = {"name": "ray-c-nat", "project": PROJECT, "region": "us-west1",
+                  "router": "ray-c-router", "natIpAllocateOption": "AUTO_ONLY",
+                  "sourceSubnetworkIpRangesToNat": "LIST_OF_SUBNETWORKS",
+                  "subnetworks": [{"name": "default", "sourceIpRangesToNats": ["ALL_IP_RANGES"]}]}
+    nat = plugin.Create(provider_pb2.CreateRequest(urn=urn(ROUTER_NAT, "n"),
+                                                   properties=struct(nat_inputs)))
+    assert nat.id == f"{PROJECT}/us-west1/ray-c-router/ray-c-nat"
+    live = fake.platform.routers[(PROJECT, "us-west1")]["ray-c-router"]
+    assert live["nats"] == [{"name": "ray-c-nat", "natIpAllocateOption": "AUTO_ONLY",
+                             "sourceSubnetworkIpRangesToNat": "LIST_OF_SUBNETWORKS",
+                             "subnetworks": [{"name": "default",
+                                              "sourceIpRangesToNat": ["ALL_IP_RANGES"]}]}]
+    plugin.Delete(provider_pb2.DeleteRequest(urn=urn(ROUTER_NAT, "n"), id=nat.id,
+                                             properties=nat.properties))
+    assert fake.platform.routers[(PROJECT, "us-west1")]["ray-c-router"]["nats"] == []
+    plugin.Delete(provider_pb2.DeleteRequest(urn=urn(ROUTER, "r"), id=router.id,
+                                             properties=router.properties))
+    assert fake.platform.routers[(PROJECT, "us-west1")] == {}

@@ -1,5 +1,7 @@
 """The rest of a project a cluster touches, beside instances and TPU nodes: Compute firewalls,
-disks and subnetworks, IAM service accounts, Resource Manager projects and IAM policies,
+disks, subnetworks and Cloud Routers (a Cloud NAT is an element of its router's `nats`, written
+with routers.patch), IAM service accounts (and their IAM policies), Resource Manager projects
+and IAM policies,
 Service Usage services and Secret Manager secrets (with versions and IAM policies).
 
 Paths and bodies are the real REST APIs' (Compute v1, IAM v1, Cloud Resource Manager v1,
@@ -36,6 +38,12 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _PROJECT + r"/zones/(?P<zone>[^/]+)/disks/(?P<name>[^/]+)", "disks.get"),
         ("DELETE", _PROJECT + r"/zones/(?P<zone>[^/]+)/disks/(?P<name>[^/]+)", "disks.delete"),
         ("GET", _PROJECT + r"/regions/(?P<region>[^/]+)/subnetworks", "subnetworks.list"),
+        ("POST", _PROJECT + r"/regions/(?P<region>[^/]+)/routers", "routers.insert"),
+        ("GET", _PROJECT + r"/regions/(?P<region>[^/]+)/routers/(?P<name>[^/]+)", "routers.get"),
+        ("PATCH", _PROJECT + r"/regions/(?P<region>[^/]+)/routers/(?P<name>[^/]+)",
+         "routers.patch"),
+        ("DELETE", _PROJECT + r"/regions/(?P<region>[^/]+)/routers/(?P<name>[^/]+)",
+         "routers.delete"),
         ("GET", _CRM, "projects.get"),
         ("POST", _CRM + r":getIamPolicy", "projects.getIamPolicy"),
         ("POST", _CRM + r":setIamPolicy", "projects.setIamPolicy"),
@@ -43,6 +51,10 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _CRM + r"/serviceAccounts/(?P<email>[^/:]+)", "serviceAccounts.get"),
         ("PATCH", _CRM + r"/serviceAccounts/(?P<email>[^/:]+)", "serviceAccounts.patch"),
         ("DELETE", _CRM + r"/serviceAccounts/(?P<email>[^/:]+)", "serviceAccounts.delete"),
+        ("POST", _CRM + r"/serviceAccounts/(?P<email>[^/:]+):getIamPolicy",
+         "serviceAccounts.getIamPolicy"),
+        ("POST", _CRM + r"/serviceAccounts/(?P<email>[^/:]+):setIamPolicy",
+         "serviceAccounts.setIamPolicy"),
         ("GET", _CRM + r"/services/(?P<service>[^/:]+)", "services.get"),
         ("POST", _CRM + r"/services/(?P<service>[^/:]+):enable", "services.enable"),
         ("POST", _CRM + r"/secrets", "secrets.create"),
@@ -84,6 +96,8 @@ class Platform:
         self.secrets: dict[str, dict[str, dict[str, Any]]] = {}
         self.versions: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.secret_policies: dict[tuple[str, str], dict[str, Any]] = {}
+        self.routers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.account_policies: dict[tuple[str, str], dict[str, Any]] = {}
 
     def handle(self, method: str, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
         handler: Callable[[dict[str, str], dict[str, str], Any], Any] = getattr(
@@ -98,6 +112,8 @@ class Platform:
                 "firewalls": sorted(self.firewalls.get(project, {})),
                 "disks": sorted(n for (p, _), d in self.disks.items() if p == project for n in d),
                 "secrets": sorted(self.secrets.get(project, {})),
+                "routers": sorted(n for (p, _), r in self.routers.items() if p == project
+                                  for n in r),
             }
 
     @staticmethod
@@ -141,6 +157,38 @@ class Platform:
         del self.firewalls[p["project"]][p["name"]]
         return self._done(p["project"], "delete", current["selfLink"])
 
+    def _routers_insert(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        name = body.get("name")
+        if not name or not body.get("network"):
+            raise ApiError(400, "Invalid value for field 'resource.network': ''")
+        store = self.routers.setdefault((p["project"], p["region"]), {})
+        link = f"{COMPUTE}/projects/{p['project']}/regions/{p['region']}/routers/{name}"
+        if name in store:
+            raise ApiError(409, f"The resource '{link}' already exists", "alreadyExists")
+        store[name] = {**copy.deepcopy(body), "kind": "compute#router", "selfLink": link,
+                       "region": f"{COMPUTE}/projects/{p['project']}/regions/{p['region']}",
+                       "id": str(abs(hash(link)) % 10**18),
+                       "creationTimestamp": "2024-01-01T00:00:00.000-00:00"}
+        return self._done(p["project"], "insert", link, f"regions/{p['region']}")
+
+    def _routers_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        found = self.routers.get((p["project"], p["region"]), {}).get(p["name"])
+        if found is None:
+            raise _not_found(f"projects/{p['project']}/regions/{p['region']}/routers/"
+                             f"{p['name']}")
+        return copy.deepcopy(found)
+
+    def _routers_patch(self, p: dict[str, str], q: dict[str, str], body: Any) -> Any:
+        current = self._routers_get(p, q, None)
+        self.routers[(p["project"], p["region"])][p["name"]] = {**current,
+                                                                 **copy.deepcopy(body)}
+        return self._done(p["project"], "patch", current["selfLink"], f"regions/{p['region']}")
+
+    def _routers_delete(self, p: dict[str, str], q: dict[str, str], _: Any) -> Any:
+        current = self._routers_get(p, q, None)
+        del self.routers[(p["project"], p["region"])][p["name"]]
+        return self._done(p["project"], "delete", current["selfLink"], f"regions/{p['region']}")
+
     def _disks_insert(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
         store = self.disks.setdefault((p["project"], p["zone"]), {})
         name = body.get("name")
@@ -183,6 +231,18 @@ class Platform:
 
     def _projects_setIamPolicy(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
         return self._set_policy(self.policies, p["project"], body)
+
+    def _serviceAccounts_getIamPolicy(self, p: dict[str, str], q: dict[str, str],  # noqa: N802
+                                      _: Any) -> Any:
+        self._serviceAccounts_get(p, q, None)
+        policy = self.account_policies.setdefault((p["project"], p["email"]),
+                                                  {"version": 1, "bindings": []})
+        return {**copy.deepcopy(policy), "etag": _etag(policy)}
+
+    def _serviceAccounts_setIamPolicy(self, p: dict[str, str], q: dict[str, str],  # noqa: N802
+                                      body: Any) -> Any:
+        self._serviceAccounts_get(p, q, None)
+        return self._set_policy(self.account_policies, (p["project"], p["email"]), body)
 
     def _set_policy(self, store: dict[Any, dict[str, Any]], key: Any, body: Any) -> Any:
         """setIamPolicy with the read-modify-write etag check the real APIs make."""

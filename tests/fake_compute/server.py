@@ -483,4 +483,7 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
         def do_PATCH(self) -> None:  # noqa: N802
             self._serve("PATCH")
 
+        def do_PUT(self) -> None:  # noqa: N802
+            self._serve("PUT")
+
     return RequestHandler

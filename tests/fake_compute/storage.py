@@ -1,7 +1,10 @@
 """The slice of the Cloud Storage JSON API v1 that a cluster's nodes and the program use: a
 bucket made (`buckets.insert`, `buckets.get`), objects stored (`objects.insert`, a simple media
 upload) and read (`objects.get`, its metadata or with `alt=media` its bytes, which is
-how a node fetches the file_mounts archive and the head's autoscaler config).
+how a node fetches the file_mounts archive and the head's autoscaler config), listed and
+deleted (`objects.list`, `objects.delete`, `buckets.delete`: a bucket with objects refuses, as
+Cloud Storage does), and the bucket's IAM policy (`buckets.getIamPolicy`,
+`buckets.setIamPolicy`, with its etag checked as a precondition).
 
 Paths are the discovery document's templates (`ROUTES`; a test compares them with the
 document google-api-python-client ships). Every request needs `Authorization: Bearer <token>`
@@ -18,12 +21,17 @@ import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 # (HTTP method, path template as the discovery document writes it, method id)
 ROUTES = [
     ("POST", "/storage/v1/b", "storage.buckets.insert"),
     ("GET", "/storage/v1/b/{bucket}", "storage.buckets.get"),
+    ("DELETE", "/storage/v1/b/{bucket}", "storage.buckets.delete"),
+    ("GET", "/storage/v1/b/{bucket}/iam", "storage.buckets.getIamPolicy"),
+    ("PUT", "/storage/v1/b/{bucket}/iam", "storage.buckets.setIamPolicy"),
+    ("GET", "/storage/v1/b/{bucket}/o", "storage.objects.list"),
+    ("DELETE", "/storage/v1/b/{bucket}/o/{object}", "storage.objects.delete"),
     ("POST", "/upload/storage/v1/b/{bucket}/o", "storage.objects.insert"),
     ("GET", "/storage/v1/b/{bucket}/o/{object}", "storage.objects.get"),
 ]
@@ -52,6 +60,7 @@ class FakeStorage:
     buckets: dict[str, dict[str, Any]] = field(default_factory=dict)
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
     readers: dict[str, set[str]] = field(default_factory=dict)
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # bucket -> IAM policy
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method id, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -91,12 +100,77 @@ class FakeStorage:
             if name in self.buckets:
                 return _error(409, "Your previous request to create the named bucket "
                               "succeeded and you already own it.", "conflict")
-            self.buckets[name] = {**body, "kind": "storage#bucket", "id": name}
+            self.buckets[name] = {
+                **body, "kind": "storage#bucket", "id": name,
+                "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
             return _json(self.buckets[name])
 
     def _buckets_get(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
                      token: str) -> Answer:
         return self._allowed(p["bucket"], token) or _json(self.buckets[p["bucket"]])
+
+    def _buckets_delete(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
+                        token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        with self.lock:
+            if any(bucket == p["bucket"] for bucket, _ in self.objects):
+                return _error(409, "The bucket you tried to delete is not empty.", "conflict")
+            del self.buckets[p["bucket"]]
+            self.policies.pop(p["bucket"], None)
+        return Answer(204, "application/json", b"")
+
+    def _buckets_getIamPolicy(self, p: dict[str, str], _q: dict[str, str], _h: Any,  # noqa: N802
+                              _r: bytes, token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        with self.lock:
+            return _json(self._policy(p["bucket"]))
+
+    def _buckets_setIamPolicy(self, p: dict[str, str], _q: dict[str, str], _h: Any,  # noqa: N802
+                              raw: bytes, token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        body = json.loads(raw or b"{}")
+        with self.lock:
+            current = self._policy(p["bucket"])
+            if body.get("etag") and body["etag"] != current["etag"]:
+                return _error(412, "Precondition Failed", "conditionNotMet")
+            version = int(base64.b64decode(current["etag"]).decode()) + 1
+            self.policies[p["bucket"]] = {
+                "kind": "storage#policy", "resourceId": f"projects/_/buckets/{p['bucket']}",
+                "bindings": body.get("bindings") or [], "version": 1,
+                "etag": base64.b64encode(str(version).encode()).decode()}
+            return _json(self.policies[p["bucket"]])
+
+    def _policy(self, bucket: str) -> dict[str, Any]:
+        return self.policies.setdefault(bucket, {
+            "kind": "storage#policy", "resourceId": f"projects/_/buckets/{bucket}",
+            "bindings": [], "version": 1, "etag": base64.b64encode(b"1").decode()})
+
+    def _objects_list(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
+                      token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        with self.lock:
+            items = [_resource(bucket, name, data)
+                     for (bucket, name), data in sorted(self.objects.items())
+                     if bucket == p["bucket"]]
+        return _json({"kind": "storage#objects", "items": items})
+
+    def _objects_delete(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
+                        token: str) -> Answer:
+        refused = self._allowed(p["bucket"], token)
+        if refused:
+            return refused
+        with self.lock:
+            if self.objects.pop((p["bucket"], p["object"]), None) is None:
+                return _error(404, f"No such object: {p['bucket']}/{p['object']}", "notFound")
+        return Answer(204, "application/json", b"")
 
     def _objects_insert(self, p: dict[str, str], query: dict[str, str], _h: Any,
                         raw: bytes, token: str) -> Answer:
@@ -128,7 +202,11 @@ class FakeStorage:
 
 
 def _resource(bucket: str, name: str, data: bytes) -> dict[str, Any]:
+    link = f"https://www.googleapis.com/storage/v1/b/{bucket}/o/{quote(name, safe='')}"
     return {"kind": "storage#object", "bucket": bucket, "name": name, "size": str(len(data)),
+            "id": f"{bucket}/{name}/1", "generation": "1", "selfLink": link,
+            "mediaLink": f"https://storage.googleapis.com/download/storage/v1/b/{bucket}/o/"
+                         f"{quote(name, safe='')}?generation=1&alt=media",
             "md5Hash": base64.b64encode(hashlib.md5(data).digest()).decode()}  # noqa: S324
 
 

@@ -2,11 +2,15 @@
 
 pulumi-gcp's own provider config names them: `computeCustomEndpoint`,
 `tpuV2CustomEndpoint`, `iamCustomEndpoint`, `resourceManagerCustomEndpoint`,
-`serviceUsageCustomEndpoint`, `secretManagerCustomEndpoint` (each a base URL ending in the
-API version, as the real provider takes it), else the environment variable the Terraform
-provider reads for it (`GOOGLE_COMPUTE_CUSTOM_ENDPOINT`, ...: each service's product.go;
-IAM has none upstream, so `GOOGLE_IAM_CUSTOM_ENDPOINT` is the stand-in's own, for explicit
-providers), else the real googleapis.com URL.
+`serviceUsageCustomEndpoint`, `secretManagerCustomEndpoint`, `storageCustomEndpoint` (each a
+base URL ending in the API version, as the real provider takes it), else the environment
+variable the Terraform provider reads for it (`GOOGLE_COMPUTE_CUSTOM_ENDPOINT`, ...: each
+service's product.go; IAM has none upstream, so `GOOGLE_IAM_CUSTOM_ENDPOINT` is the stand-in's
+own, for explicit providers), else the real googleapis.com URL. Cloud Storage's media uploads
+go to the same host under `/upload/` (the JSON API's upload path).
+
+Every call carries `Authorization: Bearer` with the provider's `accessToken`, else
+`GOOGLE_OAUTH_ACCESS_TOKEN` (the Terraform provider's variable for a bare token), when set.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ DEFAULT_ENDPOINTS = {
     "resourceManager": "https://cloudresourcemanager.googleapis.com/v1/",
     "serviceUsage": "https://serviceusage.googleapis.com/v1/",
     "secretManager": "https://secretmanager.googleapis.com/v1/",
+    "storage": "https://storage.googleapis.com/storage/v1/",
 }
 ENDPOINT_ENV = {
     "compute": "GOOGLE_COMPUTE_CUSTOM_ENDPOINT",
@@ -34,7 +39,9 @@ ENDPOINT_ENV = {
     "resourceManager": "GOOGLE_RESOURCE_MANAGER_CUSTOM_ENDPOINT",
     "serviceUsage": "GOOGLE_SERVICE_USAGE_CUSTOM_ENDPOINT",
     "secretManager": "GOOGLE_SECRET_MANAGER_CUSTOM_ENDPOINT",
+    "storage": "GOOGLE_STORAGE_CUSTOM_ENDPOINT",
 }
+TOKEN_ENV = "GOOGLE_OAUTH_ACCESS_TOKEN"
 OPERATION_WAIT_S = 120.0
 
 
@@ -53,6 +60,11 @@ class Apis:
                      or default)
             for api, default in DEFAULT_ENDPOINTS.items()
         }
+        self.token = str(config.get("accessToken") or os.environ.get(TOKEN_ENV) or "")
+
+    def _headers(self, content_type: str) -> dict[str, str]:
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return {"Content-Type": content_type, **auth}
 
     def call(self, api: str, verb: str, path: str, body: Any = None,
              query: dict[str, str] | None = None) -> Any:
@@ -60,8 +72,20 @@ class Apis:
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=verb,
-                                         headers={"Content-Type": "application/json"})
+        return self._send(urllib.request.Request(url, data=data, method=verb,
+                                                 headers=self._headers("application/json")))
+
+    def upload(self, bucket: str, name: str, data: bytes, content_type: str) -> Any:
+        """Cloud Storage's simple media upload (`objects.insert`, `uploadType=media`)."""
+        base = urllib.parse.urlsplit(self.endpoints["storage"])
+        url = urllib.parse.urlunsplit((
+            base.scheme, base.netloc,
+            f"/upload{base.path.rstrip('/')}/b/{urllib.parse.quote(bucket, safe='')}/o",
+            urllib.parse.urlencode({"uploadType": "media", "name": name}), ""))
+        return self._send(urllib.request.Request(url, data=data, method="POST",
+                                                 headers=self._headers(content_type)))
+
+    def _send(self, request: urllib.request.Request) -> Any:
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:
                 raw = answer.read()

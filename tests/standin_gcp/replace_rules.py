@@ -156,6 +156,50 @@ RULES: dict[str, dict[str, Rule]] = {
         "secretData": LEAF, "secret": LEAF, "isSecretDataBase64": LEAF,
         "secretDataWoVersion": LEAF,
     },
+    # google/services/compute/resource_compute_router.go (terraform-provider-google at
+    # e03b7622a2), ResourceComputeRouter(): name, encrypted_interconnect_router, ncc_gateway,
+    # network, params, region, project ForceNew (description and bgp update in place).
+    "gcp:compute/router:Router": {
+        "name": LEAF, "encryptedInterconnectRouter": LEAF, "nccGateway": LEAF,
+        "network": LEAF, "region": LEAF, "project": LEAF, "params": block(),
+    },
+    # google/services/compute/resource_compute_router_nat.go, ResourceComputeRouterNat():
+    # name, router, endpoint_types, initial_nat_ips, region, type, project ForceNew.
+    "gcp:compute/routerNat:RouterNat": {
+        name: LEAF for name in ("name", "router", "endpointTypes", "initialNatIps", "region",
+                                "type", "project")
+    },
+    # google/services/resourcemanager/iam_service_account.go: service_account_id ForceNew;
+    # role, member, condition from tpgiamresource/resource_iam_member.go.
+    "gcp:serviceaccount/iAMMember:IAMMember": {
+        "serviceAccountId": LEAF, "role": LEAF, "member": LEAF,
+        "condition": block(expression=LEAF, title=LEAF, description=LEAF),
+    },
+    # google/services/storage/resource_storage_bucket.go (terraform-provider-google at
+    # e03b7622a2), ResourceStorageBucket(): name, location, project, enable_object_retention,
+    # custom_placement_config.data_locations, hierarchical_namespace (and its enabled) ForceNew.
+    "gcp:storage/bucket:Bucket": {
+        "name": LEAF, "location": LEAF, "project": LEAF, "enableObjectRetention": LEAF,
+        "customPlacementConfig": block(False, dataLocations=LEAF),
+        "hierarchicalNamespace": block(enabled=LEAF),
+    },
+    # google/services/storage/iam_storage_bucket.go: bucket ForceNew; role, member, condition
+    # from tpgiamresource/resource_iam_member.go as above.
+    "gcp:storage/bucketIAMMember:BucketIAMMember": {
+        "bucket": LEAF, "role": LEAF, "member": LEAF,
+        "condition": block(expression=LEAF, title=LEAF, description=LEAF),
+    },
+    # google/services/storage/resource_storage_bucket_object.go, ResourceStorageBucketObject():
+    # bucket, name, source, cache_control, content_disposition, content_encoding,
+    # content_language, content_type, force_empty_content_type, storage_class, kms_key_name,
+    # metadata, customer_encryption.{encryption_algorithm, encryption_key} ForceNew. `content`
+    # is not: resourceStorageBucketObjectUpdate uploads it again in place.
+    "gcp:storage/bucketObject:BucketObject": {
+        name: LEAF for name in (
+            "bucket", "name", "source", "cacheControl", "contentDisposition",
+            "contentEncoding", "contentLanguage", "contentType", "forceEmptyContentType",
+            "storageClass", "kmsKeyName", "metadata")
+    } | {"customerEncryption": block(False, encryptionAlgorithm=LEAF, encryptionKey=LEAF)},
 }
 
 

@@ -373,7 +373,8 @@ class Account(Handler):
 class PolicyMember(Handler):
     """One (role, member) pair in an IAM policy: read-modify-write with the policy's etag,
     one writer per policy at a time (the Terraform provider's IAM mutex, keyed by the policy's
-    resource) and again on a concurrent change (409), as tpgiamresource does."""
+    resource) and again on a concurrent change (409 or 412: tpgresource.IsConflictError), as
+    tpgiamresource does."""
 
     computed = ("id", "etag")
     api = "resourceManager"
@@ -398,7 +399,7 @@ class PolicyMember(Handler):
                 try:
                     return self._write(inputs, add)
                 except ApiError as error:
-                    if error.status != 409:
+                    if error.status not in (409, 412):
                         raise
             return self._write(inputs, add)
 
@@ -412,6 +413,9 @@ class PolicyMember(Handler):
         members = [m for m in binding["members"] if m != inputs["member"]]
         binding["members"] = [*members, inputs["member"]] if add else members
         policy["bindings"] = [b for b in bindings if b["members"]]
+        return self._store(inputs, policy)
+
+    def _store(self, inputs: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
         return self.apis.call(self.api, "POST", f"{self.policy_path(inputs)}:setIamPolicy",
                               {"policy": policy})
 
@@ -454,6 +458,17 @@ class SecretIamMember(PolicyMember):
     def policy_path(self, inputs: dict[str, Any]) -> str:
         secret = str(inputs["secretId"]).rsplit("/", 1)[-1]
         return f"projects/{self.project(inputs)}/secrets/{secret}"
+
+
+class AccountIamMember(PolicyMember):
+    """google_service_account_iam_member (iam_service_account.go: the policy of the account
+    `service_account_id` names, `projects/{project}/serviceAccounts/{email}`)."""
+
+    token = "gcp:serviceaccount/iAMMember:IAMMember"
+    api = "iam"
+
+    def policy_path(self, inputs: dict[str, Any]) -> str:
+        return str(inputs["serviceAccountId"])
 
 
 class ProjectService(Handler):
@@ -553,7 +568,7 @@ class SecretVersion(Handler):
 HANDLERS: dict[str, type[Handler]] = {
     handler.token: handler
     for handler in (Instance, V2Vm, Firewall, Disk, Account, ProjectIamMember, SecretIamMember,
-                    ProjectService, Secret, SecretVersion)
+                    AccountIamMember, ProjectService, Secret, SecretVersion)
 }
 
 

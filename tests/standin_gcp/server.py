@@ -23,9 +23,10 @@ import grpc
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import plugin_pb2, provider_pb2, provider_pb2_grpc
 
-from tests.standin_gcp import replace_rules, schema
+from tests.standin_gcp import network, replace_rules, schema, storage
 from tests.standin_gcp.api import ApiError, Apis
-from tests.standin_gcp.resources import HANDLERS, Handler, invoke
+from tests.standin_gcp.resources import HANDLERS as RESOURCE_HANDLERS
+from tests.standin_gcp.resources import Handler, invoke
 
 VERSION = "10.2.0"  # what pulumi_gcp/pulumi-plugin.json asks for
 PROVIDER_TOKEN = "pulumi:providers:gcp"
@@ -35,6 +36,8 @@ AUTONAMED = frozenset({"gcp:compute/instance:Instance", "gcp:compute/firewall:Fi
                        "gcp:compute/disk:Disk", "gcp:tpu/v2Vm:V2Vm"})
 # Where every call is logged, one JSON line each (method, urn, pid), when set.
 CALL_LOG_ENV = "STANDIN_GCP_CALL_LOG"
+HANDLERS = {**RESOURCE_HANDLERS, **network.HANDLERS, **storage.HANDLERS}
+SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
 def _to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
@@ -50,6 +53,14 @@ def _to_struct(value: dict[str, Any]) -> struct_pb2.Struct:
 def _plain(value: Any) -> Any:
     """JSON-safe (ints as floats are fine for a Struct)."""
     return json.loads(json.dumps(value))
+
+
+def _revealed(value: Any) -> Any:
+    """A config value as plain: Configure's args still carry a secret as the engine wraps it
+    (an object with the signature key and the secret sig), acceptSecrets being answered later."""
+    if isinstance(value, dict) and value.get(SIG_KEY) == SECRET_SIG:
+        return value.get("value")
+    return value
 
 
 def _type_of(urn: str) -> str:
@@ -111,7 +122,7 @@ class StandInGcp(provider_pb2_grpc.ResourceProviderServicer):
 
     @_aborting
     def Configure(self, request: Any, context: Any) -> provider_pb2.ConfigureResponse:  # noqa: N802
-        self.config = _to_dict(request.args)
+        self.config = {key: _revealed(value) for key, value in _to_dict(request.args).items()}
         self.apis = Apis(self.config)
         return provider_pb2.ConfigureResponse(acceptSecrets=False, supportsPreview=True,
                                               acceptResources=False)

@@ -220,18 +220,29 @@ fetch_object() {
     fi
     # Object names here hold letters, digits, . _ - and /; the API takes / as %2F.
     url="$STORAGE_URL/b/$1/o/$(printf '%s' "$2" | sed 's,/,%2F,g')?alt=media"
+    if ! retry_until_granted "$FETCH_TRIES" "$FETCH_DELAY" fetch_object_once "$url" "$3"; then
+        log "could not read gs://$1/$2 after $attempt tries: the node's service account" \
+            "needs roles/storage.objectViewer on the bucket and the node a storage or" \
+            "cloud-platform scope"
+        return 1
+    fi
+    log "gs://$1/$2 fetched (try $attempt)"
+}
+
+# Run "$3..." until it succeeds, at most $1 tries $2 seconds apart: a new node's IAM grant may
+# take a minute or two to reach the API. `attempt` is left at the last try made.
+retry_until_granted() {
+    tries=$1
+    delay=$2
+    shift 2
     attempt=1
-    while ! fetch_object_once "$url" "$3"; do
-        if [ "$attempt" -ge "$FETCH_TRIES" ]; then
-            log "could not read gs://$1/$2 after $attempt tries: the node's service account" \
-                "needs roles/storage.objectViewer on the bucket and the node a storage or" \
-                "cloud-platform scope"
+    while ! "$@"; do
+        if [ "$attempt" -ge "$tries" ]; then
             return 1
         fi
         attempt=$((attempt + 1))
-        sleep "$FETCH_DELAY"
+        sleep "$delay"
     done
-    log "gs://$1/$2 fetched (try $attempt)"
 }
 
 fetch_object_once() (
@@ -350,17 +361,12 @@ read_secret() {
         log "python3 is missing: it reads the Secret Manager answer (install python3 in the image)"
         return 1
     fi
-    attempt=1
-    while ! access_secret "$1" "$2"; do
-        if [ "$attempt" -ge "$SECRET_TRIES" ]; then
-            log "could not read secret $1 after $attempt tries: the head's service account" \
-                "needs roles/secretmanager.secretAccessor on it and the head the" \
-                "cloud-platform scope"
-            return 1
-        fi
-        attempt=$((attempt + 1))
-        sleep "$SECRET_DELAY"
-    done
+    if ! retry_until_granted "$SECRET_TRIES" "$SECRET_DELAY" access_secret "$1" "$2"; then
+        log "could not read secret $1 after $attempt tries: the head's service account" \
+            "needs roles/secretmanager.secretAccessor on it and the head the" \
+            "cloud-platform scope"
+        return 1
+    fi
     log "key from Secret Manager $1 (try $attempt)"
 }
 

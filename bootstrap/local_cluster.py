@@ -134,6 +134,10 @@ class LocalCluster:
             "RAY_DASHBOARD_PORT": str(self.dashboard_port),
             "RAY_CLIENT_PORT": str(self.client_port),
             "RAY_USAGE_STATS_ENABLED": "0",
+            # Under `uv run` (the README's command) Ray would otherwise start every worker with
+            # `uv run` in an uploaded copy of the working directory; the nodes already run in
+            # this environment, and that `uv` need not be on PATH.
+            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
             # Ray's token authentication: every node, `ray status` and the driver present the
             # cluster's token; a client without it is refused.
             "RAY_AUTH_MODE": "token",

@@ -1,4 +1,4 @@
-"""Run a rendered startup script for real, with stub `ray`, `docker` and `getent` on PATH.
+"""Run a rendered startup script for real, with stub `ray`, `docker`, `getent` and `pip` on PATH.
 
 Each stub appends one line `<name> <args>` to a calls file, so tests read back exactly which
 commands the script ran and in what order. User commands in the test configs call `record`.
@@ -30,6 +30,8 @@ HEAD_INTERNAL_IP = "10.128.0.7"
 _RECORD = 'printf \'%s\\n\' "$(basename "$0") $*" >> "$STUB_CALLS"\n'
 STUBS = {
     "record": "#!/bin/sh\n" + _RECORD,
+    # Ray's default head setup command is a `pip install`: recorded, never run against PyPI.
+    "pip": "#!/bin/sh\n" + _RECORD,
     # `ray` also leaves its whole environment (the last call's) in $STUB_CALLS.env.
     "ray": "#!/bin/sh\n" + _RECORD + 'printf \'ray-env HEAD=%s RES=%s\\n\' '
     '"${RAY_HEAD_IP:-}" "${RAY_OVERRIDE_RESOURCES:-}" >> "$STUB_CALLS"\n'

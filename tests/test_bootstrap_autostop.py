@@ -63,9 +63,13 @@ def ray_head(tmp_path_factory):
     temp_dir = Path(f"/tmp/rga-{os.getpid()}")  # short: Ray's socket paths must stay short
     ports = {name: free_port() for name in ("gcs", "dashboard", "client", "agent", "agent_grpc",
                                             "runtime_env", "metrics", "node_manager", "object")}
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp_dir)}
+    # CI runs pytest under `uv run`: without the switch Ray would start the drivers' workers with
+    # `uv run` in an uploaded copy of this checkout instead of in this environment.
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp_dir),
+           "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     command = [
-        env_tool("ray"), "start", "--head", "--num-cpus=2", "--disable-usage-stats",
+        env_tool("ray"), "start", "--head", "--node-ip-address=127.0.0.1", "--num-cpus=2",
+        "--disable-usage-stats",
         f"--temp-dir={temp_dir}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
         f"--port={ports['gcs']}", f"--dashboard-port={ports['dashboard']}",
         f"--ray-client-server-port={ports['client']}",
@@ -84,7 +88,10 @@ def ray_head(tmp_path_factory):
         _wait_for(lambda: _answers(head["dashboard"]), "Ray's dashboard answers")
         yield head
     finally:
-        stop_processes([str(temp_dir), f"--port={ports['gcs']}"], grace_seconds=3)
+        # `ray start` exits, leaving its daemons without a parent to follow; Ray's client
+        # server names neither the temp dir nor 127.0.0.1 (it binds the machine's address)
+        stop_processes([str(temp_dir), f"--port={ports['gcs']} ", f"--port={ports['client']} "],
+                       grace_seconds=3)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 

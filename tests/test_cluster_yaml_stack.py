@@ -133,14 +133,19 @@ def run_task(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
-def test_a_yaml_that_fails_a_check_writes_nothing(tmp_path):
-    bad = cluster_yaml(tmp_path, "bad-yaml-writes-nothing", project_id=123)
+@pytest.mark.parametrize(("cluster_name", "provider", "named"), [
+    ("bad-yaml-writes-nothing", {"project_id": 123}, "provider.project_id"),
+    # Not a GCE name prefix, nor a stack name pulumi takes: refused, never renamed.
+    ("Bad_Name", {}, "cluster_name"),
+])
+def test_a_yaml_that_fails_a_check_writes_nothing(tmp_path, cluster_name, provider, named):
+    bad = cluster_yaml(tmp_path, cluster_name, **provider)
     for task in ("up", "preview"):
         done = run_task(task, "-c", str(bad), "-y" if task == "up" else "--diff",
                         state=tmp_path / "state")
         assert done.returncode == 1, done.stderr
-        assert "provider.project_id" in done.stderr and "Traceback" not in done.stderr
-    assert not (PROJECT_ROOT / "stacks" / "Pulumi.bad-yaml-writes-nothing.yaml").exists()
+        assert named in done.stderr and "Traceback" not in done.stderr
+    assert not (PROJECT_ROOT / "stacks" / f"Pulumi.{cluster_name}.yaml").exists()
     assert not (tmp_path / "state").exists()
 
 

@@ -5,6 +5,7 @@ passphrase unless the user gives their own, and nothing written for a YAML that 
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import subprocess
@@ -155,4 +156,16 @@ def test_down_with_a_yaml_no_stack_deploys_says_so_and_writes_nothing(tmp_path):
     assert done.returncode == 1
     assert "no stack deploys it yet" in done.stderr and f"invoke up -c {fresh}" in done.stderr
     assert not (PROJECT_ROOT / "stacks" / "Pulumi.never-deployed-here.yaml").exists()
+    assert not (tmp_path / "state").exists()
+
+
+def test_plan_with_a_yaml_plans_its_stack_and_writes_nothing(tmp_path):
+    mine = cluster_yaml(tmp_path, "planned-from-yaml")
+    done = run_task("plan", "-c", str(mine), state=tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert (plan["stack"], plan["cluster_file"]) == ("planned-from-yaml", str(mine))
+    heads = [r for r in plan["resources"] if r["kind"] == "Instance"]
+    assert [r["inputs"]["labels"]["ray-cluster-name"] for r in heads] == ["planned-from-yaml"]
+    assert not (PROJECT_ROOT / "stacks" / "Pulumi.planned-from-yaml.yaml").exists()
     assert not (tmp_path / "state").exists()

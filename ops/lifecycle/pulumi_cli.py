@@ -15,6 +15,7 @@ from typing import Any, Literal, TextIO
 
 from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
 from ops.errors import OpsError
+from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.stack import Stack, require_cli, select_stack
@@ -23,18 +24,27 @@ Operation = Literal["up", "preview", "destroy", "refresh"]
 POLICY_PACK = PROJECT_ROOT / "policy"
 
 
-def operate(stack: str | None, operation: Operation) -> None:
-    """`invoke preview/refresh/down`: the stack --stack names (its file checked first), the
-    CLI check, then the operation."""
+def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) -> Stack:
+    """The stack --stack names (its file checked first) and the CLI check; or, with
+    --config, the stack the cluster YAML deploys as, made first by `up` and `preview`
+    (ops/lifecycle/cluster_yaml.py)."""
+    if cluster_yaml:
+        return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
-    run_operation(chosen, operation)
+    return chosen
 
 
-def up(stack: str | None, restart_only: bool, no_restart: bool) -> None:
+def operate(stack: str | None, operation: Operation, cluster_yaml: str | None = None) -> None:
+    """`invoke preview/refresh/down`: the stack chosen (`choose`), then the operation."""
+    run_operation(choose(stack, cluster_yaml, operation), operation)
+
+
+def up(stack: str | None, restart_only: bool, no_restart: bool,
+       cluster_yaml: str | None = None) -> None:
     """`invoke up`: the re-apply request for the node watchers, then the up."""
     export_request(reapply_request(restart_only, no_restart))
-    operate(stack, "up")
+    operate(stack, "up", cluster_yaml)
 
 
 def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:
@@ -83,12 +93,12 @@ def run_operation(
         actions[operation](on_event=printer, **options)
 
 
-def preview_diff(stack: str | None, out: TextIO = sys.stdout) -> None:
+def preview_diff(stack: str | None, cluster_yaml: str | None = None,
+                 out: TextIO = sys.stdout) -> None:
     """`invoke preview --diff`: the engine's own `pulumi preview --diff` text, uncoloured (the
     PR workflow posts it), run as `invoke preview` runs (the pinned engine, the program
     inline)."""
-    chosen = Stack.choose(stack, require_file=True)
-    require_cli()
+    chosen = choose(stack, cluster_yaml, "preview")
     automation_stack = select_stack(chosen.name)
     with _one_line_failure("preview", chosen.name):
         automation_stack.preview(diff=True, color="never",

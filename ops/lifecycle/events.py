@@ -131,7 +131,6 @@ class EventPrinter:
             return f"summary: {changes or 'no changes'} in {summary.duration_seconds}s"
         return None
 
-
     def _violation(self, event: PolicyEvent) -> str | None:
         """`  policy   MANDATORY  private-nodes  <resource>: <message>`, the first time; the
         engine's message is the policy's description, then the rule's own message. A policy

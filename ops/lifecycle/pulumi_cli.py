@@ -3,7 +3,8 @@
 The Automation API drives the pulumi CLI as a subprocess: the engine `invoke engine` installed
 for the pinned version, else `pulumi` on PATH (ops.engine), with the program inline
 (`ops.stack.select_stack`). Without a CLI every entry point says how to get one
-(`ops.stack.require_cli`).
+(`ops.stack.require_cli`). A stack that names a policy-pack config runs the pack
+(`policy/analyzer`, which the engine starts itself) in its previews and ups.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from ops.lifecycle.reapply import export_request, reapply_request
 from ops.stack import Stack, require_cli, select_stack
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
-POLICY_PACK = PROJECT_ROOT / "policy"
+POLICY_PACK = PROJECT_ROOT / "policy" / "analyzer"
+"""The pack as an executable analyzer plugin: the engine starts it directly (no Python
+language host needed) and reads PulumiPolicy.yaml beside it."""
 
 
 def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) -> Stack:
@@ -48,8 +51,8 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
 
 
 def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:
-    """The Automation API's `--policy-pack policy --policy-pack-config <file>` when the stack
-    file names a pack config (`ray-gcp:policyConfig`); nothing otherwise."""
+    """The Automation API's `--policy-pack policy/analyzer --policy-pack-config <file>` when
+    the stack file names a pack config (`ray-gcp:policyConfig`); nothing otherwise."""
     path = settings.get(POLICY_KEY)
     if not path:
         return {}
@@ -63,7 +66,8 @@ def run_operation(
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
     and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
-    run the policy pack when the stack file names its config (`policy_options`)."""
+    run the policy pack when the stack file names its config (`policy_options`); an `up` then
+    previews with it first (`_mandatory_violations`)."""
     from ops.lifecycle.preempted import up_replacing_reclaimed
 
     chosen = Stack.of(stack)
@@ -77,8 +81,10 @@ def run_operation(
         found = network_warnings(chosen.cluster, quota_apis(chosen.cluster, None, None))
         if found:
             print(render_warnings(found), file=out, flush=True)
+    policy: dict[str, list[str]] = {}
     if operation in ("up", "preview") and (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
-        options = {**policy_options(chosen.settings), **options}
+        policy = policy_options(chosen.settings)
+        options = {**policy, **options}
     automation_stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
@@ -90,7 +96,32 @@ def run_operation(
         "refresh": automation_stack.refresh,
     }
     with _one_line_failure(operation, name), printer.ticking():
-        actions[operation](on_event=printer, **options)
+        if operation == "up" and policy:
+            with _mandatory_violations(printer, name, "before the up: nothing was created or "
+                                                     "changed"):
+                automation_stack.preview(on_event=printer.policies_only, **policy)
+        with _mandatory_violations(printer, name, "the policy pack's messages are above"):
+            actions[operation](on_event=printer, **options)
+
+
+@contextlib.contextmanager
+def _mandatory_violations(printer: EventPrinter, name: str, note: str) -> Iterator[None]:
+    """An engine failure with mandatory policy violations printed becomes one line naming the
+    policies. An `up` with a pack previews with it first (`note` says so): a mandatory
+    violation stops it before anything is created, where the up itself judges each resource
+    only when it registers it (after the ones before it exist) and the stack-wide policies
+    at its end."""
+    from pulumi import automation as auto
+
+    try:
+        yield
+    except auto.CommandError:
+        broken = sorted({rule for level, rule, _, _ in printer.violations
+                         if level == "mandatory"})
+        if not broken:
+            raise
+        raise OpsError(f"stack {name!r} breaks mandatory policies: {', '.join(broken)} "
+                       f"({note})") from None
 
 
 def preview_diff(stack: str | None, cluster_yaml: str | None = None,

@@ -130,3 +130,26 @@ def test_a_mandatory_violation_stops_up_before_anything_exists(policy_stack) -> 
     finally:
         down = invoke(space, "down", "-s", STACK)
         assert down.returncode == 0, f"{down.stdout[-3000:]}{down.stderr[-3000:]}"
+
+
+# The head alone ($0.10/h) fits under the cap; the pinned worker ($0.02/h) takes it over. In a
+# new stack's first preview the engine cannot judge the WorkerGroup (its body waits on the key
+# pair made during the up), so only the offline plan sees the cap broken before anything exists.
+PINNED_OVER_CAP = {"max-hourly-price": {"maxUsdPerHour": 0.11}, "cost-labels": "disabled",
+                   "no-open-admin-ports": "disabled"}
+
+
+def test_a_mandatory_violation_the_first_preview_cannot_judge_still_stops_up(
+    policy_stack,
+) -> None:
+    space, fake, pack_config = policy_stack
+    pack_config.write_text(json.dumps(PINNED_OVER_CAP))
+    settings = yaml.safe_load(STACK_FILE.read_text())
+    settings["config"]["ray-gcp:workerCounts"] = {"ray_worker_small": 1}
+    STACK_FILE.write_text(yaml.safe_dump(settings))
+    refused = invoke(space, "up", "-s", STACK)
+    assert refused.returncode != 0
+    assert "NOT RUN" in refused.stdout, refused.stdout[-3000:]  # the engine could not judge
+    assert ("breaks mandatory policies: max-hourly-price (in the offline plan" in refused.stderr
+            and "nothing was created" in refused.stderr), refused.stderr[-3000:]
+    _nothing_created(space, fake)

@@ -67,7 +67,8 @@ def run_operation(
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
     and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
     run the policy pack when the stack file names its config (`policy_options`); an `up` then
-    previews with it first (`_mandatory_violations`)."""
+    previews with it first (`_mandatory_violations`), and what that preview could not judge
+    is judged on the offline plan (`_judge_offline`)."""
     from ops.lifecycle.preempted import up_replacing_reclaimed
 
     chosen = Stack.of(stack)
@@ -100,8 +101,27 @@ def run_operation(
             with _mandatory_violations(printer, name, "before the up: nothing was created or "
                                                      "changed"):
                 automation_stack.preview(on_event=printer.policies_only, **policy)
+            if any(level == "not run" for level, _, _, _ in printer.violations):
+                _judge_offline(name, out)
         with _mandatory_violations(printer, name, "the policy pack's messages are above"):
             actions[operation](on_event=printer, **options)
+
+
+def _judge_offline(name: str, out: TextIO) -> None:
+    """The rules the engine's preview could not run (a new stack's node labels and pinned
+    WorkerGroup bodies wait on values made during the up; the engine would judge them only
+    as it creates each, after the ones before it exist), judged on the offline plan, which
+    knows every input: a mandatory violation stops the up before anything is created."""
+    from ops.review.guardrails import table_lines
+    from ops.review.plan import collect_plan, plan_stack_isolated
+
+    findings = collect_plan(plan_stack_isolated(name), name)["policy"]
+    broken = sorted({f["policy"] for f in findings if f["level"] == "mandatory"})
+    if broken:
+        print("the offline plan judges what the preview could not:", file=out)
+        print("\n".join(table_lines(findings)), file=out, flush=True)
+        raise OpsError(f"stack {name!r} breaks mandatory policies: {', '.join(broken)} (in "
+                       "the offline plan, before the up: nothing was created or changed)")
 
 
 @contextlib.contextmanager

@@ -73,11 +73,15 @@ def cluster(**overrides: Any) -> ClusterConfig:
     return parse_cluster_config(data)
 
 
+MOUNTS_KEY = "5e" * 32  # a stack's secret that names its file_mounts archive (infra/stack_secret)
+
+
 def node_entries(config: ClusterConfig, role: str, node_type: str, tmp_path: Path,
                  request: str = "") -> dict[str, str]:
     """A node's metadata with its file_mounts packed from `tmp_path` (relative sources) and
     the archive put where `run_script` keeps the cluster's bucket (`tmp_path/bucket`)."""
-    mounts = pack_file_mounts(config, tmp_path)
+    packed = pack_file_mounts(config, tmp_path)
+    mounts = packed.keyed(MOUNTS_KEY) if packed is not None else None
     if mounts is not None:
         mounts.write(tmp_path / "bucket" / Path(mounts.object_name).parent)
     return node_metadata(config, role, node_type, mounts, request)  # type: ignore[arg-type]

@@ -38,8 +38,8 @@ STUBS = {
     'env -0 > "$STUB_CALLS.env"\n',
     # `docker inspect` answers from STUB_CONTAINER ("true <image>" = running); `image
     # inspect` fails unless STUB_IMAGE_PRESENT=1; `exec [-u U] <name> /bin/bash --login -c CMD`
-    # runs CMD here. The container's user is STUB_CONTAINER_UID:STUB_CONTAINER_GID
-    # (`STUB_CONTAINER_USER` for whoami; root by default). With STUB_CONTAINER_ROOT, that
+    # runs CMD here. The container's user (`id -u`, `id -g`) is
+    # STUB_CONTAINER_UID:STUB_CONTAINER_GID, root by default. With STUB_CONTAINER_ROOT, that
     # folder is the container's filesystem: `cp` copies into it (the mode kept, as docker cp
     # keeps it), `exec` runs `chmod` and `mv` there; `chown` is only recorded (the test's user
     # may not give files away).
@@ -55,7 +55,6 @@ STUBS = {
     case $1 in
       /bin/bash) exec bash -c "$4" ;;  # keep the stub PATH
       id) [ "$2" = -g ] && echo "${STUB_CONTAINER_GID:-0}" || echo "${STUB_CONTAINER_UID:-0}" ;;
-      whoami) echo "${STUB_CONTAINER_USER:-root}" ;;
       chmod) [ -z "$root" ] || chmod "$2" "$root$3" ;;
       mv) [ -z "$root" ] || mv "$2" "$root$3" "$root$4" ;;
     esac ;;

@@ -88,9 +88,10 @@ def _recorded(value: Any) -> Any:
 
 
 def _asset_shown(value: Any) -> Any:
-    """An asset as a reviewer reads it, the same on every machine: a text asset (the head's
-    autoscaler config) as its text, a file asset (the file_mounts archive, named by its
-    content's hash) by its file name; anything else (a resource reference) as it is."""
+    """An asset as a reviewer reads it: a text asset (the head's autoscaler config) as its
+    text, a file asset (the file_mounts archive, named by its content's HMAC under the stack's
+    plan secret, `plan_secret`) by its file name; anything else (a resource reference) as it
+    is."""
     if isinstance(value, pulumi.StringAsset):
         return value.text
     if isinstance(value, pulumi.FileAsset):

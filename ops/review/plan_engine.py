@@ -122,12 +122,18 @@ def plan_secret(stack: str) -> str:
     of `invoke diff`) name the same files alike and changed files differently, and a published
     plan lets nobody test guesses of a secret file's content."""
     path = state_dir(stack) / PLAN_SECRET_FILE
-    try:
-        with open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL) as handle:
+    if not os.path.lexists(path):
+        # Written whole, then linked into place: the two sides of `invoke diff` start at once,
+        # and neither may read a file the other has created but not yet written.
+        partial = path.with_name(f"{PLAN_SECRET_FILE}.{os.getpid()}")
+        with open_no_follow(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as handle:
             handle.write(secrets.token_hex(32).encode())
-    except OpsError:
-        if not path.is_file() or path.is_symlink():
-            raise
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            pass  # the other side's is in place: both use it
+        finally:
+            partial.unlink(missing_ok=True)
     with open_no_follow(path, os.O_RDONLY) as handle:
         value = handle.read().decode().strip()
     if len(value) < 32:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from infra.config.errors import ConfigError
 from infra.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
+    STATE_DIR_ENV,
     StackFileError,
     check_stack,
 )
@@ -122,12 +124,16 @@ def price_per_hour(config: ClusterConfig, counts: dict[str, int]) -> dict[str, A
     return cluster_price(config, counts).as_dict()
 
 
-def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Popen[str]:
+def plan_stack_isolated(
+    stack: str, root: Path = PROJECT_ROOT, state: Path | None = None
+) -> subprocess.Popen[str]:
     """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
-    the result with `collect_plan`. Two can run at once."""
+    the result with `collect_plan`. Two can run at once. `state`: the local state folder the
+    plan uses (its stack's plan secret, ops.review.plan_engine.plan_secret), else the usual."""
+    env = {**os.environ, **({STATE_DIR_ENV: str(state)} if state is not None else {})}
     return subprocess.Popen(
         [sys.executable, "-m", "ops.review.plan", "--stack", stack, "--root", str(root)],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 

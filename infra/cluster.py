@@ -266,6 +266,7 @@ def _worker_group(
             credentials=credentials,
             api_endpoint=api_endpoint,
             fallback_zones=plan.config.provider.fallback_zones,
+            capacity=plan.config.provider.capacity_input(group.node_type),
         ),
         opts=opts,
     )

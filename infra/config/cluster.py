@@ -167,6 +167,28 @@ class Autostop(StrictModel):
     down: bool = False
 
 
+class Capacity(StrictModel):
+    """`provider.capacity.<node type>`: how a spot worker type gets capacity.
+
+    `fallback: on-demand`: when every allowed zone (provider.fallback_zones) refuses spot for
+    capacity, the pinned workers still missing are created on-demand. `return_to_spot: true`:
+    a later `invoke up` replaces those on-demand workers by spot ones when spot is back (by
+    default they are kept)."""
+
+    fallback: Literal["on-demand"]
+    return_to_spot: bool = False
+
+    @field_validator("fallback", mode="before")
+    @classmethod
+    def _fallback_word(cls, value: Any) -> Any:
+        if value != "on-demand":
+            raise ValueError(
+                f"{value!r} is not a fallback: write `fallback: on-demand` (the one market a "
+                "spot type can fall back to), or leave the type out of provider.capacity"
+            )
+        return value
+
+
 class TpuQueuedResources(StrictModel):
     """`provider.tpu_queued_resources`: TPU worker slices are requested through the TPU
     queued-resources API (they wait in GCP's queue for capacity) instead of created outright.
@@ -218,6 +240,9 @@ class Provider(StrictModel):
     fallback_zones: list[str] | Literal[False] | None = None
     """Where workers go when availability_zone is out of capacity: absent, any zone of the
     region offering the types; a list, only those zones in that order; false, nowhere."""
+    capacity: dict[str, Capacity] | None = None
+    """Node type -> its capacity policy (spot with on-demand fallback); see Capacity. Under
+    `provider`, not in the node type, because Ray's schema refuses unknown node type keys."""
     tpu_queued_resources: TpuQueuedResources | None = None
     """Absent: each TPU worker slice is a `tpu.V2Vm`; set: a queued resource (see above)."""
     autoscaler_version: Literal["v1", "v2"] = Field(default_factory=ray_up_autoscaler_version)
@@ -241,6 +266,18 @@ class Provider(StrictModel):
             raise ValueError(
                 f"{value!r} is not an autoscaler version: write v1 or v2, or leave it out for "
                 "the one `ray up` of the installed Ray starts (v2 since Ray 2.50)"
+            )
+        return value
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity_form(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise ValueError(
+                "use a mapping of worker node types to policies, e.g. "
+                "{gpu_worker: {fallback: on-demand}}, or leave it out"
             )
         return value
 
@@ -358,6 +395,11 @@ class Provider(StrictModel):
         if problems:
             raise PathError(problems)
         return self
+
+    def capacity_input(self, node_type: str) -> dict[str, Any] | None:
+        """The WorkerGroup's `capacity` input for a node type: its policy, or None."""
+        policy = (self.capacity or {}).get(node_type)
+        return policy.model_dump() if policy else None
 
     @property
     def project(self) -> str:
@@ -679,6 +721,7 @@ class ClusterConfig(StrictModel):
                         "migrate: set scheduling.onHostMaintenance: TERMINATE",
                     )
                 )
+        problems += self._capacity_problems()
         if self.head_node_type in self.available_node_types:
             problems += self._head_problems()
         if self.provider.private_cluster:
@@ -716,6 +759,29 @@ class ClusterConfig(StrictModel):
                 params = disk.initialize_params
                 if params is not None and params.disk_type:
                     params.disk_type = disk_type_url(zone, params.disk_type)
+
+    def _capacity_problems(self) -> list[tuple[str, str]]:
+        """`provider.capacity` names worker types whose node_config asks for spot."""
+        problems = []
+        for name in self.provider.capacity or {}:
+            path = f"provider.capacity.{name}"
+            node_type = self.available_node_types.get(name)
+            if node_type is None:
+                problems.append((path, f"{name!r} is not a key of available_node_types: use "
+                                       f"one of {', '.join(sorted(self.available_node_types))}"))
+            elif isinstance(node_type.node_config, TpuNodeConfig):
+                problems.append((path, "TPU slices have no on-demand fallback: remove "
+                                       f"{name} from provider.capacity"))
+            elif not node_type.node_config.scheduling.is_preemptible:
+                problems.append((path, f"{name}'s node_config is on-demand already: set "
+                                       f"available_node_types.{name}.node_config.scheduling."
+                                       "provisioningModel: SPOT, or remove it from "
+                                       "provider.capacity"))
+            elif not node_type.max_workers and name == self.head_node_type:
+                problems.append((path, "the head is never created on-demand in its stead and "
+                                       f"{name} has no workers: remove it from "
+                                       "provider.capacity"))
+        return problems
 
     def _head_problems(self) -> list[tuple[str, str]]:
         """Fields GCE takes that pulumi-gcp's compute.Instance cannot express (a worker type
@@ -875,6 +941,7 @@ class ClusterConfig(StrictModel):
         data["provider"].pop("inline_secret_file_mounts", None)
         data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
         data["provider"].pop("tpu_queued_resources", None)  # our TPU slices, not Ray's
+        data["provider"].pop("capacity", None)  # our worker groups', not Ray's
         data["provider"].pop("autoscaler_version", None)  # the head's start environment
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
+from infra.workers.capacity import market_of
 from infra.workers.clients import ApiClients
-from infra.workers.nodes import Node, Phase, Want, WorkerGroupError
+from infra.workers.nodes import NoCapacity, Node, Phase, Want, WorkerGroupError
 from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
 from infra.workers.quota import QuotaReader, body_needs, quota_rows, refuse_if_short
 from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
@@ -83,7 +84,14 @@ def _node(instance: compute_v1.Instance) -> Node:
         metadata={item.key: item.value for item in instance.metadata.items},
         metadata_fingerprint=instance.metadata.fingerprint,
         label_fingerprint=instance.label_fingerprint,
+        market=market_of(_scheduling(instance)),
     )
+
+
+def _scheduling(instance: compute_v1.Instance) -> dict[str, Any]:
+    scheduling = instance.scheduling
+    return {"provisioningModel": scheduling.provisioning_model,
+            "preemptible": scheduling.preemptible}
 
 
 def _metadata_state(node: Node) -> tuple[dict[str, str], str]:
@@ -194,7 +202,7 @@ class ComputeNodes:
                 if remaining and not looked_further:
                     queue, looked_further = fallbacks.result(), True
         if remaining:
-            raise WorkerGroupError(
+            raise NoCapacity(
                 self._no_capacity(len(names), len(created), refusals, body), created
             )
 

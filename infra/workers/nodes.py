@@ -28,6 +28,8 @@ class Node:
     external_ip: str | None = None
     zone: str | None = None
     """Where an instance is (a group fails over to other zones of its region)."""
+    market: str = ""
+    """An instance's scheduling: `spot` (spot or preemptible) or `on-demand`; empty for TPUs."""
     metadata: dict[str, str] = field(default_factory=dict)
     """An instance's metadata items, key -> value (empty for TPU VMs)."""
     metadata_fingerprint: str = ""
@@ -41,6 +43,7 @@ class Node:
             "external_ip": self.external_ip,
             "status": self.status,
             "zone": self.zone,
+            "market": self.market,
         }
 
 
@@ -55,6 +58,11 @@ class WorkerGroupError(RuntimeError):
                 "so the next `pulumi up` adopts them and `pulumi destroy` removes them)"
             )
         super().__init__(message)
+
+
+class NoCapacity(WorkerGroupError):
+    """Every zone the group may use refused the rest of the nodes for capacity (or a per-zone
+    quota): `created` are the ones some zone took."""
 
 
 class NodeLister(Protocol):

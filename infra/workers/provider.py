@@ -33,6 +33,16 @@ from infra.workers.apis import (
     compute_nodes,
     replacing_diff,
 )
+from infra.workers.capacity import (
+    CAPACITY_LABEL,
+    ON_DEMAND,
+    SPOT,
+    falls_back,
+    market_of,
+    on_demand_body,
+    returns_to_spot,
+    with_market,
+)
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
@@ -45,12 +55,14 @@ from infra.workers.naming import (
     replaced_keys,
     resource_id,
 )
-from infra.workers.nodes import Node, NodeApi, Want
+from infra.workers.nodes import NoCapacity, Node, NodeApi, Want
 from infra.workers.plan import plan_scale
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
 # its machine changes: naming.machine_of; its metadata and labels change in place).
-IN_PLACE_KEYS = ("count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones")
+IN_PLACE_KEYS = (
+    "count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones", "capacity",
+)
 
 
 class WorkerGroupProvider(ApiProvider):
@@ -91,6 +103,8 @@ class WorkerGroupProvider(ApiProvider):
         """`retired`: the metadata and label keys the old body had and the new one has not."""
         api = self._api(props)
         ours, _ = self._observe(api, props)
+        # On-demand fallbacks count as the newest: a scale-down removes them first.
+        ours = sorted(ours, key=lambda n: n.labels.get(CAPACITY_LABEL) == ON_DEMAND)
         plan = plan_scale(ours, int(props["count"]), bool(props.get("cache_stopped_nodes")))
         # Stopped nodes too: they boot into the current script when started.
         kept = [n for n in ours if n.phase != "dead" and n.name not in plan.delete]
@@ -98,15 +112,48 @@ class WorkerGroupProvider(ApiProvider):
         if plan.start:
             api.start(plan.start)
         if plan.create:
-            names = [new_node_name(props["name_prefix"]) for _ in range(plan.create)]
-            body = dict(props["body"])
-            body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
-            api.create(names, body)
+            self._create(api, props, plan.create)
         if plan.stop:
             api.stop(plan.stop)
         if plan.delete:
             api.delete(plan.delete)
+        if returns_to_spot(props.get("capacity"), props["body"]):
+            self._back_to_spot(api, props, [n for n in kept if n.phase == "live"])
         return self._outputs(props, *self._observe(api, props))
+
+    def _create(self, api: NodeApi, props: Mapping[str, Any], count: int) -> None:
+        """`count` new nodes from the body, each labelled with the market it got. With an
+        on-demand fallback, the slots no allowed zone took as spot are created on-demand under
+        the same names: one node per slot."""
+        names = [new_node_name(props["name_prefix"]) for _ in range(count)]
+        body = dict(props["body"])
+        body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
+        market = market_of(body.get("scheduling"))
+        if not falls_back(props.get("capacity"), body):
+            api.create(names, with_market(body, market))
+            return
+        try:
+            api.create(names, with_market(body, SPOT))
+        except NoCapacity as refused:
+            rest = [name for name in names if name not in refused.created]
+            api.create(rest, with_market(on_demand_body(body), ON_DEMAND))
+
+    def _back_to_spot(self, api: NodeApi, props: Mapping[str, Any], live: list[Node]) -> None:
+        """`return_to_spot`: a spot node for each live on-demand one, as many as some zone
+        takes; each on-demand node is deleted once its spot replacement exists."""
+        on_demand = [n.name for n in live if n.labels.get(CAPACITY_LABEL) == ON_DEMAND]
+        if not on_demand:
+            return
+        names = [new_node_name(props["name_prefix"]) for _ in on_demand]
+        body = dict(props["body"])
+        body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
+        try:
+            api.create(names, with_market(body, SPOT))
+            made = len(names)
+        except NoCapacity as refused:
+            made = len(refused.created)
+        if made:
+            api.delete(list(reversed(on_demand))[:made])
 
     def _bring_up_to_date(
         self,

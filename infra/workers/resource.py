@@ -33,6 +33,9 @@ class WorkerGroupArgs:
     fallback_zones: pulumi.Input[list[str]] | bool | None = None
     """Where workers go when `zone` is out of capacity: None any zone of the region, False
     none, a list those zones in order (`provider.fallback_zones`)."""
+    capacity: dict[str, Any] | None = None
+    """`provider.capacity.<type>`: `{fallback: on-demand, return_to_spot: bool}` or None
+    (infra/workers/capacity.py)."""
 
 
 _OUTPUTS = (
@@ -72,6 +75,7 @@ class WorkerGroup(Resource, module=MODULE, name="WorkerGroup"):
                 "credentials": _secret(args.credentials),
                 "api_endpoint": args.api_endpoint,
                 "fallback_zones": args.fallback_zones,
+                "capacity": args.capacity,
             }
         )
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])

@@ -76,6 +76,22 @@ def check_metadata(metadata: Any, field: str, serial: int) -> dict[str, Any]:
     return kept
 
 
+def _is_spot(body: dict[str, Any]) -> bool:
+    """A spot or preemptible insert, refusing the scheduling GCE refuses: a preemptible
+    STANDARD instance, or a termination action on an on-demand one without a run limit."""
+    scheduling = body.get("scheduling") or {}
+    model = scheduling.get("provisioningModel")
+    if model == "STANDARD" and scheduling.get("preemptible"):
+        raise ApiError(400, "Invalid value for field 'resource.scheduling.preemptible': 'true'. "
+                            "Preemptible is not supported with provisioning model STANDARD.")
+    if (model in (None, "STANDARD") and scheduling.get("instanceTerminationAction")
+            and not (scheduling.get("maxRunDuration") or scheduling.get("terminationTime"))):
+        raise ApiError(400, "Invalid value for field 'resource.scheduling."
+                            "instanceTerminationAction': it needs a SPOT provisioning model "
+                            "or a maxRunDuration or terminationTime.")
+    return model == "SPOT" or scheduling.get("preemptible") is True
+
+
 class ApiError(Exception):
     """An HTTP error answer in Google's JSON error shape."""
 
@@ -202,7 +218,8 @@ class FakeCloud:
             room = len(names)
             if self.faults.instance_quota is not None:
                 room = max(0, min(room, self.faults.instance_quota - len(zone_instances)))
-            room, refusal = self._zone_room(project, zone, room, len(zone_instances))
+            room, refusal = self._zone_room(project, zone, room, len(zone_instances),
+                                            _is_spot(body))
             target = f"{COMPUTE}/{scope}/instances/{names[0]}" if names else ""
             operation = self._operation("compute", scope, op_type, target)
             for name in names[:room]:
@@ -228,12 +245,16 @@ class FakeCloud:
                 self.request_ids[request_id] = operation
             return operation
 
-    def _zone_room(self, project: str, zone: str, room: int, held: int
+    def _zone_room(self, project: str, zone: str, room: int, held: int, spot: bool
                    ) -> tuple[int, tuple[dict[str, Any], tuple[int, str]] | None]:
         """Per-zone faults: how many of `room` the zone takes, and the operation error (in
-        GCE's shape) for the rest: a stockout (`Faults.zone_capacity`) or a per-zone quota
-        (`Faults.zone_quota`). With `Faults.stockout_at_call` a stocked-out zone answers 503."""
-        capacity = self.faults.zone_capacity.get(zone)
+        GCE's shape) for the rest: a stockout (`Faults.zone_capacity`, or for a spot body
+        `Faults.spot_capacity` first) or a per-zone quota (`Faults.zone_quota`). With
+        `Faults.stockout_at_call` a stocked-out zone answers 503."""
+        pool = self.faults.zone_capacity
+        if spot and zone in self.faults.spot_capacity:
+            pool = self.faults.spot_capacity
+        capacity = pool.get(zone)
         quota = self.faults.zone_quota.get(zone)
         code = self.faults.stockout_code
         detail = ("'(resource type:compute)'." if code.endswith("_WITH_DETAILS")
@@ -243,14 +264,14 @@ class FakeCloud:
         if capacity == 0 and self.faults.stockout_at_call:
             raise ApiError(503, f"{code}: {message}", "resourceExhausted")
         if capacity is not None and capacity < room:
-            self.faults.zone_capacity[zone] = 0
+            pool[zone] = 0
             error = {"code": code, "message": message,
                      "errorDetails": [{"help": {"links": [{
                          "description": "Troubleshooting documentation",
                          "url": "https://cloud.google.com/compute/docs/resource-error"}]}}]}
             return capacity, ({"errors": [error]}, (503, "SERVICE UNAVAILABLE"))
         if capacity is not None:
-            self.faults.zone_capacity[zone] = capacity - room
+            pool[zone] = capacity - room
         if quota is not None and quota - held < room:
             error = {"code": "QUOTA_EXCEEDED",
                      "message": f"Quota 'INSTANCES' exceeded.  Limit: {quota}.0 in zone {zone}.",

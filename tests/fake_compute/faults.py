@@ -25,6 +25,9 @@ class Faults:
     """Instances a zone may hold; inserts beyond it fail their operation with QUOTA_EXCEEDED."""
     zone_capacity: dict[str, int] = field(default_factory=dict)
     """Zone -> instances it can still take; the rest fail with `stockout_code` (0: stocked out)."""
+    spot_capacity: dict[str, int] = field(default_factory=dict)
+    """Zone -> spot (or preemptible) instances it can still take; the rest fail with
+    `stockout_code`, as `zone_capacity` does, while on-demand inserts go through."""
     zone_quota: dict[str, int] = field(default_factory=dict)
     """Zone -> instances it may hold; beyond, QUOTA_EXCEEDED naming that zone (a per-zone cap)."""
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"

@@ -1,0 +1,55 @@
+"""Spot with on-demand fallback: which market a body asks for, its on-demand twin, and the
+label a node carries saying which it got.
+
+A group whose node type has `provider.capacity.<type>.fallback: on-demand` (see infra/config)
+gets the policy as its `capacity` input: when every allowed zone refuses the spot body for
+capacity, the slots left are created from `on_demand_body` under the same names, so a slot is
+never both. Every node a group creates is labelled `ray-capacity: spot|on-demand`; its
+bootstrap reads the instance's own scheduling from the metadata server, so Ray's market-type
+label (`RAY_NODE_MARKET_TYPE`) follows what the node really is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+CAPACITY_LABEL = "ray-capacity"
+Market = Literal["spot", "on-demand"]
+SPOT: Market = "spot"
+ON_DEMAND: Market = "on-demand"
+
+# Scheduling fields a spot body may carry that an on-demand instance cannot (or that only
+# make sense with an instanceTerminationAction, which goes with them).
+_SPOT_ONLY = ("preemptible", "instanceTerminationAction", "maxRunDuration", "terminationTime",
+              "onInstanceStopAction")
+
+
+def market_of(scheduling: Mapping[str, Any] | None) -> Market:
+    """What an insert body's (or instance's) scheduling asks for: SPOT or preemptible is spot."""
+    scheduling = scheduling or {}
+    model = str(scheduling.get("provisioningModel") or "").upper()
+    return SPOT if model == "SPOT" or scheduling.get("preemptible") is True else ON_DEMAND
+
+
+def on_demand_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The same body as a STANDARD (on-demand) instance: spot-only scheduling fields dropped,
+    the rest (onHostMaintenance, node affinities...) kept."""
+    scheduling = {k: v for k, v in (body.get("scheduling") or {}).items() if k not in _SPOT_ONLY}
+    return {**body, "scheduling": {**scheduling, "provisioningModel": "STANDARD"}}
+
+
+def with_market(body: Mapping[str, Any], market: Market) -> dict[str, Any]:
+    """The body labelled with the market its nodes get."""
+    return {**body, "labels": {**(body.get("labels") or {}), CAPACITY_LABEL: market}}
+
+
+def falls_back(policy: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bool:
+    """The group may create on-demand nodes when spot is out everywhere."""
+    return bool(policy) and policy.get("fallback") == ON_DEMAND and (
+        market_of(body.get("scheduling")) == SPOT)
+
+
+def returns_to_spot(policy: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bool:
+    """A later reconcile replaces the group's on-demand nodes by spot ones when it can."""
+    return falls_back(policy, body) and bool(policy and policy.get("return_to_spot"))

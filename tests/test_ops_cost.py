@@ -47,6 +47,8 @@ CONFIG = parse_cluster_config({
     },
     "head_node_type": "head",
 })
+FALLBACK_CONFIG = CONFIG.model_copy(update={"provider": CONFIG.provider.model_copy(update={
+    "capacity": {"spot_gpu": {"fallback": "on-demand"}}})})
 
 
 def _stamp(hours_ago: float | None) -> str | None:
@@ -55,13 +57,19 @@ def _stamp(hours_ago: float | None) -> str | None:
 
 def _instance(fake: FakeComputeServer, name: str, node_type: str, status: str,
               created: float, last_start: float | None = None,
-              last_stop: float | None = None, cluster: str = CLUSTER) -> None:
-    """An instance whose timestamps say `created` / `last_start` / `last_stop` hours ago."""
+              last_stop: float | None = None, cluster: str = CLUSTER,
+              zone: str = ZONE, on_demand: bool = False) -> None:
+    """An instance whose timestamps say `created` / `last_start` / `last_stop` hours ago; a
+    spot_gpu one is preemptible, as its node_config asks, unless created `on_demand` (the
+    capacity fallback)."""
     role = "head" if node_type == "head" else "worker"
-    fake.cloud.add_foreign_instance(PROJECT, ZONE, name, ray_labels(cluster, role, node_type))
+    fake.cloud.add_foreign_instance(PROJECT, zone, name, ray_labels(cluster, role, node_type))
     with fake.cloud.lock:
-        instance = fake.cloud.zone_instances(PROJECT, ZONE)[name]
+        instance = fake.cloud.zone_instances(PROJECT, zone)[name]
         instance.update({"status": status, "creationTimestamp": _stamp(created)})
+        if node_type == "spot_gpu":
+            instance["scheduling"] = ({"provisioningModel": "STANDARD"} if on_demand else
+                                      {"preemptible": True, "onHostMaintenance": "TERMINATE"})
         for key, hours in (("lastStartTimestamp", last_start), ("lastStopTimestamp", last_stop)):
             if hours is not None:
                 instance[key] = _stamp(hours)
@@ -182,3 +190,32 @@ def test_an_unreachable_api_is_one_line_naming_project_and_zone():
         node_costs(CONFIG, NOW, f"127.0.0.1:{free_port()}", quick)
     message = str(error.value)
     assert f"{PROJECT}/{ZONE}" in message and "\n" not in message
+
+
+def test_a_spot_type_created_on_demand_in_fallback_is_priced_and_shown_on_demand(fake):
+    table = price_table()
+    rates, t4 = table["machine_families"]["n1"], table["gpus"]["nvidia-tesla-t4"]
+    _instance(fake, "gpu-on-demand", "spot_gpu", "RUNNING", created=2, on_demand=True)
+
+    costs = {c.name: c for c in node_costs(FALLBACK_CONFIG, NOW, fake.endpoint)}
+
+    fallback, spot = costs["gpu-on-demand"], costs["gpu-restarted"]
+    assert (fallback.market, spot.market) == ("on-demand", "spot")
+    assert not fallback.price.spot and spot.price.spot
+    on_demand_machine = 2 * rates["vcpu"] + 7.5 * rates["gib"]
+    assert fallback.price.machine == pytest.approx(on_demand_machine, abs=1e-6)
+    assert fallback.price.accelerators == pytest.approx(t4["on_demand"])
+    report = cost_report("test", FALLBACK_CONFIG, list(costs.values()), today=date(2026, 12, 3))
+    rows = {line.split()[0]: line.split() for line in report.splitlines() if line.strip()}
+    assert rows["gpu-on-demand"][1:3] == ["spot_gpu", "on-demand"]
+    assert rows["gpu-restarted"][1:3] == ["spot_gpu", "spot"]
+    assert "on-demand (spot's fallback)" in report
+
+
+def test_workers_in_a_failover_zone_are_priced_too(fake):
+    _instance(fake, "gpu-elsewhere", "spot_gpu", "RUNNING", created=1, zone="us-west1-b")
+    _instance(fake, "other-region", "spot_gpu", "RUNNING", created=1, zone="us-east1-b")
+
+    names = {c.name for c in node_costs(CONFIG, NOW, fake.endpoint)}
+
+    assert "gpu-elsewhere" in names and "other-region" not in names

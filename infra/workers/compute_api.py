@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
-from infra.workers.capacity import market_of
+from infra.workers.capacity import Market, market_of
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import NoCapacity, Node, Phase, Want, WorkerGroupError
 from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
@@ -84,14 +84,15 @@ def _node(instance: compute_v1.Instance) -> Node:
         metadata={item.key: item.value for item in instance.metadata.items},
         metadata_fingerprint=instance.metadata.fingerprint,
         label_fingerprint=instance.label_fingerprint,
-        market=market_of(_scheduling(instance)),
+        market=instance_market(instance),
     )
 
 
-def _scheduling(instance: compute_v1.Instance) -> dict[str, Any]:
+def instance_market(instance: compute_v1.Instance) -> Market:
+    """What an instance is by its own scheduling: `spot` (spot or preemptible) or `on-demand`."""
     scheduling = instance.scheduling
-    return {"provisioningModel": scheduling.provisioning_model,
-            "preemptible": scheduling.preemptible}
+    return market_of({"provisioningModel": scheduling.provisioning_model,
+                      "preemptible": scheduling.preemptible})
 
 
 def _metadata_state(node: Node) -> tuple[dict[str, str], str]:

@@ -1,6 +1,8 @@
 """`invoke cost`: what a stack's cluster costs, from the price table and the nodes' own
 timestamps (Compute API `creationTimestamp`, `lastStartTimestamp`, `lastStopTimestamp`; TPU
-`createTime`), read with the user's credentials like `pulumi up`.
+`createTime`), read with the user's credentials like `pulumi up`. Each instance is priced at
+the market it really got (spot, or on-demand as a spot type's capacity fallback creates it),
+wherever in the region it lives.
 
 Hours run: since creation, minus the one stopped period the timestamps show (between the last
 stop and a later start). An instance stopped and started more than once shows only its last
@@ -16,6 +18,7 @@ from datetime import date, datetime, timezone
 
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
+from infra.workers.capacity import SPOT
 from infra.workers.retry import RetryPolicy
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
@@ -41,6 +44,8 @@ class NodeCost:
     price: NodePrice | None  # None: the type is not in the YAML any more
     hours_run: float
     hours_existed: float
+    market: str = ""
+    """`spot` or `on-demand`, as the instance is (and is priced); empty for a TPU VM."""
 
     @property
     def running(self) -> bool:
@@ -80,6 +85,22 @@ def _prices(config: ClusterConfig) -> dict[str, NodePrice]:
     return {name: node_type_price(t, region) for name, t in config.available_node_types.items()}
 
 
+def _fallback_prices(config: ClusterConfig) -> dict[str, NodePrice]:
+    """The on-demand price of each spot type that may fall back to on-demand
+    (provider.capacity)."""
+    return {name: node_type_price(config.available_node_types[name], config.provider.region,
+                                  spot=False)
+            for name in config.provider.capacity or {}}
+
+
+def _instance_price(config: ClusterConfig, node_type: str, market: str) -> NodePrice | None:
+    """A compute instance's price by its type, at the market it really got."""
+    known = config.available_node_types.get(node_type)
+    if known is None:
+        return None
+    return node_type_price(known, config.provider.region, spot=market == SPOT)
+
+
 def node_costs(config: ClusterConfig, now: datetime | None = None,
                endpoint: str | None = None, retry: RetryPolicy | None = None) -> list[NodeCost]:
     """Every node labelled with the cluster (the autoscaler's too), priced by its node type."""
@@ -101,8 +122,9 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
     from google.cloud import compute_v1
 
     from infra.workers.clients import ApiClients, build_credentials
-    from infra.workers.compute_api import label_filter
+    from infra.workers.compute_api import instance_market, label_filter
     from infra.workers.retry import call_with_retry
+    from infra.workers.zones import region_of
 
     now = now or datetime.now(timezone.utc)
     endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
@@ -113,21 +135,28 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
     project, zone = config.provider.project, config.provider.availability_zone
     labels = {CLUSTER_NAME: config.cluster_name}
     prices = _prices(config)
-    request = compute_v1.ListInstancesRequest(project=project, zone=zone,
-                                              filter=label_filter(labels))
-    instances = call_with_retry(
-        lambda: list(clients.instances.list(request=request, retry=None)), retry)
+    # Every zone of the region: workers fail over to the region's other zones.
+    request = compute_v1.AggregatedListInstancesRequest(project=project,
+                                                        filter=label_filter(labels))
+    scopes = call_with_retry(
+        lambda: list(clients.instances.aggregated_list(request=request, retry=None)), retry)
+    region = config.provider.region
+    instances = [instance for scope, scoped in scopes
+                 if region_of(scope.rsplit("/", 1)[-1]) == region
+                 for instance in scoped.instances]
     costs = []
     for instance in instances:
         if instance.labels.get(CLUSTER_NAME) != config.cluster_name:
             continue
         created = _time(instance.creation_timestamp) or now
         node_type = instance.labels.get(USER_NODE_TYPE, "")
+        market = instance_market(instance)
         costs.append(NodeCost(
-            instance.name, node_type, instance.status, prices.get(node_type),
+            instance.name, node_type, instance.status,
+            _instance_price(config, node_type, market),
             hours_run(instance.status, created, _time(instance.last_start_timestamp),
                       _time(instance.last_stop_timestamp), now),
-            (now - created).total_seconds() / 3600))
+            (now - created).total_seconds() / 3600, market))
     if config.has_tpu:
         parent = f"projects/{project}/locations/{zone}"
         nodes = call_with_retry(lambda: list(clients.tpu.list_nodes(parent=parent, retry=None)),
@@ -151,6 +180,13 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
             for row in rows]
 
 
+def _price_row(name: str, price: NodePrice, priced: str) -> tuple[str, ...]:
+    if price.unpriced:
+        priced += f" (no price for {', '.join(price.unpriced)})"
+    return (name, f"{price.machine:.4f}", f"{price.accelerators:.4f}", f"{price.disks:.4f}",
+            f"{price.running:.4f}", f"{price.stopped:.4f}", priced)
+
+
 def cost_report(stack: str, config: ClusterConfig, costs: list[NodeCost],
                 today: date | None = None) -> str:
     """Per node type its hourly price by part, per node its hours, then the totals."""
@@ -166,16 +202,13 @@ def cost_report(stack: str, config: ClusterConfig, costs: list[NodeCost],
     rows: list[tuple[str, ...]] = [("NODE TYPE", "MACHINE $/H", "GPU/TPU $/H", "DISKS $/H",
                                     "RUNNING $/H", "STOPPED $/H", "PRICED AS")]
     for name, price in prices.items():
-        priced = "spot/preemptible" if price.spot else "on-demand"
-        if price.unpriced:
-            priced += f" (no price for {', '.join(price.unpriced)})"
-        rows.append((name, f"{price.machine:.4f}", f"{price.accelerators:.4f}",
-                     f"{price.disks:.4f}", f"{price.running:.4f}", f"{price.stopped:.4f}",
-                     priced))
+        rows.append(_price_row(name, price, "spot/preemptible" if price.spot else "on-demand"))
+    for name, price in _fallback_prices(config).items():
+        rows.append(_price_row(name, price, "on-demand (spot's fallback)"))
     lines += _table(rows) + [""]
     if costs:
-        rows = [("NODE", "TYPE", "STATE", "HOURS RUN", "SO FAR $", "NOW $/H")]
-        rows += [(c.name, c.node_type or "-", c.state, f"{c.hours_run:.2f}",
+        rows = [("NODE", "TYPE", "MARKET", "STATE", "HOURS RUN", "SO FAR $", "NOW $/H")]
+        rows += [(c.name, c.node_type or "-", c.market or "-", c.state, f"{c.hours_run:.2f}",
                   f"{c.so_far:.2f}" if c.price else "?", f"{c.per_hour_now:.4f}")
                  for c in costs]
         lines += _table(rows) + [""]

@@ -101,12 +101,15 @@ class NodePrice:
         return self.disks
 
 
-def node_type_price(node_type: NodeType, region: str) -> NodePrice:
+def node_type_price(node_type: NodeType, region: str, spot: bool | None = None) -> NodePrice:
+    """One node of the type; `spot` prices a compute node as spot (True) or on-demand (False)
+    whatever its node_config asks, as a node created on-demand in fallback is billed."""
     config = node_type.node_config
     factor, _ = region_factor(region)
     if isinstance(config, TpuNodeConfig):
         return _tpu_price(config, factor)
-    return _compute_price(config, factor)
+    return _compute_price(config, factor, config.scheduling.is_preemptible if spot is None
+                          else spot)
 
 
 def _tpu_price(config: TpuNodeConfig, factor: float) -> NodePrice:
@@ -119,8 +122,7 @@ def _tpu_price(config: TpuNodeConfig, factor: float) -> NodePrice:
     return NodePrice(accelerators=round(config.chips * rate * factor, 6), spot=spot)
 
 
-def _compute_price(config: ComputeNodeConfig, factor: float) -> NodePrice:
-    spot = config.scheduling.is_preemptible
+def _compute_price(config: ComputeNodeConfig, factor: float, spot: bool) -> NodePrice:
     price = NodePrice(spot=spot)
     machine = machine_price(config.machine_type, spot)
     if machine is None:

@@ -11,7 +11,13 @@ import pulumi_gcp as gcp
 from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
 from infra.cluster import RayCluster
-from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from infra.config import (
+    ClusterConfig,
+    ConfigError,
+    TpuNodeConfig,
+    load_cluster_config,
+    parse_cluster_config,
+)
 from infra.labels import stack_identity
 from infra.metadata import REAPPLY_ENV
 from infra.metadata_limits import check_metadata_limits
@@ -199,6 +205,7 @@ def _nodes(
             "external_ip": external,
             "status": "RUNNING",
             "zone": config.provider.availability_zone,
+            "market": _head_market(config),
         }
     ]
     for node_type, instances in zip(worker_types, groups, strict=True):
@@ -211,10 +218,19 @@ def _nodes(
                 "external_ip": i.get("external_ip"),
                 "status": i.get("status"),
                 "zone": i.get("zone") or config.provider.availability_zone,
+                "market": i.get("market") or "",
             }
             for i in instances or []
         ]
     return nodes
+
+
+def _head_market(config: ClusterConfig) -> str:
+    """The head is what its node_config asks: it never falls back."""
+    head = config.head_type.node_config
+    if isinstance(head, TpuNodeConfig):
+        return ""
+    return "spot" if head.scheduling.is_preemptible else "on-demand"
 
 
 def run_program() -> None:

@@ -60,6 +60,9 @@ class Node:
     status: str
     zone: str = ""
     """The node's zone when the outputs say (a failover zone); else the stack's `zone`."""
+    market: str = ""
+    """`spot` or `on-demand` as the node really is (a spot type may fall back to on-demand);
+    empty for outputs written before it was recorded, or a TPU VM."""
 
     @property
     def api(self) -> str:
@@ -134,6 +137,7 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
             external_ip=item.get("external_ip") or None,
             status=item.get("status", ""),
             zone=item.get("zone") or "",
+            market=item.get("market") or "",
         )
         for item in raw.get("nodes") or []
     )

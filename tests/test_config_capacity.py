@@ -82,6 +82,8 @@ def test_the_worker_group_gets_the_policy_and_other_groups_none():
     run = run_program({"ray-gcp:clusterConfig": json.dumps(raw)}, stack="full")
     (group,) = run.of_type("pulumi-python:dynamic/ray-gcp:WorkerGroup")
     assert group.inputs["capacity"] == {"fallback": "on-demand", "return_to_spot": True}
+    (head,) = [n for n in run.outputs["nodes"] if n["kind"] == "head"]
+    assert head["market"] == "on-demand"  # the head never falls back: its node_config's
 
     plain = run_program({"ray-gcp:clusterConfig": json.dumps(stack_yaml("full"))}, stack="full")
     (group,) = plain.of_type("pulumi-python:dynamic/ray-gcp:WorkerGroup")

@@ -33,9 +33,10 @@ def test_list_shows_every_task_with_help(stack):
 
 def test_nodes_table_lists_each_node_with_ips(stack):
     table = nodes_table(load_outputs()).splitlines()
-    assert table[0].split() == ["NAME", "TYPE", "KIND", "STATE", "INTERNAL", "IP", "EXTERNAL", "IP"]
-    assert table[2].split() == ["ray-local-worker-0001", "ray_worker_small", "worker", "RUNNING",
-                                "127.0.0.1", "-"]
+    assert table[0].split() == ["NAME", "TYPE", "KIND", "MARKET", "STATE", "INTERNAL", "IP",
+                                "EXTERNAL", "IP"]
+    assert table[2].split() == ["ray-local-worker-0001", "ray_worker_small", "worker", "-",
+                                "RUNNING", "127.0.0.1", "-"]
 
 
 def test_head_not_ready_shows_bootstrap_log_tail(stack, tmp_path, monkeypatch):

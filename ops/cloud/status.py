@@ -18,9 +18,12 @@ RAY_STATUS_COMMAND = "ray status"
 
 
 def nodes_table(outputs: StackOutputs) -> str:
-    header = ("NAME", "TYPE", "KIND", "STATE", "INTERNAL IP", "EXTERNAL IP")
+    """One row per node; MARKET says which workers are spot and which on-demand (a spot type's
+    capacity fallback)."""
+    header = ("NAME", "TYPE", "KIND", "MARKET", "STATE", "INTERNAL IP", "EXTERNAL IP")
     rows = [header] + [
-        (n.name, n.node_type, n.kind, n.status, n.internal_ip or "-", n.external_ip or "-")
+        (n.name, n.node_type, n.kind, n.market or "-", n.status, n.internal_ip or "-",
+         n.external_ip or "-")
         for n in outputs.nodes
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

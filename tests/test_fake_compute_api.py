@@ -305,3 +305,30 @@ def test_queued_resources_move_as_documented_and_need_force_while_their_node_liv
         queued.get(name=name).execute()
     assert gone.value.resp.status == 404
     assert fake.tpu_nodes(PROJECT, ZONE) == {}
+
+
+@pytest.mark.parametrize("spot", [{"provisioningModel": "SPOT"}, {"preemptible": True}])
+def test_a_spot_stockout_fails_spot_inserts_with_gces_body_and_lets_on_demand_through(
+        compute, fake, spot) -> None:
+    fake.faults.spot_capacity[ZONE] = 0
+    fake.faults.stockout_code = "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+    operation = compute.instances().insert(
+        project=PROJECT, zone=ZONE, body={"name": "s", "scheduling": spot}).execute()
+    done = compute.zoneOperations().wait(
+        project=PROJECT, zone=ZONE, operation=operation["name"]).execute()
+    (error,) = done["error"]["errors"]
+    assert error["code"] == "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+    assert "does not have enough resources available to fulfill the request" in error["message"]
+    assert set(done["error"]) <= set(COMPUTE_DOC["schemas"]["Operation"]["properties"]["error"]
+                                     ["properties"])
+    compute.instances().insert(project=PROJECT, zone=ZONE, body={
+        "name": "d", "scheduling": {"provisioningModel": "STANDARD"}}).execute()
+    assert _names(compute, "") == {"d"}
+
+
+def test_a_preemptible_standard_instance_is_refused_as_gce_refuses_it(compute) -> None:
+    with pytest.raises(HttpError) as refused:
+        compute.instances().insert(project=PROJECT, zone=ZONE, body={
+            "name": "x", "scheduling": {"provisioningModel": "STANDARD",
+                                        "preemptible": True}}).execute()
+    assert refused.value.resp.status == 400

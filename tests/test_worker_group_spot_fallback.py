@@ -143,3 +143,14 @@ def test_a_scale_down_removes_on_demand_workers_first(fake):
     provider.update("id", grown, group_props(fake.endpoint, 1, capacity=FALLBACK))
 
     assert markets(fake) == {first["instance_names"][0]: "spot"}
+
+
+def test_a_group_from_before_the_policy_existed_changes_nothing_until_one_is_set(fake):
+    provider = fast_provider()
+    old = {k: v for k, v in group_props(fake.endpoint, 2).items() if k != "capacity"}
+
+    unchanged = provider.diff("id", old, group_props(fake.endpoint, 2, capacity=None))
+    assigned = provider.diff("id", old, group_props(fake.endpoint, 2, capacity=FALLBACK))
+
+    assert not unchanged.changes
+    assert assigned.changes and not assigned.replaces

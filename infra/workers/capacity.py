@@ -7,6 +7,14 @@ capacity, the slots left are created from `on_demand_body` under the same names,
 never both. Every node a group creates is labelled `ray-capacity: spot|on-demand`; its
 bootstrap reads the instance's own scheduling from the metadata server, so Ray's market-type
 label (`RAY_NODE_MARKET_TYPE`) follows what the node really is.
+
+The workers Ray's autoscaler launches have no fallback. Ray 2.60's GCP node provider inserts in
+`availability_zone` only and raises a plain exception on a stockout. v1's NodeLauncher then logs
+"Failed to launch" and records nothing that moves demand elsewhere: its availability tracker
+takes only a NodeLaunchException, and its scorer ignores `priority`. v2 marks the instance
+ALLOCATION_FAILED and retries the same type. Its CloudResourceMonitor lowers a type's
+availability only on ALLOCATION_TIMEOUT (allocated, but not running Ray within an hour). So an
+on-demand twin type with a lower `priority` would not be chosen after spot launches fail.
 """
 
 from __future__ import annotations

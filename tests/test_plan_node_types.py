@@ -54,3 +54,14 @@ def test_an_unpriced_type_is_unknown_and_the_total_is_at_least():
     config = parse_cluster_config(data)
     summary = cluster_price(config, resolve_worker_counts(config, None)).summary()
     assert summary.startswith("at least $")
+
+
+def test_a_spot_type_with_an_on_demand_fallback_says_so():
+    data = copy.deepcopy(FULL)
+    data["provider"]["capacity"] = {"ray_worker_small": {"fallback": "on-demand"}}
+    rows, lines = _table(data)
+    assert [row["on_demand_fallback"] for row in rows] == [False, True]
+    line = next(line for line in lines if line.startswith("ray_worker_small"))
+    assert "spot, else on-demand" in line
+    plain = next(line for line in _table(FULL)[1] if line.startswith("ray_worker_small"))
+    assert "else on-demand" not in plain

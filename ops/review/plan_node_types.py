@@ -1,7 +1,7 @@
 """The plan per node type, as a reviewer reads it in one glance: role, machine or accelerator
-type, zones, count (pinned / max), spot or on-demand, boot disk and price per hour, with the
-cluster's total. A type the price table does not know is `unknown`, and the total then says
-"at least": it never passes for free."""
+type, zones, count (pinned / max), spot or on-demand (or spot with an on-demand fallback),
+boot disk and price per hour, with the cluster's total. A type the price table does not know
+is `unknown`, and the total then says "at least": it never passes for free."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def node_type_rows(config: ClusterConfig, counts: dict[str, int]) -> list[dict[s
             "pinned": 1 if head else counts.get(name, 0),
             "max": 1 if head else node_type.max_workers or 0,
             "spot": price.spot,
+            "on_demand_fallback": config.provider.capacity_input(name) is not None,
             "disk": _disk(node_config),
             "price_per_hour": None if price.unpriced else round(price.running, 4),
             "unpriced": list(price.unpriced),
@@ -45,7 +46,7 @@ def render_node_types(rows: list[dict[str, Any]]) -> list[str]:
     cells = [HEADERS] + [(
         row["node_type"], row["role"], row["machine"], row["zones"],
         "1" if row["role"] == "head" else f"{row['pinned']} / {row['max']}",
-        "spot" if row["spot"] else "on-demand", row["disk"],
+        _provisioning(row), row["disk"],
         "unknown" if row["price_per_hour"] is None else f"${row['price_per_hour']:.2f}",
     ) for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(HEADERS))]
@@ -59,6 +60,14 @@ def render_node_types(rows: list[dict[str, Any]]) -> list[str]:
                  "every type at its max" + (f" (unpriced: {', '.join(unknown)})" if unknown
                                             else ""))
     return lines
+
+
+def _provisioning(row: dict[str, Any]) -> str:
+    """`spot`, `on-demand`, or `spot, else on-demand` for a type with the capacity fallback
+    (priced as spot: the price it pays while spot lasts)."""
+    if not row["spot"]:
+        return "on-demand"
+    return "spot, else on-demand" if row.get("on_demand_fallback") else "spot"
 
 
 def _machine(node_config: ComputeNodeConfig | TpuNodeConfig) -> str:

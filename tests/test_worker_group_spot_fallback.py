@@ -154,3 +154,19 @@ def test_a_group_from_before_the_policy_existed_changes_nothing_until_one_is_set
 
     assert not unchanged.changes
     assert assigned.changes and not assigned.replaces
+
+
+def test_when_on_demand_is_out_too_the_error_tells_both_and_keeps_what_spot_made(fake):
+    spot_out_everywhere(fake)
+    fake.faults.spot_capacity["us-west1-a"] = 1
+    for zone in ZONES:
+        fake.faults.zone_capacity[zone] = 0  # on-demand is out as well
+
+    with pytest.raises(WorkerGroupError) as failure:
+        fast_provider().create(group_props(fake.endpoint, 3, capacity=FALLBACK))
+
+    message = str(failure.value)
+    assert message.startswith("spot: created 1 of 3 instances")
+    assert "then on-demand (provider.capacity fallback): created 0 of 2 instances" in message
+    assert failure.value.created == list(cluster_instances(fake))
+    assert set(markets(fake).values()) == {"spot"}

@@ -52,6 +52,8 @@ class WorkerGroupError(RuntimeError):
 
     def __init__(self, message: str, created: Sequence[str] = ()) -> None:
         self.created = list(created)
+        self.reason = message
+        """The message without the list of what was created."""
         if self.created:
             message += (
                 f"; created and kept: {', '.join(self.created)} (labelled with the group, "

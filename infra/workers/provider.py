@@ -34,7 +34,6 @@ from infra.workers.apis import (
     replacing_diff,
 )
 from infra.workers.capacity import (
-    CAPACITY_LABEL,
     ON_DEMAND,
     SPOT,
     falls_back,
@@ -55,7 +54,7 @@ from infra.workers.naming import (
     replaced_keys,
     resource_id,
 )
-from infra.workers.nodes import NoCapacity, Node, NodeApi, Want
+from infra.workers.nodes import NoCapacity, Node, NodeApi, Want, WorkerGroupError
 from infra.workers.plan import plan_scale
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
@@ -104,7 +103,7 @@ class WorkerGroupProvider(ApiProvider):
         api = self._api(props)
         ours, _ = self._observe(api, props)
         # On-demand fallbacks count as the newest: a scale-down removes them first.
-        ours = sorted(ours, key=lambda n: n.labels.get(CAPACITY_LABEL) == ON_DEMAND)
+        ours = sorted(ours, key=lambda n: n.market == ON_DEMAND)
         plan = plan_scale(ours, int(props["count"]), bool(props.get("cache_stopped_nodes")))
         # Stopped nodes too: they boot into the current script when started.
         kept = [n for n in ours if n.phase != "dead" and n.name not in plan.delete]
@@ -136,12 +135,19 @@ class WorkerGroupProvider(ApiProvider):
             api.create(names, with_market(body, SPOT))
         except NoCapacity as refused:
             rest = [name for name in names if name not in refused.created]
-            api.create(rest, with_market(on_demand_body(body), ON_DEMAND))
+            try:
+                api.create(rest, with_market(on_demand_body(body), ON_DEMAND))
+            except WorkerGroupError as failed:
+                raise type(failed)(
+                    f"spot: {refused.reason}; then on-demand (provider.capacity fallback): "
+                    f"{failed.reason}",
+                    [*refused.created, *failed.created],
+                ) from None
 
     def _back_to_spot(self, api: NodeApi, props: Mapping[str, Any], live: list[Node]) -> None:
         """`return_to_spot`: a spot node for each live on-demand one, as many as some zone
         takes; each on-demand node is deleted once its spot replacement exists."""
-        on_demand = [n.name for n in live if n.labels.get(CAPACITY_LABEL) == ON_DEMAND]
+        on_demand = [n.name for n in live if n.market == ON_DEMAND]
         if not on_demand:
             return
         names = [new_node_name(props["name_prefix"]) for _ in on_demand]

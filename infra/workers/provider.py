@@ -102,8 +102,8 @@ class WorkerGroupProvider(ApiProvider):
         """`retired`: the metadata and label keys the old body had and the new one has not."""
         api = self._api(props)
         ours, _ = self._observe(api, props)
-        # On-demand fallbacks count as the newest: a scale-down removes them first.
-        ours = sorted(ours, key=lambda n: n.market == ON_DEMAND)
+        # Live on-demand fallbacks count as the newest: a scale-down removes them first.
+        ours = sorted(ours, key=lambda n: n.phase == "live" and n.market == ON_DEMAND)
         plan = plan_scale(ours, int(props["count"]), bool(props.get("cache_stopped_nodes")))
         # Stopped nodes too: they boot into the current script when started.
         kept = [n for n in ours if n.phase != "dead" and n.name not in plan.delete]
@@ -117,7 +117,8 @@ class WorkerGroupProvider(ApiProvider):
         if plan.delete:
             api.delete(plan.delete)
         if returns_to_spot(props.get("capacity"), props["body"]):
-            self._back_to_spot(api, props, [n for n in kept if n.phase == "live"])
+            staying = [n for n in kept if n.phase == "live" and n.name not in plan.stop]
+            self._back_to_spot(api, props, staying)
         return self._outputs(props, *self._observe(api, props))
 
     def _create(self, api: NodeApi, props: Mapping[str, Any], count: int) -> None:
@@ -125,8 +126,7 @@ class WorkerGroupProvider(ApiProvider):
         on-demand fallback, the slots no allowed zone took as spot are created on-demand under
         the same names: one node per slot."""
         names = [new_node_name(props["name_prefix"]) for _ in range(count)]
-        body = dict(props["body"])
-        body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
+        body = self._labelled_body(props)
         market = market_of(body.get("scheduling"))
         if not falls_back(props.get("capacity"), body):
             api.create(names, with_market(body, market))
@@ -146,15 +146,15 @@ class WorkerGroupProvider(ApiProvider):
 
     def _back_to_spot(self, api: NodeApi, props: Mapping[str, Any], live: list[Node]) -> None:
         """`return_to_spot`: a spot node for each live on-demand one, as many as some zone
-        takes; each on-demand node is deleted once its spot replacement exists."""
+        takes; each on-demand node is deleted once its spot replacement exists. Any other
+        failure leaves the spot nodes made: the next reconcile has more live nodes than its
+        count and removes on-demand ones first."""
         on_demand = [n.name for n in live if n.market == ON_DEMAND]
         if not on_demand:
             return
         names = [new_node_name(props["name_prefix"]) for _ in on_demand]
-        body = dict(props["body"])
-        body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
         try:
-            api.create(names, with_market(body, SPOT))
+            api.create(names, with_market(self._labelled_body(props), SPOT))
             made = len(names)
         except NoCapacity as refused:
             made = len(refused.created)
@@ -175,8 +175,13 @@ class WorkerGroupProvider(ApiProvider):
             return
         body = props["body"]
         api.set_metadata(nodes, _want(metadata_items(body), retired[0]))
-        labels = {**(body.get("labels") or {}), **self._labels(props)}
-        api.set_labels(nodes, _want(labels, retired[1]))
+        api.set_labels(nodes, _want(self._labelled_body(props)["labels"], retired[1]))
+
+    def _labelled_body(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        """The body with the labels every node of the group carries."""
+        body = dict(props["body"])
+        body["labels"] = {**(body.get("labels") or {}), **self._labels(props)}
+        return body
 
     def _observe(self, api: NodeApi, props: Mapping[str, Any]) -> tuple[list[Node], list[Node]]:
         """(our nodes, the autoscaler's nodes) of this type, from one list call, oldest first.

@@ -41,6 +41,8 @@ class Node:
     external_ip: bool = False
     scopes: tuple[str, ...] = ()
     boot_disk_cmek: bool | None = None  # None: the node has no boot disk of ours (TPU)
+    on_demand_fallback: bool = False
+    """A WorkerGroup whose spot nodes become on-demand when spot is out (its `capacity`)."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -125,7 +127,8 @@ def _instance(inputs: Mapping[str, Any]) -> Node:
     )
 
 
-def _gce_body(body: Mapping[str, Any], zone: Any, count: int) -> Node:
+def _gce_body(body: Mapping[str, Any], zone: Any, count: int,
+              on_demand_fallback: bool = False) -> Node:
     """The GCE API's instance body a WorkerGroup creates: disks[boot].diskEncryptionKey,
     serviceAccounts[].scopes, guestAccelerators [{acceleratorType, acceleratorCount}]."""
     boot = next((_dict(d) for d in _list(body.get("disks")) if _dict(d).get("boot")), {})
@@ -140,6 +143,7 @@ def _gce_body(body: Mapping[str, Any], zone: Any, count: int) -> Node:
                         for nic in _list(body.get("networkInterfaces"))),
         scopes=_scopes(_list(body.get("serviceAccounts"))),
         boot_disk_cmek=bool(key.get("kmsKeyName") or key.get("rawKey")),
+        on_demand_fallback=on_demand_fallback,
     )
 
 
@@ -170,5 +174,6 @@ def node_of(type_token: str, inputs: Mapping[str, Any]) -> Node | None:
     if not isinstance(body, Mapping):
         return None
     if count is not None:  # a WorkerGroup: `count` pinned nodes of this body
-        return _gce_body(body, inputs.get("zone"), count)
+        fallback = _dict(inputs.get("capacity")).get("fallback") == "on-demand"
+        return _gce_body(body, inputs.get("zone"), count, fallback)
     return _tpu(body, inputs.get("zone"))  # a QueuedTpuSlice

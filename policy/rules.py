@@ -69,7 +69,12 @@ def _external_ip(node: Node, params: Params) -> list[str]:
 
 
 def _spot(node: Node, params: Params) -> list[str]:
-    if not params["required"] or node.head or node.spot:
+    if not params["required"] or node.head:
+        return []
+    if node.spot and node.on_demand_fallback:
+        return ["spot worker that falls back to on-demand where spot is required: remove its "
+                "type from provider.capacity"]
+    if node.spot:
         return []
     return ["on-demand worker where spot is required: set scheduling.provisioningModel: SPOT "
             "(or preemptible) in its node_config"]

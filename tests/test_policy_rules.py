@@ -102,6 +102,16 @@ def test_on_demand_workers_are_flagged_where_spot_is_required(plans):
     assert flagged(evaluate(full, only("spot-workers", required=True))) == {group}
 
 
+def test_a_spot_group_with_an_on_demand_fallback_is_flagged_where_spot_is_required(plans):
+    full = resources(plans["full"])
+    (group,) = by_kind(plans["full"], "WorkerGroup")
+    next(inputs for _, n, inputs in full if n == group)["capacity"] = {
+        "fallback": "on-demand", "return_to_spot": False}
+    found = evaluate(full, only("spot-workers", required=True))
+    assert [(v.resource, v.message.split(":")[0]) for v in found] == [
+        (group, "spot worker that falls back to on-demand where spot is required")]
+
+
 def test_machine_families_and_regions_outside_the_allow_lists_are_flagged(plans):
     full = resources(plans["full"])
     nodes = {*by_kind(plans["full"], "Instance"), *by_kind(plans["full"], "WorkerGroup")}

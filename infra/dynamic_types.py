@@ -24,7 +24,10 @@ WORKER_GROUP_TYPE = type_token("WorkerGroup")
 CLUSTER_SWEEPER_TYPE = type_token("ClusterSweeper")
 QUEUED_TPU_SLICE_TYPE = type_token("QueuedTpuSlice")
 KEY_PAIR_TYPE = type_token("GeneratedKeyPair")
-DYNAMIC_TYPES = (WORKER_GROUP_TYPE, CLUSTER_SWEEPER_TYPE, QUEUED_TPU_SLICE_TYPE, KEY_PAIR_TYPE)
+# Born with its own type (infra.ray_token): no stack knows it under the legacy one.
+RAY_TOKEN_TYPE = type_token("GeneratedRayToken")
+DYNAMIC_TYPES = (WORKER_GROUP_TYPE, CLUSTER_SWEEPER_TYPE, QUEUED_TPU_SLICE_TYPE, KEY_PAIR_TYPE,
+                 RAY_TOKEN_TYPE)
 
 
 def legacy_aliases(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:

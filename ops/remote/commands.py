@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
+from ops.remote.ray_auth import with_ray_auth
 from ops.remote.untrusted import OUTPUT_CAP, CappedTail, drain, drain_in_background
 
 if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is made
@@ -162,7 +163,9 @@ def exec_on_node(
     wrap: Callable[[str], str] | None = None,
 ) -> int:
     """One node (the head by default), output straight to ours; the remote status is returned.
-    `wrap` turns the final shell command into another (e.g. a detached tmux window)."""
+    `wrap` turns the final shell command into another (e.g. a detached tmux window). It runs
+    with Ray's token auth when the stack has it (`ray status`, `ray job` work as typed)."""
+    command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     client = connector.node(node) if node else connector.head()
@@ -178,6 +181,7 @@ def exec_on_all(
     """Every node in parallel, lines prefixed `[node] `; the first non-zero status wins."""
     from concurrent.futures import ThreadPoolExecutor
 
+    command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     nodes = list(connector.outputs.nodes)
@@ -210,8 +214,9 @@ def submit(
     login: bool = False,
     wrap: Callable[[str], str] | None = None,
 ) -> int:
-    """Upload `script` to the head's home over SFTP and run it there with python; `wrap`
-    turns the final shell command into another (e.g. a detached tmux window)."""
+    """Upload `script` to the head's home over SFTP and run it there with python (with Ray's
+    token auth when the stack has it: its `ray.init()` is served); `wrap` turns the final
+    shell command into another (e.g. a detached tmux window)."""
     if not script.is_file():
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
     client = connector.head()
@@ -226,12 +231,16 @@ def submit(
         # The script lands on the host; the container sees it at an absolute path in /tmp.
         inside = f"/tmp/{remote_name}"
         argv = " ".join(shlex.quote(arg) for arg in [inside, *args])
-        run = in_container(f"python {argv}", connector.outputs.docker_container_name)
+        run = in_container(with_ray_auth(f"python {argv}", connector.outputs),
+                           connector.outputs.docker_container_name)
         container = shlex.quote(connector.outputs.docker_container_name)
         command = f"docker cp {shlex.quote(remote_name)} {container}:{inside} && {run}"
     else:
         # `python` as Ray runs it; stock Ubuntu images only have python3
-        command = f'PY=$(command -v python || command -v python3); exec "$PY" {argv}'
+        command = with_ray_auth(
+            f'PY=$(command -v python || command -v python3); exec "$PY" {argv}',
+            connector.outputs,
+        )
     shell = node_shell(command, login)
     return stream_command(
         client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer

@@ -27,6 +27,7 @@ from infra.dynamic_types import DYNAMIC_TYPES
 
 SECRET_MASK = "[secret]"
 PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
+PLANNED_RAY_TOKEN = "planned-ray-auth-token"  # the generated Ray auth token's stand-in
 PROJECT_NAME = "ray-gcp"
 
 
@@ -165,6 +166,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
                 "private_key": PLANNED_PRIVATE_KEY,
             }
+        if "ray_auth_token" in inputs:  # the generated Ray auth token
+            return {**inputs, "ray_auth_token": PLANNED_RAY_TOKEN}
         if "wait_minutes" in inputs:  # a queued TPU slice, once GCP has filled it
             return {
                 **inputs,

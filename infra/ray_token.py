@@ -1,0 +1,93 @@
+"""The cluster's Ray auth token: generated once per stack, kept in Secret Manager for the nodes.
+
+Ray's token authentication (`RAY_AUTH_MODE=token`) makes every GCS, raylet and dashboard
+client present one shared token. A dynamic resource creates it once and state keeps it (a
+secret output, encrypted); a token made in the program itself would change on every run. Every
+node reads it at boot, as the head reads the SSH key (infra.key_secret), from a secret only
+the nodes' service accounts may access: it is never in instance metadata.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+
+from infra.config import ClusterConfig
+from infra.dynamic_types import MODULE
+from infra.key_secret import ACCESSOR_ROLE
+from infra.labels import CLUSTER_NAME, STACK
+
+TOKEN_BYTES = 32  # 64 hex characters, as random as Ray's own generated tokens (a uuid4) or more
+TOKEN_OUTPUT = "ray_auth_token"
+
+
+class _RayTokenProvider(ResourceProvider):
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        # The id says nothing about the token: it is shown in previews and the state's URNs.
+        return CreateResult(
+            id_=uuid.uuid4().hex, outs={TOKEN_OUTPUT: secrets.token_hex(TOKEN_BYTES)}
+        )
+
+
+class GeneratedRayToken(Resource, module=MODULE, name="GeneratedRayToken"):
+    """A random token created once; `ray_auth_token` is a secret output."""
+
+    ray_auth_token: pulumi.Output[str]
+
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=[TOKEN_OUTPUT])
+        )
+        super().__init__(_RayTokenProvider(), name, {TOKEN_OUTPUT: None}, opts)
+
+
+class RayTokenSecret(pulumi.ComponentResource):
+    """The token, generated once, in a secret each of `readers` (service account emails) may
+    access; `token` is a Pulumi secret and `version_name` the secret version nodes read.
+
+    Secret Manager's API is enabled by infra.key_secret.BootstrapKeySecret: pass it in
+    `opts.depends_on`."""
+
+    token: pulumi.Output[str]
+    version_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        config: ClusterConfig,
+        readers: list[pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+        stack: str = "",
+    ) -> None:
+        super().__init__("ray-gcp:index:RayTokenSecret", name, None, opts)
+        project = config.provider.project
+        child = pulumi.ResourceOptions(parent=self)
+        generated = GeneratedRayToken(f"{name}-value", opts=child)
+        self.token = pulumi.Output.secret(generated.ray_auth_token)
+        secret = gcp.secretmanager.Secret(
+            name,
+            project=project,
+            secret_id=f"ray-{config.cluster_name}-auth-token",
+            replication={"auto": {}},
+            labels={CLUSTER_NAME: config.cluster_name, **({STACK: stack} if stack else {})},
+            opts=child,
+        )
+        version = gcp.secretmanager.SecretVersion(
+            f"{name}-version", secret=secret.id, secret_data=self.token, opts=child
+        )
+        for index, reader in enumerate(readers):
+            gcp.secretmanager.SecretIamMember(
+                f"{name}-accessor" if index == 0 else f"{name}-accessor-{index}",
+                project=project,
+                secret_id=secret.secret_id,
+                role=ACCESSOR_ROLE,
+                member=pulumi.Output.concat("serviceAccount:", reader),
+                opts=child,
+            )
+        self.version_name = version.name
+        self.register_outputs({"version_name": self.version_name})

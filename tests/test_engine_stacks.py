@@ -153,7 +153,7 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     assert f"{AUTOSCALER_ACCOUNT}@{project}.iam.gserviceaccount.com" in accounts
 
 
-def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
+def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_state(
     workspace: EngineWorkspace, fake: FakeComputeServer, tmp_path
 ) -> None:
     import yaml
@@ -176,8 +176,17 @@ def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
     try:
         state = json.dumps(workspace.export("secrets"))
         encoded = base64.b64encode(secret_text.encode()).decode()
-        for plain in (secret_text, encoded, token, "PRIVATE KEY"):
+        # Ray's auth token went to Secret Manager (the nodes read it there), never to state.
+        (version,) = [v for (_, secret), versions in fake.platform.versions.items()
+                      if secret == "ray-secrets-auth-token" for v in versions]
+        ray_token = base64.b64decode(version["data"]).decode()
+        assert len(ray_token) == 64
+        for plain in (secret_text, encoded, token, "PRIVATE KEY", ray_token, version["data"]):
             assert plain not in state, plain
+        # Made once: another `up` keeps the token (no new secret version).
+        workspace.run("secrets", "up")
+        assert [v for (_, secret), versions in fake.platform.versions.items()
+                if secret == "ray-secrets-auth-token" for v in versions] == [version]
         # The archive went to the cluster's bucket byte for byte: the mount is inside it.
         (archive,) = [data for (_, key), data in fake.storage.objects.items()
                       if key.endswith(".tar.gz")]

@@ -371,7 +371,7 @@ read_secret() {
     fi
     if ! retry_until_granted "$SECRET_TRIES" "$SECRET_DELAY" access_secret "$1" "$2"; then
         log "could not read secret $1 after $attempt tries: the node's service account" \
-            "needs roles/secretmanager.secretAccessor on it and the head the" \
+            "needs roles/secretmanager.secretAccessor on it and the node the" \
             "cloud-platform scope"
         return 1
     fi

@@ -61,10 +61,11 @@ def local_ray_env(token_file: Path | None) -> dict[str, str]:
 
 
 def dashboard_lines(url: str, token_file: Path | None, token: str = "") -> list[str]:
-    """How to open the forwarded dashboard and submit jobs through it; `token` is printed only
-    when given (`invoke dashboard --show-token`)."""
+    """How to open the forwarded dashboard and submit jobs through it with the token in
+    `token_file` (none: the stack runs without token auth, nothing to say); `token` is printed
+    only when given (`invoke dashboard --show-token`)."""
     if token_file is None:
-        return [f"jobs through it: ray job submit --address {url} -- python SCRIPT"]
+        return []
     env = " ".join(f"{key}={value}" for key, value in local_ray_env(token_file).items())
     lines = [
         "Ray token auth is on: the dashboard asks for the cluster's token once (it keeps it in "

@@ -17,6 +17,7 @@ import pulumi
 import pulumi_gcp as gcp
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
+from infra.component_options import waits_for
 from infra.config import ClusterConfig
 from infra.dynamic_types import MODULE
 from infra.key_secret import ACCESSOR_ROLE
@@ -67,7 +68,10 @@ class RayTokenSecret(pulumi.ComponentResource):
         super().__init__("ray-gcp:index:RayTokenSecret", name, None, opts)
         project = config.provider.project
         child = pulumi.ResourceOptions(parent=self)
-        generated = GeneratedRayToken(f"{name}-value", opts=child)
+        # The first ones wait for what the component waits for (the sweeper's claim, Secret
+        # Manager's API): Pulumi does not pass a component's depends_on to its children.
+        first = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
+        generated = GeneratedRayToken(f"{name}-value", opts=first)
         self.token = pulumi.Output.secret(generated.ray_auth_token)
         secret = gcp.secretmanager.Secret(
             name,
@@ -75,7 +79,7 @@ class RayTokenSecret(pulumi.ComponentResource):
             secret_id=f"ray-{config.cluster_name}-auth-token",
             replication={"auto": {}},
             labels={CLUSTER_NAME: config.cluster_name, **({STACK: stack} if stack else {})},
-            opts=child,
+            opts=first,
         )
         version = gcp.secretmanager.SecretVersion(
             f"{name}-version", secret=secret.id, secret_data=self.token, opts=child

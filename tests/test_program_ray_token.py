@@ -58,6 +58,11 @@ def test_every_node_names_the_token_secret_version_readable_by_the_cluster_accou
     (version,) = [r for r in run.of_type(VERSION) if r.name == f"{secret.name}-version"]
     assert version.inputs["secretData"] == "[secret]"
     assert generated.parent == version.parent
+    # Created once Secret Manager's API is on and the sweeper has claimed the cluster.
+    for first in (secret, generated):
+        assert any(urn.endswith("$gcp:projects/service:Service::" + f"ray-{cluster}-ssh-key-api")
+                   for urn in first.dependencies), first.dependencies
+        assert any(urn.endswith(f"::{cluster}.sweeper") for urn in first.dependencies)
     accessors = [r for r in run.of_type(ACCESSOR) if r.name.startswith(f"{secret.name}-")]
     assert {a.inputs["role"] for a in accessors} == {"roles/secretmanager.secretAccessor"}
     assert f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com" in {

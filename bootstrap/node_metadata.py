@@ -26,9 +26,10 @@ BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
 # service account's token, which needs roles/secretmanager.secretAccessor on the secret.
 BOOTSTRAP_SSH_KEY_SECRET_KEY = "ray-bootstrap-ssh-key-secret"
 # Every node's (the autoscaler's own included): the secret version holding the cluster's Ray
-# auth token (infra.ray_token), read the same way; the script writes it to RAY_AUTH_TOKEN_FILE
-# under the home of the user Ray runs as (in the container with docker), mode 0600, and every
-# `ray start` runs with RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH naming it.
+# auth token (infra.ray_token; `.../versions/latest`), read the same way; the script writes
+# it to RAY_AUTH_TOKEN_FILE under the home of the user Ray runs as (in the container with
+# docker), mode 0600, and every `ray start` runs with RAY_AUTH_MODE=token and
+# RAY_AUTH_TOKEN_PATH naming it.
 RAY_AUTH_TOKEN_SECRET_KEY = "ray-auth-token-secret"
 RAY_AUTH_TOKEN_FILE = ".ray/auth_token"  # Ray's own default place (~/.ray/auth_token)
 STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`

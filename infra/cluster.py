@@ -96,6 +96,7 @@ class RayCluster(pulumi.ComponentResource):
         # the key; off when the YAML says `provider.ray_token_auth: false`.
         self.ray_token: RayTokenSecret | None = None
         token_metadata: dict[str, pulumi.Input[str]] = {}
+        token_after_version: dict[str, pulumi.Input[str]] = {}
         if config.provider.ray_token_auth:
             self.ray_token = RayTokenSecret(
                 f"ray-{config.cluster_name}-auth-token",
@@ -104,7 +105,13 @@ class RayCluster(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.key_secret]),
                 stack=stack,
             )
+            # Workers name the version as plain text (a preview keeps their bodies known) and
+            # wait for it through depends_on; the head, whose component's depends_on does not
+            # reach its instance, waits through the output.
             token_metadata = {RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_name}
+            token_after_version = {
+                RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_reference}
+        token_dependencies: list[pulumi.Resource] = [self.ray_token] if self.ray_token else []
         # What nodes fetch with their own service account: file_mounts, the head's config.
         self.bucket = ClusterBucket(
             f"ray-{config.cluster_name}-bucket",
@@ -149,7 +156,7 @@ class RayCluster(pulumi.ComponentResource):
                     {
                         BOOTSTRAP_CONFIG_KEY: self.bucket.autoscaler_config(bootstrap_yaml),
                         BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
-                        **token_metadata,
+                        **token_after_version,
                     },
                     mounts,
                     request=reapply_request,
@@ -159,11 +166,11 @@ class RayCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.network, self.key_secret,
-                            *([self.ray_token] if self.ray_token else []),
-                            *self.bucket.dependencies],
+                            *token_dependencies, *self.bucket.dependencies],
             ),
         )
-        after_head: list[pulumi.Resource] = [self.sweeper, self.head, *self.bucket.dependencies]
+        after_head: list[pulumi.Resource] = [self.sweeper, self.head, *self.bucket.dependencies,
+                                             *token_dependencies]
         self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
         for group in plan.workers:
             body = worker_bodies[group.node_type]

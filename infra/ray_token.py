@@ -51,11 +51,18 @@ class RayTokenSecret(pulumi.ComponentResource):
     """The token, generated once, in a secret each of `readers` (service account emails) may
     access; `token` is a Pulumi secret and `version_name` the secret version nodes read.
 
-    Secret Manager's API is enabled by infra.key_secret.BootstrapKeySecret: pass it in
+    `version_name` is the secret's `latest` version, a name known at plan time: the worker
+    bodies that carry it (a WorkerGroup's, the autoscaler's) stay known in a preview, where an
+    output of a version yet to be created would make a WorkerGroup's whole body unknown and
+    the preview show it replaced; the workers depend on this component instead.
+    `version_reference` is the same name as an output of the version, for the head: the
+    HeadNode component's depends_on does not reach its instance, the output's dependency
+    does. Secret Manager's API is enabled by infra.key_secret.BootstrapKeySecret: pass it in
     `opts.depends_on`."""
 
     token: pulumi.Output[str]
-    version_name: pulumi.Output[str]
+    version_name: str
+    version_reference: pulumi.Output[str]
 
     def __init__(
         self,
@@ -73,10 +80,11 @@ class RayTokenSecret(pulumi.ComponentResource):
         first = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         generated = GeneratedRayToken(f"{name}-value", opts=first)
         self.token = pulumi.Output.secret(generated.ray_auth_token)
+        secret_id = f"ray-{config.cluster_name}-auth-token"
         secret = gcp.secretmanager.Secret(
             name,
             project=project,
-            secret_id=f"ray-{config.cluster_name}-auth-token",
+            secret_id=secret_id,
             replication={"auto": {}},
             labels={CLUSTER_NAME: config.cluster_name, **({STACK: stack} if stack else {})},
             opts=first,
@@ -93,5 +101,6 @@ class RayTokenSecret(pulumi.ComponentResource):
                 member=pulumi.Output.concat("serviceAccount:", reader),
                 opts=child,
             )
-        self.version_name = version.name
+        self.version_name = f"projects/{project}/secrets/{secret_id}/versions/latest"
+        self.version_reference = version.name.apply(lambda _: self.version_name)
         self.register_outputs({"version_name": self.version_name})

@@ -67,7 +67,11 @@ def test_every_node_names_the_token_secret_version_readable_by_the_cluster_accou
     assert {a.inputs["role"] for a in accessors} == {"roles/secretmanager.secretAccessor"}
     assert f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com" in {
         a.inputs["member"] for a in accessors}
-    expected = f"projects/{project}/secrets/ray-{cluster}-auth-token/versions/1"
+    # The latest version, by a name known at plan time (a preview keeps the bodies known).
+    expected = f"projects/{project}/secrets/ray-{cluster}-auth-token/versions/latest"
+    # ... so every node we create waits for the version to exist.
+    for node in [*run.of_type(INSTANCE), *run.of_type(TPU_VM), *run.of_type(WORKER_GROUP_TYPE)]:
+        assert version.urn in node.dependencies, node.name
     nodes = _every_node_metadata(run)
     assert any(where.startswith("autoscaler") for where in nodes)
     assert {where: entries.get(TOKEN_KEY) for where, entries in nodes.items()} == dict.fromkeys(

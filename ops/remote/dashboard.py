@@ -39,10 +39,10 @@ def serve_dashboard(stack: str | None, port: int, remote_port: int,
         url = f"http://127.0.0.1:{forward.local_port}"
         token_file = write_local_token(connector.outputs)
         shown = connector.outputs.ray_auth_token if show_token else ""
-        print(f"dashboard: {url} (Ctrl-C stops)", flush=True)
-        for line in dashboard_lines(url, token_file, shown):
-            print(line, flush=True)
-        try:
+        try:  # Ctrl-C once the URL shows stops it cleanly
+            print(f"dashboard: {url} (Ctrl-C stops)", flush=True)
+            for line in dashboard_lines(url, token_file, shown):
+                print(line, flush=True)
             threading.Event().wait()
         except KeyboardInterrupt:
             print("stopped")

@@ -17,66 +17,79 @@ _TRUST_HELP = ("when GCE publishes no host key for a node (a TPU VM, an agent th
                "refusing")
 
 
-def _lifecycle(stack: str | None, operation: str) -> None:
+_CONFIG_HELP = ("a Ray cluster YAML instead of --stack: its stack is named after its "
+                "cluster_name (`up`/`preview` write stacks/Pulumi.<NAME>.yaml and create the "
+                "stack on first use; README: Use it on GCP)")
+_YES_HELP = ("accepted as `ray {} -y` users type it; changes nothing: this task never asks "
+             "(`invoke preview` shows the change)")
+
+
+def _lifecycle(stack: str | None, operation: str, config: str | None) -> None:
     from ops.errors import user_errors
     from ops.lifecycle.pulumi_cli import operate
 
     with user_errors():
-        operate(stack, operation)
+        operate(stack, operation, config)
 
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _CONFIG_HELP,
     "restart-only": "running nodes restart Ray without rerunning setup",
     "no-restart": "running nodes rerun changed setup without restarting Ray",
+    "yes": _YES_HELP.format("up"),
 })
-def up(c, stack=None, restart_only=False, no_restart=False):
+def up(c, stack=None, config=None, restart_only=False, no_restart=False, yes=False):
     """Create or update the cluster (refresh, then pulumi up).
 
     With live progress; preempted TPU slices are replaced, and running nodes re-apply a
-    changed startup script themselves."""
+    changed startup script themselves. `invoke up -c my-cluster.yaml` takes a Ray cluster
+    YAML as `ray up` does."""
     from ops.errors import user_errors
     from ops.lifecycle.pulumi_cli import up as up_stack
 
     with user_errors():
-        up_stack(stack, restart_only, no_restart)
+        up_stack(stack, restart_only, no_restart, config)
 
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _CONFIG_HELP,
     "diff": "print the engine's own `pulumi preview --diff` text (what a PR reviewer reads) "
             "instead of a line per step",
 })
-def preview(c, stack=None, diff=False):
+def preview(c, stack=None, config=None, diff=False):
     """Show what `invoke up` would create, change or delete."""
     if not diff:
-        _lifecycle(stack, "preview")
+        _lifecycle(stack, "preview", config)
         return
     from ops.errors import user_errors
     from ops.lifecycle.pulumi_cli import preview_diff
 
     with user_errors():
-        preview_diff(stack)
+        preview_diff(stack, config)
 
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _CONFIG_HELP,
     "workers-only": "only delete the workers (groups, TPU slices, the autoscaler's); keep the head",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
+    "yes": _YES_HELP.format("down"),
 })
-def down(c, stack=None, workers_only=False, keep_min_workers=False):
+def down(c, stack=None, config=None, workers_only=False, keep_min_workers=False, yes=False):
     """Delete the cluster (pulumi destroy), or only its workers."""
     from ops.errors import user_errors
     from ops.lifecycle.down_workers import down as down_stack
 
     with user_errors():
-        down_stack(stack, workers_only, keep_min_workers)
+        down_stack(stack, workers_only, keep_min_workers, config)
 
 
-@task(help={"stack": _STACK_HELP})
-def refresh(c, stack=None):
+@task(help={"stack": _STACK_HELP, "config": _CONFIG_HELP})
+def refresh(c, stack=None, config=None):
     """Reconcile the stack's state with what exists in GCP."""
-    _lifecycle(stack, "refresh")
+    _lifecycle(stack, "refresh", config)
 
 
 @task
@@ -282,12 +295,14 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
 @task(
     help={
         "stack": _STACK_HELP,
+        "config": "a Ray cluster YAML instead of --stack: planned as the stack `invoke up -c` "
+                  "would deploy it as (nothing is written)",
         "output": "write to this file instead of stdout",
         "format": "json (canonical, byte-identical for the same input) or table",
         "root": "directory holding the stacks/ to plan (default: this checkout)",
     }
 )
-def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
+def plan(c, stack=None, config=None, output=None, format="json", root=None):  # noqa: A002
     """Offline plan: every resource the program would register.
 
     Runs the real program under a mock engine: no cloud, no pulumi CLI."""
@@ -295,7 +310,7 @@ def plan(c, stack=None, output=None, format="json", root=None):  # noqa: A002
     from ops.review.plan import write_plan
 
     with user_errors():
-        write_plan(stack, output, format, root)
+        write_plan(stack, output, format, root, config)
 
 
 @task(

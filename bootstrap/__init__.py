@@ -4,12 +4,13 @@ config, and a local two-node cluster built from the same scripts. It imports onl
 cluster config, Ray's labels, the local state folder)."""
 
 from bootstrap.autoscaler_config import autoscaler_config
-from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
+from bootstrap.file_mounts import FileMountArchive, PackedMounts, pack_file_mounts
 from bootstrap.node_metadata import node_metadata
 from bootstrap.startup_script import render_startup_script
 
 __all__ = [
     "FileMountArchive",
+    "PackedMounts",
     "autoscaler_config",
     "node_metadata",
     "pack_file_mounts",

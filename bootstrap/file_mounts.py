@@ -4,8 +4,13 @@
 commands, and so does its autoscaler for the workers it adds. Here the program packs every entry
 into one gzip'd tar (`pack_file_mounts`), skipping what `rsync_exclude` and `rsync_filter` skip
 (bootstrap/sync_filter.py), and stores it in the cluster's private bucket under a name made of
-its content's hash (`file-mounts/<sha256>.tar.gz`): a change is one new object, and the startup
+an HMAC-SHA256 of its content keyed with the stack's own random secret
+(`file-mounts/<hmac>.tar.gz`, `PackedMounts.keyed`; the key is infra/stack_secret.py's). The
+name changes exactly when the content does, so a change is one new object, and the startup
 script, which names it, changes with it, so the node watcher re-applies the mounts in place.
+Without the key nobody can test a guess of a short secret file against the name, which is in
+instance metadata and in every preview; the archive's gzip header carries the same HMAC, so the
+bytes the engine hashes for the upload are not reproducible from guessed content either.
 Each node downloads it with its own service account before its initialization commands; member
 `<i>` of the archive is the i-th mount in target order. Nothing of it is in instance metadata,
 so key-like files travel the same private way as the rest.
@@ -19,12 +24,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import hmac
 import io
 import os
 import posixpath
 import stat
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bootstrap.sync_filter import DirMergeFilters, is_excluded
@@ -40,11 +46,11 @@ _SIZE_FIX = (
 
 @dataclass(frozen=True)
 class FileMountArchive:
-    """The packed mounts: `targets[i]` is member `<i>` of the archive."""
+    """The packed mounts as stored: `targets[i]` is member `<i>` of the archive."""
 
     targets: tuple[str, ...]
     content: bytes  # the .tar.gz
-    digest: str  # sha256 of the uncompressed tar: the same files give the same name
+    digest: str  # the stack-keyed HMAC of the uncompressed tar: the same files give the same name
 
     @property
     def object_name(self) -> str:
@@ -70,8 +76,8 @@ def bucket_name(config: ClusterConfig) -> str:
 
 def pack_file_mounts(
     config: ClusterConfig, base_dir: Path | None = None
-) -> FileMountArchive | None:
-    """Every `file_mounts` entry in one archive, or None when there is none. Relative local
+) -> PackedMounts | None:
+    """Every `file_mounts` entry in one tar, or None when there is none. Relative local
     paths are read from `base_dir` (default the working directory, where `ray up` reads them).
     A missing or unreadable path, or a total over the limit, is a ConfigError naming the
     entry's YAML path."""
@@ -96,10 +102,43 @@ def pack_file_mounts(
                 packer.add(tar, path, str(index))
             except _MountProblem as problem:
                 raise ConfigError([(where, f"{source!r}: {problem}")]) from None
-    data = raw.getvalue()
-    compressed = bytearray(gzip.compress(data, compresslevel=6, mtime=0))
-    compressed[9] = 255  # the gzip header's OS field: "unknown", the same on every machine
-    return FileMountArchive(targets, bytes(compressed), hashlib.sha256(data).hexdigest())
+    return PackedMounts(targets, raw.getvalue())
+
+
+@dataclass(frozen=True)
+class PackedMounts:
+    """The mounts packed but not yet named: only the stack's key names them (`keyed`)."""
+
+    targets: tuple[str, ...]
+    tar: bytes  # the uncompressed tar
+    _keyed: dict[str, FileMountArchive] = field(default_factory=dict, compare=False, repr=False)
+
+    def keyed(self, key: str) -> FileMountArchive:
+        """The archive named by the HMAC-SHA256 of the tar under `key` (the stack's secret),
+        that HMAC also in the gzip header's comment. An empty key would make the name a public
+        hash of the content, so it is refused."""
+        if not key:
+            raise ValueError("the file_mounts archive is named with the stack's secret key, "
+                             "and the key is empty")
+        if key not in self._keyed:
+            digest = hmac.new(key.encode(), self.tar, hashlib.sha256).hexdigest()
+            self._keyed[key] = FileMountArchive(self.targets, _gzip(self.tar, digest), digest)
+        return self._keyed[key]
+
+    def stand_in(self) -> FileMountArchive:
+        """An archive with no content, named like the real one (same length): what a script
+        renders to when only its size matters (metadata limits)."""
+        return FileMountArchive(self.targets, b"", "0" * hashlib.sha256().digest_size * 2)
+
+
+def _gzip(data: bytes, comment: str) -> bytes:
+    """`data` gzip'd, the same bytes on every machine for the same data and comment: mtime 0,
+    OS "unknown", and `comment` in the header's FCOMMENT field (RFC 1952 2.3)."""
+    compressed = gzip.compress(data, compresslevel=6, mtime=0)
+    header = bytearray(compressed[:10])  # no FNAME: gzip.compress writes none
+    header[3] |= 0x10  # FLG.FCOMMENT
+    header[9] = 255  # OS
+    return bytes(header) + comment.encode("latin-1") + b"\0" + compressed[10:]
 
 
 def synced_files_outside_mounts(config: ClusterConfig) -> list[str]:

@@ -318,7 +318,9 @@ def local_up(
     On any failure everything started so far is torn down. Relative file_mounts sources are
     read from `base_dir` (the project folder, where `invoke` runs); the archive goes into the
     cluster's bucket folder, as the program puts it in the cluster's bucket on GCP."""
-    mounts = pack_file_mounts(config, base_dir)
+    packed = pack_file_mounts(config, base_dir)
+    # Named with a key of this cluster's own, as a stack's archive with the stack's secret.
+    mounts = packed.keyed(secrets.token_hex(32)) if packed is not None else None
     become_subreaper()
     cluster = LocalCluster.create(root)
     cluster.save_state()

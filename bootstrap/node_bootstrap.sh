@@ -44,9 +44,6 @@ CONFIG_KEY=ray-bootstrap-config
 KEY_KEY=ray-bootstrap-ssh-key
 KEY_SECRET_KEY=ray-bootstrap-ssh-key-secret
 TOKEN_SECRET_KEY=ray-auth-token-secret
-# Run in the container by its own user: stdin to ~/.ray/auth_token (0600), its path on stdout.
-# shellcheck disable=SC2016
-CONTAINER_TOKEN_WRITE='umask 077 && mkdir -p "$HOME/.ray" && cat > "$HOME/.ray/auth_token.tmp" && chmod 0600 "$HOME/.ray/auth_token.tmp" && mv "$HOME/.ray/auth_token.tmp" "$HOME/.ray/auth_token" && printf %s "$HOME/.ray/auth_token"'
 HOST_TOKEN_FILE=
 CURRENT_STAGE=none
 RUN_AS=
@@ -442,11 +439,11 @@ write_auth_token() {
     fi
     token_path=$HOST_TOKEN_FILE
     if [ -n "$DOCKER_IMAGE" ]; then
-        # Written by the container's own user (the one `ray start` runs as), from stdin: the
-        # token is on no command line.
-        # shellcheck disable=SC2016
-        token_path=$(docker exec -i "$DOCKER_CONTAINER" /bin/sh -c "$CONTAINER_TOKEN_WRITE" \
-            < "$HOST_TOKEN_FILE") || fail 8
+        # Owned by the container's user (the one `ray start` runs as), 0600, as the bootstrap
+        # files are: docker cp, not a command line, carries it.
+        token_path="$(container_home)/.ray/auth_token"
+        { docker exec -u 0 "$DOCKER_CONTAINER" mkdir -p "${token_path%/*}" < /dev/null \
+            && docker_install_private "$HOST_TOKEN_FILE" "$token_path"; } || fail 8
         log "copied the Ray auth token into container $DOCKER_CONTAINER: $token_path"
     fi
     add_start_env RAY_AUTH_MODE token
@@ -540,9 +537,26 @@ docker_copy_bootstrap_files() {
     home=$(container_home)
     for name in ray_bootstrap_config.yaml ray_bootstrap_key.pem; do
         if [ -f "$NODE_HOME/$name" ]; then
-            docker cp "$NODE_HOME/$name" "$DOCKER_CONTAINER:$home/$name" || fail $?
+            docker_install_private "$NODE_HOME/$name" "$home/$name" || fail $?
         fi
     done
+}
+
+# Host file $1 into the container as $2, 0600 and owned by the container's user: the one
+# `docker exec` runs as, whose `id -u`:`id -g` Ray's launcher chowns its copies to (Ray's
+# images run as `ray`, uid 1000, and could not read a root-owned 0600 file). `docker cp`
+# makes root the owner, so the copy is chowned by root in the container, then renamed into
+# place (readers see the old file or the new one).
+docker_install_private() {
+    owner=$(docker exec "$DOCKER_CONTAINER" id -u < /dev/null) \
+        && group=$(docker exec "$DOCKER_CONTAINER" id -g < /dev/null) || return 1
+    case "$owner:$group" in
+        *[!0-9:]* | :* | *:) log "container $DOCKER_CONTAINER: no user id ($owner:$group)"; return 1 ;;
+    esac
+    docker cp "$1" "$DOCKER_CONTAINER:$2.tmp" \
+        && docker exec -u 0 "$DOCKER_CONTAINER" chown "$owner:$group" "$2.tmp" < /dev/null \
+        && docker exec -u 0 "$DOCKER_CONTAINER" chmod 0600 "$2.tmp" < /dev/null \
+        && docker exec -u 0 "$DOCKER_CONTAINER" mv -f "$2.tmp" "$2" < /dev/null
 }
 
 is_ipv4() {
@@ -748,9 +762,7 @@ install_config_file() {
     [ -n "$DOCKER_IMAGE" ] || return 0
     # The autoscaler in the container reads its own copy (see docker_copy_bootstrap_files).
     home=$(container_home)
-    if docker cp "$config_file" "$DOCKER_CONTAINER:$home/ray_bootstrap_config.yaml.tmp" \
-        && docker exec "$DOCKER_CONTAINER" mv "$home/ray_bootstrap_config.yaml.tmp" \
-            "$home/ray_bootstrap_config.yaml"; then
+    if docker_install_private "$config_file" "$home/ray_bootstrap_config.yaml"; then
         log "config watcher: copied it into container $DOCKER_CONTAINER"
     else
         log "config watcher: could not copy it into container $DOCKER_CONTAINER"

@@ -5,7 +5,9 @@ neither of which belongs in instance metadata (anyone who may view an instance r
 metadata, and GCE caps one value at 256 KB). Uniform bucket-level access and enforced public
 access prevention leave IAM as the only way in: the cluster's service account (and any other
 account a node type runs as) may read objects, nothing more. Each object is named after its
-content's hash, so a change is one new object and the old one goes once the nodes name the new.
+content's hash, so a change is one new object and the old one goes once the nodes name the new;
+the archive's hash is keyed with the stack's secret (bootstrap/file_mounts.py), the autoscaler
+config's is plain (it holds no secret).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class ClusterBucket(pulumi.ComponentResource):
         name: str,
         config: ClusterConfig,
         readers: list[pulumi.Input[str]],
-        mounts: FileMountArchive | None,
+        mounts: pulumi.Output[FileMountArchive] | None,
         opts: pulumi.ResourceOptions | None = None,
         stack: str = "",
     ) -> None:
@@ -69,11 +71,14 @@ class ClusterBucket(pulumi.ComponentResource):
         ]
         self.file_mounts: gcp.storage.BucketObject | None = None
         if mounts is not None:
+            # Named and hashed under the stack's key: neither says anything of the content.
             self.file_mounts = gcp.storage.BucketObject(
                 f"{name}-file-mounts",
                 bucket=self.bucket.name,
-                name=mounts.object_name,
-                source=pulumi.FileAsset(str(stored_archive(mounts))),
+                name=pulumi.Output.unsecret(mounts.apply(lambda archive: archive.object_name)),
+                source=pulumi.Output.unsecret(
+                    mounts.apply(lambda archive: pulumi.FileAsset(str(stored_archive(archive))))
+                ),
                 content_type="application/gzip",
                 opts=child,
             )

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
-from bootstrap.file_mounts import FileMountArchive
+from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants
@@ -31,6 +31,7 @@ from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ray_token import RayTokenSecret
 from infra.ssh_keys import ClusterSshKey
+from infra.stack_secret import StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 from infra.yaml_text import dump_yaml
@@ -47,10 +48,11 @@ class RayCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         reapply_request: str = "",
         api_endpoint: str | None = None,
-        mounts: FileMountArchive | None = None,
+        mounts: PackedMounts | None = None,
         stack: str = "",
     ) -> None:
-        """`stack` is the stack's identity (infra.labels.stack_identity), on every node."""
+        """`stack` is the stack's identity (infra.labels.stack_identity), on every node.
+        `mounts` are the packed file_mounts, named here with the stack's secret key."""
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
         user = config.auth.ssh_user
@@ -112,12 +114,20 @@ class RayCluster(pulumi.ComponentResource):
             token_after_version = {
                 RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_reference}
         token_dependencies: list[pulumi.Resource] = [self.ray_token] if self.ray_token else []
+        # The archive's name is an HMAC under a key only this stack's state holds, so the name
+        # (in public metadata and previews) cannot be checked against guesses of a secret file.
+        # A cluster without file_mounts has no key: its stack gains no resource.
+        self.file_mounts: pulumi.Output[FileMountArchive] | None = None
+        if mounts is not None:
+            key = StackSecret(f"{name}-file-mounts-key", "file_mounts archive name", child)
+            self.file_mounts = key.value.apply(mounts.keyed)
+        mounts_archive = self.file_mounts
         # What nodes fetch with their own service account: file_mounts, the head's config.
         self.bucket = ClusterBucket(
             f"ray-{config.cluster_name}-bucket",
             config,
             [self.service_account.email, *_other_node_accounts(plan)],
-            mounts,
+            mounts_archive,
             child,
             stack=stack,
         )
@@ -129,7 +139,7 @@ class RayCluster(pulumi.ComponentResource):
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
             node_type: _body(
                 config, group, self.network, self.ssh_key,
-                {HEAD_ADDRESS_KEY: head_name, **token_metadata}, mounts, stack_labels,
+                {HEAD_ADDRESS_KEY: head_name, **token_metadata}, mounts_archive, stack_labels,
             )
             for node_type, group in plan.node_types.items()
         }
@@ -158,7 +168,7 @@ class RayCluster(pulumi.ComponentResource):
                         BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
                         **token_after_version,
                     },
-                    mounts,
+                    mounts_archive,
                     request=reapply_request,
                 ),
                 labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth, stack_labels),
@@ -187,7 +197,7 @@ class RayCluster(pulumi.ComponentResource):
                         metadata=merge_metadata(
                             config, group, self.ssh_key.public_key,
                             {HEAD_ADDRESS_KEY: head_name, **token_metadata, **PINNED_METADATA},
-                            mounts,
+                            mounts_archive,
                         ),
                         labels=labels,
                     ),
@@ -232,7 +242,7 @@ def _body(
     network: ClusterNetwork,
     ssh_key: ClusterSshKey,
     extra: dict[str, pulumi.Input[str]],
-    mounts: FileMountArchive | None,
+    mounts: pulumi.Output[FileMountArchive] | None,
     stack_labels: dict[str, str],
 ) -> pulumi.Output[dict[str, Any]]:
     """The group's node body in API JSON once the subnet and the public key are known. Its

@@ -24,10 +24,9 @@ WORKER_GROUP_TYPE = type_token("WorkerGroup")
 CLUSTER_SWEEPER_TYPE = type_token("ClusterSweeper")
 QUEUED_TPU_SLICE_TYPE = type_token("QueuedTpuSlice")
 KEY_PAIR_TYPE = type_token("GeneratedKeyPair")
-# Born with its own type (infra.ray_token): no stack knows it under the legacy one.
-RAY_TOKEN_TYPE = type_token("GeneratedRayToken")
+STACK_SECRET_TYPE = type_token("StackSecret")  # born with its own type: no legacy alias
 DYNAMIC_TYPES = (WORKER_GROUP_TYPE, CLUSTER_SWEEPER_TYPE, QUEUED_TPU_SLICE_TYPE, KEY_PAIR_TYPE,
-                 RAY_TOKEN_TYPE)
+                 STACK_SECRET_TYPE)
 
 
 def legacy_aliases(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:

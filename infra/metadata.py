@@ -46,7 +46,7 @@ def merge_metadata(
     group: NodeGroupPlan,
     public_key: pulumi.Input[str],
     extra: Mapping[str, pulumi.Input[str]],
-    mounts: FileMountArchive | None = None,
+    mounts: pulumi.Output[FileMountArchive] | None = None,
     request: str = "",
 ) -> dict[str, pulumi.Input[str]]:
     """The node's metadata: node_config entries < bootstrap's < ssh-keys < `extra`. With
@@ -55,7 +55,8 @@ def merge_metadata(
 
     Keys are known now and values may be outputs, so a secret value stays secret alone and the
     rest shows in previews. The startup script names the file_mounts archive in the cluster's
-    bucket (`mounts`); its content is never in metadata. A user's own `ssh-keys`
+    bucket (`mounts`, named with the stack's secret key: bootstrap_entries); its content is
+    never in metadata. A user's own `ssh-keys`
     line is kept next to the cluster's key, not replaced by it. `request` asks the node watcher
     for a re-apply mode (the head's; a worker group's body gets it from with_worker_request)."""
     own = dict(group.node_config.metadata)
@@ -63,7 +64,7 @@ def merge_metadata(
     cluster_line = pulumi.Output.from_input(public_key).apply(
         lambda key: ssh_keys_entry(config.auth.ssh_user, key)
     )
-    bootstrap = bootstrap_metadata(config, group.role, group.node_type, mounts, request)
+    bootstrap = bootstrap_entries(config, group, mounts, request)
     if config.provider.os_login:
         keys = {
             OS_LOGIN_KEY: "TRUE",
@@ -74,6 +75,25 @@ def merge_metadata(
     else:
         keys = {"ssh-keys": cluster_line.apply(lambda line: "\n".join([*user_lines, line]))}
     return {**own, **bootstrap, **keys, **extra}
+
+
+def bootstrap_entries(
+    config: ClusterConfig,
+    group: NodeGroupPlan,
+    mounts: pulumi.Output[FileMountArchive] | None,
+    request: str,
+) -> dict[str, pulumi.Input[str]]:
+    """bootstrap's entries for the node. With file_mounts the script and its version wait for
+    the archive's name, an HMAC under the stack's secret key: they carry no secret (the key only
+    reaches them through the HMAC), so they are unsecreted and show in previews."""
+    if mounts is None:
+        return dict(bootstrap_metadata(config, group.role, group.node_type, None, request))
+    rendered = pulumi.Output.unsecret(mounts.apply(
+        lambda archive: bootstrap_metadata(config, group.role, group.node_type, archive, request)
+    ))
+    # The keys do not depend on the archive: the same as without one.
+    keys = bootstrap_metadata(config, group.role, group.node_type, None, request)
+    return {key: rendered.apply(lambda entries, key=key: entries[key]) for key in keys}
 
 
 # The metadata every node Pulumi keeps carries besides its type's (bootstrap.node_metadata).

@@ -99,9 +99,9 @@ def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) ->
         pulumi.log.warn(warning)
     plan = plan_cluster(config, settings.get_object("workerCounts"))
     check_boot_disks(plan)
-    # Packed once: every node's script names the archive by its content's hash.
+    # Packed once: every node's script names the archive by its content's keyed hash.
     mounts = pack_file_mounts(config)
-    check_metadata_limits(plan, mounts)
+    check_metadata_limits(plan, mounts.stand_in() if mounts is not None else None)
     warn_unsynced_files(config)
     provider = gcp_provider(config)
     credentials = config.provider.gcp_credentials
@@ -121,12 +121,22 @@ def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) ->
         mounts=mounts,
         stack=stack_identity(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()),
     )
-    export_outputs(cluster, config, config_file, script_versions(config, mounts))
+    archive = cluster.file_mounts
+    versions: pulumi.Input[dict[str, str]] = (
+        script_versions(config)
+        if archive is None
+        # Versions of scripts that name the archive by its keyed hash: no secret in them.
+        else pulumi.Output.unsecret(archive.apply(lambda value: script_versions(config, value)))
+    )
+    export_outputs(cluster, config, config_file, versions)
     return cluster
 
 
 def export_outputs(
-    cluster: RayCluster, config: ClusterConfig, config_file: str, versions: dict[str, str]
+    cluster: RayCluster,
+    config: ClusterConfig,
+    config_file: str,
+    versions: pulumi.Input[dict[str, str]],
 ) -> None:
     """What `invoke attach`, `exec`, `status` and the user need next."""
     head = cluster.head

@@ -1,50 +1,24 @@
 """The cluster's Ray auth token: generated once per stack, kept in Secret Manager for the nodes.
 
 Ray's token authentication (`RAY_AUTH_MODE=token`) makes every GCS, raylet and dashboard
-client present one shared token. A dynamic resource creates it once and state keeps it (a
-secret output, encrypted); a token made in the program itself would change on every run. Every
-node reads it at boot, as the head reads the SSH key (infra.key_secret), from a secret only
-the nodes' service accounts may access: it is never in instance metadata.
+client present one shared token. A StackSecret (infra.stack_secret) makes it once and state
+keeps it (a secret output, encrypted); a token made in the program itself would change on every
+run. Every node reads it at boot, as the head reads the SSH key (infra.key_secret), from a
+secret only the nodes' service accounts may access: it is never in instance metadata.
 """
 
 from __future__ import annotations
 
-import secrets
-import uuid
-from typing import Any
-
 import pulumi
 import pulumi_gcp as gcp
-from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
 from infra.component_options import waits_for
 from infra.config import ClusterConfig
-from infra.dynamic_types import MODULE
 from infra.key_secret import ACCESSOR_ROLE
 from infra.labels import CLUSTER_NAME, STACK
+from infra.stack_secret import StackSecret
 
-TOKEN_BYTES = 32  # 64 hex characters, as random as Ray's own generated tokens (a uuid4) or more
-TOKEN_OUTPUT = "ray_auth_token"
-
-
-class _RayTokenProvider(ResourceProvider):
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        # The id says nothing about the token: it is shown in previews and the state's URNs.
-        return CreateResult(
-            id_=uuid.uuid4().hex, outs={TOKEN_OUTPUT: secrets.token_hex(TOKEN_BYTES)}
-        )
-
-
-class GeneratedRayToken(Resource, module=MODULE, name="GeneratedRayToken"):
-    """A random token created once; `ray_auth_token` is a secret output."""
-
-    ray_auth_token: pulumi.Output[str]
-
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
-        opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(additional_secret_outputs=[TOKEN_OUTPUT])
-        )
-        super().__init__(_RayTokenProvider(), name, {TOKEN_OUTPUT: None}, opts)
+TOKEN_PURPOSE = "Ray auth token"
 
 
 class RayTokenSecret(pulumi.ComponentResource):
@@ -78,8 +52,8 @@ class RayTokenSecret(pulumi.ComponentResource):
         # The first ones wait for what the component waits for (the sweeper's claim, Secret
         # Manager's API): Pulumi does not pass a component's depends_on to its children.
         first = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
-        generated = GeneratedRayToken(f"{name}-value", opts=first)
-        self.token = pulumi.Output.secret(generated.ray_auth_token)
+        generated = StackSecret(f"{name}-value", TOKEN_PURPOSE, first)
+        self.token = pulumi.Output.secret(generated.value)
         secret_id = f"ray-{config.cluster_name}-auth-token"
         secret = gcp.secretmanager.Secret(
             name,

@@ -8,8 +8,9 @@ pack config the review and the engine judge it with). Every task reads a stack f
 pydantic here: `invoke exec` checks the stack file too and must start fast.
 
 Local state lives in `.ray-gcp/` in the project (git-ignored), or the folder $RAY_GCP_STATE_DIR
-names: `ops` keeps each stack's pinned host keys and key file there, `bootstrap.local_cluster`
-its record of running local clusters.
+names: `ops` keeps each stack's pinned host keys and key file there (and, for the stacks
+`invoke up -c` creates, pulumi's file backend in `.pulumi/` and the generated passphrase),
+`bootstrap.local_cluster` its record of running local clusters.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ VERSION_VARIABLE = f"{SDK_MODULE}/go/common/version.Version"
 PLUGIN_SCRIPTS = ("pulumi-resource-pulumi-python",)
 """From the sdk module's `python/dist`: the plugin the engine runs for dynamic providers
 (`python -u -m pulumi.dynamic` in the virtualenv Pulumi.yaml names). 3.276 ships no
-policy-analyzer script there (policy packs run through the language host)."""
+policy-analyzer script there: the policy pack runs as `policy/analyzer`, an executable the
+engine starts itself (ops/lifecycle/pulumi_cli.py)."""
 GO_ENV = {"GOFLAGS": "-mod=mod -buildvcs=false", "GOTOOLCHAIN": "local"}
 
 

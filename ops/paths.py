@@ -1,11 +1,14 @@
 """Where per-stack local state lives (pinned host keys, the ssh config block, the key file),
-under infra.stack_config's state folder; and the checks of local paths a task will write."""
+under infra.stack_config's state folder; the local pulumi backend and passphrase the stacks
+`invoke up -c` creates use there; and the checks of local paths a task will write."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -43,6 +46,85 @@ def state_dir(stack: str) -> Path:
     finally:
         os.close(descriptor)
     return path
+
+
+def state_root() -> Path:
+    """The state folder itself (`.ray-gcp/`, or $RAY_GCP_STATE_DIR), created 0700 when missing,
+    checked as `state_dir` checks a stack folder's parent."""
+    base = writable_folder(state_base())
+    _check_parent(base)
+    return base
+
+
+BACKEND_MARKER = "pulumi-backend"
+"""In a stack's state folder: the stack lives in the local backend (`local_backend_url`)."""
+PASSPHRASE_FILE = ".pulumi-passphrase"
+"""In the state folder; a leading dot, which no cluster_name (so no stack `-c` makes) has."""
+
+
+def local_backend_url() -> str:
+    """`file://<state folder>`: pulumi's file backend keeps its stacks in `<state folder>/.pulumi/`
+    (made 0700 here first: the state holds the stacks' outputs and encrypted secrets)."""
+    base = state_root()
+    writable_folder(base / ".pulumi")
+    return f"file://{base}"
+
+
+def mark_local_backend(stack: str) -> None:
+    (state_dir(stack) / BACKEND_MARKER).write_text(
+        "stack created by `invoke up -c` in the file backend of this state folder\n")
+
+
+def uses_local_backend(stack: str) -> bool:
+    """Whether `mark_local_backend` marked `stack` (nothing is created to find out)."""
+    return (state_base() / stack / BACKEND_MARKER).is_file()
+
+
+def passphrase_file(create: bool) -> Path | None:
+    """The passphrase pulumi encrypts the local stacks' secrets with, as a file for
+    PULUMI_CONFIG_PASSPHRASE_FILE: random, generated once (with `create`, when missing), 0600,
+    never read or shown here. None when there is none and `create` is false."""
+    path = state_base() / PASSPHRASE_FILE
+    if not os.path.lexists(path):
+        if not create:
+            return None
+        write_new_file(path, secrets.token_urlsafe(32), 0o600, state_root())
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if path.is_symlink():
+            raise OpsError(f"{path} is a symbolic link: it holds the local stacks' passphrase, "
+                           "so remove the link (and restore the file) and run again") from None
+        raise OpsError(f"cannot open {path} ({exc.strerror})") from None
+    try:
+        info = os.fstat(descriptor)
+        if info.st_uid != os.getuid() or not stat.S_ISREG(info.st_mode):
+            raise OpsError(f"{path} is not a file of yours: it must hold the local stacks' "
+                           f"passphrase; remove it or set {STATE_DIR_ENV} to a folder of your own")
+        os.fchmod(descriptor, 0o600)
+    finally:
+        os.close(descriptor)
+    return path
+
+
+def write_new_file(path: Path, text: str, mode: int, folder: Path | None = None) -> bool:
+    """Create `path` holding `text`, whole or not at all: written to a temporary file beside it,
+    then linked into place, which never replaces a file already there (False then: someone
+    else made it first, and theirs is kept)."""
+    descriptor, staging = tempfile.mkstemp(dir=folder or path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(staging, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        os.unlink(staging)
 
 
 def _check_parent(base: Path) -> None:

@@ -6,8 +6,12 @@ the cluster YAML and the outputs when first asked for. The outputs come from the
 Automation API, or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file
 holding one stack's outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
 too: choosing the selected stack and reading outputs need it. `stack_credentials` is the one
-identity of every day-two Google call (the YAML's gcp_credentials, else ADC). Light on
-purpose (pulumi and pydantic are imported where used): `invoke exec` must start fast.
+identity of every day-two Google call (the YAML's gcp_credentials, else ADC). A cluster YAML
+given to a task (`-c`) names its stack too (`stack_for_cluster_yaml`): its cluster_name. Where a
+stack lives (`backend_env`): the user's PULUMI_BACKEND_URL, else the local file backend when
+`invoke up -c` created the stack there, else pulumi's own login; its secrets are unlocked with
+the user's passphrase, else the generated one in the state folder. Light on purpose (pulumi
+and pydantic are imported where used): `invoke exec` must start fast.
 """
 
 from __future__ import annotations
@@ -19,9 +23,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.stack_config import PROJECT_ROOT
+from infra.stack_config import (
+    CONFIG_KEY,
+    INLINE_KEY,
+    PROJECT_ROOT,
+    STACKS_DIR,
+    read_stack_config,
+    resolve_cluster_path,
+    shown,
+)
 from ops.engine import has_cli, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
+from ops.paths import local_backend_url, passphrase_file, uses_local_backend, write_new_file
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack as AutomationStack
@@ -32,6 +45,9 @@ OUTPUTS_ENV = "RAY_GCP_STACK_OUTPUTS"
 STACK_ENV = "PULUMI_STACK"
 CONFIG_NAMESPACE = "ray-gcp:"
 PROJECT_NAME = "ray-gcp"  # Pulumi.yaml's `name`
+BACKEND_ENV = "PULUMI_BACKEND_URL"
+PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
+PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"
 
 
 @dataclass(frozen=True)
@@ -183,19 +199,46 @@ def _program() -> None:
     run_program()
 
 
-def select_stack(name: str) -> AutomationStack:
-    """The Automation API's handle on stack `name`: the pinned engine (else `pulumi` on PATH,
-    ops.engine) drives the program inline, in this process (the SDK hosts the language runtime,
-    so no Python language host is needed); Pulumi.yaml gives the project, its stack config
-    folder and the virtualenv the engine runs the dynamic providers in."""
+def user_backend() -> bool:
+    return bool(os.environ.get(BACKEND_ENV))
+
+
+def user_passphrase() -> bool:
+    """Whether the user gave pulumi a passphrase (an empty PULUMI_CONFIG_PASSPHRASE counts: pulumi
+    takes it)."""
+    return PASSPHRASE_ENV in os.environ or bool(os.environ.get(PASSPHRASE_FILE_ENV))
+
+
+def backend_env(name: str) -> dict[str, str]:
+    """What the CLI needs, beyond the user's own environment, to find stack `name` and unlock
+    its secrets: the local file backend when `invoke up -c` created the stack there (and the
+    user names no backend), the generated passphrase's file when there is one (and the user
+    gives no passphrase). Never the passphrase itself."""
+    env = {}
+    if not user_backend() and uses_local_backend(name):
+        env[BACKEND_ENV] = local_backend_url()
+    generated = None if user_passphrase() else passphrase_file(create=False)
+    if generated is not None:
+        env[PASSPHRASE_FILE_ENV] = str(generated)
+    return env
+
+
+def select_stack(name: str, create: bool = False) -> AutomationStack:
+    """The Automation API's handle on stack `name` (made first if `create` and missing): the
+    pinned engine (else `pulumi` on PATH, ops.engine) drives the program inline, in this
+    process (the SDK hosts the language runtime, so no Python language host is needed);
+    Pulumi.yaml gives the project, its stack config folder and the virtualenv the engine runs
+    the dynamic providers in; `backend_env` where the stack lives."""
     require_cli()
     from pulumi import automation as auto
 
     options = auto.LocalWorkspaceOptions(work_dir=str(PROJECT_ROOT),
-                                         pulumi_command=pulumi_command(), env_vars=runtime_env())
+                                         pulumi_command=pulumi_command(),
+                                         env_vars={**runtime_env(), **backend_env(name)})
+    opener = auto.create_or_select_stack if create else auto.select_stack
     try:
-        return auto.select_stack(stack_name=name, project_name=PROJECT_NAME, program=_program,
-                                 opts=options)
+        return opener(stack_name=name, project_name=PROJECT_NAME, program=_program,
+                      opts=options)
     except auto.StackNotFoundError:
         raise OpsError(
             f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
@@ -253,7 +296,7 @@ def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
     """The stack file's `ray-gcp:*` keys as pulumi hands them to a program: strings as they
     are, anything else as JSON text. `ray-gcp:cluster` becomes absolute under `root`, so a
     stack materialised from another git ref plans its own cluster YAML."""
-    from infra.stack_config import CONFIG_KEY, check_stack, resolve_cluster_path
+    from infra.stack_config import check_stack
 
     settings = check_stack(stack, root / "stacks", root)
     config: dict[str, str] = {}
@@ -272,7 +315,6 @@ def _cluster_config(settings: dict[str, str]) -> ClusterConfig | None:
     """The cluster config the settings name (inline or a YAML file), as the program reads it;
     None when they name none."""
     from infra.config import load_cluster_config, parse_cluster_config
-    from infra.stack_config import CONFIG_KEY, INLINE_KEY, resolve_cluster_path
 
     inline = settings.get(INLINE_KEY)
     if inline:
@@ -285,7 +327,7 @@ def _cluster_config(settings: dict[str, str]) -> ClusterConfig | None:
 def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict[str, int]]:
     """The stack's cluster config and pinned worker counts, read as the program reads them."""
     from infra.plan import resolve_worker_counts
-    from infra.stack_config import CONFIG_KEY, COUNTS_KEY, INLINE_KEY
+    from infra.stack_config import COUNTS_KEY
 
     config = _cluster_config(settings)
     if config is None:
@@ -309,7 +351,7 @@ def stack_credentials(outputs: StackOutputs) -> str | None:
     reads them (the stack file's cluster, else the YAML named by its `cluster_config_file`
     output); None means Application Default Credentials."""
     from infra.config import ConfigError, load_cluster_config
-    from infra.stack_config import STACKS_DIR, StackFileError, resolve_cluster_path
+    from infra.stack_config import StackFileError
 
     try:
         if (STACKS_DIR / f"Pulumi.{outputs.stack}.yaml").is_file():
@@ -329,6 +371,62 @@ def stack_credentials(outputs: StackOutputs) -> str | None:
 
 
 @dataclass(frozen=True)
+class ClusterYamlStack:
+    """The stack a cluster YAML given with `-c` deploys as: named after its cluster_name, which
+    the config's own check (1-35 lowercase letters, digits and hyphens, starting with a letter)
+    already makes a valid pulumi stack name, so no name is ever rewritten."""
+
+    name: str
+    cluster_yaml: Path
+    """Absolute."""
+    stack_file: Path
+    exists: bool
+    """The stack file was there already (and names this YAML)."""
+
+    @property
+    def setting(self) -> str:
+        """Its `ray-gcp:cluster` value: relative to the project when the YAML is inside it,
+        as the shipped stack files write it, else absolute."""
+        if self.cluster_yaml.is_relative_to(PROJECT_ROOT):
+            return str(self.cluster_yaml.relative_to(PROJECT_ROOT))
+        return str(self.cluster_yaml)
+
+    def write_stack_file(self) -> bool:
+        """Write the stack file naming the YAML, unless it is there already; whether it was
+        written."""
+        import yaml
+
+        if self.exists:
+            return False
+        text = yaml.safe_dump({"config": {CONFIG_KEY: self.setting}},
+                              default_flow_style=False)
+        return write_new_file(self.stack_file, text, 0o644)
+
+
+def stack_for_cluster_yaml(path: str, stacks_dir: Path = STACKS_DIR,
+                           root: Path = PROJECT_ROOT) -> ClusterYamlStack:
+    """The stack a cluster YAML (`-c`, relative to where the task runs) deploys as. The YAML is
+    read and checked whole first, and a stack file of that name that deploys another cluster
+    (another YAML, or one inline) is refused in one line naming both; nothing is written."""
+    from infra.config import load_cluster_config
+
+    cluster_yaml = Path(path).expanduser().absolute()
+    config = load_cluster_config(cluster_yaml)
+    name = config.cluster_name
+    stack_file = stacks_dir / f"Pulumi.{name}.yaml"
+    if not stack_file.exists():
+        return ClusterYamlStack(name, cluster_yaml, stack_file, exists=False)
+    named = read_stack_config(stack_file, root).get(CONFIG_KEY)
+    if not isinstance(named, str) or \
+            resolve_cluster_path(named, root).resolve() != cluster_yaml.resolve():
+        other = named if isinstance(named, str) else f"the cluster inline in its {INLINE_KEY}"
+        raise OpsError(f"{path}: its cluster_name {name!r} is already stack {name!r}, whose "
+                       f"{shown(stack_file)} deploys {other}: give this cluster another "
+                       f"cluster_name, or work on that one with `-s {name}`")
+    return ClusterYamlStack(name, cluster_yaml, stack_file, exists=True)
+
+
+@dataclass(frozen=True)
 class Stack:
     """One stack, chosen once per task and handed down: its file is read on first use, its
     cluster and outputs likewise, each once."""
@@ -341,8 +439,6 @@ class Stack:
         stack; every task picks its stack here. The stack file, when there is one (or
         `require_file`), is read and checked first, so its mistakes show before any slow work;
         it is not read again."""
-        from infra.stack_config import STACKS_DIR
-
         chosen = cls(_chosen_stack(stack))
         if require_file or (STACKS_DIR / f"Pulumi.{chosen.name}.yaml").exists():
             chosen.settings  # noqa: B018 - read (and checked) now, kept for later

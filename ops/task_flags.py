@@ -14,9 +14,10 @@ from invoke import Task
 from invoke import task as invoke_task
 
 # `ray` uses -p for --port-forward, -A for --all-nodes, -o for --output, -y for --yes, -N for
-# attach's --new; -s is our --stack.
+# attach's --new; -s is our --stack, -c a cluster YAML (`ray up` takes it as an argument).
 SHORT_FLAGS: dict[str, str] = {
     "stack": "s",
+    "config": "c",
     "port_forward": "p",
     "all_nodes": "A",
     "output": "o",

@@ -1,6 +1,8 @@
 """The guardrails a platform team switches on: one set of rules over resource inputs, run by
 Pulumi's policy engine (`__main__.py`, `PulumiPolicy.yaml`: `pulumi preview --policy-pack
-policy`) and by the offline review (`invoke plan` / `invoke diff`, through `ops.review`).
+policy`, or `--policy-pack policy/analyzer`, the executable that starts the pack without a
+Python language host) and by the offline review (`invoke plan` / `invoke diff`, through
+`ops.review`).
 
 Owns the node view of a resource's inputs as pulumi-gcp and the dynamic providers name them
 (`nodes`), the price table's small loader (`prices`) and the rules with their defaults and

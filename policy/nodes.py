@@ -2,11 +2,16 @@
 a `gcp:compute/instance:Instance` (pulumi-gcp names), a `gcp:tpu/v2Vm:V2Vm`, and the dynamic
 resources whose `body` is the GCE or Cloud TPU API's own node (a WorkerGroup: `count` nodes;
 a QueuedTpuSlice: one slice), so a pinned worker is judged like any other node.
+
+The labels are read only when a rule asks for them (`Node.labels`, `cluster`, `head`): in the
+engine's preview of a new stack they are unknown (the launch hash derives from a key not yet
+made), and reading an unknown raises pulumi-policy's UnknownValueError, which the engine reports
+as that one policy not run in preview; the rules that need no label still judge the node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +29,8 @@ CORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2}
 class Node:
     """One kind of node a resource makes, and how many of it."""
 
-    cluster: str
-    head: bool
+    label_source: Callable[[], Any] = field(compare=False)
+    """Reads the node's labels from the inputs (see the module's note on unknowns)."""
     count: int
     zone: str
     machine_type: str = ""  # short name, e.g. n1-standard-2; "" for a TPU slice
@@ -35,8 +40,19 @@ class Node:
     spot: bool = False
     external_ip: bool = False
     scopes: tuple[str, ...] = ()
-    labels: Mapping[str, str] = field(default_factory=dict)
     boot_disk_cmek: bool | None = None  # None: the node has no boot disk of ours (TPU)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in _dict(self.label_source()).items()}
+
+    @property
+    def cluster(self) -> str:
+        return self.labels.get("ray-cluster-name", "")
+
+    @property
+    def head(self) -> bool:
+        return self.labels.get("ray-node-type") == "head"
 
     @property
     def region(self) -> str:
@@ -57,7 +73,8 @@ def _dict(value: Any) -> Mapping[str, Any]:
 
 
 def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
+    """A list input (pulumi-policy hands the engine's lists over as Sequence proxies)."""
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []
 
 
 def _scheduling_is_spot(scheduling: Mapping[str, Any]) -> bool:
@@ -85,11 +102,9 @@ def _tpu_version_and_chips(body: Mapping[str, Any]) -> tuple[str, int]:
     return version, max(count // CORES_PER_CHIP.get(version, 1), 1)
 
 
-def _common(labels: Mapping[str, Any], zone: Any, count: int) -> dict[str, Any]:
-    labels = {str(k): str(v) for k, v in _dict(labels).items()}
-    return {"cluster": labels.get("ray-cluster-name", ""),
-            "head": labels.get("ray-node-type") == "head", "count": count,
-            "zone": short(str(zone or "")), "labels": labels}
+def _common(body: Mapping[str, Any], zone: Any, count: int) -> dict[str, Any]:
+    return {"label_source": lambda: body.get("labels"), "count": count,
+            "zone": short(str(zone or ""))}
 
 
 def _instance(inputs: Mapping[str, Any]) -> Node:
@@ -97,7 +112,7 @@ def _instance(inputs: Mapping[str, Any]) -> Node:
     [{type, count}]."""
     boot = _dict(inputs.get("bootDisk"))
     return Node(
-        **_common(inputs.get("labels"), inputs.get("zone"), 1),
+        **_common(inputs, inputs.get("zone"), 1),
         machine_type=short(inputs.get("machineType", "")),
         gpus=tuple((short(g.get("type", "")), int(g.get("count", 0)))
                    for g in map(_dict, _list(inputs.get("guestAccelerators")))),
@@ -116,7 +131,7 @@ def _gce_body(body: Mapping[str, Any], zone: Any, count: int) -> Node:
     boot = next((_dict(d) for d in _list(body.get("disks")) if _dict(d).get("boot")), {})
     key = _dict(boot.get("diskEncryptionKey"))
     return Node(
-        **_common(body.get("labels"), zone, count),
+        **_common(body, zone, count),
         machine_type=short(body.get("machineType", "")),
         gpus=tuple((short(g.get("acceleratorType", "")), int(g.get("acceleratorCount", 0)))
                    for g in map(_dict, _list(body.get("guestAccelerators")))),
@@ -132,7 +147,7 @@ def _tpu(body: Mapping[str, Any], zone: Any) -> Node:
     """A Cloud TPU node, as pulumi-gcp's V2Vm or the TPU API (a QueuedTpuSlice's body)."""
     version, chips = _tpu_version_and_chips(body)
     return Node(
-        **_common(body.get("labels"), zone, 1),
+        **_common(body, zone, 1),
         tpu_version=version, tpu_chips=chips,
         spot=_scheduling_is_spot(_dict(body.get("schedulingConfig"))),
         external_ip=bool(_dict(body.get("networkConfig")).get("enableExternalIps")),
@@ -146,8 +161,14 @@ def node_of(type_token: str, inputs: Mapping[str, Any]) -> Node | None:
         return _instance(inputs)
     if type_token == TPU_VM_TYPE:
         return _tpu(inputs, inputs.get("zone"))
-    if type_token.startswith(DYNAMIC_PREFIX) and isinstance(inputs.get("body"), Mapping):
-        if "count" in inputs:  # a WorkerGroup: `count` pinned nodes of this body
-            return _gce_body(inputs["body"], inputs.get("zone"), int(inputs.get("count") or 0))
-        return _tpu(inputs["body"], inputs.get("zone"))  # a QueuedTpuSlice
-    return None
+    if not type_token.startswith(DYNAMIC_PREFIX):
+        return None
+    count = int(inputs.get("count") or 0) if "count" in inputs else None
+    if count == 0:  # a WorkerGroup pinning no node: its body (maybe unknown) does not matter
+        return None
+    body = inputs.get("body")
+    if not isinstance(body, Mapping):
+        return None
+    if count is not None:  # a WorkerGroup: `count` pinned nodes of this body
+        return _gce_body(body, inputs.get("zone"), count)
+    return _tpu(body, inputs.get("zone"))  # a QueuedTpuSlice

@@ -87,9 +87,9 @@ def _allowed(node: Node, params: Params) -> list[str]:
 
 
 def _scope(node: Node, params: Params) -> list[str]:
-    if node.head and not params["includeHead"]:
-        return []
     if not any(scope in (CLOUD_PLATFORM, "cloud-platform") for scope in node.scopes):
+        return []
+    if node.head and not params["includeHead"]:
         return []
     return ["worker's service account has the cloud-platform scope: give it narrower scopes "
             "(serviceAccounts[].scopes in its node_config)"]

@@ -49,14 +49,28 @@ STUBS = {
     'printf \'%s %s %s\\n\' "$1" "${RAY_AUTH_MODE:--}" "${RAY_AUTH_TOKEN_PATH:--}" '
     '>> "$STUB_CALLS.auth"\n',
     # `docker inspect` answers from STUB_CONTAINER ("true <image>" = running); `image
-    # inspect` fails unless STUB_IMAGE_PRESENT=1; `exec` runs the command here, its HOME the
-    # container's (`container-home` beside the calls file), never the test runner's.
+    # inspect` fails unless STUB_IMAGE_PRESENT=1; `exec [-u U] <name> /bin/bash --login -c CMD`
+    # runs CMD here. The container's user (`id -u`, `id -g`) is
+    # STUB_CONTAINER_UID:STUB_CONTAINER_GID, root by default. With STUB_CONTAINER_ROOT, that
+    # folder is the container's filesystem: `cp` copies into it (the mode kept, as docker cp
+    # keeps it), `exec` runs `mkdir`, `chmod` and `mv` there; `chown` is only recorded (the
+    # test's user may not give files away).
     "docker": "#!/bin/sh\n" + _RECORD + """case $1 in
   inspect) [ -n "${STUB_CONTAINER:-}" ] && printf '%s\\n' "$STUB_CONTAINER" && exit 0; exit 1 ;;
   image) [ "${STUB_IMAGE_PRESENT:-}" = 1 ] && exit 0; exit 1 ;;
-  # exec <name> /bin/bash --login -c CMD, or exec -i <name> /bin/sh -c CMD; keep the stub PATH
-  exec) mkdir -p "${STUB_CALLS%/*}/container-home"
-        HOME="${STUB_CALLS%/*}/container-home" exec bash -c "$6" ;;
+  cp) [ -z "${STUB_CONTAINER_ROOT:-}" ] || cp -p "$2" "$STUB_CONTAINER_ROOT${3#*:}" ;;
+  exec)
+    shift
+    [ "$1" = -u ] && shift 2
+    shift
+    root=${STUB_CONTAINER_ROOT:-}
+    case $1 in
+      /bin/bash) exec bash -c "$4" ;;  # keep the stub PATH
+      id) [ "$2" = -g ] && echo "${STUB_CONTAINER_GID:-0}" || echo "${STUB_CONTAINER_UID:-0}" ;;
+      mkdir) [ -z "$root" ] || mkdir -p "$root$3" ;;
+      chmod) [ -z "$root" ] || chmod "$2" "$root$3" ;;
+      mv) [ -z "$root" ] || mv "$2" "$root$3" "$root$4" ;;
+    esac ;;
 esac
 """,
     "getent": "#!/bin/sh\n" + _RECORD + f"""[ "$2" = "$STUB_HEAD_NAME" ] || exit 2
@@ -88,11 +102,15 @@ def cluster(**overrides: Any) -> ClusterConfig:
     return parse_cluster_config(data)
 
 
+MOUNTS_KEY = "5e" * 32  # a stack's secret that names its file_mounts archive (infra/stack_secret)
+
+
 def node_entries(config: ClusterConfig, role: str, node_type: str, tmp_path: Path,
                  request: str = "") -> dict[str, str]:
     """A node's metadata with its file_mounts packed from `tmp_path` (relative sources) and
     the archive put where `run_script` keeps the cluster's bucket (`tmp_path/bucket`)."""
-    mounts = pack_file_mounts(config, tmp_path)
+    packed = pack_file_mounts(config, tmp_path)
+    mounts = packed.keyed(MOUNTS_KEY) if packed is not None else None
     if mounts is not None:
         mounts.write(tmp_path / "bucket" / Path(mounts.object_name).parent)
     return node_metadata(config, role, node_type, mounts, request)  # type: ignore[arg-type]

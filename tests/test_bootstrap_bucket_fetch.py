@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import yaml
-from bootstrap_stubs import FakeGoogle, cluster, gce_env, stop_watchers
+from bootstrap_stubs import MOUNTS_KEY, FakeGoogle, cluster, gce_env, stop_watchers
 from waiting import wait_for
 
 from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
@@ -52,7 +52,7 @@ def _stock(storage: FakeComputeServer, bucket: str, objects: dict[str, bytes]) -
 
 def test_a_worker_fetches_and_unpacks_its_mounts_before_initialization_and_setup(tmp_path):
     config = _mounted_cluster(tmp_path)
-    mounts = pack_file_mounts(config, tmp_path / "src")
+    mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
             FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
@@ -74,7 +74,7 @@ def test_a_worker_fetches_and_unpacks_its_mounts_before_initialization_and_setup
 
 def test_a_node_waits_for_its_read_grant_to_reach_iam(tmp_path):
     config = _mounted_cluster(tmp_path)
-    mounts = pack_file_mounts(config, tmp_path / "src")
+    mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
     bucket = bucket_name(config)
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
@@ -101,7 +101,7 @@ def test_a_node_waits_for_its_read_grant_to_reach_iam(tmp_path):
 
 def test_a_node_that_cannot_read_the_bucket_fails_its_file_mounts_stage_and_says_why(tmp_path):
     config = _mounted_cluster(tmp_path)
-    mounts = pack_file_mounts(config, tmp_path / "src")
+    mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
             FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:

@@ -137,17 +137,22 @@ def test_with_docker_the_new_config_is_copied_into_the_container(tmp_path):
     script = render_startup_script(config, "head", "head_t")
     try:
         run = run_script(script, tmp_path, {BOOTSTRAP_CONFIG_KEY: "max_workers: 2\n"},
-                         env={"RAY_HEAD_IP": "10.0.0.2", "RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1"},
+                         env={"RAY_HEAD_IP": "10.0.0.2", "RAY_BOOTSTRAP_WATCH_INTERVAL": "0.1",
+                              "STUB_CONTAINER_UID": "1000", "STUB_CONTAINER_GID": "1000"},
                          keep_watcher=True)
         assert run.returncode == 0, run.log
-        _replace_metadata(tmp_path, BOOTSTRAP_CONFIG_KEY, "max_workers: 5\n")
-        copied = (f"docker cp {run.home}/ray_bootstrap_config.yaml "
-                  "rc:/root/ray_bootstrap_config.yaml.tmp")
         calls = tmp_path / "calls"
-        wait_for(lambda: "docker exec rc mv" in calls.read_text(), "config copied")
+        before = len(calls.read_text().splitlines())
+        _replace_metadata(tmp_path, BOOTSTRAP_CONFIG_KEY, "max_workers: 5\n")
+        moved = ("docker exec -u 0 rc mv -f /root/ray_bootstrap_config.yaml.tmp "
+                 "/root/ray_bootstrap_config.yaml")
+        wait_for(lambda: calls.read_text().splitlines()[before:].count(moved) == 1,
+                 "config copied")
     finally:
         stop_watchers(tmp_path)
-    lines = calls.read_text().splitlines()
-    assert copied in lines
-    assert lines.index(copied) < lines.index(
-        "docker exec rc mv /root/ray_bootstrap_config.yaml.tmp /root/ray_bootstrap_config.yaml")
+    lines = calls.read_text().splitlines()[before:]
+    copied = (f"docker cp {run.home}/ray_bootstrap_config.yaml "
+              "rc:/root/ray_bootstrap_config.yaml.tmp")
+    # The container's user (not root) owns the new copy, as it owned the first one.
+    chown = "docker exec -u 0 rc chown 1000:1000 /root/ray_bootstrap_config.yaml.tmp"
+    assert lines.index(copied) < lines.index(chown) < lines.index(moved)

@@ -4,6 +4,8 @@ error naming the YAML path and the fix."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import os
 import tarfile
@@ -14,6 +16,13 @@ from bootstrap_stubs import cluster
 
 from bootstrap import file_mounts, pack_file_mounts
 from infra.config import ConfigError
+
+KEY = "5e" * 32  # a stack's secret (infra/stack_secret.py)
+
+
+def packed(config, root):
+    """The archive as a stack with KEY stores it."""
+    return pack_file_mounts(config, root).keyed(KEY)
 
 
 def _members(archive) -> dict[str, tarfile.TarInfo]:
@@ -44,7 +53,7 @@ def _project(root):
 
 def test_files_and_folders_become_numbered_members_in_target_order(tmp_path):
     _project(tmp_path)
-    archive = pack_file_mounts(
+    archive = packed(
         cluster(file_mounts={"~/proj": "proj", "/opt/one.txt": "one.txt"}), tmp_path)
     assert archive.targets == ("/opt/one.txt", "~/proj")
     members = _members(archive)
@@ -58,7 +67,7 @@ def test_rsync_exclude_and_rsync_filter_files_are_honoured(tmp_path):
     _project(tmp_path)
     config = cluster(file_mounts={"~/proj": "proj"}, rsync_exclude=["**/.git", "*.pyc"],
                      rsync_filter=[".gitignore"])
-    names = set(_members(pack_file_mounts(config, tmp_path)))
+    names = set(_members(packed(config, tmp_path)))
     assert "0/pkg/mod.py" in names and "0/.gitignore" in names
     assert not {"0/.git", "0/.git/HEAD", "0/pkg/mod.pyc", "0/build", "0/build/out.bin"} & names
 
@@ -66,16 +75,16 @@ def test_rsync_exclude_and_rsync_filter_files_are_honoured(tmp_path):
 def test_the_same_files_give_the_same_object_and_one_changed_byte_a_new_one(tmp_path):
     _project(tmp_path)
     config = cluster(file_mounts={"~/proj": "proj"})
-    first, again = pack_file_mounts(config, tmp_path), pack_file_mounts(config, tmp_path)
+    first, again = packed(config, tmp_path), packed(config, tmp_path)
     assert first.content == again.content and first.object_name == again.object_name
     assert first.object_name.startswith("file-mounts/") and first.object_name.endswith(".tar.gz")
     (tmp_path / "proj" / "pkg" / "mod.py").write_text("x = 2\n")
-    assert pack_file_mounts(config, tmp_path).object_name != first.object_name
+    assert packed(config, tmp_path).object_name != first.object_name
 
 
 def test_key_like_files_travel_in_the_archive_like_any_other(tmp_path):
     (tmp_path / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
-    archive = pack_file_mounts(cluster(file_mounts={"~/.ssh/id_rsa": "id_rsa"}), tmp_path)
+    archive = packed(cluster(file_mounts={"~/.ssh/id_rsa": "id_rsa"}), tmp_path)
     assert _read(archive, "0") == b"-----BEGIN OPENSSH PRIVATE KEY-----\n"
 
 
@@ -120,3 +129,21 @@ def test_an_unreadable_file_inside_a_folder_is_named(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as error:
         pack_file_mounts(cluster(file_mounts={"~/data": "data"}), tmp_path)
     assert "locked cannot be read (Permission denied)" in error.value.problems[0][1]
+
+
+def test_the_name_and_bytes_depend_on_the_stacks_key_not_on_the_content_alone(tmp_path):
+    """A name that a bare hash of the content could reproduce lets anyone who reads the
+    metadata test guesses of a short secret file; under another stack's key the same files
+    get another name and other bytes (the engine hashes the bytes it uploads), and an empty
+    key, which would make the HMAC public, is refused."""
+    (tmp_path / "pin").write_text("4821")
+    tar = pack_file_mounts(cluster(file_mounts={"~/pin": "pin"}), tmp_path)
+    ours, theirs = tar.keyed(KEY), tar.keyed("a1" * 32)
+    assert ours.object_name != theirs.object_name and ours.content != theirs.content
+    assert _read(ours, "0") == _read(theirs, "0") == b"4821"
+    for plain in (hashlib.sha256(tar.tar).hexdigest(), hashlib.sha256(b"4821").hexdigest(),
+                  hashlib.sha256(gzip.compress(tar.tar, mtime=0)).hexdigest()):
+        assert plain not in ours.object_name
+    assert hashlib.sha256(ours.content).hexdigest() != hashlib.sha256(theirs.content).hexdigest()
+    with pytest.raises(ValueError, match="key is empty"):
+        tar.keyed("")

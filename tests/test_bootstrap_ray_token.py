@@ -71,16 +71,22 @@ def test_a_node_without_the_token_secret_in_metadata_refuses_to_start_ray(tmp_pa
     assert not any(call.startswith("ray start") for call in run.calls)
 
 
-def test_with_docker_the_token_is_written_in_the_container_by_its_user(tmp_path):
+def test_with_docker_the_token_is_installed_in_the_container_for_its_user(tmp_path):
     config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
+    root = tmp_path / "container"
+    root.mkdir()
     with FakeGoogle(secrets={VERSION: TOKEN.encode()}) as fake:
-        run = _node(tmp_path, fake, "worker", "worker_t", config=config)
+        run = _node(tmp_path, fake, "worker", "worker_t", config=config,
+                    env={"STUB_CONTAINER_ROOT": str(root), "STUB_CONTAINER_UID": "1000",
+                         "STUB_CONTAINER_GID": "100"})
     assert run.returncode == 0, run.log
-    # The docker stub runs `docker exec` here with the container's HOME.
-    inside = tmp_path / "container-home" / ".ray" / "auth_token"
+    # The stub's container filesystem; the image's HOME is /root (the stub's image has none).
+    inside = root / "root" / ".ray" / "auth_token"
     assert inside.read_text() == TOKEN
     assert stat.S_IMODE(inside.stat().st_mode) == 0o600
-    assert all(call[1:] == ["token", str(inside)] for call in run.ray_auth), run.ray_auth
+    assert "docker exec -u 0 rc chown 1000:100 /root/.ray/auth_token.tmp" in run.calls
+    assert all(call[1:] == ["token", "/root/.ray/auth_token"] for call in run.ray_auth), \
+        run.ray_auth
     assert not any(TOKEN in call for call in run.calls)  # on no command line
     assert TOKEN not in run.log
 

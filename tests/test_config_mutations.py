@@ -432,7 +432,8 @@ def drive(path: Path) -> None:
     try:
         config = load_cluster_config(path)
         run_program({"ray-gcp:cluster": str(path)}, stack="mutation")
-        mounts = pack_file_mounts(config)  # relative sources from the cwd, as the program reads
+        packed = pack_file_mounts(config)  # relative sources from the cwd, as the program reads
+        mounts = packed.keyed("mutation-key") if packed is not None else None
         for node_type in config.available_node_types:  # a node receives UTF-8 bytes
             render_startup_script(config, "worker", node_type, mounts).encode()
         render_startup_script(config, "head", config.head_node_type, mounts).encode()

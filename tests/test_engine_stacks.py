@@ -9,6 +9,7 @@ queued slices are the program's dynamic providers, unpickled and run by the engi
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -193,5 +194,16 @@ def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_sta
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             contents = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
         assert secret_text.encode() in contents
+        # Named by an HMAC under the stack's random secret, which the state keeps encrypted:
+        # no bare hash of the packed files is in the state or the bucket.
+        tar_bytes = gzip.decompress(archive)
+        plain = hashlib.sha256(tar_bytes).hexdigest()
+        assert plain not in state and not any(plain in key for _, key in fake.storage.objects)
+        (key_secret,) = [r for r in workspace.export("secrets")["resources"]
+                         if r["type"].endswith(":StackSecret")]
+        assert "ciphertext" in json.dumps(key_secret["outputs"]["value"])
+        # The next run knows the secret: the same files, the same name, nothing to do.
+        again = workspace.run("secrets", "preview")
+        assert again.operations() == {}, again.operations()
     finally:
         workspace.run("secrets", "destroy")

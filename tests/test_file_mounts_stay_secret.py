@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
+import hashlib
+import hmac
 import json
+import stat
 import tarfile
 from pathlib import Path
 
 import pytest
 import yaml
 
+from bootstrap.file_mounts import pack_file_mounts
+from infra.config import parse_cluster_config
 from infra.ssh_keys import generate_key_pair
 from infra.stack_config import PROJECT_ROOT
 from ops.review.plan import plan_stack, render_json
 from ops.review.plan_diff import diff_plans, unchanged_count
+from ops.review.plan_engine import PLAN_SECRET_FILE
 from ops.review.plan_markdown import render_markdown
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
@@ -134,3 +141,54 @@ def test_diff_of_an_unmasked_autoscaler_config_hides_file_mount_values():
         "[secret]" in markdown
     assert "head.metadata.ray-file-mount-0" in markdown
     assert "c2VjcmV0" not in markdown
+
+
+def _archive_name(plan: dict) -> str:
+    return resource(plan, BUCKET_OBJECT, "ray-full-bucket-file-mounts")["inputs"]["name"]
+
+
+def _pin_cluster(directory: Path, pin: str) -> dict:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pin").write_text(pin)
+    cluster = copy.deepcopy(FULL)
+    cluster["file_mounts"] = {"~/secrets/pin": str(directory / "pin")}
+    return cluster
+
+
+def test_the_archive_name_is_keyed_per_stack_stable_and_follows_the_content(tmp_path):
+    """The name (in the bucket object and every node's startup script) is an HMAC under the
+    stack's own secret: two stacks with the same files name them differently, one stack names
+    them alike plan after plan, and a changed file is a new name."""
+    cluster = _pin_cluster(tmp_path / "pin", "4821")
+    one = _archive_name(plan_of(tmp_path / "a", "one", cluster))
+    again = _archive_name(plan_of(tmp_path / "b", "one", cluster))
+    other = _archive_name(plan_of(tmp_path / "c", "two", cluster))
+    changed = _archive_name(plan_of(tmp_path / "d", "one", _pin_cluster(tmp_path / "new", "4822")))
+    assert one == again
+    assert other != one
+    assert changed != one
+    assert one.startswith("file-mounts/") and one.endswith(".tar.gz")
+
+
+def test_a_pin_file_cannot_be_checked_against_the_plan_without_the_stacks_key(tmp_path):
+    """What the metadata once carried, the sha256 of the packed files, lets anyone test the
+    10^4 PINs offline: no bare hash of the content is anywhere in the plan (metadata, bucket
+    object, exports), and the stack's key, kept 0600 beside the stack's other local state, is
+    not in it either."""
+    cluster = _pin_cluster(tmp_path / "pin", "4821")
+    plan = plan_of(tmp_path / "root", "sec", cluster)
+    text = render_json(plan)
+    config = parse_cluster_config(cluster)
+    tar = pack_file_mounts(config).tar
+    for plain in (hashlib.sha256(tar).hexdigest(), hashlib.sha256(b"4821").hexdigest(),
+                  hashlib.sha256(gzip.compress(tar, mtime=0)).hexdigest()):
+        assert plain not in text
+        assert plain[:16] not in text
+    head = resource(plan, INSTANCE)["inputs"]["metadata"]
+    assert _archive_name(plan) in head["startup-script"]
+    key_file = tmp_path / "state" / "sec" / PLAN_SECRET_FILE
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert key_file.read_text() not in text
+    # The name is the HMAC under that key, so whoever holds it (and only they) can check it.
+    expected = hmac.new(key_file.read_text().encode(), tar, hashlib.sha256).hexdigest()
+    assert _archive_name(plan) == f"file-mounts/{expected}.tar.gz"

@@ -52,3 +52,44 @@ def test_a_config_fetched_from_the_bucket_and_its_replacement_stay_owner_only(tm
         assert mode(config_file) == 0o600
     finally:
         stop_watchers(tmp_path)
+
+
+def test_in_a_container_whose_user_is_not_root_the_bootstrap_files_are_that_users_and_0600(
+        tmp_path):
+    """Ray's images run as `ray` (uid 1000): `docker cp` leaves root the owner, so the copies
+    of the config and the key are chowned to the user `docker exec` runs as (its `id -u` and
+    `id -g`, as Ray's launcher finds it) before they are renamed into place, 0600."""
+    container = tmp_path / "container"
+    (container / "root").mkdir(parents=True)
+    config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
+    script = render_startup_script(config, "head", "head_t")
+    run = run_script(script, tmp_path, {"ray-bootstrap-config": "cluster_name: stubbed\n",
+                                        "ray-bootstrap-ssh-key": "-----BEGIN KEY-----\n"},
+                     env={"RAY_HEAD_IP": "10.0.0.2", "STUB_CONTAINER_ROOT": str(container),
+                          "STUB_CONTAINER_UID": "1000", "STUB_CONTAINER_GID": "100"})
+
+    assert run.returncode == 0, run.log
+    for name in ("ray_bootstrap_config.yaml", "ray_bootstrap_key.pem"):
+        inside = f"/root/{name}"
+        copied = f"docker cp {run.home}/{name} rc:{inside}.tmp"
+        chown = f"docker exec -u 0 rc chown 1000:100 {inside}.tmp"
+        moved = f"docker exec -u 0 rc mv -f {inside}.tmp {inside}"
+        assert run.calls.index(copied) < run.calls.index(chown) < run.calls.index(moved)
+        assert mode(container / "root" / name) == 0o600
+        assert (container / "root" / name).read_bytes() == (run.home / name).read_bytes()
+    assert not list((container / "root").glob("*.tmp"))
+
+
+def test_a_container_user_that_is_no_number_fails_the_copy_instead_of_a_chown_to_it(tmp_path):
+    container = tmp_path / "container"
+    (container / "root").mkdir(parents=True)
+    config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
+    script = render_startup_script(config, "head", "head_t")
+    run = run_script(script, tmp_path, {"ray-bootstrap-config": "cluster_name: stubbed\n"},
+                     env={"RAY_HEAD_IP": "10.0.0.2", "STUB_CONTAINER_ROOT": str(container),
+                          "STUB_CONTAINER_UID": "1000; rm -rf /"})
+
+    assert run.returncode != 0
+    assert run.status.startswith("failed:docker-run:")
+    assert "no user id" in run.log
+    assert not [c for c in run.calls if " chown " in c]

@@ -110,3 +110,34 @@ def test_a_long_step_prints_running_lines_while_it_waits_and_none_after():
     printer(_step_event("resOutputsEvent", "queued-slice-0"))
     threading.Event().wait(0.05)
     assert out.getvalue().count("running") == said.count("running")  # the ticker has stopped
+
+
+def _policy_event(message: str, level: str = "mandatory") -> EngineEvent:
+    """A policy event as the engine sends it (events.go: colour markup, the policy's
+    description then the rule's message)."""
+    return EngineEvent.from_json({"sequence": 2, "timestamp": 1, "policyEvent": {
+        "resourceUrn": HEAD_URN, "message": f"<{{%fg 12%}}>no external IPs\n{message}"
+        "<{%reset%}>\n", "color": "raw", "policyName": "private-nodes",
+        "policyPackName": "ray-gcp-guardrails", "policyPackVersion": "0.0.1",
+        "policyPackVersionTag": "0.0.1", "enforcementLevel": level}})
+
+
+def test_a_policy_violation_is_one_line_once_and_counts_for_the_mandatory_refusal():
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    for _ in range(2):  # the preview before an up, then the up, report it again
+        printer(_policy_event("node has an external IP"))
+    assert out.getvalue() == ("  policy   MANDATORY  private-nodes  "
+                              "ray-full-head-1a2b3c4d-compute: node has an external IP\n")
+    assert [v[0] for v in printer.violations] == ["mandatory"]
+
+
+def test_a_policy_the_preview_could_not_run_is_no_violation():
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    printer.policies_only(_policy_event(
+        "can't run policy 'private-nodes' from policy pack 'ray-gcp-guardrails@v0.0.1' during "
+        "preview: string value at .labels can't be known during preview", level="advisory"))
+    assert out.getvalue() == ("  policy   NOT RUN    private-nodes  ray-full-head-1a2b3c4d-"
+                              "compute: string value at .labels can't be known during preview\n")
+    assert [v[0] for v in printer.violations] == ["not run"]

@@ -467,3 +467,30 @@ def test_a_new_worker_script_reapplies_on_queued_slices_in_place(plans: dict[str
     assert any(line.startswith("ray_tpu.metadata.startup-script: changed")
                for line in change_lines(tpu_slice))
     assert node_effect(tpu_slice) == REAPPLY_NOTE
+
+
+def test_a_mounted_file_is_one_replaced_archive_in_the_diff_and_unchanged_is_no_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archive is named with the stack's plan secret: the base tree (planned from its
+    temp folder) and the working tree must use the same one, or an untouched mount would
+    show as a new archive in every diff."""
+    monkeypatch.delenv("RAY_GCP_STATE_DIR", raising=False)  # each side's default folder
+    root = tmp_path / "repo"
+    copy_project(root)
+    (root / "secrets").mkdir()
+    (root / "secrets/pin").write_text("4821")
+    write_stack(root, "pin", edited(lambda c: c.update(file_mounts={"~/pin": "secrets/pin"})))
+    git_commit_all(root, "base")
+
+    unchanged = diff_stack_markdown("pin", "HEAD", root=root)
+    (root / "secrets/pin").write_text("4822")
+    changed = diff_stack_markdown("pin", "HEAD", root=root)
+
+    assert "file-mounts" not in unchanged
+    assert "0 to replace, 0 to update" in unchanged
+    # The new archive, and the autoscaler config whose worker bodies carry the scripts that
+    # name it (the nodes' scripts update in place).
+    assert "2 to replace, 2 to update" in changed
+    assert "ray-full-bucket-file-mounts.source: changed" in changed
+    assert "4821" not in changed and "4822" not in changed

@@ -4,6 +4,7 @@ breaks three policies gets the three listed beside the diff, and the mandatory o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -104,7 +105,10 @@ def test_up_and_preview_name_the_pack_and_the_stacks_pack_config():
 
     options = policy_options({"ray-gcp:policyConfig": "stacks/guardrails.json"})
     (pack,) = options["policy_packs"]
-    assert (Path(pack) / "PulumiPolicy.yaml").is_file() and (Path(pack) / "__main__.py").is_file()
+    # An executable the engine starts itself (no language host), PulumiPolicy.yaml beside it.
+    assert os.access(pack, os.X_OK) and Path(pack).is_file()
+    assert (Path(pack).parent / "PulumiPolicy.yaml").is_file()
+    assert (Path(pack).parent / "__main__.py").is_file()
     assert options["policy_pack_configs"] == [str(PROJECT_ROOT / "stacks/guardrails.json")]
     assert policy_options({"ray-gcp:cluster": "stacks/clusters/full.yaml"}) == {}
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
 from ops.review.plan import collect_plan, plan_stack_isolated
 from policy.__main__ import policy_of
@@ -158,21 +159,23 @@ def test_boot_disks_without_a_kms_key_are_flagged_where_required(plans):
 
 def test_the_pulumi_pack_reports_what_the_offline_review_reports(plans):
     """The pack's policies, called the way pulumi_policy's analyzer calls them, report the
-    same violations as `evaluate` for the same config (defaults filled in both ways)."""
+    same violations as `evaluate` for the same config (defaults filled in both ways), their
+    inputs wrapped as the analyzer wraps them (lists and maps as pulumi-policy's proxies)."""
     config = {"private-nodes": {"required": True}, "max-accelerators": {"maxTpuChips": 8},
               "cost-labels": {"labels": ["team"]}}
     items = resources(plans["tpu"])
+    proxied = [(t, name, unknown_checking_proxy(copy.deepcopy(props))) for t, name, props in items]
     offline = {(v.policy, v.resource, v.message) for v in evaluate(items, config)}
     reported = set()
     options = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
     as_policy = [PolicyResource(t, props, f"urn:{name}", name, options, None, None, [], {})
-                 for t, name, props in items]
+                 for t, name, props in proxied]
     names = {f"urn:{r.name}": r.name for r in as_policy}
     for rule in BY_NAME.values():
         policy = policy_of(rule)
         own = config.get(rule.name, {})
         if rule.on_resource is not None:
-            for t, name, props in items:
+            for t, name, props in proxied:
                 args = ResourceValidationArgs(t, props, f"urn:{name}", name, options, None, own)
                 policy.validate(args, lambda message, urn, n=name, p=rule.name:
                                 reported.add((p, n, message)))
@@ -184,3 +187,18 @@ def test_the_pulumi_pack_reports_what_the_offline_review_reports(plans):
     assert cluster and {(p, m) for p, _, m in reported if p == "max-accelerators"} == cluster
     assert {x for x in reported if x[0] != "max-accelerators"} == \
         {x for x in offline if x[0] != "max-accelerators"}
+
+
+def test_labels_unknown_in_a_preview_stop_only_the_policies_that_read_them(plans):
+    """In the engine's preview of a new stack a node's labels are unknown (the launch hash
+    awaits the key pair): the rules that need no label still judge the node; one that needs
+    them raises pulumi-policy's UnknownValueError (the analyzer reports it as not run)."""
+    head = next((t, name, props) for t, name, props in resources(plans["full"])
+                if t == "gcp:compute/instance:Instance")
+    props = unknown_checking_proxy({**head[2], "labels": UNKNOWN_STRING_VALUE})
+    config = {"private-nodes": {"required": True}, "allowed-machines": {"families": ["n2"]}}
+    for rule in ("private-nodes", "allowed-machines"):
+        assert BY_NAME[rule].on_resource(head[0], props, {**BY_NAME[rule].params,
+                                                          **config[rule]}), rule
+    with pytest.raises(UnknownValueError):
+        BY_NAME["cost-labels"].on_resource(head[0], props, BY_NAME["cost-labels"].params)

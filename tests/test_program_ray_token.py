@@ -12,10 +12,10 @@ import json
 import pytest
 import yaml
 
-from infra.dynamic_types import RAY_TOKEN_TYPE, WORKER_GROUP_TYPE
+from infra.dynamic_types import STACK_SECRET_TYPE, WORKER_GROUP_TYPE
 from ops.review.plan import plan_stack, render_table
 from ops.review.plan_base import diff_stack_markdown
-from ops.review.plan_engine import PLANNED_RAY_TOKEN
+from ops.review.plan_engine import plan_secret
 from tests.program_runs import head_config_text, run_stack, stack_yaml
 from tests.test_plan_diff import BASE_YAML, git_commit_all, write_stack
 
@@ -52,7 +52,8 @@ def _every_node_metadata(run) -> dict[str, dict[str, str]]:
 def test_every_node_names_the_token_secret_version_readable_by_the_cluster_account(stack):
     run, raw = run_stack(stack), stack_yaml(stack)
     cluster, project = raw["cluster_name"], raw["provider"]["project_id"]
-    (generated,) = run.of_type(RAY_TOKEN_TYPE)
+    (generated,) = [r for r in run.of_type(STACK_SECRET_TYPE)
+                    if r.name == f"ray-{cluster}-auth-token-value"]
     (secret,) = [r for r in run.of_type(SECRET)
                  if r.inputs["secretId"] == f"ray-{cluster}-auth-token"]
     (version,) = [r for r in run.of_type(VERSION) if r.name == f"{secret.name}-version"]
@@ -81,10 +82,11 @@ def test_every_node_names_the_token_secret_version_readable_by_the_cluster_accou
 def test_the_token_is_a_secret_output_and_never_in_clear_in_the_plan():
     run = run_stack("full")
     assert run.outputs["ray_auth_token"] == "[secret]"
+    planned_token = plan_secret("full")  # what a plan's stack secrets hold
     recorded = json.dumps([r.inputs for r in run.resources]) + json.dumps(run.outputs)
-    assert PLANNED_RAY_TOKEN not in recorded
+    assert planned_token not in recorded
     plan = plan_stack("full")
-    assert PLANNED_RAY_TOKEN not in json.dumps(plan) + render_table(plan)
+    assert planned_token not in json.dumps(plan) + render_table(plan)
     assert not any("ray_token_auth" in warning for warning in plan["warnings"])
 
 
@@ -97,8 +99,7 @@ def _without_token_auth() -> dict:
 def test_turned_off_no_token_exists_and_no_node_names_one(tmp_path):
     write_stack(tmp_path, "s", _without_token_auth())
     plan = plan_stack("s", tmp_path)
-    types = {r["type"] for r in plan["resources"]}
-    assert RAY_TOKEN_TYPE not in types
+    assert not [r for r in plan["resources"] if r["name"].endswith("-auth-token-value")]
     assert [r["inputs"]["secretId"] for r in plan["resources"] if r["type"] == SECRET] == [
         f"ray-{BASE_YAML['cluster_name']}-ssh-key"]
     assert TOKEN_KEY not in json.dumps(plan)

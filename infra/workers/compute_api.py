@@ -269,13 +269,8 @@ class ComputeNodes:
             request_id=str(uuid.uuid4()),
             bulk_insert_instance_resource_resource=resource,
         )
-        operation = call_with_retry(
-            refused_for_capacity(
-                lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None)
-            ),
-            self._retry,
-        )
-        return operation.name
+        return self._submit(
+            lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None))
 
     def _insert(self, zone: str, name: str, body: dict[str, Any]) -> str:
         from google.cloud import compute_v1
@@ -287,13 +282,13 @@ class ComputeNodes:
             request_id=str(uuid.uuid4()),
             instance_resource=instance,
         )
-        operation = call_with_retry(
-            refused_for_capacity(
-                lambda: self._clients.instances.insert_unary(request=request, retry=None)
-            ),
-            self._retry,
-        )
-        return operation.name
+        return self._submit(
+            lambda: self._clients.instances.insert_unary(request=request, retry=None))
+
+    def _submit(self, call: Callable[[], Any]) -> str:
+        """Send an insert (retrying what GCE says is transient, refusing a capacity error as
+        one); the name of its operation."""
+        return call_with_retry(refused_for_capacity(call), self._retry).name
 
     def _get_existing(self, zone: str, names: Sequence[str]) -> list[Node]:
         found, _ = run_all(list(names), lambda name: self._get(zone, name))

@@ -1,12 +1,13 @@
 """The Pulumi lifecycle: `invoke up/preview/refresh/down`, `scale` and `preflight`.
 
-Owns driving the Pulumi Automation API with live progress (`pulumi_cli`, `events`), what `up`
-does first (the TPU quota check in `up_quota`, replacing reclaimed TPU slices in `preempted`,
-the re-apply request in `reapply`), deleting only the workers (`down_workers`), pinning a
-worker count in the stack file (`scale`), the quota table (`preflight`), the network's firewall
-rules and Private Google Access (`network_check`) and how these checks reach the APIs (`apis`).
-May import `infra`, `bootstrap`, the shared top of `ops`, `ops.review` (what a step does to a
-node), `ops.cloud.cloud_api` (the node API) and `ops.remote.host_keys` (whether credentials
-exist); only `tasks.py` imports it. Verbs: `up`,
-`operate`, `run_operation`, `down`, `scale`, `preflight_stack`.
+Owns driving the Pulumi Automation API with live progress (`pulumi_cli`, `events`), a cluster
+YAML given with `-c` as its stack (`cluster_yaml`: the stack file, backend and passphrase
+placed, the stack created), what `up` does first (the TPU quota check in `up_quota`, replacing
+reclaimed TPU slices in `preempted`, the re-apply request in `reapply`), deleting only the
+workers (`down_workers`), pinning a worker count in the stack file (`scale`), the quota table
+(`preflight`), the network's firewall rules and Private Google Access (`network_check`) and
+how these checks reach the APIs (`apis`). May import `infra`, `bootstrap`, the shared top of
+`ops`, `ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API) and
+`ops.remote.host_keys` (whether credentials exist); only `tasks.py` imports it. Verbs: `up`,
+`operate`, `stack_from_yaml`, `run_operation`, `down`, `scale`, `preflight_stack`.
 """

@@ -19,6 +19,7 @@ from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
 from ops.cloud.cloud_api import api_errors, nodes_api
 from ops.errors import OpsError
+from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import operate, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
@@ -48,12 +49,16 @@ def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, in
     return counts
 
 
-def down(stack: str | None, workers_only: bool, keep_min: bool) -> None:
-    """`invoke down`: the whole cluster (pulumi destroy), or only its workers."""
-    if workers_only or keep_min:
-        down_workers(Stack.choose(stack), keep_min, workers_only)
+def down(stack: str | None, workers_only: bool, keep_min: bool,
+         cluster_yaml: str | None = None) -> None:
+    """`invoke down`: the whole cluster (pulumi destroy), or only its workers; the stack named
+    by --stack, or (--config) the one the cluster YAML deploys as."""
+    if not (workers_only or keep_min):
+        operate(stack, "destroy", cluster_yaml)
+    elif cluster_yaml:
+        down_workers(stack_from_yaml(stack, cluster_yaml, create=False), keep_min, workers_only)
     else:
-        operate(stack, "destroy")
+        down_workers(Stack.choose(stack), keep_min, workers_only)
 
 
 def down_workers(stack: Stack, keep_min: bool, workers_only: bool) -> None:

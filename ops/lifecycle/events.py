@@ -1,12 +1,14 @@
 """Progress of a Pulumi operation: one line per resource step as the engine reports it.
 
 A step that changes a running node says what it does to it (`ops.review.plan_effects`), so
-`invoke up` and `invoke preview` word a change as `invoke diff` does.
+`invoke up` and `invoke preview` word a change as `invoke diff` does; a policy pack's violation
+is one line in the form `invoke plan` prints the offline review's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 import time
@@ -16,7 +18,14 @@ from typing import TYPE_CHECKING, TextIO
 from ops.review.plan_effects import step_effect
 
 if TYPE_CHECKING:
-    from pulumi.automation.events import EngineEvent
+    from pulumi.automation.events import EngineEvent, PolicyEvent
+
+COLOR_TAG = re.compile(r"<\{%[^%]*%\}>")
+"""The engine's colour markup (`<{%fg 12%}>`, `<{%reset%}>`) in events it sends raw."""
+NOT_RUN = "can't run policy "
+"""pulumi-policy's message for a policy that read a value unknown during preview (`can't run
+policy 'P' from policy pack 'K@v1' during preview: string value at .labels can't be known
+during preview`): printed as `NOT RUN` with what was unknown."""
 
 
 class EventPrinter:
@@ -32,6 +41,8 @@ class EventPrinter:
         self.running: dict[str, float] = {}
         """Steps begun and not yet done or failed: resource name -> when they began."""
         self._lock = threading.Lock()
+        self.violations: list[tuple[str, str, str, str]] = []
+        """(level, policy, resource, message) of each policy event, once each."""
 
     def __call__(self, event: EngineEvent) -> None:
         self._track(event)
@@ -39,6 +50,11 @@ class EventPrinter:
         if line:
             with self._lock:
                 print(line, file=self.out, flush=True)
+
+    def policies_only(self, event: EngineEvent) -> None:
+        """Print only the policy violations (the preview before an up)."""
+        if event.policy_event is not None:
+            self(event)
 
     def _track(self, event: EngineEvent) -> None:
         with self._lock:
@@ -104,6 +120,8 @@ class EventPrinter:
             if diag.severity in ("error", "warning") and not diag.ephemeral:
                 return f"  {diag.severity}: {diag.message.strip()}"
             return None
+        if event.policy_event is not None:
+            return self._violation(event.policy_event)
         if event.summary_event is not None:
             summary = event.summary_event
             changes = ", ".join(
@@ -112,6 +130,24 @@ class EventPrinter:
             )
             return f"summary: {changes or 'no changes'} in {summary.duration_seconds}s"
         return None
+
+    def _violation(self, event: PolicyEvent) -> str | None:
+        """`  policy   MANDATORY  private-nodes  <resource>: <message>`, the first time; the
+        engine's message is the policy's description, then the rule's own message. A policy
+        the preview could not run (it read a value not known yet, which pulumi-policy reports
+        as an advisory) is `not run`, and no violation."""
+        text = COLOR_TAG.sub("", event.message).strip().splitlines()
+        message = text[-1] if text else ""
+        level = event.enforcement_level
+        if message.startswith(NOT_RUN):
+            level, message = "not run", message.rpartition(" during preview: ")[2]
+        resource = _urn_name(event.resource_urn) if event.resource_urn else "stack"
+        found = (level, event.policy_name, resource, message)
+        with self._lock:
+            if found in self.violations:
+                return None
+            self.violations.append(found)
+        return f"  policy   {level.upper():9}  {found[1]}  {resource}: {message}"
 
 
 def _urn_name(urn: str) -> str:

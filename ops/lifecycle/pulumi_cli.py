@@ -3,7 +3,8 @@
 The Automation API drives the pulumi CLI as a subprocess: the engine `invoke engine` installed
 for the pinned version, else `pulumi` on PATH (ops.engine), with the program inline
 (`ops.stack.select_stack`). Without a CLI every entry point says how to get one
-(`ops.stack.require_cli`).
+(`ops.stack.require_cli`). A stack that names a policy-pack config runs the pack
+(`policy/analyzer`, which the engine starts itself) in its previews and ups.
 """
 
 from __future__ import annotations
@@ -15,31 +16,43 @@ from typing import Any, Literal, TextIO
 
 from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
 from ops.errors import OpsError
+from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.stack import Stack, require_cli, select_stack
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
-POLICY_PACK = PROJECT_ROOT / "policy"
+POLICY_PACK = PROJECT_ROOT / "policy" / "analyzer"
+"""The pack as an executable analyzer plugin: the engine starts it directly (no Python
+language host needed) and reads PulumiPolicy.yaml beside it."""
 
 
-def operate(stack: str | None, operation: Operation) -> None:
-    """`invoke preview/refresh/down`: the stack --stack names (its file checked first), the
-    CLI check, then the operation."""
+def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) -> Stack:
+    """The stack --stack names (its file checked first) and the CLI check; or, with
+    --config, the stack the cluster YAML deploys as, made first by `up` and `preview`
+    (ops/lifecycle/cluster_yaml.py)."""
+    if cluster_yaml:
+        return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
-    run_operation(chosen, operation)
+    return chosen
 
 
-def up(stack: str | None, restart_only: bool, no_restart: bool) -> None:
+def operate(stack: str | None, operation: Operation, cluster_yaml: str | None = None) -> None:
+    """`invoke preview/refresh/down`: the stack chosen (`choose`), then the operation."""
+    run_operation(choose(stack, cluster_yaml, operation), operation)
+
+
+def up(stack: str | None, restart_only: bool, no_restart: bool,
+       cluster_yaml: str | None = None) -> None:
     """`invoke up`: the re-apply request for the node watchers, then the up."""
     export_request(reapply_request(restart_only, no_restart))
-    operate(stack, "up")
+    operate(stack, "up", cluster_yaml)
 
 
 def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:
-    """The Automation API's `--policy-pack policy --policy-pack-config <file>` when the stack
-    file names a pack config (`ray-gcp:policyConfig`); nothing otherwise."""
+    """The Automation API's `--policy-pack policy/analyzer --policy-pack-config <file>` when
+    the stack file names a pack config (`ray-gcp:policyConfig`); nothing otherwise."""
     path = settings.get(POLICY_KEY)
     if not path:
         return {}
@@ -53,7 +66,9 @@ def run_operation(
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
     and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
-    run the policy pack when the stack file names its config (`policy_options`)."""
+    run the policy pack when the stack file names its config (`policy_options`); an `up` then
+    previews with it first (`_mandatory_violations`), and what that preview could not judge
+    is judged on the offline plan (`_judge_offline`)."""
     from ops.lifecycle.preempted import up_replacing_reclaimed
 
     chosen = Stack.of(stack)
@@ -67,8 +82,10 @@ def run_operation(
         found = network_warnings(chosen.cluster, quota_apis(chosen.cluster, None, None))
         if found:
             print(render_warnings(found), file=out, flush=True)
+    policy: dict[str, list[str]] = {}
     if operation in ("up", "preview") and (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
-        options = {**policy_options(chosen.settings), **options}
+        policy = policy_options(chosen.settings)
+        options = {**policy, **options}
     automation_stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
@@ -80,15 +97,59 @@ def run_operation(
         "refresh": automation_stack.refresh,
     }
     with _one_line_failure(operation, name), printer.ticking():
-        actions[operation](on_event=printer, **options)
+        if operation == "up" and policy:
+            with _mandatory_violations(printer, name, "before the up: nothing was created or "
+                                                     "changed"):
+                automation_stack.preview(on_event=printer.policies_only, **policy)
+            if any(level == "not run" for level, _, _, _ in printer.violations):
+                _judge_offline(name, out)
+        with _mandatory_violations(printer, name, "the policy pack's messages are above"):
+            actions[operation](on_event=printer, **options)
 
 
-def preview_diff(stack: str | None, out: TextIO = sys.stdout) -> None:
+def _judge_offline(name: str, out: TextIO) -> None:
+    """The rules the engine's preview could not run (a new stack's node labels and pinned
+    WorkerGroup bodies wait on values made during the up; the engine would judge them only
+    as it creates each, after the ones before it exist), judged on the offline plan, which
+    knows every input: a mandatory violation stops the up before anything is created."""
+    from ops.review.guardrails import table_lines
+    from ops.review.plan import collect_plan, plan_stack_isolated
+
+    findings = collect_plan(plan_stack_isolated(name), name)["policy"]
+    broken = sorted({f["policy"] for f in findings if f["level"] == "mandatory"})
+    if broken:
+        print("the offline plan judges what the preview could not:", file=out)
+        print("\n".join(table_lines(findings)), file=out, flush=True)
+        raise OpsError(f"stack {name!r} breaks mandatory policies: {', '.join(broken)} (in "
+                       "the offline plan, before the up: nothing was created or changed)")
+
+
+@contextlib.contextmanager
+def _mandatory_violations(printer: EventPrinter, name: str, note: str) -> Iterator[None]:
+    """An engine failure with mandatory policy violations printed becomes one line naming the
+    policies. An `up` with a pack previews with it first (`note` says so): a mandatory
+    violation stops it before anything is created, where the up itself judges each resource
+    only when it registers it (after the ones before it exist) and the stack-wide policies
+    at its end."""
+    from pulumi import automation as auto
+
+    try:
+        yield
+    except auto.CommandError:
+        broken = sorted({rule for level, rule, _, _ in printer.violations
+                         if level == "mandatory"})
+        if not broken:
+            raise
+        raise OpsError(f"stack {name!r} breaks mandatory policies: {', '.join(broken)} "
+                       f"({note})") from None
+
+
+def preview_diff(stack: str | None, cluster_yaml: str | None = None,
+                 out: TextIO = sys.stdout) -> None:
     """`invoke preview --diff`: the engine's own `pulumi preview --diff` text, uncoloured (the
     PR workflow posts it), run as `invoke preview` runs (the pinned engine, the program
     inline)."""
-    chosen = Stack.choose(stack, require_file=True)
-    require_cli()
+    chosen = choose(stack, cluster_yaml, "preview")
     automation_stack = select_stack(chosen.name)
     with _one_line_failure("preview", chosen.name):
         automation_stack.preview(diff=True, color="never",

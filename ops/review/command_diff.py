@@ -2,7 +2,7 @@
 `invoke diff` shows for a changed script instead of a line count. A rendered script (see
 bootstrap/startup_script.py) runs each YAML command as `run_host '<cmd>'` or `run_node '<cmd>'`
 inside its stage; the commands come back as the YAML wrote them, each under its stage's name.
-File mounts are named by their archive's hash only, never by their content."""
+File mounts are named by their archive's keyed hash only, never by their content."""
 
 from __future__ import annotations
 

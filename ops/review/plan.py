@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +20,19 @@ from infra.config.errors import ConfigError
 from infra.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
+    STATE_DIR_ENV,
     StackFileError,
     check_stack,
 )
 from ops.errors import OpsError
 from ops.paths import in_existing_folder
 from ops.review.guardrails import pack_config, plan_findings, table_lines
-from ops.stack import cluster_from_settings, resolve_stack_name, stack_settings
+from ops.stack import (
+    cluster_from_settings,
+    resolve_stack_name,
+    stack_for_cluster_yaml,
+    stack_settings,
+)
 
 if TYPE_CHECKING:
     from infra.config import ClusterConfig
@@ -75,9 +82,13 @@ def resource_kind(type_token: str) -> str:
 def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
     """Plan `stack` in this process. The pulumi runtime is process-global: callers that plan
     more than once should prefer `plan_stack_isolated`."""
+    return plan_settings(stack_settings(stack, root), stack, root)
+
+
+def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT) -> Plan:
+    """Plan the stack settings `config` (as `stack_settings` gives them) as stack `stack`."""
     from ops.review.plan_engine import run_program
 
-    config = stack_settings(stack, root)
     run = run_program(config, stack=stack, preview=True)
     cluster_file = config.get(CONFIG_KEY, "")
     if cluster_file and Path(cluster_file).is_relative_to(root):
@@ -113,12 +124,16 @@ def price_per_hour(config: ClusterConfig, counts: dict[str, int]) -> dict[str, A
     return cluster_price(config, counts).as_dict()
 
 
-def plan_stack_isolated(stack: str, root: Path = PROJECT_ROOT) -> subprocess.Popen[str]:
+def plan_stack_isolated(
+    stack: str, root: Path = PROJECT_ROOT, state: Path | None = None
+) -> subprocess.Popen[str]:
     """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
-    the result with `collect_plan`. Two can run at once."""
+    the result with `collect_plan`. Two can run at once. `state`: the local state folder the
+    plan uses (its stack's plan secret, ops.review.plan_engine.plan_secret), else the usual."""
+    env = {**os.environ, **({STATE_DIR_ENV: str(state)} if state is not None else {})}
     return subprocess.Popen(
         [sys.executable, "-m", "ops.review.plan", "--stack", stack, "--root", str(root)],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 
@@ -172,11 +187,33 @@ def render(plan: Plan, output_format: str) -> str:
     return render_json(plan) if output_format == "json" else render_table(plan)
 
 
-def write_plan(stack: str | None, output: str | None, output_format: str, root: str | None
-               ) -> None:
+def write_plan(stack: str | None, output: str | None, output_format: str, root: str | None,
+               cluster_yaml: str | None = None) -> None:
     """`invoke plan`: the arguments checked, then the plan rendered to `output` or stdout."""
+    if cluster_yaml:
+        write_output(render(plan_cluster_yaml(stack, cluster_yaml, root, output_format, output),
+                            output_format), output)
+        return
     name, tree = resolve_plan_args(stack, output_format, root, output)
     write_output(render(plan_stack(name, tree), output_format), output)
+
+
+def plan_cluster_yaml(stack: str | None, cluster_yaml: str, root: str | None,
+                      output_format: str, output: str | None) -> Plan:
+    """`invoke plan -c cluster.yaml`: the stack the YAML deploys as (named after its
+    cluster_name), planned as `invoke up -c` would deploy it; nothing is written (its stack
+    file, when there is one, gives the worker counts)."""
+    if stack or root:
+        raise OpsError("--config plans the YAML as its own stack in this checkout: drop "
+                       f"{'--stack' if stack else '--root'}")
+    if output_format not in FORMATS:
+        raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
+    if output:
+        in_existing_folder(output, "--output")
+    found = stack_for_cluster_yaml(cluster_yaml)
+    if found.exists:
+        return plan_stack(found.name)
+    return plan_settings({CONFIG_KEY: str(found.cluster_yaml)}, found.name)
 
 
 def main(argv: list[str] | None = None) -> int:

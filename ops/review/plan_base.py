@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.stack_config import CONFIG_KEY, PROJECT_ROOT
+from infra.stack_config import CONFIG_KEY, PROJECT_ROOT, STATE_DIR_ENV
 from infra.yaml_text import YamlFileError, parse_yaml_text
 from ops.errors import OpsError
 from ops.review.guardrails import Finding, refuse_mandatory
@@ -117,10 +117,11 @@ def has_planner(tree: Path) -> bool:
     return planner_module(tree) is not None
 
 
-def plan_tree_isolated(stack: str, tree: Path) -> subprocess.Popen[str]:
+def plan_tree_isolated(stack: str, tree: Path, state: Path) -> subprocess.Popen[str]:
     """Plan `stack` with the program that lives in `tree` (its own planner, `infra`,
-    `bootstrap`), in a fresh interpreter whose import path starts at `tree`."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    `bootstrap`), in a fresh interpreter whose import path starts at `tree`, with the local
+    state folder `state` (whatever tree it runs from)."""
+    env = {**os.environ, STATE_DIR_ENV: str(state), "PYTHONPATH": os.pathsep.join(
         [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.Popen(
         [sys.executable, "-m", str(planner_module(tree)), "--stack", stack, "--root", str(tree)],
@@ -159,15 +160,19 @@ class PlanPair:
     notes: list[str] = field(default_factory=list)  # how a side was planned, when unusual
 
 
-def _start(stack: str, tree: Path) -> subprocess.Popen[str]:
+def _start(stack: str, tree: Path, state: Path) -> subprocess.Popen[str]:
     """The tree's own planner when it has one, else this checkout's with `tree`'s stacks."""
-    return plan_tree_isolated(stack, tree) if has_planner(tree) else \
-        plan_stack_isolated(stack, tree)
+    return plan_tree_isolated(stack, tree, state) if has_planner(tree) else \
+        plan_stack_isolated(stack, tree, state)
 
 
 def plan_both(stack: str, ref: str, root: Path = PROJECT_ROOT) -> PlanPair:
     """The plan at `ref` (its tree, its program) and of the working tree at `root`, planned
-    in parallel subprocesses."""
+    in parallel subprocesses. Both use the working tree's local state folder: the stack's
+    plan secret there names the file_mounts archive alike on both sides (a base tree planned
+    in its temp folder would otherwise make a secret of its own, and every mount would show as
+    changed)."""
+    state = Path(os.environ.get(STATE_DIR_ENV) or root / ".ray-gcp")
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ray-gcp-base-") as tmp:
         base_root = Path(tmp)
@@ -181,8 +186,8 @@ def plan_both(stack: str, ref: str, root: Path = PROJECT_ROOT) -> PlanPair:
             if not has_planner(base_root):
                 notes.append(f"`{ref}` has no `{PLANNER}`: its stack files were planned with "
                              "the working tree's program, so program changes do not show.")
-            base_run = _start(stack, base_root)
-        head_run = _start(stack, root) if head_exists else None
+            base_run = _start(stack, base_root, state)
+        head_run = _start(stack, root, state) if head_exists else None
         try:
             base = _collect(base_run, stack, f"at {ref}")
             head = _collect(head_run, stack, "in the working tree")

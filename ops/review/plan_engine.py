@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import pickle
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +25,13 @@ from pulumi.runtime.settings import get_root_resource, set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from infra.dynamic_types import DYNAMIC_TYPES
+from infra.dynamic_types import DYNAMIC_TYPES, STACK_SECRET_TYPE
+from ops.errors import OpsError
+from ops.paths import open_no_follow, state_dir
 
 SECRET_MASK = "[secret]"
+PLAN_SECRET_FILE = "plan-secret"
 PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
-PLANNED_RAY_TOKEN = "planned-ray-auth-token"  # the generated Ray auth token's stand-in
 PROJECT_NAME = "ray-gcp"
 
 
@@ -84,9 +88,10 @@ def _recorded(value: Any) -> Any:
 
 
 def _asset_shown(value: Any) -> Any:
-    """An asset as a reviewer reads it, the same on every machine: a text asset (the head's
-    autoscaler config) as its text, a file asset (the file_mounts archive, named by its
-    content's hash) by its file name; anything else (a resource reference) as it is."""
+    """An asset as a reviewer reads it: a text asset (the head's autoscaler config) as its
+    text, a file asset (the file_mounts archive, named by its content's HMAC under the stack's
+    plan secret, `plan_secret`) by its file name; anything else (a resource reference) as it
+    is."""
     if isinstance(value, pulumi.StringAsset):
         return value.text
     if isinstance(value, pulumi.FileAsset):
@@ -109,11 +114,39 @@ def _fake_ip(seed: str, prefix: str) -> str:
     return f"{prefix}.{digest[0] % 250 + 2}.{digest[1] % 250 + 2}"
 
 
+def plan_secret(stack: str) -> str:
+    """The stack's random secret as plans on this machine know it: made once, kept 0600 in the
+    stack's state folder (`.ray-gcp/<stack>/plan-secret`), never in a plan. The real one is in
+    the stack's Pulumi state, which a plan does not read; this one keys the file_mounts
+    archive's name in plans the same way, so two plans of a stack here (the base and the head
+    of `invoke diff`) name the same files alike and changed files differently, and a published
+    plan lets nobody test guesses of a secret file's content."""
+    path = state_dir(stack) / PLAN_SECRET_FILE
+    if not os.path.lexists(path):
+        # Written whole, then linked into place: the two sides of `invoke diff` start at once,
+        # and neither may read a file the other has created but not yet written.
+        partial = path.with_name(f"{PLAN_SECRET_FILE}.{os.getpid()}")
+        with open_no_follow(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as handle:
+            handle.write(secrets.token_hex(32).encode())
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            pass  # the other side's is in place: both use it
+        finally:
+            partial.unlink(missing_ok=True)
+    with open_no_follow(path, os.O_RDONLY) as handle:
+        value = handle.read().decode().strip()
+    if len(value) < 32:
+        raise OpsError(f"{path} holds no key: delete it and plan again")
+    return value
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Answers like GCP would, deterministically, so two runs record the same plan."""
 
-    def __init__(self, run: ProgramRun) -> None:
+    def __init__(self, run: ProgramRun, stack: str = "plan") -> None:
         self.run = run
+        self.stack = stack
         self.names: dict[str, str] = {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
@@ -154,6 +187,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return secret_path, {**state, "name": secret_path}
         elif args.typ == "gcp:secretmanager/secretVersion:SecretVersion":
             state["name"] = f"{inputs['secret']}/versions/1"
+        elif args.typ == STACK_SECRET_TYPE:
+            state = {**inputs, "value": plan_secret(self.stack)}
         elif args.typ in DYNAMIC_TYPES:
             state = self._dynamic(args.name, inputs)
         return f"{args.name}-id", state
@@ -166,8 +201,6 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
                 "private_key": PLANNED_PRIVATE_KEY,
             }
-        if "ray_auth_token" in inputs:  # the generated Ray auth token
-            return {**inputs, "ray_auth_token": PLANNED_RAY_TOKEN}
         if "wait_minutes" in inputs:  # a queued TPU slice, once GCP has filled it
             return {
                 **inputs,
@@ -294,7 +327,7 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
     from infra.program import define_cluster
 
     run = ProgramRun()
-    mocks = RecordingMocks(run)
+    mocks = RecordingMocks(run, stack)
     set_root_resource(None)  # a fresh root stack, so exports of an earlier run do not leak in
     pulumi.runtime.set_mocks(
         mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=_RecordingMonitor(mocks)

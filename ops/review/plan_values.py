@@ -27,7 +27,7 @@ VALUE_LIMIT = 40
 # `ray-file-mount-<n>`; a plan made by older code may hold it unmasked) and credentials.
 HIDDEN_PREFIX = "ray-file-mount-"
 HIDDEN_KEYS = frozenset({"credentials", "accessToken", "private_key", "ssh_private_key",
-                         "secretData", "ray_auth_token"})
+                         "secretData"})
 HIDDEN = "[secret]"
 
 # A path one side of a change does not have, and how that side shows.

@@ -29,7 +29,8 @@ REPLACE_KEYS: dict[str, frozenset[str]] = {
     # `pulumi preview` shows an update (tests/test_engine_diff.py holds us to the engine).
     "gcp:compute/firewall:Firewall": frozenset({"name", "project", "direction"}),
     # google_storage_bucket_object: `bucket`, `name` and `source` are ForceNew upstream (the
-    # objects here are named after their content, so new content is a new object).
+    # objects here are named after their content's hash, the file_mounts archive's keyed with
+    # the stack's secret: new content is a new name and a new source, one new object).
     BUCKET_OBJECT_TYPE: frozenset({"bucket", "name", "source"}),
 }
 

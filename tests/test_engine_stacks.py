@@ -200,7 +200,8 @@ def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_sta
         plain = hashlib.sha256(tar_bytes).hexdigest()
         assert plain not in state and not any(plain in key for _, key in fake.storage.objects)
         (key_secret,) = [r for r in workspace.export("secrets")["resources"]
-                         if r["type"].endswith(":StackSecret")]
+                         if r["type"].endswith(":StackSecret")
+                         and r["urn"].endswith("-file-mounts-key")]
         assert "ciphertext" in json.dumps(key_secret["outputs"]["value"])
         # The next run knows the secret: the same files, the same name, nothing to do.
         again = workspace.run("secrets", "preview")

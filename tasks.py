@@ -384,16 +384,19 @@ def local_down(c):
     "port": "local port to forward (default 8265; the next free one if busy; 0: any)",
     "remote-port": "the dashboard's port on the head (default 8265)",
     "trust-first-use": _TRUST_HELP,
+    "show-token": "also print Ray's auth token (the page asks for it; default: only its file)",
 })
-def dashboard(c, stack=None, port=8265, remote_port=8265, trust_first_use=False):
+def dashboard(c, stack=None, port=8265, remote_port=8265, trust_first_use=False,
+              show_token=False):
     """Forward the head's Ray dashboard here and print its URL.
 
-    Runs until Ctrl-C."""
+    With Ray's token auth, also where the token is and how to submit jobs with it. Runs until
+    Ctrl-C."""
     from ops.errors import user_errors
     from ops.remote.dashboard import serve_dashboard
 
     with user_errors():
-        serve_dashboard(stack, int(port), int(remote_port), trust_first_use)
+        serve_dashboard(stack, int(port), int(remote_port), trust_first_use, show_token)
 
 
 @task(help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})

@@ -28,7 +28,9 @@ node_bootstrap.sh: RAY_BOOTSTRAP_METADATA_DIR / _METADATA_URL, RAY_BOOTSTRAP_STA
 RAY_BOOTSTRAP_DASHBOARD_URL (default http://127.0.0.1:8265), RAY_BOOTSTRAP_COMPUTE_URL
 (default https://compute.googleapis.com/compute/v1), RAY_BOOTSTRAP_TPU_URL (default
 https://tpu.googleapis.com/v2), RAY_BOOTSTRAP_AUTOSTOP_POLL (seconds between checks, default
-15), RAY_BOOTSTRAP_PROC_DIR (where SSH sessions are looked for, default /proc). An http://
+15), RAY_BOOTSTRAP_PROC_DIR (where SSH sessions are looked for, default /proc), and
+RAY_AUTH_TOKEN_PATH (Ray's auth token, sent to the dashboard; the startup script sets it when
+token authentication is on). An http://
 API URL is an emulator or the test fake: no token is sent, as Google's emulators expect.
 """
 
@@ -223,10 +225,23 @@ class Activity:
 
 
 class RayState:
-    """Ray's state and job APIs on the head's dashboard."""
+    """Ray's state and job APIs on the head's dashboard; with Ray's token authentication, the
+    token in file `token_path` goes in each request's Authorization header, as Ray's own
+    clients send it (read at every request: a re-applied node may rewrite it)."""
 
-    def __init__(self, dashboard_url: str) -> None:
+    def __init__(self, dashboard_url: str, token_path: str = "") -> None:
         self.url = dashboard_url.rstrip("/")
+        self.token_path = token_path
+
+    def _headers(self) -> dict[str, str]:
+        if not self.token_path:
+            return {}
+        try:
+            token = Path(self.token_path).read_text().strip()
+        except OSError as exc:
+            raise ApiError(f"cannot read Ray's auth token {self.token_path}: "
+                           f"{exc.strerror}") from None
+        return {"Authorization": f"Bearer {token}"}
 
     def _unfinished(self, resource: str, done_states: tuple) -> list[dict[str, Any]]:
         query = [("limit", "100"), ("detail", "false")]
@@ -234,7 +249,7 @@ class RayState:
             query += [("filter_keys", "state"), ("filter_predicates", "!="),
                       ("filter_values", state)]
         answer = http_json(f"{self.url}/api/v0/{resource}?{urllib.parse.urlencode(query)}",
-                           tries=1)
+                           headers=self._headers(), tries=1)
         if not answer.get("result"):
             raise ApiError(f"Ray's state API ({resource}): {answer.get('msg')}")
         return answer["data"]["result"]["result"]
@@ -248,7 +263,7 @@ class RayState:
                 name = item.get("name") or item.get("class_name") or item.get(
                     "placement_group_id", "")
                 seen.busy.append(f"{what} {name} is {item.get('state')}")
-        jobs = http_json(f"{self.url}/api/jobs/", tries=1)
+        jobs = http_json(f"{self.url}/api/jobs/", headers=self._headers(), tries=1)
         for job in jobs:
             if job.get("status") in _JOB_BUSY:
                 ident = job.get("submission_id") or job.get("job_id")
@@ -499,7 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     metadata = Metadata.from_environment()
     daemon = Autostop(
         metadata, Path(args.home),
-        RayState(os.environ.get("RAY_BOOTSTRAP_DASHBOARD_URL") or "http://127.0.0.1:8265"),
+        RayState(os.environ.get("RAY_BOOTSTRAP_DASHBOARD_URL") or "http://127.0.0.1:8265",
+                 os.environ.get("RAY_AUTH_TOKEN_PATH") or ""),
         Cloud.from_environment(metadata),
         Path(os.environ.get("RAY_BOOTSTRAP_PROC_DIR") or "/proc"),
         float(os.environ.get("RAY_BOOTSTRAP_AUTOSTOP_POLL") or DEFAULT_POLL_SECONDS))

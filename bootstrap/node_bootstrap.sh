@@ -20,7 +20,8 @@
 #
 # Exit codes besides a failed command's own: 2 no head address, 3 head unresolvable,
 # 4 an object of the cluster's bucket unreadable (file_mounts, the head's autoscaler config),
-# 5 head key unreadable from Secret Manager, 6 config watcher not started;
+# 5 head key unreadable from Secret Manager, 6 config watcher not started,
+# 8 Ray auth token unreadable (Secret Manager, metadata, or the container);
 # the rendered script's loader exits 7 (stage `library`) when it cannot decode this library.
 #
 # The rendered script ships this file gzip+base64 (its full-line comments dropped) and sources
@@ -42,6 +43,8 @@ STATUS_ATTRIBUTE=ray-bootstrap/status
 CONFIG_KEY=ray-bootstrap-config
 KEY_KEY=ray-bootstrap-ssh-key
 KEY_SECRET_KEY=ray-bootstrap-ssh-key-secret
+TOKEN_SECRET_KEY=ray-auth-token-secret
+HOST_TOKEN_FILE=
 CURRENT_STAGE=none
 RUN_AS=
 NODE_HOME=
@@ -354,6 +357,8 @@ write_bootstrap_key() {
     log "wrote $key_file"
 }
 
+# ---- end of head only
+
 # Secret version $1 (projects/P/secrets/S/versions/V) into file $2, retried: the accessor
 # grant on the secret may take a minute or two to reach IAM after the head is created.
 read_secret() {
@@ -362,21 +367,21 @@ read_secret() {
         return 1
     fi
     if ! retry_until_granted "$SECRET_TRIES" "$SECRET_DELAY" access_secret "$1" "$2"; then
-        log "could not read secret $1 after $attempt tries: the head's service account" \
-            "needs roles/secretmanager.secretAccessor on it and the head the" \
+        log "could not read secret $1 after $attempt tries: the node's service account" \
+            "needs roles/secretmanager.secretAccessor on it and the node the" \
             "cloud-platform scope"
         return 1
     fi
-    log "key from Secret Manager $1 (try $attempt)"
+    log "read secret $1 from Secret Manager (try $attempt)"
 }
 
-# One try, in a subshell whose files only their owner can read (the answer holds the key).
+# One try, in a subshell whose files only their owner can read (the answer holds the secret).
 # The token goes to curl on stdin, not its command line (other users see that).
 access_secret() (
     umask 077
     token=$(access_token) || token=
     if [ -z "$token" ]; then
-        log "no access token from the metadata server (does the head run as a service account?)"
+        log "no access token from the metadata server (does the node run as a service account?)"
         return 1
     fi
     response="$2.response"
@@ -398,7 +403,52 @@ sys.stdout.buffer.write(base64.b64decode(json.load(sys.stdin)["payload"]["data"]
     return "$decoded"
 )
 
-# ---- end of head only
+# ---- Ray's token authentication: every `ray start` (and the head's autoscaler, its child)
+# runs with RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH naming a 0600 file of the user Ray
+# runs as. On GCP the token is the secret version metadata $TOKEN_SECRET_KEY names; the local
+# cluster gives its own file in RAY_AUTH_TOKEN_PATH. The token is never logged.
+write_auth_token() {
+    HOST_TOKEN_FILE=
+    if [ "$NODE_RAY_TOKEN_AUTH" != true ]; then
+        log "Ray token authentication is off (provider.ray_token_auth: false)"
+        return
+    fi
+    if secret_version=$(metadata_attr "$TOKEN_SECRET_KEY") && [ -n "$secret_version" ]; then
+        token_dir="$NODE_HOME/.ray"
+        HOST_TOKEN_FILE="$token_dir/auth_token"
+        mkdir -p "$token_dir" || fail $?
+        rm -f "$HOST_TOKEN_FILE.tmp"
+        (umask 077 && : > "$HOST_TOKEN_FILE.tmp") || fail $?
+        read_secret "$secret_version" "$HOST_TOKEN_FILE.tmp" || {
+            rm -f "$HOST_TOKEN_FILE.tmp"
+            fail 8
+        }
+        chmod 0600 "$HOST_TOKEN_FILE.tmp" || fail $?
+        mv "$HOST_TOKEN_FILE.tmp" "$HOST_TOKEN_FILE" || fail $?
+        if [ -n "$RUN_AS" ]; then
+            chown "$RUN_AS" "$token_dir" "$HOST_TOKEN_FILE" || fail $?
+        fi
+        log "wrote $HOST_TOKEN_FILE"
+    elif is_local && [ -n "${RAY_AUTH_TOKEN_PATH:-}" ] && [ -f "$RAY_AUTH_TOKEN_PATH" ]; then
+        HOST_TOKEN_FILE=$RAY_AUTH_TOKEN_PATH
+        log "Ray auth token from RAY_AUTH_TOKEN_PATH=$HOST_TOKEN_FILE"
+    else
+        log "Ray token authentication is on but metadata has no $TOKEN_SECRET_KEY:" \
+            "the program sets it on every node (or set provider.ray_token_auth: false)"
+        fail 8
+    fi
+    token_path=$HOST_TOKEN_FILE
+    if [ -n "$DOCKER_IMAGE" ]; then
+        # Owned by the container's user (the one `ray start` runs as), 0600, as the bootstrap
+        # files are: docker cp, not a command line, carries it.
+        token_path="$(container_home)/.ray/auth_token"
+        { docker exec -u 0 "$DOCKER_CONTAINER" mkdir -p "${token_path%/*}" < /dev/null \
+            && docker_install_private "$HOST_TOKEN_FILE" "$token_path"; } || fail 8
+        log "copied the Ray auth token into container $DOCKER_CONTAINER: $token_path"
+    fi
+    add_start_env RAY_AUTH_MODE token
+    add_start_env RAY_AUTH_TOKEN_PATH "$token_path"
+}
 
 # Run user command text on the host, as the node user, in a login shell like Ray's.
 run_host() {
@@ -780,7 +830,9 @@ start_autostop() {
         && tr '\0' ' ' < "/proc/$old_pid/cmdline" | grep -q "$daemon" \
         && kill "$old_pid" 2> /dev/null && log "autostop daemon pid $old_pid replaced"
     mv "$daemon.new" "$daemon" || fail $?
-    setsid python3 "$daemon" --home "$NODE_HOME" < /dev/null >> "$log_file" 2>&1 &
+    # It asks the dashboard whether Ray is busy: with token auth it presents the token.
+    RAY_AUTH_TOKEN_PATH=$HOST_TOKEN_FILE setsid python3 "$daemon" --home "$NODE_HOME" \
+        < /dev/null >> "$log_file" 2>&1 &
     printf '%s\n' "$!" > "$pid_file"
     log "autostop daemon started (pid $!)"
 }

@@ -1,8 +1,9 @@
 """The metadata entries bootstrap needs on a node; the program merges them over the
 node_config's own metadata and adds `ssh-keys`, `ray-head-address` and the head's
 `ray-bootstrap-config` and `ray-bootstrap-ssh-key-secret` (the local cluster and tests give
-the key itself as `ray-bootstrap-ssh-key`). On GCP `ray-bootstrap-config` is a reference,
-`gs://BUCKET/OBJECT`, to the config in the cluster's bucket; locally it is the YAML itself.
+the key itself as `ray-bootstrap-ssh-key`), and on every node `ray-auth-token-secret`. On GCP
+`ray-bootstrap-config` is a reference, `gs://BUCKET/OBJECT`, to the config in the cluster's
+bucket; locally it is the YAML itself.
 
 The head follows `ray-bootstrap-config` after boot (a detached watcher rewrites
 `~/ray_bootstrap_config.yaml` when a `pulumi up` changes it), and every node follows
@@ -24,6 +25,13 @@ BOOTSTRAP_SSH_KEY_KEY = "ray-bootstrap-ssh-key"
 # `projects/<project>/secrets/<id>/versions/<version or latest>`. The head reads it with its
 # service account's token, which needs roles/secretmanager.secretAccessor on the secret.
 BOOTSTRAP_SSH_KEY_SECRET_KEY = "ray-bootstrap-ssh-key-secret"
+# Every node's (the autoscaler's own included): the secret version holding the cluster's Ray
+# auth token (infra.ray_token; `.../versions/latest`), read the same way; the script writes
+# it to RAY_AUTH_TOKEN_FILE under the home of the user Ray runs as (in the container with
+# docker), mode 0600, and every `ray start` runs with RAY_AUTH_MODE=token and
+# RAY_AUTH_TOKEN_PATH naming it.
+RAY_AUTH_TOKEN_SECRET_KEY = "ray-auth-token-secret"
+RAY_AUTH_TOKEN_FILE = ".ray/auth_token"  # Ray's own default place (~/.ray/auth_token)
 STATUS_GUEST_ATTRIBUTE = "ray-bootstrap/status"  # `ready`, `running:<stage>`, `failed:<stage>:<rc>`
 # With OS Login the guest ignores `ssh-keys`: the cluster's public key comes under this key
 # instead, and the startup script authorizes it for auth.ssh_user (the head's Ray reaches

@@ -3,7 +3,8 @@
 The script is the node's data (rendered here, every user value shell-quoted) followed by the
 fixed library in `node_bootstrap.sh` and the ordered steps for the node's role and type:
 file mounts, initialization commands (host), docker pull/run, setup commands, `ray stop`, start
-commands with `$RAY_HEAD_IP` and Ray's resource override exported. It logs each stage and
+commands with `$RAY_HEAD_IP`, Ray's resource override and its token auth
+(`RAY_AUTH_MODE=token`, `RAY_AUTH_TOKEN_PATH`) exported. It logs each stage and
 reports progress and failures where `status` can read them.
 
 The same script converges a running node on a newer one (`sh SCRIPT reapply MODE`, run by the
@@ -57,6 +58,7 @@ STAGES = (
     "docker-pull",
     "docker-run",
     "head-address",
+    "ray-auth",
     "setup",
     "ray-stop",
     "ray-start",
@@ -223,6 +225,7 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str,
         _assign("NODE_TYPE", node_type),
         _assign("NODE_SSH_USER", config.auth.ssh_user),
         _assign("NODE_IS_TPU", _flag(is_tpu)),
+        _assign("NODE_RAY_TOKEN_AUTH", _flag(config.provider.ray_token_auth)),
         _assign("RESOURCES_JSON", _json(resources)),
         _assign("RESOURCES_JSON_TPU_HOST0", _json(host0_resources)),
         _assign("LABELS_JSON", _json(type_config.labels)),
@@ -248,7 +251,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str,
            mounts: FileMountArchive | None, data: str) -> str:
     """The ordered stages. Each changeable stage carries the hash of what it runs (and of the
     node data it reads), so a re-apply reruns only stages whose hash differs from the one the
-    node recorded (see node_reapply.sh); `prepare` and `head-address` always run."""
+    node recorded (see node_reapply.sh); `prepare`, `head-address` and `ray-auth` always run."""
     docker = bool(config.docker.enabled)
     docker_data = _data_of(data, ("DOCKER_",))
     lines = []
@@ -280,6 +283,8 @@ def _steps(config: ClusterConfig, role: Role, node_type: str,
         run = [start] + (["docker_copy_bootstrap_files"] if role == "head" else [])
         lines += _stage("docker-run", run, docker_data)
     lines += ["begin_stage head-address", "resolve_head_ip"]
+    # Every boot and re-apply: the token file is read afresh and its env follows RAY_HEAD_IP's.
+    lines += ["begin_stage ray-auth", "write_auth_token"]
     lines += _stage("setup", [f"run_node {_quote(c)}"
                               for c in config.setup_commands_for(role, node_type)])
     start = ["begin_stage ray-stop", "stop_ray", "begin_stage ray-start", "export_resources",
@@ -304,7 +309,8 @@ def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[
 
 
 # The node data `ray start` reads (through export_resources and export_ray_identity).
-_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "AUTOSCALER_V2=")
+_START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "AUTOSCALER_V2=",
+               "NODE_RAY_TOKEN_AUTH=")
 
 
 def _data_of(data: str, prefixes: tuple[str, ...]) -> str:

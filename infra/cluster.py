@@ -1,5 +1,5 @@
-"""RayCluster: wires service account, SSH key, network, bucket, head, worker groups and TPU
-slices. Nothing else."""
+"""RayCluster: wires service account, SSH key, Ray auth token, network, bucket, head, worker
+groups and TPU slices. Nothing else."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from infra.metadata import (
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     PINNED_METADATA,
+    RAY_AUTH_TOKEN_SECRET_KEY,
     merge_metadata,
     pinned_body,
     with_worker_request,
@@ -28,6 +29,7 @@ from infra.network import ClusterNetwork
 from infra.node_resources import HeadNode, NodeInputs
 from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
+from infra.ray_token import RayTokenSecret
 from infra.ssh_keys import ClusterSshKey
 from infra.stack_secret import StackSecret
 from infra.tpu_slices import TpuSlices
@@ -92,6 +94,26 @@ class RayCluster(pulumi.ComponentResource):
             child,
             stack=stack,
         )
+        # Every node reads the Ray auth token with its own service account, as the head reads
+        # the key; off when the YAML says `provider.ray_token_auth: false`.
+        self.ray_token: RayTokenSecret | None = None
+        token_metadata: dict[str, pulumi.Input[str]] = {}
+        token_after_version: dict[str, pulumi.Input[str]] = {}
+        if config.provider.ray_token_auth:
+            self.ray_token = RayTokenSecret(
+                f"ray-{config.cluster_name}-auth-token",
+                config,
+                [self.service_account.email, *_other_node_accounts(plan)],
+                pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.key_secret]),
+                stack=stack,
+            )
+            # Workers name the version as plain text (a preview keeps their bodies known) and
+            # wait for it through depends_on; the head, whose component's depends_on does not
+            # reach its instance, waits through the output.
+            token_metadata = {RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_name}
+            token_after_version = {
+                RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_reference}
+        token_dependencies: list[pulumi.Resource] = [self.ray_token] if self.ray_token else []
         # The archive's name is an HMAC under a key only this stack's state holds, so the name
         # (in public metadata and previews) cannot be checked against guesses of a secret file.
         # A cluster without file_mounts has no key: its stack gains no resource.
@@ -116,8 +138,8 @@ class RayCluster(pulumi.ComponentResource):
         # its startup script.
         worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
             node_type: _body(
-                config, group, self.network, self.ssh_key, {HEAD_ADDRESS_KEY: head_name},
-                mounts_archive, stack_labels,
+                config, group, self.network, self.ssh_key,
+                {HEAD_ADDRESS_KEY: head_name, **token_metadata}, mounts_archive, stack_labels,
             )
             for node_type, group in plan.node_types.items()
         }
@@ -144,6 +166,7 @@ class RayCluster(pulumi.ComponentResource):
                     {
                         BOOTSTRAP_CONFIG_KEY: self.bucket.autoscaler_config(bootstrap_yaml),
                         BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
+                        **token_after_version,
                     },
                     mounts_archive,
                     request=reapply_request,
@@ -153,10 +176,11 @@ class RayCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.network, self.key_secret,
-                            *self.bucket.dependencies],
+                            *token_dependencies, *self.bucket.dependencies],
             ),
         )
-        after_head: list[pulumi.Resource] = [self.sweeper, self.head, *self.bucket.dependencies]
+        after_head: list[pulumi.Resource] = [self.sweeper, self.head, *self.bucket.dependencies,
+                                             *token_dependencies]
         self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
         for group in plan.workers:
             body = worker_bodies[group.node_type]
@@ -172,7 +196,8 @@ class RayCluster(pulumi.ComponentResource):
                         body=body,
                         metadata=merge_metadata(
                             config, group, self.ssh_key.public_key,
-                            {HEAD_ADDRESS_KEY: head_name, **PINNED_METADATA}, mounts_archive,
+                            {HEAD_ADDRESS_KEY: head_name, **token_metadata, **PINNED_METADATA},
+                            mounts_archive,
                         ),
                         labels=labels,
                     ),

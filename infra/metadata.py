@@ -20,6 +20,7 @@ from bootstrap.node_metadata import (
     NODE_KIND_KEY,
     NODE_KIND_PINNED,
     OS_LOGIN_KEY,
+    RAY_AUTH_TOKEN_SECRET_KEY,
     REAPPLY_ENV,
     VERSION_KEY,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "BOOTSTRAP_SSH_KEY_SECRET_KEY",
     "HEAD_ADDRESS_KEY",
     "PINNED_METADATA",
+    "RAY_AUTH_TOKEN_SECRET_KEY",
     "REAPPLY_ENV",
     "pinned_body",
     "merge_metadata",

@@ -161,6 +161,8 @@ def export_outputs(
     pulumi.export("os_login", config.provider.os_login is not None)
     pulumi.export("os_login_account", config.provider.os_login_account)
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)
+    # A secret: the day-two tasks read it to reach the dashboard; "" when token auth is off.
+    pulumi.export("ray_auth_token", cluster.ray_token.token if cluster.ray_token else "")
     pulumi.export("service_account_email", cluster.service_account.email)
     pulumi.export(
         "docker_container_name", config.docker.container_name if config.docker.enabled else ""

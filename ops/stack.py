@@ -95,6 +95,8 @@ class StackOutputs:
     os_login: bool = False
     """Nodes take logins from OS Login: the user is the one ops.remote.os_login is given."""
     os_login_account: str = ""
+    # Ray's auth token (a secret output); "" when the stack runs without token auth.
+    ray_auth_token: str = field(default="", repr=False)
 
     def wanted_version(self, node: Node) -> str:
         key = "head" if node.kind == "head" or node.name == self.head_name else node.node_type
@@ -161,6 +163,7 @@ def parse_outputs(stack: str, raw: dict[str, Any]) -> StackOutputs:
         ssh_proxy_command=raw.get("ssh_proxy_command") or "",
         os_login=bool(raw.get("os_login")),
         os_login_account=raw.get("os_login_account") or "",
+        ray_auth_token=raw.get("ray_auth_token") or "",
     )
 
 
@@ -248,7 +251,7 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
 
 
 def pulumi_outputs(name: str) -> dict[str, Any]:
-    """Plain output values; secrets (the SSH key) are unwrapped in memory only."""
+    """Plain output values; secrets (the SSH key, Ray's token) are unwrapped in memory only."""
     return {key: output.value for key, output in select_stack(name).outputs().items()}
 
 

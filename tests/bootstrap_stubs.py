@@ -3,6 +3,10 @@
 Each stub appends one line `<name> <args>` to a calls file, so tests read back exactly which
 commands the script ran and in what order. User commands in the test configs call `record`.
 `FakeGoogle` stands in, on 127.0.0.1, for the metadata server and Secret Manager.
+
+Ray's token auth is on by default: `run_script` (local mode) gives the node a token file in
+RAY_AUTH_TOKEN_PATH as the local cluster does; `gce_env` serves the token from the fake's Secret
+Manager under the metadata key the program sets.
 """
 
 from __future__ import annotations
@@ -21,28 +25,36 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from bootstrap import node_metadata, pack_file_mounts
+from bootstrap.node_metadata import RAY_AUTH_TOKEN_SECRET_KEY
 from infra.config import ClusterConfig, parse_cluster_config
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_STACKS = sorted((REPO / "stacks" / "clusters").glob("*.yaml"))
 HEAD_INTERNAL_IP = "10.128.0.7"
+# The Ray auth token the stubbed nodes get, and its secret version on the fake Secret Manager.
+STUB_RAY_TOKEN = "f00d" * 16
+STUB_TOKEN_VERSION = "projects/my-gcp-project/secrets/ray-stubbed-auth-token/versions/1"
 
 _RECORD = 'printf \'%s\\n\' "$(basename "$0") $*" >> "$STUB_CALLS"\n'
 STUBS = {
     "record": "#!/bin/sh\n" + _RECORD,
     # Ray's default head setup command is a `pip install`: recorded, never run against PyPI.
     "pip": "#!/bin/sh\n" + _RECORD,
-    # `ray` also leaves its whole environment (the last call's) in $STUB_CALLS.env.
+    # `ray` also leaves its whole environment (the last call's) in $STUB_CALLS.env, and each
+    # call's Ray auth settings, `<subcommand> <RAY_AUTH_MODE> <RAY_AUTH_TOKEN_PATH>` ("-" for
+    # unset), in $STUB_CALLS.auth.
     "ray": "#!/bin/sh\n" + _RECORD + 'printf \'ray-env HEAD=%s RES=%s\\n\' '
     '"${RAY_HEAD_IP:-}" "${RAY_OVERRIDE_RESOURCES:-}" >> "$STUB_CALLS"\n'
-    'env -0 > "$STUB_CALLS.env"\n',
+    'env -0 > "$STUB_CALLS.env"\n'
+    'printf \'%s %s %s\\n\' "$1" "${RAY_AUTH_MODE:--}" "${RAY_AUTH_TOKEN_PATH:--}" '
+    '>> "$STUB_CALLS.auth"\n',
     # `docker inspect` answers from STUB_CONTAINER ("true <image>" = running); `image
     # inspect` fails unless STUB_IMAGE_PRESENT=1; `exec [-u U] <name> /bin/bash --login -c CMD`
     # runs CMD here. The container's user (`id -u`, `id -g`) is
     # STUB_CONTAINER_UID:STUB_CONTAINER_GID, root by default. With STUB_CONTAINER_ROOT, that
     # folder is the container's filesystem: `cp` copies into it (the mode kept, as docker cp
-    # keeps it), `exec` runs `chmod` and `mv` there; `chown` is only recorded (the test's user
-    # may not give files away).
+    # keeps it), `exec` runs `mkdir`, `chmod` and `mv` there; `chown` is only recorded (the
+    # test's user may not give files away).
     "docker": "#!/bin/sh\n" + _RECORD + """case $1 in
   inspect) [ -n "${STUB_CONTAINER:-}" ] && printf '%s\\n' "$STUB_CONTAINER" && exit 0; exit 1 ;;
   image) [ "${STUB_IMAGE_PRESENT:-}" = 1 ] && exit 0; exit 1 ;;
@@ -55,6 +67,7 @@ STUBS = {
     case $1 in
       /bin/bash) exec bash -c "$4" ;;  # keep the stub PATH
       id) [ "$2" = -g ] && echo "${STUB_CONTAINER_GID:-0}" || echo "${STUB_CONTAINER_UID:-0}" ;;
+      mkdir) [ -z "$root" ] || mkdir -p "$root$3" ;;
       chmod) [ -z "$root" ] || chmod "$2" "$root$3" ;;
       mv) [ -z "$root" ] || mv "$2" "$root$3" "$root$4" ;;
     esac ;;
@@ -111,6 +124,8 @@ class ScriptRun:
     status: str
     home: Path
     ray_env: dict[str, str] = field(default_factory=dict)  # the last `ray` call's environment
+    # Each `ray` call's (subcommand, RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH); "-" for unset.
+    ray_auth: list[list[str]] = field(default_factory=list)
 
 
 def run_script(
@@ -132,8 +147,10 @@ def run_script(
     for key, value in {"startup-script": script, **(metadata or {})}.items():
         (metadata_dir / key).write_text(value)
     calls, log, home = tmp_path / "calls", tmp_path / "bootstrap.log", tmp_path / "home"
-    full_env = {k: v for k, v in os.environ.items() if k != "RAY_HEAD_IP"}
+    full_env = {k: v for k, v in os.environ.items()
+                if k != "RAY_HEAD_IP" and not k.startswith("RAY_AUTH_")}
     full_env.update({
+        "RAY_AUTH_TOKEN_PATH": str(write_token(tmp_path / "local_auth_token")),
         "PATH": f"{stub_dir}:{os.environ['PATH']}",
         "STUB_CALLS": str(calls),
         "STUB_HEAD_NAME": "ray-stubbed-head-1a2b3c4d-compute",
@@ -154,6 +171,8 @@ def run_script(
     status_file = tmp_path / "guest-attributes" / "ray-bootstrap" / "status"
     env_file = tmp_path / "calls.env"
     entries = env_file.read_text().split("\0") if env_file.exists() else []
+    auth_file = tmp_path / "calls.auth"
+    auth_lines = auth_file.read_text().splitlines() if auth_file.exists() else []
     return ScriptRun(
         result.returncode,
         calls.read_text().splitlines() if calls.exists() else [],
@@ -161,6 +180,7 @@ def run_script(
         status_file.read_text() if status_file.exists() else "",
         home,
         dict(entry.split("=", 1) for entry in entries if "=" in entry),
+        [line.split(" ", 2) for line in auth_lines],
     )
 
 
@@ -192,17 +212,28 @@ def stop_watchers(tmp_path: Path) -> None:
             os.killpg(int((tmp_path / "state" / name).read_text()), signal.SIGTERM)
 
 
+def write_token(path: Path) -> Path:
+    """A Ray auth token file as the local cluster writes one: readable by this user only."""
+    path.write_text(STUB_RAY_TOKEN)
+    path.chmod(0o600)
+    return path
+
+
 def gce_env(tmp_path: Path, fake: FakeGoogle, head_name: str) -> dict[str, str]:
     """The environment of a node booted as on GCE: no metadata dir, so metadata (ETag long
-    polls) and the head's guest attributes come from `fake`; the stubs first on PATH, the
-    node's log, state and guest attributes under tmp_path. Root: no user is created."""
+    polls) and the head's guest attributes come from `fake`, which also serves the Ray auth
+    token's secret; the stubs first on PATH, the node's log, state and guest attributes under
+    tmp_path. Root: no user is created."""
+    fake.secrets.setdefault(STUB_TOKEN_VERSION, STUB_RAY_TOKEN.encode())
+    if RAY_AUTH_TOKEN_SECRET_KEY not in fake.attributes:
+        fake.set_attribute(RAY_AUTH_TOKEN_SECRET_KEY, STUB_TOKEN_VERSION)
     stubs = tmp_path / "stubs"
     stubs.mkdir(exist_ok=True)
     for name, text in STUBS.items():
         (stubs / name).write_text(text)
         (stubs / name).chmod(0o755)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("RAY_BOOTSTRAP_") and k != "RAY_HEAD_IP"}
+           if not k.startswith(("RAY_BOOTSTRAP_", "RAY_AUTH_")) and k != "RAY_HEAD_IP"}
     env.update(fake.env(), PATH=f"{stubs}:{os.environ['PATH']}",
                STUB_CALLS=str(tmp_path / "calls"), STUB_HEAD_NAME=head_name,
                HOME=str(tmp_path), RAY_BOOTSTRAP_COMPUTE_URL=f"{fake.url}/compute/v1",

@@ -28,8 +28,8 @@ from bootstrap.startup_script import (
 from infra.config import load_cluster_config
 
 # was ~22 KB with the library in plain text; +2 KB re-apply; +1 KB the bucket fetch and
-# autoscaler v2's environment for ray start
-SCRIPT_SIZE_BOUND = 15 * 1024
+# autoscaler v2's environment for ray start; +0.5 KB Ray's token auth on every node
+SCRIPT_SIZE_BOUND = 16 * 1024
 
 
 def _nodes(stack: Path) -> list[tuple[str, str]]:
@@ -108,9 +108,11 @@ def test_a_workers_library_leaves_out_the_head_only_sections():
     payload = _payload(render_startup_script(cluster(), "worker", "worker_t"))
     decoded = gzip.decompress(base64.b64decode(payload)).decode()
     assert decoded == library_code("worker")
-    for head_only in ("write_bootstrap_files() {", "access_secret() (", "watch_config() {"):
+    for head_only in ("write_bootstrap_files() {", "write_bootstrap_key() {", "watch_config() {"):
         assert head_only not in decoded and head_only in library_code("head")
-    for shared in ("state_dir() {", "run_node() {", "watch_script() {", "stop_ray() {"):
+    # Every node reads Ray's auth token from Secret Manager.
+    for shared in ("state_dir() {", "run_node() {", "watch_script() {", "stop_ray() {",
+                   "access_secret() (", "write_auth_token() {"):
         assert shared in decoded
 
 

@@ -95,7 +95,8 @@ def test_docker_pulls_runs_then_execs_commands_in_the_container(tmp_path):
     assert docker[1] == "docker rm -f rc"
     assert docker[2].startswith("docker run --rm --name rc -d -it --net=host")
     assert docker[2].endswith("--ulimit nofile=65536:65536 rayproject/ray:2.9 bash")
-    execs = [c for c in docker if c.startswith("docker exec rc")]
+    # (besides the Ray auth token's install: `id -u`/`id -g` and root's chown in the container)
+    execs = [c for c in docker if c.startswith("docker exec rc /bin/bash")]
     assert len(execs) == 4  # setup-common, setup-worker, ray stop, ray start
     assert "record init-1" in run.calls
     assert run.calls.index("record init-1") < run.calls.index("docker pull rayproject/ray:2.9")

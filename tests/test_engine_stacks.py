@@ -154,7 +154,7 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     assert f"{AUTOSCALER_ACCOUNT}@{project}.iam.gserviceaccount.com" in accounts
 
 
-def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
+def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_state(
     workspace: EngineWorkspace, fake: FakeComputeServer, tmp_path
 ) -> None:
     import yaml
@@ -177,8 +177,17 @@ def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
     try:
         state = json.dumps(workspace.export("secrets"))
         encoded = base64.b64encode(secret_text.encode()).decode()
-        for plain in (secret_text, encoded, token, "PRIVATE KEY"):
+        # Ray's auth token went to Secret Manager (the nodes read it there), never to state.
+        (version,) = [v for (_, secret), versions in fake.platform.versions.items()
+                      if secret == "ray-secrets-auth-token" for v in versions]
+        ray_token = base64.b64decode(version["data"]).decode()
+        assert len(ray_token) == 64
+        for plain in (secret_text, encoded, token, "PRIVATE KEY", ray_token, version["data"]):
             assert plain not in state, plain
+        # Made once: another `up` keeps the token (no new secret version).
+        workspace.run("secrets", "up")
+        assert [v for (_, secret), versions in fake.platform.versions.items()
+                if secret == "ray-secrets-auth-token" for v in versions] == [version]
         # The archive went to the cluster's bucket byte for byte: the mount is inside it.
         (archive,) = [data for (_, key), data in fake.storage.objects.items()
                       if key.endswith(".tar.gz")]
@@ -191,7 +200,8 @@ def test_file_mount_contents_and_credentials_are_ciphertext_in_the_state(
         plain = hashlib.sha256(tar_bytes).hexdigest()
         assert plain not in state and not any(plain in key for _, key in fake.storage.objects)
         (key_secret,) = [r for r in workspace.export("secrets")["resources"]
-                         if r["type"].endswith(":StackSecret")]
+                         if r["type"].endswith(":StackSecret")
+                         and r["urn"].endswith("-file-mounts-key")]
         assert "ciphertext" in json.dumps(key_secret["outputs"]["value"])
         # The next run knows the secret: the same files, the same name, nothing to do.
         again = workspace.run("secrets", "preview")

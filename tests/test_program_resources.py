@@ -141,11 +141,14 @@ def test_gpu_types_map_accelerators_scheduling_and_keep_user_metadata():
 def test_head_key_lives_in_secret_manager_readable_by_the_autoscaler_only(stack: str):
     run, raw = run_stack(stack), stack_yaml(stack)
     project, cluster = raw["provider"]["project_id"], raw["cluster_name"]
-    (secret,) = run.of_type("gcp:secretmanager/secret:Secret")
-    assert secret.inputs["secretId"] == f"ray-{cluster}-ssh-key"
-    (version,) = run.of_type("gcp:secretmanager/secretVersion:SecretVersion")
+    # Ray's auth token has a secret of its own (tests/test_program_ray_token.py).
+    (secret,) = [r for r in run.of_type("gcp:secretmanager/secret:Secret")
+                 if r.inputs["secretId"] == f"ray-{cluster}-ssh-key"]
+    (version,) = [r for r in run.of_type("gcp:secretmanager/secretVersion:SecretVersion")
+                  if r.name == f"{secret.name}-version"]
     assert version.inputs["secretData"] == "[secret]"
-    (accessor,) = run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    (accessor,) = [r for r in run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+                   if r.name == f"{secret.name}-accessor"]
     assert accessor.inputs["role"] == "roles/secretmanager.secretAccessor"
     assert accessor.inputs["member"] == (
         f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -106,6 +107,41 @@ def test_dashboard_forwards_to_the_head_and_prints_the_url(stack, dashboard):
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
         assert process.stdout.read() == "stopped\n"
+    finally:
+        process.kill()
+        process.wait()
+
+
+RAY_TOKEN = "7a11" * 16
+
+
+@pytest.mark.parametrize("show_token", [False, True])
+def test_dashboard_of_a_token_auth_stack_says_where_the_token_is_and_shows_it_only_if_asked(
+    stack, sshd, dashboard, show_token
+):
+    stack.write_outputs(stack_outputs_for(sshd, ray_auth_token=RAY_TOKEN))
+    flags = ["--show-token"] if show_token else []
+    process = subprocess.Popen(
+        stack.spawn_args("dashboard", "--port", "0", "--remote-port", str(dashboard), *flags),
+        cwd=PROJECT_ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = [process.stdout.readline() for _ in range(4 + show_token)]
+        assert lines[0].startswith("dashboard: http://127.0.0.1:"), process.stderr.read()
+        token_file = stack.state_dir / "test" / "ray_auth_token"
+        assert token_file.read_text() == RAY_TOKEN
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        url = lines[0].split()[1]
+        text = "".join(lines)
+        assert str(token_file) in text
+        assert (f"RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={token_file} ray job submit "
+                f"--address {url}") in text
+        assert (f"token: {RAY_TOKEN}\n" in text) is show_token
+        assert text.count(RAY_TOKEN) == int(show_token)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert RAY_TOKEN not in process.stdout.read() + process.stderr.read()
     finally:
         process.kill()
         process.wait()

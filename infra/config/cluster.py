@@ -248,6 +248,10 @@ class Provider(StrictModel):
     autoscaler_version: Literal["v1", "v2"] = Field(default_factory=ray_up_autoscaler_version)
     """Which of Ray's autoscalers the head runs: absent, the one `ray up` of the installed Ray
     starts (v2 since Ray 2.50); `v1` or `v2` forces it."""
+    ray_token_auth: bool = True
+    """Ray's token authentication (`RAY_AUTH_MODE=token`) on every node: a random token per
+    stack in Secret Manager, read by the nodes at boot. `false` turns it off (the plan warns):
+    then anyone who reaches the head's GCS or dashboard port can run jobs on the cluster."""
 
     @field_validator("fallback_zones", mode="before")
     @classmethod
@@ -625,17 +629,25 @@ class ClusterConfig(StrictModel):
 
     @property
     def review_warnings(self) -> list[str]:
-        """What a reviewer of the plan should see: SSH open to every address."""
+        """What a reviewer of the plan should see: SSH open to every address, Ray's token
+        authentication turned off."""
+        warnings = []
         whole = covers_everything(self.provider.ssh_ranges)
-        if whole is None:
-            return []
-        given = ", ".join(self.provider.ssh_ranges)
-        shown = whole if given == whole else f"{given} together cover {whole}"
-        return [
-            f"provider.ssh_source_ranges: SSH to the head is open to the whole internet "
-            f"({shown}): list your own ranges, or set "
-            "provider.private_cluster: true (SSH through IAP only, no public IPs)"
-        ]
+        if whole is not None:
+            given = ", ".join(self.provider.ssh_ranges)
+            shown = whole if given == whole else f"{given} together cover {whole}"
+            warnings.append(
+                f"provider.ssh_source_ranges: SSH to the head is open to the whole internet "
+                f"({shown}): list your own ranges, or set "
+                "provider.private_cluster: true (SSH through IAP only, no public IPs)"
+            )
+        if not self.provider.ray_token_auth:
+            warnings.append(
+                "provider.ray_token_auth: false: Ray's token authentication is off, so anyone "
+                "who reaches the head's GCS or dashboard port can run jobs as the nodes' "
+                "service account: remove the key to turn it back on"
+            )
+        return warnings
 
     @field_validator("cluster_name")
     @classmethod
@@ -943,6 +955,7 @@ class ClusterConfig(StrictModel):
         data["provider"].pop("tpu_queued_resources", None)  # our TPU slices, not Ray's
         data["provider"].pop("capacity", None)  # our worker groups', not Ray's
         data["provider"].pop("autoscaler_version", None)  # the head's start environment
+        data["provider"].pop("ray_token_auth", None)  # the nodes' start environment
         for name, node_type in self.available_node_types.items():
             data["available_node_types"][name]["node_config"] = node_type.node_config.body()
         return data

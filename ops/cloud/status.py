@@ -10,6 +10,7 @@ from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_node
 from ops.cloud.preemptions import preemption_lines
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
+from ops.remote.ray_auth import with_ray_auth
 from ops.remote.ssh import Connector, connect_stack
 from ops.stack import StackOutputs
 
@@ -33,12 +34,19 @@ def nodes_table(outputs: StackOutputs) -> str:
     )
 
 
+def status_command(outputs: StackOutputs, command: str | None = None) -> str:
+    """What `invoke status` runs on the head: `ray status`, with the stack's token auth."""
+    return with_ray_auth(command or RAY_STATUS_COMMAND, outputs)
+
+
 def ray_status(
     connector: Connector, bootstrap_log: str = BOOTSTRAP_LOG, command: str | None = None
 ) -> str:
-    """`ray status` on the head; if Ray is not up yet, say so with the bootstrap log's tail."""
+    """`ray status` on the head (with Ray's token auth when the stack has it); if Ray is not
+    up yet, say so with the bootstrap log's tail."""
     client = connector.head()
-    code, out, _ = run_captured(client, node_shell(command or RAY_STATUS_COMMAND))
+    status = status_command(connector.outputs, command)
+    code, out, _ = run_captured(client, node_shell(status))
     if code == 0:
         return out.rstrip()
     # The log is root's alone (it holds command lines): the ssh user reads it with sudo.

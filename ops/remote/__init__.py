@@ -9,7 +9,8 @@ the right shell or container (`commands`), what attach, exec and submit do with 
 with rsync's filters (`sync`, filters from bootstrap.sync_filter; `cluster_file`, `progress`),
 what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also
 used by ops.cloud's cluster dump),
-the autoscaler log (`monitor`) and the ssh config block (`ssh_config`). Light on purpose:
+the autoscaler log (`monitor`), the ssh config block (`ssh_config`) and Ray's token auth
+for the commands and the dashboard (`ray_auth`). Light on purpose:
 `invoke exec` must start fast, so pulumi and pydantic stay out of its imports.
 May import `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
 `connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,

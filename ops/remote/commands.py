@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
+from ops.remote.ray_auth import with_ray_auth
 from ops.remote.untrusted import OUTPUT_CAP, CappedTail, drain, drain_in_background
 
 if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is made
     import paramiko
 
     from ops.remote.ssh import Connector
-    from ops.stack import Node
+    from ops.stack import Node, StackOutputs
 
 _CHUNK = 32768
 RAY_ON_PATH = "command -v ray >/dev/null 2>&1"
@@ -162,7 +163,9 @@ def exec_on_node(
     wrap: Callable[[str], str] | None = None,
 ) -> int:
     """One node (the head by default), output straight to ours; the remote status is returned.
-    `wrap` turns the final shell command into another (e.g. a detached tmux window)."""
+    `wrap` turns the final shell command into another (e.g. a detached tmux window). It runs
+    with Ray's token auth when the stack has it (`ray status`, `ray job` work as typed)."""
+    command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     client = connector.node(node) if node else connector.head()
@@ -178,6 +181,7 @@ def exec_on_all(
     """Every node in parallel, lines prefixed `[node] `; the first non-zero status wins."""
     from concurrent.futures import ThreadPoolExecutor
 
+    command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     nodes = list(connector.outputs.nodes)
@@ -202,6 +206,24 @@ def exec_on_all(
     return next((status for status in statuses if status), 0)
 
 
+def submit_command(outputs: StackOutputs, remote_name: str, args: list[str],
+                   docker: bool = False) -> str:
+    """The shell command that runs the uploaded script `remote_name` (in the head's home) with
+    python, with Ray's token auth when the stack has it, so its `ray.init()` is served."""
+    argv = " ".join(shlex.quote(arg) for arg in [remote_name, *args])
+    if docker:
+        # The script lands on the host; the container sees it at an absolute path in /tmp.
+        inside = f"/tmp/{remote_name}"
+        argv = " ".join(shlex.quote(arg) for arg in [inside, *args])
+        run = in_container(with_ray_auth(f"python {argv}", outputs),
+                           outputs.docker_container_name)
+        container = shlex.quote(outputs.docker_container_name)
+        return f"docker cp {shlex.quote(remote_name)} {container}:{inside} && {run}"
+    # `python` as Ray runs it; stock Ubuntu images only have python3
+    return with_ray_auth(f'PY=$(command -v python || command -v python3); exec "$PY" {argv}',
+                         outputs)
+
+
 def submit(
     connector: Connector,
     script: Path,
@@ -210,8 +232,8 @@ def submit(
     login: bool = False,
     wrap: Callable[[str], str] | None = None,
 ) -> int:
-    """Upload `script` to the head's home over SFTP and run it there with python; `wrap`
-    turns the final shell command into another (e.g. a detached tmux window)."""
+    """Upload `script` to the head's home over SFTP and run it there (`submit_command`);
+    `wrap` turns the final shell command into another (e.g. a detached tmux window)."""
     if not script.is_file():
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
     client = connector.head()
@@ -221,18 +243,7 @@ def submit(
         sftp.put(str(script), remote_name)
     finally:
         sftp.close()
-    argv = " ".join(shlex.quote(arg) for arg in [remote_name, *args])
-    if docker:
-        # The script lands on the host; the container sees it at an absolute path in /tmp.
-        inside = f"/tmp/{remote_name}"
-        argv = " ".join(shlex.quote(arg) for arg in [inside, *args])
-        run = in_container(f"python {argv}", connector.outputs.docker_container_name)
-        container = shlex.quote(connector.outputs.docker_container_name)
-        command = f"docker cp {shlex.quote(remote_name)} {container}:{inside} && {run}"
-    else:
-        # `python` as Ray runs it; stock Ubuntu images only have python3
-        command = f'PY=$(command -v python || command -v python3); exec "$PY" {argv}'
-    shell = node_shell(command, login)
+    shell = node_shell(submit_command(connector.outputs, remote_name, args, docker), login)
     return stream_command(
         client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer
     )

@@ -247,7 +247,7 @@ def assert_same_as_ray(ours: ClusterConfig, ray: dict[str, Any]) -> None:
     assert ours.auth.ssh_user == ray["auth"].get("ssh_user", "ubuntu")
 
 
-@pytest.mark.parametrize("raw", cases())
+@pytest.mark.parametrize("raw", list(cases()))
 def test_we_accept_and_fill_what_ray_accepts_and_refuse_what_it_refuses(raw: dict[str, Any]):
     expected = ray_loads(raw)
     try:

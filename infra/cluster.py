@@ -31,7 +31,7 @@ from infra.nodes import node_body
 from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ray_token import RayTokenSecret
 from infra.ssh_keys import ClusterSshKey
-from infra.stack_secret import StackSecret
+from infra.stack_secret import ARCHIVE_KEY_PURPOSE, StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 from infra.yaml_text import dump_yaml
@@ -119,7 +119,7 @@ class RayCluster(pulumi.ComponentResource):
         # A cluster without file_mounts has no key: its stack gains no resource.
         self.file_mounts: pulumi.Output[FileMountArchive] | None = None
         if mounts is not None:
-            key = StackSecret(f"{name}-file-mounts-key", "file_mounts archive name", child)
+            key = StackSecret(f"{name}-file-mounts-key", ARCHIVE_KEY_PURPOSE, child)
             self.file_mounts = key.value.apply(mounts.keyed)
         mounts_archive = self.file_mounts
         # What nodes fetch with their own service account: file_mounts, the head's config.

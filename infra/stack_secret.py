@@ -20,6 +20,8 @@ from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 from infra.dynamic_types import MODULE
 
 SECRET_BYTES = 32
+ARCHIVE_KEY_PURPOSE = "file_mounts archive name"
+"""The purpose of the secret that keys the file_mounts archive's name (the one plans show)."""
 
 
 class _RandomSecretProvider(ResourceProvider):

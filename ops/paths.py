@@ -29,13 +29,9 @@ def state_dir(stack: str) -> Path:
     path = base / stack
     _check_parent(base)
     writable_folder(path)
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if path.is_symlink():
-            raise OpsError(f"{path} is a symbolic link: the stack's key and pinned host keys "
-                           "live there, so remove the link and run again") from None
-        raise OpsError(f"cannot open {path} ({exc.strerror})") from None
+    descriptor = _open_no_link(path, os.O_RDONLY | os.O_DIRECTORY,
+                               "the stack's key and pinned host keys live there, so remove "
+                               "the link and run again")
     try:
         owner = os.fstat(descriptor).st_uid
         if owner != os.getuid():
@@ -89,13 +85,9 @@ def passphrase_file(create: bool) -> Path | None:
         if not create:
             return None
         write_new_file(path, secrets.token_urlsafe(32), 0o600, state_root())
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as exc:
-        if path.is_symlink():
-            raise OpsError(f"{path} is a symbolic link: it holds the local stacks' passphrase, "
-                           "so remove the link (and restore the file) and run again") from None
-        raise OpsError(f"cannot open {path} ({exc.strerror})") from None
+    descriptor = _open_no_link(path, os.O_RDONLY,
+                               "it holds the local stacks' passphrase, so remove the link (and "
+                               "restore the file) and run again")
     try:
         info = os.fstat(descriptor)
         if info.st_uid != os.getuid() or not stat.S_ISREG(info.st_mode):
@@ -165,3 +157,13 @@ def in_existing_folder(path: str, flag: str) -> Path:
     if not chosen.absolute().parent.is_dir():
         raise OpsError(f"{flag} {path}: its folder does not exist: create it first")
     return chosen
+
+
+def _open_no_link(path: Path, flags: int, fix: str) -> int:
+    """`path` opened without following a link (O_NOFOLLOW): a link is refused with `fix`."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW)
+    except OSError as exc:
+        if path.is_symlink():
+            raise OpsError(f"{path} is a symbolic link: {fix}") from None
+        raise OpsError(f"cannot open {path} ({exc.strerror})") from None

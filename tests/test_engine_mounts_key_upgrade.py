@@ -35,6 +35,7 @@ INSTANCE = "gcp:compute/instance:Instance"
 BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
 STACK_SECRET = "pulumi-python:dynamic/ray-gcp:StackSecret"
 WORKER_GROUP = "pulumi-python:dynamic/ray-gcp:WorkerGroup"
+RAY_TOKEN = "ray-mounts-auth-token"
 
 
 def _type_of(urn: str) -> str:
@@ -61,6 +62,10 @@ def test_a_stack_with_mounts_from_before_the_key_previews_its_objects_replaced_o
         space.run("mounts", "import")
         preview = space.run("mounts", "preview").operations()
 
+    # Ray's token (its value, secret, version and reader) came after this state was made too,
+    # under names no old resource had (tests/test_engine_old_state.py judges those adds).
+    preview = {urn: op for urn, op in preview.items()
+               if not urn.rsplit("::", 1)[-1].startswith(RAY_TOKEN)}
     stored = {r["urn"] for r in json.loads(STATE.read_text())["resources"]}
     assert {urn for urn in preview if urn not in stored} == {
         urn for urn in preview if _type_of(urn) == STACK_SECRET}

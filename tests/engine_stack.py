@@ -10,6 +10,7 @@ Operations run through tests/engine_driver.py, each in a fresh interpreter.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +168,27 @@ class EngineWorkspace:
             env={**os.environ, **self.env}, check=True,
         )
         return json.loads(process.stdout)["deployment"]
+
+    @contextlib.contextmanager
+    def repo_stack(self, stack: str, config: dict[str, Any]) -> Iterator[Path]:
+        """A stack of the project itself, as the `invoke` tasks find it
+        (stacks/Pulumi.<stack>.yaml, which is yielded and removed afterwards), created on this
+        workspace's backend."""
+        path = PROJECT_ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+        path.write_text(yaml.safe_dump({"config": config}))
+        try:
+            subprocess.run([str(Path(self.env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack",
+                            "init", stack, "--cwd", str(PROJECT_ROOT)],
+                           env={**os.environ, **self.env}, check=True, capture_output=True)
+            yield path
+        finally:
+            path.unlink(missing_ok=True)
+
+    def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`invoke <args>` in the project, as a user runs it, against this workspace."""
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT,
+                              env={**os.environ, **self.env}, capture_output=True, text=True,
+                              timeout=OPERATION_TIMEOUT_S)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -9,10 +9,7 @@ goes on. The stack runs on the fake cloud and the stand-in gcp plugin (tests/eng
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,22 +45,9 @@ def policy_stack(tmp_path: Path) -> Iterator[tuple[EngineWorkspace, FakeComputeS
     pack_config.write_text(json.dumps(THREE_BROKEN))
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
-        STACK_FILE.write_text(yaml.safe_dump({"config": {
-            "ray-gcp:cluster": "stacks/clusters/minimal.yaml",
-            "ray-gcp:policyConfig": str(pack_config)}}))
-        try:
-            subprocess.run([str(bin_dir / "pulumi"), "stack", "init", STACK, "--cwd",
-                            str(PROJECT_ROOT)], env={**os.environ, **space.env}, check=True,
-                           capture_output=True)
+        with space.repo_stack(STACK, {"ray-gcp:cluster": "stacks/clusters/minimal.yaml",
+                                      "ray-gcp:policyConfig": str(pack_config)}):
             yield space, fake, pack_config
-        finally:
-            STACK_FILE.unlink(missing_ok=True)
-
-
-def invoke(space: EngineWorkspace, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT,
-                          env={**os.environ, **space.env}, capture_output=True, text=True,
-                          timeout=900)
 
 
 def diff_violations(markdown: str) -> set[Violation]:
@@ -81,13 +65,13 @@ def engine_violations(output: str) -> set[Violation]:
 
 def test_engine_preview_reports_the_three_policies_invoke_diff_lists(policy_stack) -> None:
     space, fake, _ = policy_stack
-    offline = invoke(space, "diff", "-s", STACK, "--base", "HEAD")
+    offline = space.invoke("diff", "-s", STACK, "--base", "HEAD")
     assert offline.returncode != 0, "a mandatory violation fails the diff"
     expected = diff_violations(offline.stdout)
     assert {policy for _, policy, _ in expected} == {"allowed-machines", "private-nodes",
                                                     "boot-disk-cmek"}, offline.stdout[-3000:]
 
-    engine = invoke(space, "preview", "-s", STACK)
+    engine = space.invoke("preview", "-s", STACK)
     assert engine.returncode != 0, "the engine fails a preview with a mandatory violation"
     assert engine_violations(engine.stdout) == expected, engine.stdout[-4000:]
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
@@ -99,16 +83,12 @@ def _nothing_created(space: EngineWorkspace, fake: FakeComputeServer) -> None:
         fake.platform.is_empty(PROJECT)
     assert not fake.platform.accounts.get(PROJECT)
     assert not fake.storage.buckets
-    exported = subprocess.run(
-        [str(Path(space.env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack", "export", "--stack",
-         STACK, "--cwd", str(PROJECT_ROOT)],
-        env={**os.environ, **space.env}, capture_output=True, text=True, check=True)
-    assert not json.loads(exported.stdout)["deployment"].get("resources")
+    assert not space.export(STACK).get("resources")
 
 
 def test_a_mandatory_violation_stops_up_before_anything_exists(policy_stack) -> None:
     space, fake, pack_config = policy_stack
-    refused = invoke(space, "up", "-s", STACK)
+    refused = space.invoke("up", "-s", STACK)
     assert refused.returncode != 0
     assert ("breaks mandatory policies: allowed-machines, private-nodes" in refused.stderr
             and "nothing was created" in refused.stderr), refused.stderr[-3000:]
@@ -119,7 +99,7 @@ def test_a_mandatory_violation_stops_up_before_anything_exists(policy_stack) -> 
 
     pack_config.write_text(json.dumps(ALL_ADVISORY))
     try:
-        done = invoke(space, "up", "-s", STACK)
+        done = space.invoke("up", "-s", STACK)
         assert done.returncode == 0, f"{done.stdout[-3000:]}{done.stderr[-3000:]}"
         printed = engine_violations(done.stdout)
         assert {policy for level, policy, _ in printed if level == "advisory"} == {
@@ -128,7 +108,7 @@ def test_a_mandatory_violation_stops_up_before_anything_exists(policy_stack) -> 
                  for node in cluster_nodes(fake, PROJECT, ZONE, CLUSTER).values()]
         assert kinds == ["head"]
     finally:
-        down = invoke(space, "down", "-s", STACK)
+        down = space.invoke("down", "-s", STACK)
         assert down.returncode == 0, f"{down.stdout[-3000:]}{down.stderr[-3000:]}"
 
 
@@ -147,7 +127,7 @@ def test_a_mandatory_violation_the_first_preview_cannot_judge_still_stops_up(
     settings = yaml.safe_load(STACK_FILE.read_text())
     settings["config"]["ray-gcp:workerCounts"] = {"ray_worker_small": 1}
     STACK_FILE.write_text(yaml.safe_dump(settings))
-    refused = invoke(space, "up", "-s", STACK)
+    refused = space.invoke("up", "-s", STACK)
     assert refused.returncode != 0
     assert "NOT RUN" in refused.stdout, refused.stdout[-3000:]  # the engine could not judge
     assert ("breaks mandatory policies: max-hourly-price (in the offline plan" in refused.stderr

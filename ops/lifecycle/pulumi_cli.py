@@ -112,11 +112,11 @@ def _judge_offline(name: str, out: TextIO) -> None:
     WorkerGroup bodies wait on values made during the up; the engine would judge them only
     as it creates each, after the ones before it exist), judged on the offline plan, which
     knows every input: a mandatory violation stops the up before anything is created."""
-    from ops.review.guardrails import table_lines
+    from ops.review.guardrails import mandatory_policies, table_lines
     from ops.review.plan import collect_plan, plan_stack_isolated
 
     findings = collect_plan(plan_stack_isolated(name), name)["policy"]
-    broken = sorted({f["policy"] for f in findings if f["level"] == "mandatory"})
+    broken = mandatory_policies(findings)
     if broken:
         print("the offline plan judges what the preview could not:", file=out)
         print("\n".join(table_lines(findings)), file=out, flush=True)

@@ -55,7 +55,12 @@ def markdown_lines(findings: list[Finding]) -> list[str]:
 
 def refuse_mandatory(stack: str, findings: list[Finding]) -> None:
     """Raise when a mandatory policy is broken (after the diff is written)."""
-    broken = sorted({f["policy"] for f in findings if f["level"] == "mandatory"})
+    broken = mandatory_policies(findings)
     if broken:
         raise OpsError(f"stack {stack!r} breaks mandatory policies: {', '.join(broken)} (see "
                        "the Guardrails section of the diff)")
+
+
+def mandatory_policies(findings: list[Finding]) -> list[str]:
+    """The policies a plan breaks at the mandatory level, sorted, once each."""
+    return sorted({f["policy"] for f in findings if f["level"] == "mandatory"})

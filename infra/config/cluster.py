@@ -167,6 +167,39 @@ class Autostop(StrictModel):
     down: bool = False
 
 
+class SpendCap(StrictModel):
+    """`provider.spend_cap`: what the cluster may cost, priced from the project's price table.
+
+    `max_usd_per_hour`: the head refuses autoscaler launches that would take the cluster's
+    hourly price over it, and a plan whose pinned nodes alone cost more is refused.
+    `max_usd_total`: once the cluster has cost this much since its nodes were created, the head
+    takes `action`: `stop_workers` stops every worker (the head stays up to be asked why),
+    `down` stops the whole cluster as autostop does."""
+
+    max_usd_per_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_usd_total: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    action: Literal["stop_workers", "down"] = "stop_workers"
+
+    @field_validator("action", mode="before")
+    @classmethod
+    def _action_word(cls, value: Any) -> Any:
+        if value not in ("stop_workers", "down"):
+            raise ValueError(
+                f"{value!r} is not an action: write stop_workers (the head stays up) or down "
+                "(every node stops), or leave it out for stop_workers"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _some_cap(self) -> SpendCap:
+        if self.max_usd_per_hour is None and self.max_usd_total is None:
+            raise ValueError(
+                "set max_usd_per_hour, max_usd_total or both (US dollars), or leave "
+                "provider.spend_cap out"
+            )
+        return self
+
+
 class Capacity(StrictModel):
     """`provider.capacity.<node type>`: how a spot worker type gets capacity.
 
@@ -221,6 +254,8 @@ class Provider(StrictModel):
     gcp_credentials: GcpCredentials | None = None
     cache_stopped_nodes: bool = False
     autostop: Autostop | None = None
+    spend_cap: SpendCap | None = None
+    """What the cluster may cost per hour and in total; see SpendCap."""
     use_internal_ips: bool = False
     """Ray's meaning: the tasks and the autoscaler dial nodes' internal addresses (the laptop
     is inside the VPC); here it also leaves nodes without an external IP."""
@@ -952,6 +987,7 @@ class ClusterConfig(StrictModel):
             data["provider"].pop(ours, None)  # our network and tunnels, not Ray's
         data["provider"].pop("inline_secret_file_mounts", None)
         data["provider"].pop("autostop", None)  # the head's daemon reads it, not Ray
+        data["provider"].pop("spend_cap", None)  # the head enforces it, not Ray
         data["provider"].pop("tpu_queued_resources", None)  # our TPU slices, not Ray's
         data["provider"].pop("capacity", None)  # our worker groups', not Ray's
         data["provider"].pop("autoscaler_version", None)  # the head's start environment

@@ -12,14 +12,30 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
+from infra.stack_config import (
+    CONFIG_KEY,
+    POLICY_KEY,
+    PROJECT_ROOT,
+    STACKS_DIR,
+    resolve_cluster_path,
+)
 from ops.errors import OpsError
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
-from ops.stack import Stack, require_cli, select_stack
+from ops.stack import (
+    Stack,
+    cluster_from_settings,
+    require_cli,
+    select_stack,
+    stack_for_cluster_yaml,
+    stack_settings,
+)
+
+if TYPE_CHECKING:
+    from infra.config import ClusterConfig
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
 POLICY_PACK = PROJECT_ROOT / "policy" / "analyzer"
@@ -32,6 +48,8 @@ def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) ->
     --config, the stack the cluster YAML deploys as, made first by `up` and `preview`
     (ops/lifecycle/cluster_yaml.py)."""
     if cluster_yaml:
+        if operation == "up" and not stack:
+            _refuse_yaml_over_cap(cluster_yaml)
         return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
@@ -64,8 +82,9 @@ def run_operation(
     stack: str | Stack, operation: Operation, out: TextIO = sys.stdout, **options: Any
 ) -> None:
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
-    `options` go to the Automation API call (e.g. destroy's `target`). `up` refreshes first
-    and replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
+    `options` go to the Automation API call (e.g. destroy's `target`). `up` is refused before
+    anything when the pinned nodes alone exceed the spend cap; else it refreshes first and
+    replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
     run the policy pack when the stack file names its config (`policy_options`); an `up` then
     previews with it first (`_mandatory_violations`), and what that preview could not judge
     is judged on the offline plan (`_judge_offline`)."""
@@ -74,6 +93,7 @@ def run_operation(
     chosen = Stack.of(stack)
     name = chosen.name
     if operation == "up":
+        _refuse_over_cap(name, chosen.settings, chosen.cluster, chosen.worker_counts)
         from ops.lifecycle.apis import quota_apis
         from ops.lifecycle.network_check import network_warnings, render_warnings
         from ops.lifecycle.up_quota import check_tpu_quota_before_up
@@ -105,6 +125,26 @@ def run_operation(
                 _judge_offline(name, out)
         with _mandatory_violations(printer, name, "the policy pack's messages are above"):
             actions[operation](on_event=printer, **options)
+
+
+def _refuse_over_cap(name: str, settings: dict[str, str], cluster: ClusterConfig,
+                     counts: dict[str, int]) -> None:
+    """A cluster whose pinned nodes alone cost more an hour than its spend cap is refused
+    before the engine runs, with the line `invoke plan` and `invoke diff` refuse it with."""
+    from ops.review.guardrails import refuse_over_cap
+    from ops.review.spend_cap import cap_findings, cap_projection, config_source
+
+    findings = cap_findings(cap_projection(cluster, counts),
+                            config_source(settings, name, PROJECT_ROOT))
+    refuse_over_cap(name, findings, "before the up: nothing was created or changed")
+
+
+def _refuse_yaml_over_cap(cluster_yaml: str) -> None:
+    """`invoke up -c`: the cap judged before the stack is made (its stack file's worker counts
+    when it has one, as `invoke plan -c` reads them)."""
+    found = stack_for_cluster_yaml(cluster_yaml)
+    settings = stack_settings(found.name) if found.exists else {CONFIG_KEY: found.setting}
+    _refuse_over_cap(found.name, settings, *cluster_from_settings(settings))
 
 
 def _judge_offline(name: str, out: TextIO) -> None:

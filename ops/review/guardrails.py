@@ -1,6 +1,8 @@
 """The policy pack's rules (`policy.rules`, the same functions Pulumi's analyzer runs) over an
 offline plan: the violations a plan records, how `invoke plan` and `invoke diff` show them,
-and the refusal a `mandatory` one makes of `invoke diff`.
+and the refusal a `mandatory` one makes of `invoke diff`. Beside them the plan records the
+spend cap's finding (`spend_cap`, always mandatory), which refuses `invoke plan`, `invoke diff`
+and `invoke up` alike.
 
 A stack names its pack config with `ray-gcp:policyConfig` (a JSON file in Pulumi's
 `--policy-pack-config` form, relative to the project folder); without it every rule runs with
@@ -15,6 +17,7 @@ from typing import Any
 
 from infra.stack_config import POLICY_KEY, resolve_cluster_path
 from ops.errors import OpsError
+from ops.review.spend_cap import SPEND_CAP
 from policy.rules import PackConfigError, evaluate, load_pack_config
 
 Finding = dict[str, str]  # {policy, level, resource, message}: one violation in a plan
@@ -53,12 +56,34 @@ def markdown_lines(findings: list[Finding]) -> list[str]:
     return lines + [""]
 
 
+def refusal(stack: str, findings: list[Finding]) -> str | None:
+    """The one line broken mandatory policies end a command with; the spend cap's own first
+    (the file, the YAML path, the projection, the cap and the fix). None: nothing broken."""
+    broken = mandatory_policies(findings)
+    if not broken:
+        return None
+    others = [policy for policy in broken if policy != SPEND_CAP]
+    also = (f"stack {stack!r} breaks mandatory policies: {', '.join(others)} (see the "
+            "Guardrails section of the diff)" if others else "")
+    if SPEND_CAP not in broken:
+        return also
+    cap = next(f for f in findings if f["policy"] == SPEND_CAP)
+    return f"{cap['resource']}: {cap['message']}" + (f"; {also}" if also else "")
+
+
 def refuse_mandatory(stack: str, findings: list[Finding]) -> None:
     """Raise when a mandatory policy is broken (after the diff is written)."""
-    broken = mandatory_policies(findings)
-    if broken:
-        raise OpsError(f"stack {stack!r} breaks mandatory policies: {', '.join(broken)} (see "
-                       "the Guardrails section of the diff)")
+    line = refusal(stack, findings)
+    if line:
+        raise OpsError(line)
+
+
+def refuse_over_cap(stack: str, findings: list[Finding], when: str = "") -> None:
+    """`invoke plan`'s and `invoke up`'s refusal: the spend cap alone (the pack's policies
+    fail only the diff, and the up through the engine); `when` says what was not done."""
+    line = refusal(stack, [f for f in findings if f["policy"] == SPEND_CAP])
+    if line:
+        raise OpsError(f"{line} ({when})" if when else line)
 
 
 def mandatory_policies(findings: list[Finding]) -> list[str]:

@@ -26,7 +26,7 @@ from infra.stack_config import (
 )
 from ops.errors import OpsError
 from ops.paths import in_existing_folder
-from ops.review.guardrails import pack_config, plan_findings, table_lines
+from ops.review.guardrails import pack_config, plan_findings, refuse_over_cap, table_lines
 from ops.stack import (
     cluster_from_settings,
     resolve_stack_name,
@@ -108,12 +108,16 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]
     from ops.review.plan_node_types import node_type_rows
+    from ops.review.spend_cap import cap_findings, cap_projection, config_source
 
     cluster, counts = cluster_from_settings(config)
+    projection = cap_projection(cluster, counts)
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
+            "spend_cap": projection,
             "warnings": cluster.review_warnings, "node_types": node_type_rows(cluster, counts),
-            "policy": plan_findings(resources, pack_config(config, root))}
+            "policy": plan_findings(resources, pack_config(config, root))
+            + cap_findings(projection, config_source(config, stack, root))}
 
 
 def price_per_hour(config: ClusterConfig, counts: dict[str, int]) -> dict[str, Any]:
@@ -159,6 +163,7 @@ def render_table(plan: Plan) -> str:
     """For people: the node types (role, machine, zones, counts, spot, disk, price) and the
     cluster's total, then one line per resource: kind, logical name, parent, type token."""
     from ops.review.plan_node_types import render_node_types
+    from ops.review.spend_cap import table_lines as cap_table_lines
 
     rows = [("KIND", "NAME", "PARENT", "TYPE")] + [
         (r["kind"], r["name"], r["parent"] or "-", r["type"]) for r in plan["resources"]
@@ -178,7 +183,9 @@ def render_table(plan: Plan) -> str:
         + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
         + f"price: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}" \
         f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of " \
-        f"{price['prices_as_of']})\n" + warnings + "\n".join(table_lines(plan["policy"])) + "\n"
+        f"{price['prices_as_of']})\n" \
+        + "".join(f"{line}\n" for line in cap_table_lines(plan.get("spend_cap"))) \
+        + warnings + "\n".join(table_lines(plan["policy"])) + "\n"
 
 
 def render(plan: Plan, output_format: str) -> str:
@@ -189,13 +196,17 @@ def render(plan: Plan, output_format: str) -> str:
 
 def write_plan(stack: str | None, output: str | None, output_format: str, root: str | None,
                cluster_yaml: str | None = None) -> None:
-    """`invoke plan`: the arguments checked, then the plan rendered to `output` or stdout."""
+    """`invoke plan`: the arguments checked, then the plan rendered to `output` or stdout; a
+    plan whose pinned nodes alone cost more an hour than the spend cap then fails it."""
     if cluster_yaml:
-        write_output(render(plan_cluster_yaml(stack, cluster_yaml, root, output_format, output),
-                            output_format), output)
+        plan = plan_cluster_yaml(stack, cluster_yaml, root, output_format, output)
+        write_output(render(plan, output_format), output)
+        refuse_over_cap(plan["stack"], plan["policy"])
         return
     name, tree = resolve_plan_args(stack, output_format, root, output)
-    write_output(render(plan_stack(name, tree), output_format), output)
+    plan = plan_stack(name, tree)
+    write_output(render(plan, output_format), output)
+    refuse_over_cap(name, plan["policy"])
 
 
 def plan_cluster_yaml(stack: str | None, cluster_yaml: str, root: str | None,

@@ -35,6 +35,7 @@ from ops.review.plan import (
 )
 from ops.review.plan_diff import diff_plans, unchanged_count
 from ops.review.plan_markdown import price_line, render_markdown
+from ops.review.spend_cap import markdown_lines as cap_markdown
 
 STACKS_DIR = "stacks"
 PLANNER = "ops/review/plan.py"
@@ -218,7 +219,9 @@ def diff_markdown(pair: PlanPair, stack: str, ref: str) -> str:
                            price=price_line(pair.base.get("price_per_hour"),
                                             pair.head.get("price_per_hour")),
                            warnings=pair.head.get("warnings", []),
-                           findings=pair.head.get("policy"))
+                           findings=pair.head.get("policy"),
+                           spend_cap=cap_markdown(pair.base.get("spend_cap"),
+                                                  pair.head.get("spend_cap")))
 
 
 def diff_stack(stack: str, ref: str, root: Path = PROJECT_ROOT) -> tuple[str, list[Finding]]:

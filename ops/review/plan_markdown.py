@@ -73,14 +73,17 @@ def render_markdown(
     price: str | None = None,
     warnings: list[str] | None = None,
     findings: list[Finding] | None = None,
+    spend_cap: list[str] | None = None,
 ) -> str:
     """`notes` say how a side was planned when that limits what the diff can show; `price`
-    is the cluster's price per hour (see `price_line`); `warnings` are the working tree's
+    is the cluster's price per hour (see `price_line`), with the `spend_cap` lines under it
+    (`spend_cap.markdown_lines`); `warnings` are the working tree's
     review warnings (SSH open to the internet), shown even when nothing else changed;
     `findings` the working tree's policy violations (none for a plan made before the
     guardrails)."""
     # The first line a reviewer sees states the cost change (the marker is invisible).
     lines = [COMMENT_MARKER.format(stack=stack), *([price, ""] if price else []),
+             *(spend_cap or []),
              f"### Plan diff for stack `{stack}`", "",
              f"{base_label} → {head_label}: {summary(rows, unchanged)}.", ""]
     for warning in warnings or []:

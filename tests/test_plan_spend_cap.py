@@ -276,3 +276,20 @@ def test_a_head_dearer_than_the_cap_says_so():
     assert cap_refusal(cluster) == (f"the head alone costs {money(HEAD)}/h: choose a smaller "
                                     "head machine or raise max_usd_per_hour to at least "
                                     f"${math.ceil((HEAD + SMALL) * 100) / 100:.2f}")
+
+
+def test_pinned_spot_workers_that_may_fall_back_to_on_demand_over_the_cap_are_a_warning():
+    from infra.config import parse_cluster_config
+    from infra.plan import resolve_worker_counts
+    from ops.review.spend_cap import cap_findings, cap_lines, cap_projection
+
+    # The pinned ray_worker_small is spot (0.0237 $/h); on-demand it is priced as the head's
+    # machine and disk (0.0977 $/h): 0.1215 $/h pinned, 0.1954 $/h once it falls back.
+    cluster = capped({"max_usd_per_hour": 0.15})
+    cluster["provider"]["capacity"] = {"ray_worker_small": {"fallback": "on-demand"}}
+    config = parse_cluster_config(cluster)
+    projection = cap_projection(config, resolve_worker_counts(config, None))
+    assert cap_findings(projection, "c.yaml") == [], "spot is what it asks for: no refusal"
+    assert cap_lines(projection)["fallback"] == (
+        "if spot runs out and the pinned ray_worker_small fall back to on-demand, the pinned "
+        f"size reaches {money(2 * HEAD)}/h, over the $0.15/h cap")

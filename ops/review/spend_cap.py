@@ -54,6 +54,14 @@ def cap_projection(config: ClusterConfig, counts: dict[str, int]) -> Projection 
                 "per_node": round(node_type_price(config.available_node_types[name],
                                                   region).running, 6)}
                for name, count in sorted(counts.items()) if count]
+    # A spot type with an on-demand fallback (provider.capacity) is priced as spot; its
+    # pinned workers cost this much more an hour once spot runs out in every zone.
+    fallback = {name: count * (node_type_price(config.available_node_types[name], region,
+                                               spot=False).running
+                               - node_type_price(config.available_node_types[name],
+                                                 region).running)
+                for name, count in sorted(counts.items())
+                if count and config.provider.capacity_input(name) is not None}
     hourly = cap.max_usd_per_hour
     pinned, at_max = round(price.pinned, 4), round(price.at_max_workers, 4)  # as shown
     verdict = None if hourly is None else (
@@ -66,6 +74,9 @@ def cap_projection(config: ClusterConfig, counts: dict[str, int]) -> Projection 
         "pinned": pinned,
         "at_max_workers": at_max,
         "verdict": verdict,
+        "fallback_types": sorted(fallback),
+        "pinned_on_demand_fallback": (round(price.pinned + sum(fallback.values()), 4)
+                                      if fallback else None),
         "hours_at_pinned": _hours(total, price.pinned),
         "hours_at_max_workers": _hours(total, price.at_max_workers),
         "head_per_hour": round(price.pinned - sum(w["per_node"] * w["count"] for w in workers),
@@ -103,8 +114,9 @@ def duration(hours: float) -> str:
 
 
 def cap_lines(projection: Projection) -> dict[str, str]:
-    """`hourly` and `total`: the sentences the plan and the diff show, each when its cap is
-    set."""
+    """`hourly`, `fallback` (pinned spot workers falling back to on-demand would pass the
+    hourly cap) and `total`: the sentences the plan and the diff show, each when it
+    applies."""
     floor = "at least " if projection["unpriced"] else ""
     hourly = projection["max_usd_per_hour"]
     pinned = f"{floor}{_usd(projection['pinned'], hourly)}/h"
@@ -125,6 +137,13 @@ def cap_lines(projection: Projection) -> dict[str, str]:
             if projection["unpriced"]:
                 lines["hourly"] += (f" (as far as the table prices it: without "
                                     f"{', '.join(projection['unpriced'])})")
+    on_demand = projection.get("pinned_on_demand_fallback")
+    if hourly is not None and on_demand is not None and on_demand > hourly \
+            and projection["verdict"] != OVER_PINNED:
+        lines["fallback"] = (f"if spot runs out and the pinned "
+                             f"{', '.join(projection['fallback_types'])} fall back to "
+                             f"on-demand, the pinned size reaches {floor}"
+                             f"{_usd(on_demand, hourly)}/h, over the {_usd(hourly)}/h cap")
     if projection["max_usd_total"] is not None:
         lasts = "at most about" if projection["unpriced"] else "about"
         spans = [f"{duration(hours)} at {where}" for hours, where in (
@@ -172,12 +191,12 @@ def markdown_lines(base: Projection | None, head: Projection | None) -> list[str
     lines = [f"**Spend cap:** {settings} ({estimate_label(head or base)})"]
     old = cap_lines(base) if base else {}
     new = cap_lines(head) if head else {}
-    for kind in ("hourly", "total"):
+    for kind in ("hourly", "fallback", "total"):
         if kind in new:
             was = f" (before: {old[kind]})" if old.get(kind, new[kind]) != new[kind] else ""
             lines.append(f"- {new[kind]}{was}")
         elif kind in old:
-            lines.append(f"- no {kind} cap now (before: {old[kind]})")
+            lines.append(f"- (before: {old[kind]})")
     return [*lines, ""]
 
 

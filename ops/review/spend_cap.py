@@ -48,20 +48,17 @@ def cap_projection(config: ClusterConfig, counts: dict[str, int]) -> Projection 
     if cap is None:
         return None
     price = cluster_price(config, counts)
-    region = config.provider.region
-    workers = [{"node_type": name, "count": count,
-                "min_workers": config.available_node_types[name].min_workers,
-                "per_node": round(node_type_price(config.available_node_types[name],
-                                                  region).running, 6)}
-               for name, count in sorted(counts.items()) if count]
+    region, types = config.provider.region, config.available_node_types
+    pinned_types = {name: count for name, count in sorted(counts.items()) if count}
+    per_node = {name: node_type_price(types[name], region).running for name in pinned_types}
+    workers = [{"node_type": name, "count": count, "min_workers": types[name].min_workers,
+                "per_node": round(per_node[name], 6)} for name, count in pinned_types.items()]
     # A spot type with an on-demand fallback (provider.capacity) is priced as spot; its
     # pinned workers cost this much more an hour once spot runs out in every zone.
-    fallback = {name: count * (node_type_price(config.available_node_types[name], region,
-                                               spot=False).running
-                               - node_type_price(config.available_node_types[name],
-                                                 region).running)
-                for name, count in sorted(counts.items())
-                if count and config.provider.capacity_input(name) is not None}
+    fallback = {name: count * (node_type_price(types[name], region, spot=False).running
+                               - per_node[name])
+                for name, count in pinned_types.items()
+                if config.provider.capacity_input(name) is not None}
     hourly = cap.max_usd_per_hour
     pinned, at_max = round(price.pinned, 4), round(price.at_max_workers, 4)  # as shown
     verdict = None if hourly is None else (
@@ -79,8 +76,7 @@ def cap_projection(config: ClusterConfig, counts: dict[str, int]) -> Projection 
                                       if fallback else None),
         "hours_at_pinned": _hours(total, price.pinned),
         "hours_at_max_workers": _hours(total, price.at_max_workers),
-        "head_per_hour": round(price.pinned - sum(w["per_node"] * w["count"] for w in workers),
-                               6),
+        "head_per_hour": round(node_type_price(config.head_type, region).running, 6),
         "pinned_workers": workers,
         "unpriced": list(price.unpriced),
         "prices_as_of": price_table()["as_of"],

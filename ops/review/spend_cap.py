@@ -232,4 +232,4 @@ def _fix(projection: Projection) -> str:
                  if worker["count"] == worker["min_workers"]
                  else f"ray-gcp:workerCounts.{worker['node_type']} in the stack file")
         lowered.append(f"{where} from {worker['count']} to {worker['count'] - fewer}")
-    return f"lower {' and '.join(lowered)}, or {raise_cap}"
+    return f"lower {' and '.join(lowered)}, or {raise_cap}" if lowered else raise_cap

@@ -1,6 +1,7 @@
 """The head's autostop entries: the settings (`ray-autostop`, from `provider.autostop`) and
-the daemon itself (`ray-autostop-daemon`, bootstrap/autostop.py gzip+base64, decoded and
-started by the head's startup script).
+the daemon itself (`ray-autostop-daemon`: a zip of bootstrap/autostop.py and the module it
+imports, infra/spend.py, base64; the head's startup script decodes it and runs it with
+`python3`).
 
 The settings are their own key, so changing `provider.autostop` is an in-place metadata
 update the running daemon reads at its next check; no node is replaced or restarted."""
@@ -9,15 +10,24 @@ from __future__ import annotations
 
 import base64
 import functools
-import gzip
+import io
 import json
+import zipfile
 from pathlib import Path
 
+import infra.spend
 from bootstrap.autostop import DAEMON_KEY, SETTINGS_KEY
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, NODE_KIND, ray_labels
 
-DAEMON = Path(__file__).with_name("autostop.py")
+# The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the
+# standard-library modules it imports at their package paths.
+DAEMON_FILES = {
+    "autostop.py": Path(__file__).with_name("autostop.py"),
+    "infra/__init__.py": Path(infra.spend.__file__).with_name("__init__.py"),
+    "infra/spend.py": Path(infra.spend.__file__),
+}
+DAEMON_MAIN = "import sys\n\nfrom autostop import main\n\nsys.exit(main())\n"
 
 
 def autostop_settings(config: ClusterConfig) -> dict:
@@ -38,10 +48,17 @@ def autostop_settings(config: ClusterConfig) -> dict:
 
 @functools.cache
 def daemon_payload() -> str:
-    """The daemon's source, gzip (mtime 0, OS byte 255: the same bytes everywhere) + base64."""
-    compressed = bytearray(gzip.compress(DAEMON.read_bytes(), compresslevel=9, mtime=0))
-    compressed[9] = 255
-    return base64.b64encode(bytes(compressed)).decode()
+    """The daemon as a zip Python runs (fixed dates and modes: the same bytes everywhere),
+    base64."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, text in (("__main__.py", DAEMON_MAIN.encode()),
+                           *((name, path.read_bytes()) for name, path in DAEMON_FILES.items())):
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, text)
+    return base64.b64encode(buffer.getvalue()).decode()
 
 
 def autostop_entries(config: ClusterConfig) -> dict[str, str]:

@@ -809,25 +809,27 @@ long_poll_config() {
     sleep "$WATCH_INTERVAL"
 }
 
-# ---- the head's autostop daemon (bootstrap/autostop.py, gzip+base64 in metadata
-# ray-autostop-daemon): it stops the cluster once idle, as `provider.autostop` or `invoke
-# autostop` says. Without python3 the node still works, but never stops itself: say so loudly.
+# ---- the head's autostop daemon (bootstrap/autostop.py and infra/spend.py, a zip python3
+# runs, base64 in metadata ray-autostop-daemon): it stops the cluster once idle, as
+# `provider.autostop` or `invoke autostop` says, and at `provider.spend_cap`'s total. Without
+# python3 the node still works, but never stops itself: say so loudly.
 start_autostop() {
     dir=$(state_dir)
-    daemon="$dir/autostop.py"
+    daemon="$dir/autostop.pyz"
     pid_file="$dir/autostop.pid"
     mkdir -p "$dir" || fail $?
     if ! command -v python3 > /dev/null 2>&1; then
         log "python3 is missing: autostop cannot run on this head (install python3 in the image)"
         return
     fi
-    if ! metadata_attr ray-autostop-daemon | base64 -d | gzip -dc > "$daemon.new"; then
+    if ! metadata_attr ray-autostop-daemon | base64 -d > "$daemon.new" \
+            || [ ! -s "$daemon.new" ]; then
         rm -f "$daemon.new"
         log "metadata ray-autostop-daemon is missing or undecodable: autostop is off"
         return
     fi
     old_pid=$(cat "$pid_file" 2> /dev/null) && kill -0 "$old_pid" 2> /dev/null \
-        && tr '\0' ' ' < "/proc/$old_pid/cmdline" | grep -q "$daemon" \
+        && tr '\0' ' ' < "/proc/$old_pid/cmdline" | grep -q "$dir/autostop.py" \
         && kill "$old_pid" 2> /dev/null && log "autostop daemon pid $old_pid replaced"
     mv "$daemon.new" "$daemon" || fail $?
     # It asks the dashboard whether Ray is busy: with token auth it presents the token.

@@ -20,24 +20,20 @@ on-demand twin type with a lower `priority` would not be chosen after spot launc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
+
+# A node's market and how its scheduling says it: infra.spend's, which the head runs too.
+from infra.spend import ON_DEMAND, SPOT, Market, market_of
+
+__all__ = ["CAPACITY_LABEL", "ON_DEMAND", "SPOT", "Market", "falls_back", "market_of",
+           "on_demand_body", "returns_to_spot", "with_market"]
 
 CAPACITY_LABEL = "ray-capacity"
-Market = Literal["spot", "on-demand"]
-SPOT: Market = "spot"
-ON_DEMAND: Market = "on-demand"
 
 # Scheduling fields a spot body may carry that an on-demand instance cannot (or that only
 # make sense with an instanceTerminationAction, which goes with them).
 _SPOT_ONLY = ("preemptible", "instanceTerminationAction", "maxRunDuration", "terminationTime",
               "onInstanceStopAction")
-
-
-def market_of(scheduling: Mapping[str, Any] | None) -> Market:
-    """What an insert body's (or instance's) scheduling asks for: SPOT or preemptible is spot."""
-    scheduling = scheduling or {}
-    model = str(scheduling.get("provisioningModel") or "").upper()
-    return SPOT if model == "SPOT" or scheduling.get("preemptible") is True else ON_DEMAND
 
 
 def on_demand_body(body: Mapping[str, Any]) -> dict[str, Any]:

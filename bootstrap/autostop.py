@@ -27,16 +27,16 @@ reads while the head is down.
 
 The spend cap (metadata `ray-spend-cap`, bootstrap.spend_metadata): at every check the daemon
 lists the cluster's nodes, adds what they cost since the last check to the ledger
-`~/.ray-spend.json` (infra.spend.Ledger: it survives restarts) and publishes the total, the
-hourly projection and the cap as JSON in the guest attribute `ray-spend/status`. At the total
-cap it stops the running workers (`stop_workers`: the head stays up to say why, and workers
-started again later are stopped at the next check) or every node (`down`), labelling each
-`ray-spend-cap` (`stopped` / `deleted`) and `ray-spend-cap-at`, and recording the stop in
+`~/.ray-spend.json` (head_provider/spend.py's Ledger: it survives restarts) and publishes the
+total, the hourly projection and the cap as JSON in the guest attribute `ray-spend/status`. At
+the total cap it stops the running workers (`stop_workers`: the head stays up to say why, and
+workers started again later are stopped at the next check) or every node (`down`), labelling
+each `ray-spend-cap` (`stopped` / `deleted`) and `ray-spend-cap-at`, and recording the stop in
 `ray-spend/status` (and, for `down`, `ray-bootstrap/status`: `spend-capped:<UTC time>:...`).
 Ray's busy or idle state does not matter to the cap.
 
-Shipped as a zip of this module and infra/spend.py (bootstrap.autostop_metadata), which
-`python3` runs as it is.
+Shipped as a zip of this module and the head provider's standard-library modules it imports
+(bootstrap.autostop_metadata), which `python3` runs as it is.
 
 Environment knobs (unset on GCE; set by the local cluster and the tests), as in
 node_bootstrap.sh: RAY_BOOTSTRAP_METADATA_DIR / _METADATA_URL, RAY_BOOTSTRAP_STATUS_DIR, and
@@ -66,7 +66,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from infra.spend import SPEND_CAP_KEY, Ledger, NodeUsage, SpendCap
+from bootstrap.head_provider.spend import SPEND_CAP_KEY, Ledger, NodeUsage, SpendCap
 
 SETTINGS_KEY = "ray-autostop"
 DAEMON_KEY = "ray-autostop-daemon"

@@ -1,7 +1,7 @@
 """The head's autostop entries: the settings (`ray-autostop`, from `provider.autostop`) and
-the daemon itself (`ray-autostop-daemon`: a zip of bootstrap/autostop.py and the module it
-imports, infra/spend.py, base64; the head's startup script decodes it and runs it with
-`python3`).
+the daemon itself (`ray-autostop-daemon`: a zip of bootstrap/autostop.py and the modules it
+imports, bootstrap/head_provider/spend.py and capacity.py, base64; the head's startup script
+decodes it and runs it with `python3`).
 
 The settings are their own key, so changing `provider.autostop` is an in-place metadata
 update the running daemon reads at its next check; no node is replaced or restarted."""
@@ -15,19 +15,25 @@ import json
 import zipfile
 from pathlib import Path
 
-import infra.spend
 from bootstrap.autostop import DAEMON_KEY, SETTINGS_KEY
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, NODE_KIND, ray_labels
 
 # The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the
-# standard-library modules it imports at their package paths.
+# standard-library modules it imports at their package paths, under a `bootstrap` package of
+# their own (the real one's __init__ imports the config model).
+HERE = Path(__file__).parent
 DAEMON_FILES = {
-    "autostop.py": Path(__file__).with_name("autostop.py"),
-    "infra/__init__.py": Path(infra.spend.__file__).with_name("__init__.py"),
-    "infra/spend.py": Path(infra.spend.__file__),
+    "autostop.py": HERE / "autostop.py",
+    "bootstrap/head_provider/__init__.py": HERE / "head_provider" / "__init__.py",
+    "bootstrap/head_provider/capacity.py": HERE / "head_provider" / "capacity.py",
+    "bootstrap/head_provider/spend.py": HERE / "head_provider" / "spend.py",
 }
-DAEMON_MAIN = "import sys\n\nfrom autostop import main\n\nsys.exit(main())\n"
+DAEMON_TEXTS = {
+    "__main__.py": "import sys\n\nfrom autostop import main\n\nsys.exit(main())\n",
+    "bootstrap/__init__.py": '"""The head daemon\'s part of bootstrap: the head provider\'s '
+                             'spend and capacity modules."""\n',
+}
 
 
 def autostop_settings(config: ClusterConfig) -> dict:
@@ -52,7 +58,7 @@ def daemon_payload() -> str:
     base64."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        for name, text in (("__main__.py", DAEMON_MAIN.encode()),
+        for name, text in (*((name, text.encode()) for name, text in DAEMON_TEXTS.items()),
                            *((name, path.read_bytes()) for name, path in DAEMON_FILES.items())):
             entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
             entry.external_attr = 0o644 << 16

@@ -1,6 +1,7 @@
 """The head's spend-cap entry, `ray-spend-cap`: `provider.spend_cap` and every node type's
 hourly price by market (running, and stopped: its disks), from the price table at plan time,
-so the head needs neither the table nor our packages (infra.spend.SpendCap reads it).
+so the head needs neither the table nor our packages (head_provider/spend.py's SpendCap reads
+it).
 
 Its own key, like `ray-autostop`: changing the cap, or a price, is an in-place metadata update
 the head's daemon and node provider read at their next check; nothing is replaced or restarted.
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import json
 
+from bootstrap.head_provider.capacity import ON_DEMAND, SPOT
+from bootstrap.head_provider.spend import SPEND_CAP_KEY
 from infra.config import ClusterConfig, TpuNodeConfig
 from infra.labels import USER_NODE_TYPE
 from infra.prices import NodePrice, node_type_price
-from infra.spend import ON_DEMAND, SPEND_CAP_KEY, SPOT
 
 
 def _rate(price: NodePrice) -> dict[str, float]:

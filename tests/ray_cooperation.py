@@ -4,15 +4,20 @@ its nodes in the fake Compute API, and Ray's GCP clients pointed at that fake.
 The start state is what the program registers under mocks: the head's labels and metadata
 (its startup script and `~/ray_bootstrap_config.yaml`), and the worker groups' nodes made by
 `WorkerGroupProvider.create` from the group's registered inputs. Only how Ray builds its Google
-API clients is replaced, to point them at the fake with anonymous credentials.
+API clients is replaced, to point them at the fake with anonymous credentials. The config names
+the head's own node provider (`type: external`): Ray's loader imports it from the zip the head's
+metadata carries, put on the path as the head's `ray start` gets it (`install_head_provider`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -43,6 +48,7 @@ class Cluster:
     head_name: str
     bootstrap_config: dict[str, Any]
     groups: list[dict[str, Any]] = field(default_factory=list)
+    head_metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def project(self) -> str:
@@ -78,6 +84,7 @@ def planned(stack: str, version: Version, worker_counts: dict[str, int] | None =
         head_name=head.inputs["name"],
         bootstrap_config=yaml.safe_load(head_config_text(run, head)),
         groups=groups,
+        head_metadata=dict(head.inputs["metadata"]),
     )
 
 
@@ -111,6 +118,21 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
     # Ray caches one provider per config: each test's fake has its own port.
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+SHIPPED_PROVIDER = "ray_gcp_head_provider"
+
+
+def install_head_provider(cluster: Cluster, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The head's node provider as its startup script installs it: metadata
+    `ray-head-provider` decoded to `~/ray_head_provider.zip`, that file first on the path (a
+    fresh import: nothing loaded by an earlier test is reused)."""
+    archive = home / "ray_head_provider.zip"
+    archive.write_bytes(base64.b64decode(cluster.head_metadata["ray-head-provider"]))
+    for name in [m for m in sys.modules if m.split(".")[0] == SHIPPED_PROVIDER]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(archive))
+    return archive
 
 
 def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:

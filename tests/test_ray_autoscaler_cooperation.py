@@ -14,6 +14,7 @@ labels and `~/ray_bootstrap_config.yaml` (its metadata), and the worker groups' 
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from ray_cooperation import (
     active_lines,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    install_head_provider,
     ip_of,
     node_id,
     planned,
@@ -74,6 +76,7 @@ class RayHead:
         (tmp_path / "ray_bootstrap_key.pem").write_text(PLANNED_PRIVATE_KEY)
         config_file = tmp_path / "ray_bootstrap_config.yaml"
         config_file.write_text(yaml.safe_dump(cluster.bootstrap_config))
+        self.provider_archive = install_head_provider(cluster, tmp_path, monkeypatch)
         self.load_metrics = LoadMetrics()
         self.gcs = DrainingGcs()
         self.autoscaler = StandardAutoscaler(
@@ -163,6 +166,13 @@ def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(full: Running) 
     assert f"1 {cluster.yaml['head_node_type']}" in active_lines(status)
     for instance in head.running().values():  # every node, ours too, in `ray status -v`
         assert f"Node: {ip_of(instance)}" in status
+
+
+def test_rays_autoscaler_runs_the_heads_own_provider_from_the_shipped_zip(full: Running) -> None:
+    full.head.cycle()
+    provider = full.head.autoscaler.provider
+    assert type(provider).__name__ == "HeadNodeProvider"
+    assert inspect.getfile(type(provider)).startswith(str(full.head.provider_archive))
 
 
 def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(

@@ -19,6 +19,7 @@ pending demand; a drained node's Ray exits (DEAD).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -60,6 +61,7 @@ from ray_cooperation import (
     active_lines,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    install_head_provider,
     ip_of,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
@@ -289,6 +291,7 @@ class RayHeadV2:
         gcs.boot()
         self.autoscaler = Autoscaler("session_test", FileConfigReader(str(config_file)), gcs)
         self.state: Any = None
+        self.provider_archive: Path | None = None  # the head's provider, as shipped
 
     def running(self) -> dict[str, dict[str, Any]]:
         return running(self.cluster, self.fake)
@@ -340,8 +343,15 @@ def head_for(
 ) -> Iterator[Callable[[Cluster], RayHeadV2]]:
     """Start Ray's v2 monitor loop on a head reading this cluster's bootstrap config."""
     monkeypatch.setenv("HOME", str(tmp_path))
-    yield lambda cluster: RayHeadV2(
-        cluster, fake, FakeGcs(cluster, fake, tmp_path / "nodes"), clock, tmp_path)
+
+    def start(cluster: Cluster) -> RayHeadV2:
+        archive = install_head_provider(cluster, tmp_path, monkeypatch)
+        head = RayHeadV2(cluster, fake, FakeGcs(cluster, fake, tmp_path / "nodes"), clock,
+                         tmp_path)
+        head.provider_archive = archive
+        return head
+
+    yield start
 
 
 @dataclass
@@ -398,6 +408,16 @@ def test_every_node_tells_ray_start_what_v2_and_its_schedulers_read(
     # v2 joined each Ray node it manages to its instance.
     assert head.instances()[cluster.head_name] == IMInstance.RAY_RUNNING
     assert head.instances()[its_own] == IMInstance.RAY_RUNNING
+
+
+def test_v2_runs_the_heads_own_provider_from_the_shipped_zip(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    head = up("minimal", fake, head_for).head
+    head.cycle()
+    provider = head.autoscaler._cloud_instance_provider.v1_provider
+    assert type(provider).__name__ == "HeadNodeProvider"
+    assert inspect.getfile(type(provider)).startswith(str(head.provider_archive))
 
 
 @pytest.mark.parametrize("stack", STACKS)

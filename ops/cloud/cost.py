@@ -4,7 +4,8 @@ timestamps (Compute API `creationTimestamp`, `lastStartTimestamp`, `lastStopTime
 the market it really got (spot, or on-demand as a spot type's capacity fallback creates it),
 wherever in the region it lives.
 
-Hours run and what they cost: `infra.spend` (the head's spend cap counts by the same rule).
+Hours run and what they cost: `bootstrap.head_provider.spend` (the head's spend cap counts by
+the same rule).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import os
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
+from bootstrap.head_provider.spend import RUNNING_STATES, Rate, hours_run, parse_time
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
-from infra.spend import RUNNING_STATES, SPOT, Rate, hours_run, parse_time
+from infra.workers.capacity import SPOT
 from infra.workers.retry import RetryPolicy
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError

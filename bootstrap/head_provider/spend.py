@@ -2,10 +2,11 @@
 market it runs at, the cluster's hourly projection, the ledger the head keeps of what it has
 spent, and whether a launch would break the spend cap.
 
-Standard library only: `invoke cost` uses it, and the head's daemon (bootstrap/autostop.py) and
-node provider run it on a host that may have neither the project's packages nor PyYAML. The
-prices come in as plain numbers (rendered at plan time from infra.prices into the head's
-metadata `ray-spend-cap`, see bootstrap.spend_metadata).
+Standard library only (and `capacity` beside it): `invoke cost` uses it, and on the head the
+node provider (`provider.py`'s launch check) and the daemon (bootstrap/autostop.py, which ships
+a copy of this package in its own zip) run it, where neither the project's packages nor PyYAML
+are. The prices come in as plain numbers, rendered at plan time from infra.prices into the
+head's metadata `ray-spend-cap` (bootstrap/spend_metadata.py).
 
 Hours run: since creation, minus the one stopped period the timestamps show (between the last
 stop and a later start). An instance stopped and started more than once shows only its last
@@ -28,23 +29,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from .capacity import ON_DEMAND, SPOT, Market, market_of
 
 SPEND_CAP_KEY = "ray-spend-cap"  # the head's metadata: SpendCap.from_json reads it
-Market = Literal["spot", "on-demand"]
-SPOT: Market = "spot"
-ON_DEMAND: Market = "on-demand"
 
 # Billed as running: GCE instance and TPU node states between start and stop.
 RUNNING_STATES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "STOPPING",
                             "SUSPENDING", "READY", "CREATING", "STARTING", "RESTARTING"})
-
-
-def market_of(scheduling: Mapping[str, Any] | None) -> Market:
-    """What an insert body's (or instance's) scheduling asks for: SPOT or preemptible is spot."""
-    scheduling = scheduling or {}
-    model = str(scheduling.get("provisioningModel") or "").upper()
-    return SPOT if model == "SPOT" or scheduling.get("preemptible") is True else ON_DEMAND
 
 
 def parse_time(value: str | None) -> datetime | None:

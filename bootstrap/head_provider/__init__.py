@@ -1,0 +1,15 @@
+"""The node provider the head's Ray autoscaler runs (`provider.type: external`), shipped to
+the head as a zip in the `ray-head-provider` metadata entry (bootstrap/head_provider_metadata.py)
+and imported there as `ray_gcp_head_provider`, by v1's StandardAutoscaler and v2's
+NodeProviderAdapter alike.
+
+Owns: `provider.HeadNodeProvider`, Ray's GCPNodeProvider with every verb inherited (names,
+labels, launch hashes and listing stay Ray's), whose `create_node` runs the checks in
+`launch_checks` and then launches through `launch.launch_nodes`; `capacity`, the pure rules
+of spot with on-demand fallback that the workers Pulumi keeps (infra/workers) share.
+
+May import: the standard library, Ray and what `ray[default]` and Ray's GCP extras bring, and
+its own modules by relative imports (the head has none of the project's packages, and the
+package's name there is not `bootstrap.head_provider`). This file imports nothing, so
+importing `capacity` from infra does not import Ray.
+"""

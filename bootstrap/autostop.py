@@ -57,16 +57,18 @@ import os
 import re
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bootstrap.head_provider.instance_metadata import ApiError, Metadata, http_json
 from bootstrap.head_provider.spend import SPEND_CAP_KEY, Ledger, NodeUsage, SpendCap
+
+__all__ = ["ApiError", "Autostop", "Cloud", "Metadata", "RayState", "http_json", "main",
+           "ssh_sessions", "stop_cluster"]
 
 SETTINGS_KEY = "ray-autostop"
 DAEMON_KEY = "ray-autostop-daemon"
@@ -79,7 +81,6 @@ SPEND_ATTRIBUTE = "ray-spend/status"
 CAP_REASON_LABEL = "ray-spend-cap"
 CAP_TIME_LABEL = "ray-spend-cap-at"
 DEFAULT_POLL_SECONDS = 15.0
-HTTP_TIMEOUT = 30.0
 OPERATION_DEADLINE = 900.0
 
 # Ray's states that mean "still going" are everything but these.
@@ -96,95 +97,6 @@ _SSH_SESSION = re.compile(r"^sshd(?:-session)?: (\S+@\S+)")
 def log(message: str) -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"{stamp} [ray-bootstrap] autostop: {message}", flush=True)
-
-
-class ApiError(RuntimeError):
-    """An HTTP call that failed for good (after retries on 429/5xx)."""
-
-
-def http_json(url: str, method: str = "GET", body: Any = None,
-              headers: dict[str, str] | None = None, tries: int = 4) -> Any:
-    """One JSON request; 429 and 5xx are retried with backoff, other errors raise ApiError."""
-    data = json.dumps(body).encode() if body is not None else None
-    all_headers = {"Content-Type": "application/json", **(headers or {})}
-    for attempt in range(tries):
-        request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
-                raw = answer.read()
-                return json.loads(raw) if raw else {}
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace")
-            if (exc.code == 429 or exc.code >= 500) and attempt + 1 < tries:
-                time.sleep(min(2 ** attempt, 10))
-                continue
-            raise ApiError(f"{method} {url}: HTTP {exc.code} {detail}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            if attempt + 1 < tries:
-                time.sleep(min(2 ** attempt, 10))
-                continue
-            raise ApiError(f"{method} {url}: {exc}") from None
-    raise ApiError(f"{method} {url}: no answer")
-
-
-# ---------------------------------------------------------------- the node's metadata
-
-
-class Metadata:
-    """Metadata attributes and the service account's token: files in local mode, else the
-    metadata server."""
-
-    def __init__(self, directory: str | None = None, url: str | None = None) -> None:
-        self.directory = directory
-        self.url = (url or "http://metadata.google.internal/computeMetadata/v1") + "/instance"
-
-    @classmethod
-    def from_environment(cls) -> Metadata:
-        return cls(os.environ.get("RAY_BOOTSTRAP_METADATA_DIR") or None,
-                   os.environ.get("RAY_BOOTSTRAP_METADATA_URL") or None)
-
-    def attribute(self, key: str) -> str | None:
-        if self.directory:
-            path = Path(self.directory) / key
-            return path.read_text() if path.is_file() else None
-        request = urllib.request.Request(f"{self.url}/attributes/{key}",
-                                         headers={"Metadata-Flavor": "Google"})
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
-                return answer.read().decode()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise ApiError(f"metadata {key}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ApiError(f"metadata {key}: {exc}") from None
-
-    def token(self) -> str:
-        answer = http_json(f"{self.url}/service-accounts/default/token",
-                           headers={"Metadata-Flavor": "Google"})
-        return answer["access_token"]
-
-    def report_status(self, value: str) -> None:
-        """The guest attribute `status` reads."""
-        self.report_attribute(STATUS_ATTRIBUTE, value)
-
-    def report_attribute(self, key: str, value: str) -> None:
-        """A guest attribute (`namespace/key`): a file in local mode, else the metadata
-        server."""
-        status_dir = os.environ.get("RAY_BOOTSTRAP_STATUS_DIR")
-        if self.directory or status_dir:
-            base = Path(status_dir or Path(self.directory or ".").parent / "guest-attributes")
-            path = base / key
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(value)
-            return
-        request = urllib.request.Request(
-            f"{self.url}/guest-attributes/{key}", data=value.encode(),
-            method="PUT", headers={"Metadata-Flavor": "Google"})
-        try:
-            urllib.request.urlopen(request, timeout=HTTP_TIMEOUT).close()
-        except (urllib.error.URLError, OSError) as exc:
-            log(f"could not write guest attribute {key}: {exc}")
 
 
 # ---------------------------------------------------------------- settings
@@ -504,6 +416,12 @@ class Autostop:
         self.idle_since: float | None = None  # None: busy, or autostop is off
         self._said: dict[str, str] = {}
 
+    def _report(self, key: str, value: str) -> None:
+        try:
+            self.metadata.report_attribute(key, value)
+        except ApiError as exc:
+            log(f"could not write {exc}")
+
     def _say_once(self, message: str, topic: str = "autostop") -> None:
         if message != self._said.get(topic):
             log(message)
@@ -544,7 +462,7 @@ class Autostop:
                 "nodes' uptimes if the daemon restarts")
         status = {**ledger.as_dict(), "max_usd_per_hour": cap.max_usd_per_hour,
                   "max_usd_total": cap.max_usd_total, "action": cap.action}
-        self.metadata.report_attribute(SPEND_ATTRIBUTE, json.dumps(status, sort_keys=True))
+        self._report(SPEND_ATTRIBUTE, json.dumps(status, sort_keys=True))
         self._say_once(f"spend cap: ${total:.2f} so far (cap {_money(cap.max_usd_total)}), "
                        f"${ledger.per_hour:.2f}/h now (cap {_money(cap.max_usd_per_hour)}/h)",
                        "spend")
@@ -590,8 +508,8 @@ class Autostop:
             if capped is not None:
                 stop, settings, nodes = capped
                 if not stop.keep_head:
-                    self.metadata.report_status(f"spend-capped:{_iso(self.clock())}:"
-                                                f"{stop.action}:{stop.reason}")
+                    self._report(STATUS_ATTRIBUTE, f"spend-capped:{_iso(self.clock())}:"
+                                                   f"{stop.action}:{stop.reason}")
                 try:
                     stopped += stop_cluster(self.cloud, settings, stop, self.clock, nodes)
                     if not stop.keep_head:
@@ -602,8 +520,8 @@ class Autostop:
             if decision is not None:
                 reason, settings = decision
                 stop = Stop(reason, settings.down)
-                self.metadata.report_status(f"autostopped:{_iso(self.clock())}:{stop.action}:"
-                                            f"idle {settings.idle_minutes:g} min")
+                self._report(STATUS_ATTRIBUTE, f"autostopped:{_iso(self.clock())}:"
+                                               f"{stop.action}:idle {settings.idle_minutes:g} min")
                 try:
                     return stopped + stop_cluster(self.cloud, settings, stop, self.clock)
                 except ApiError as exc:  # still idle at the next check: it tries again then

@@ -1,6 +1,6 @@
 """The head's autostop entries: the settings (`ray-autostop`, from `provider.autostop`) and
-the daemon itself (`ray-autostop-daemon`: a zip of bootstrap/autostop.py and the modules it
-imports, bootstrap/head_provider/spend.py and capacity.py, base64; the head's startup script
+the daemon itself (`ray-autostop-daemon`: a zip of bootstrap/autostop.py and the head
+provider's package, whose standard-library modules it imports, base64; the head's startup script
 decodes it and runs it with `python3`).
 
 The settings are their own key, so changing `provider.autostop` is an in-place metadata
@@ -19,20 +19,19 @@ from bootstrap.autostop import DAEMON_KEY, SETTINGS_KEY
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, NODE_KIND, ray_labels
 
-# The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the
-# standard-library modules it imports at their package paths, under a `bootstrap` package of
-# their own (the real one's __init__ imports the config model).
+# The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the head
+# provider's package, whose standard-library modules it imports, under a `bootstrap` package of
+# its own (the real one's __init__ imports the config model).
 HERE = Path(__file__).parent
 DAEMON_FILES = {
     "autostop.py": HERE / "autostop.py",
-    "bootstrap/head_provider/__init__.py": HERE / "head_provider" / "__init__.py",
-    "bootstrap/head_provider/capacity.py": HERE / "head_provider" / "capacity.py",
-    "bootstrap/head_provider/spend.py": HERE / "head_provider" / "spend.py",
+    **{f"bootstrap/head_provider/{path.name}": path
+       for path in sorted((HERE / "head_provider").glob("*.py"))},
 }
 DAEMON_TEXTS = {
     "__main__.py": "import sys\n\nfrom autostop import main\n\nsys.exit(main())\n",
-    "bootstrap/__init__.py": '"""The head daemon\'s part of bootstrap: the head provider\'s '
-                             'spend and capacity modules."""\n',
+    "bootstrap/__init__.py": '"""The head daemon\'s part of bootstrap: modules of the head '
+                             'provider\'s it imports."""\n',
 }
 
 

@@ -145,6 +145,29 @@ def market_of_instance(instance: dict[str, Any]) -> str:
     return "spot" if spot else "on-demand"
 
 
+def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_type: str,
+                      body: dict[str, Any], count: int) -> dict[str, Any]:
+    """A launch as the head's autoscaler makes it (Ray's NodeLauncher tags) through the head's
+    provider, with Ray's clients as `ray_apis_at_fake` points them."""
+    from ray.autoscaler.tags import (
+        NODE_KIND_WORKER,
+        STATUS_UNINITIALIZED,
+        TAG_RAY_LAUNCH_CONFIG,
+        TAG_RAY_NODE_KIND,
+        TAG_RAY_NODE_NAME,
+        TAG_RAY_NODE_STATUS,
+        TAG_RAY_USER_NODE_TYPE,
+    )
+
+    from bootstrap.head_provider.provider import HeadNodeProvider
+
+    tags = {TAG_RAY_NODE_NAME: f"ray-{cluster_name}-worker", TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
+            TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED,
+            TAG_RAY_LAUNCH_CONFIG: hashlib.sha1(json.dumps(body).encode()).hexdigest(),
+            TAG_RAY_USER_NODE_TYPE: node_type}
+    return HeadNodeProvider(provider_config, cluster_name).create_node(body, tags, count)
+
+
 SHIPPED_PROVIDER = "ray_gcp_head_provider"
 
 

@@ -15,7 +15,7 @@ import base64
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -68,10 +68,14 @@ class Cluster:
                     if name != self.head_type)
 
 
-def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None) -> Cluster:
-    """The stack's own YAML with `provider.autoscaler_version` set, planned by the program."""
+def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None,
+            edit: Callable[[dict[str, Any]], None] | None = None) -> Cluster:
+    """The stack's own YAML with `provider.autoscaler_version` set (and `edit` applied),
+    planned by the program."""
     data = stack_yaml(stack)
     data["provider"]["autoscaler_version"] = version
+    if edit is not None:
+        edit(data)
     config: dict[str, Any] = {"ray-gcp:clusterConfig": json.dumps(data)}
     if worker_counts is not None:
         config["ray-gcp:workerCounts"] = json.dumps(worker_counts)
@@ -118,6 +122,50 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
     # Ray caches one provider per config: each test's fake has its own port.
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: the worker type asks for spot and falls back to on-demand
+    (`provider.capacity`), and the cluster and the type may grow to `max_workers`."""
+
+    def edit(data: dict[str, Any]) -> None:
+        node_type = data["available_node_types"][worker_type]
+        node_type["node_config"]["scheduling"] = {"provisioningModel": "SPOT",
+                                                  "instanceTerminationAction": "DELETE"}
+        node_type["max_workers"] = data["max_workers"] = max_workers
+        data["provider"]["capacity"] = {worker_type: {"fallback": "on-demand"}}
+
+    return edit
+
+
+def market_of_instance(instance: dict[str, Any]) -> str:
+    """What GCE made: `spot` or `on-demand`, by the instance's own scheduling."""
+    scheduling = instance.get("scheduling") or {}
+    spot = scheduling.get("preemptible") or scheduling.get("provisioningModel") == "SPOT"
+    return "spot" if spot else "on-demand"
+
+
+def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_type: str,
+                      body: dict[str, Any], count: int) -> dict[str, Any]:
+    """A launch as the head's autoscaler makes it (Ray's NodeLauncher tags) through the head's
+    provider, with Ray's clients as `ray_apis_at_fake` points them."""
+    from ray.autoscaler.tags import (
+        NODE_KIND_WORKER,
+        STATUS_UNINITIALIZED,
+        TAG_RAY_LAUNCH_CONFIG,
+        TAG_RAY_NODE_KIND,
+        TAG_RAY_NODE_NAME,
+        TAG_RAY_NODE_STATUS,
+        TAG_RAY_USER_NODE_TYPE,
+    )
+
+    from bootstrap.head_provider.provider import HeadNodeProvider
+
+    tags = {TAG_RAY_NODE_NAME: f"ray-{cluster_name}-worker", TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
+            TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED,
+            TAG_RAY_LAUNCH_CONFIG: hashlib.sha1(json.dumps(body).encode()).hexdigest(),
+            TAG_RAY_USER_NODE_TYPE: node_type}
+    return HeadNodeProvider(provider_config, cluster_name).create_node(body, tags, count)
 
 
 SHIPPED_PROVIDER = "ray_gcp_head_provider"

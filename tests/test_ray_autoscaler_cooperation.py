@@ -35,10 +35,12 @@ from ray_cooperation import (
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     install_head_provider,
     ip_of,
+    market_of_instance,
     node_id,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
+    spot_with_fallback,
     start_cluster,
 )
 
@@ -254,6 +256,102 @@ def test_scale_up_with_a_cycle_between_head_config_and_group_create_adds_no_extr
         head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in head.running()})
     assert set(head.running()) == {before.head_name, *ours}
     assert len(ours) == 1
+
+
+# ------------------------------------ spot with on-demand fallback (provider.capacity), v1
+
+SPOT_TYPE = "ray_worker_small"  # the `full` stack's worker type, made spot here
+SPOT_MAX = 4
+
+
+def spot_cluster(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead],
+                 fallback: bool = True) -> Running:
+    """`full` with its worker type spot (falling back to on-demand unless `fallback` is
+    False) and room for SPOT_MAX workers; its pinned worker made while spot was there."""
+    edit = spot_with_fallback(SPOT_TYPE, SPOT_MAX)
+
+    def without_fallback(data: dict[str, Any]) -> None:
+        edit(data)
+        del data["provider"]["capacity"]
+
+    cluster = planned("full", "v1", edit=edit if fallback else without_fallback)
+    return Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+
+
+def grow(running_up: Running) -> dict[str, dict[str, Any]]:
+    """Work for more workers than the cluster may have, for a few cycles: Ray's launches."""
+    cluster, nodes, head = running_up.cluster, running_up.nodes, running_up.head
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+    for _ in range(CYCLES):
+        head.cycle(busy=set(head.running()), demand=[dict(per_node)] * (SPOT_MAX + 3))
+    return {n: i for n, i in head.running().items() if n not in nodes}
+
+
+def launch_failures(head: RayHead) -> list[str]:
+    return [line for line in head.autoscaler.event_summarizer.summary()
+            if "Failed to launch" in line]
+
+
+def test_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    up = spot_cluster(fake, head_for)
+    fake.faults.spot_capacity[up.cluster.zone] = 0  # GCE's stockout for every spot insert
+
+    launched = grow(up)
+
+    # As many as spot would have given: each launch made one node, on-demand.
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for name, instance in launched.items():
+        assert market_of_instance(instance) == "on-demand"
+        assert instance["labels"]["ray-capacity"] == "on-demand"
+        assert instance["scheduling"] == {"provisioningModel": "STANDARD"}
+        assert instance["labels"]["ray-user-node-type"] == SPOT_TYPE
+        assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
+    assert launch_failures(up.head) == []
+    # Later cycles keep them and add none: v1 counts each once.
+    grow(up)
+    assert set(up.head.running()) == {*up.nodes, *launched}
+
+
+def test_spot_partly_there_gives_spot_first_then_on_demand_for_the_rest(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    up = spot_cluster(fake, head_for)
+    fake.faults.spot_capacity[up.cluster.zone] = 1
+
+    launched = grow(up)
+
+    markets = sorted(market_of_instance(i) for i in launched.values())
+    assert markets == ["on-demand"] * (SPOT_MAX - len(up.nodes[1:]) - 1) + ["spot"]
+    assert {i["labels"]["ray-capacity"] for i in launched.values()} == {"spot", "on-demand"}
+    assert launch_failures(up.head) == []
+
+
+def test_spot_available_gives_spot_workers_as_before(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    up = spot_cluster(fake, head_for)
+
+    launched = grow(up)
+
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for instance in launched.values():
+        assert instance["scheduling"] == {"provisioningModel": "SPOT",
+                                          "instanceTerminationAction": "DELETE"}
+        assert instance["labels"]["ray-capacity"] == "spot"
+
+
+def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_does(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    """Why the fallback lives in the head's provider: Ray's own launch fails and retries the
+    same spot body, cycle after cycle."""
+    up = spot_cluster(fake, head_for, fallback=False)
+    fake.faults.spot_capacity[up.cluster.zone] = 0
+
+    assert grow(up) == {}
+    assert launch_failures(up.head)
 
 
 def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:

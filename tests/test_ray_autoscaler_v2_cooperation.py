@@ -63,9 +63,11 @@ from ray_cooperation import (
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     install_head_provider,
     ip_of,
+    market_of_instance,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
+    spot_with_fallback,
     start_cluster,
 )
 
@@ -538,6 +540,68 @@ def test_past_every_v2_timeout_the_head_and_ours_stay_and_a_worker_that_never_jo
     assert set(head.running()) == set(nodes)
     assert head.gcs.drained == []
     assert head.instances()[cluster.head_name] == IMInstance.RAY_RUNNING
+
+
+# ------------------------------------ spot with on-demand fallback (provider.capacity), v2
+
+SPOT_TYPE = "ray_worker_small"  # the `full` stack's worker type, made spot here
+SPOT_MAX = 4
+
+
+def spot_up(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]) -> Running:
+    """`full` under v2 with its worker type spot, falling back to on-demand, room for
+    SPOT_MAX workers; its pinned worker made while spot was there."""
+    cluster = planned("full", "v2", edit=spot_with_fallback(SPOT_TYPE, SPOT_MAX))
+    return Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+
+
+def grow_v2(up: Running) -> dict[str, dict[str, Any]]:
+    """Work for more workers than the cluster may have, for a few cycles (one more, so the
+    last launched have booted Ray): v2's launches."""
+    per_node = up.cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+    for _ in range(CYCLES + 1):
+        up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * (SPOT_MAX + 3))
+    return {n: i for n, i in up.head.running().items() if n not in up.nodes}
+
+
+def test_v2_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    up = spot_up(fake, head_for)
+    fake.faults.spot_capacity[up.cluster.zone] = 0  # GCE's stockout for every spot insert
+
+    launched = grow_v2(up)
+
+    # As many as spot would have given (v2 launches into the room Pulumi's worker leaves).
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for name, instance in launched.items():
+        assert market_of_instance(instance) == "on-demand"
+        assert instance["labels"]["ray-capacity"] == "on-demand"
+        assert instance["scheduling"] == {"provisioningModel": "STANDARD"}
+        # Its Ray says so to Ray's schedulers, and v2 joined it to its one instance.
+        assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "on-demand"
+        assert up.head.instances()[name] == IMInstance.RAY_RUNNING
+    # No failed allocation, no second instance for one request: the IM knows exactly these.
+    workers = {i: s for i, s in up.head.instances().items() if i != up.cluster.head_name}
+    assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
+    grow_v2(up)
+    assert set(up.head.running()) == {*up.nodes, *launched}
+    assert f"{len(up.nodes) - 1 + len(launched)} {SPOT_TYPE}" in active_lines(up.head.status())
+
+
+def test_v2_spot_available_gives_spot_workers_as_before(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    up = spot_up(fake, head_for)
+
+    launched = grow_v2(up)
+
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for name, instance in launched.items():
+        assert instance["scheduling"] == {"provisioningModel": "SPOT",
+                                          "instanceTerminationAction": "DELETE"}
+        assert instance["labels"]["ray-capacity"] == "spot"
+        assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "spot"
 
 
 # ------------------------------------------------------ what the design rests on (Ray's v2)

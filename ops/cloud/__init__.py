@@ -2,7 +2,8 @@
 `cluster-dump`, `kill-random-node`, `cost`, `autostop`, `get-head-ip` and `get-worker-ips`.
 
 Owns the node API and its errors (`cloud_api`), the nodes table and `ray status` (`status`),
-preemptions (`preemptions`), each node's startup script version and bootstrap stage
+the workers Ray's autoscaler launched and the market each got (`autoscaled`), preemptions
+(`preemptions`), each node's startup script version and bootstrap stage
 (`bootstrap_status`), the log archive (`cluster_dump`), failure drills (`kill_node`), what the
 cluster has cost (`cost`), a running cluster's autostop (`autostop`) and its IPs
 (`cluster_ips`).

@@ -1,31 +1,33 @@
-"""`invoke status`: the stack's nodes as a table, their preemptions and bootstrap stages,
-then `ray status` from the head."""
+"""`invoke status`: the stack's nodes and the workers Ray's autoscaler launched as a table,
+their preemptions and bootstrap stages, then `ray status` from the head."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from datetime import datetime
 
+from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
 from ops.cloud.preemptions import preemption_lines
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
 from ops.remote.ray_auth import with_ray_auth
 from ops.remote.ssh import Connector, connect_stack
-from ops.stack import StackOutputs
+from ops.stack import Node, StackOutputs
 
 LOG_TAIL_LINES = 20
 RAY_STATUS_COMMAND = "ray status"
 
 
-def nodes_table(outputs: StackOutputs) -> str:
-    """One row per node; MARKET says which workers are spot and which on-demand (a spot type's
-    capacity fallback)."""
+def nodes_table(outputs: StackOutputs, autoscaled: Sequence[Node] = ()) -> str:
+    """One row per node, the stack's then the `autoscaled` workers Ray launched; MARKET says
+    which workers are spot and which on-demand (a spot type's capacity fallback)."""
     header = ("NAME", "TYPE", "KIND", "MARKET", "STATE", "INTERNAL IP", "EXTERNAL IP")
     rows = [header] + [
         (n.name, n.node_type, n.kind, n.market or "-", n.status, n.internal_ip or "-",
          n.external_ip or "-")
-        for n in outputs.nodes
+        for n in (*outputs.nodes, *autoscaled)
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join(
@@ -93,7 +95,10 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
     """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
     and `ray status`; an unreachable head is explained by the Compute API when it can be."""
     with connect_stack(stack, trust_first_use) as connector:
-        print(nodes_table(connector.outputs), flush=True)
+        autoscaled, unlisted = autoscaled_rows(connector.outputs)
+        print(nodes_table(connector.outputs, autoscaled), flush=True)
+        for line in unlisted:
+            print(line, flush=True)
         for line in preemption_lines(connector.outputs):
             print(line, flush=True)
         print()

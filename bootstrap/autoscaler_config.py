@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bootstrap.head_provider.capacity import PROVIDER_FIELD as CAPACITY_PROVIDER_FIELD
+from bootstrap.head_provider.spend import PROVIDER_FIELD as SPEND_CAP_PROVIDER_FIELD
 from bootstrap.head_provider_metadata import PROVIDER_MODULE
 from infra.config import ClusterConfig
 
@@ -101,4 +102,6 @@ def _provider(config: ClusterConfig) -> dict[str, Any]:
     capacity = {name: config.provider.capacity_input(name) for name in provider.capacity or {}}
     if capacity:
         section[CAPACITY_PROVIDER_FIELD] = capacity
+    if provider.spend_cap is not None:  # the amounts and prices: the head's `ray-spend-cap`
+        section[SPEND_CAP_PROVIDER_FIELD] = True
     return section

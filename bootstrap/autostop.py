@@ -65,7 +65,16 @@ from pathlib import Path
 from typing import Any
 
 from bootstrap.head_provider.instance_metadata import ApiError, Metadata, http_json
-from bootstrap.head_provider.spend import SPEND_CAP_KEY, Ledger, NodeUsage, SpendCap
+from bootstrap.head_provider.spend import (
+    CAPPED_AT_LABEL,
+    CAPPED_LABEL,
+    LABEL_TIME_FORMAT,
+    SPEND_CAP_KEY,
+    WORKERS_STOPPED,
+    Ledger,
+    NodeUsage,
+    SpendCap,
+)
 
 __all__ = ["ApiError", "Autostop", "Cloud", "Metadata", "RayState", "http_json", "main",
            "ssh_sessions", "stop_cluster"]
@@ -78,8 +87,6 @@ REASON_LABEL = "ray-autostop"
 TIME_LABEL = "ray-autostop-at"
 LEDGER_FILE = ".ray-spend.json"  # in the head's home, beside the override
 SPEND_ATTRIBUTE = "ray-spend/status"
-CAP_REASON_LABEL = "ray-spend-cap"
-CAP_TIME_LABEL = "ray-spend-cap-at"
 DEFAULT_POLL_SECONDS = 15.0
 OPERATION_DEADLINE = 900.0
 
@@ -327,14 +334,20 @@ class Cloud:
         if node.kind != "compute":
             return
         reason_label, time_label = stop.labels
-        labels = {**node.labels, reason_label: stop.action, time_label: stamp}
+        self.set_labels(settings, node, {reason_label: stop.action, time_label: stamp})
+
+    def set_labels(self, settings: Settings, node: CloudNode,
+                   changes: dict[str, str | None]) -> None:
+        """Set (or, with None, remove) labels of a compute instance; a failure is logged."""
+        labels = {key: value for key, value in {**node.labels, **changes}.items()
+                  if value is not None}
         url = (f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
                f"/instances/{node.name}/setLabels")
         try:
             self._call(url, "POST", {"labels": labels,
                                      "labelFingerprint": node.label_fingerprint})
         except ApiError as exc:
-            log(f"could not label {node.name} ({exc}): stopping it anyway")
+            log(f"could not label {node.name} ({exc})")
 
     def stop(self, settings: Settings, node: CloudNode, delete: bool) -> dict[str, Any]:
         """Start stopping (or deleting) one node; the operation to wait for. TPU nodes are
@@ -374,7 +387,7 @@ def stop_cluster(cloud: Cloud, settings: Settings, stop: Stop,
     """Stop (or delete) the workers, wait for them, then the head unless the stop keeps it;
     the names, in order. `nodes`: the cluster's nodes, when the caller has just listed them."""
     doing = "deleting" if stop.delete else "stopping"
-    stamp = datetime.fromtimestamp(now(), timezone.utc).strftime("%Y-%m-%dt%H-%M-%Sz")
+    stamp = datetime.fromtimestamp(now(), timezone.utc).strftime(LABEL_TIME_FORMAT)
     nodes = cloud.nodes(settings) if nodes is None else nodes
     workers = [node for node in nodes if not is_head(node, settings)]
     heads = [] if stop.keep_head else [node for node in nodes if is_head(node, settings)]
@@ -448,11 +461,13 @@ class Autostop:
         running = [node for node in nodes if usages[node.name].running
                    and usages[node.name].state not in _GOING_DOWN
                    and not (keep_head and is_head(node, settings))]
+        over = cap.max_usd_total is not None and total >= cap.max_usd_total
+        self._mark_head(settings, nodes, over and keep_head)
         stop = None
-        if cap.max_usd_total is not None and total >= cap.max_usd_total and running:
+        if over and running:
             stop = Stop(f"spend cap: ${total:.2f} spent, at or over max_usd_total "
                         f"${cap.max_usd_total:.2f} ({cap.action})", delete=False,
-                        keep_head=keep_head, labels=(CAP_REASON_LABEL, CAP_TIME_LABEL))
+                        keep_head=keep_head, labels=(CAPPED_LABEL, CAPPED_AT_LABEL))
             ledger.capped = {"at": _iso(self.clock()), "action": cap.action,
                              "nodes": [node.short_name for node in running]}
         try:
@@ -467,6 +482,20 @@ class Autostop:
                        f"${ledger.per_hour:.2f}/h now (cap {_money(cap.max_usd_per_hour)}/h)",
                        "spend")
         return (stop, settings, running) if stop else None
+
+    def _mark_head(self, settings: Settings, nodes: list[CloudNode], capped: bool) -> None:
+        """While `stop_workers` holds the workers stopped, the head says so in its labels,
+        where the launch check (and `invoke status`) read it; raising the cap clears them."""
+        for head in (node for node in nodes if is_head(node, settings)):
+            if capped == (head.labels.get(CAPPED_LABEL) == WORKERS_STOPPED):
+                continue
+            stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime(
+                LABEL_TIME_FORMAT)
+            self.cloud.set_labels(settings, head, {CAPPED_LABEL: WORKERS_STOPPED if capped
+                                                   else None,
+                                                   CAPPED_AT_LABEL: stamp if capped else None})
+            log(f"spend cap: head labelled {CAPPED_LABEL}={WORKERS_STOPPED}" if capped
+                else "spend cap: under the total cap again: the head's cap labels removed")
 
     def check(self) -> tuple[str, Settings] | None:
         """One check; when the cluster is to be stopped now, why and with which settings."""

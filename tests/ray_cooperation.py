@@ -12,6 +12,7 @@ metadata carries, put on the path as the head's `ray start` gets it (`install_he
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import json
 import sys
@@ -28,7 +29,9 @@ from google.auth.credentials import AnonymousCredentials
 from googleapiclient import discovery
 from program_runs import head_config_text, stack_yaml
 
+from infra.config import parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
+from infra.prices import node_type_price
 from infra.workers import WorkerGroupProvider
 from ops.review.plan_engine import ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
@@ -166,6 +169,34 @@ def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_t
             TAG_RAY_LAUNCH_CONFIG: hashlib.sha1(json.dumps(body).encode()).hexdigest(),
             TAG_RAY_USER_NODE_TYPE: node_type}
     return HeadNodeProvider(provider_config, cluster_name).create_node(body, tags, count)
+
+
+def hourly_cap_with_room(worker_type: str, room: float) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: `provider.spend_cap.max_usd_per_hour` at what the head and the
+    pinned workers (`min_workers` of the type) cost an hour by the price table, plus `room`
+    times one more worker of the type."""
+
+    def edit(data: dict[str, Any]) -> None:
+        config = parse_cluster_config(copy.deepcopy(data))
+        region = config.provider.region
+        worker_type_config = config.available_node_types[worker_type]
+        worker = node_type_price(worker_type_config, region).running
+        pinned = node_type_price(config.head_type, region).running + (
+            worker * (worker_type_config.min_workers or 0))
+        data["provider"]["spend_cap"] = {"max_usd_per_hour": round(pinned + room * worker, 4)}
+
+    return edit
+
+
+def head_metadata_files(cluster: Cluster, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The head's metadata values as the metadata server would serve them to its processes
+    (one file each, the local mode of bootstrap/head_provider/instance_metadata.py)."""
+    folder = home / "metadata"
+    folder.mkdir(exist_ok=True)
+    for key, value in cluster.head_metadata.items():
+        (folder / key).write_text(value)
+    monkeypatch.setenv("RAY_BOOTSTRAP_METADATA_DIR", str(folder))
+    return folder
 
 
 SHIPPED_PROVIDER = "ray_gcp_head_provider"

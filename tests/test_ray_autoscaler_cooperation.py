@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from ray_cooperation import (
     active_lines,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    head_metadata_files,
+    hourly_cap_with_room,
     install_head_provider,
     ip_of,
     market_of_instance,
@@ -352,6 +355,56 @@ def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_
 
     assert grow(up) == {}
     assert launch_failures(up.head)
+
+
+# ------------------------------------------- the spend cap's launch check (provider.spend_cap)
+
+
+def test_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_ray_status(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Room for half a worker more: Ray's launch of the next worker is refused, nothing is
+    created, and the reason is in the autoscaler's log, its events, `ray status -v` and the
+    head's labels."""
+    cluster = planned("full", "v1", edit=hourly_cap_with_room(SPOT_TYPE, 0.5))
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    with caplog.at_level(logging.WARNING):
+        for _ in range(CYCLES):
+            up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * 3)
+
+    assert set(up.head.running()) == set(up.nodes)  # nothing created
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes)
+    reason = f"spend cap: launching 1 {SPOT_TYPE} node(s)"
+    assert any(reason in r.getMessage() and "max_usd_per_hour" in r.getMessage()
+               for r in caplog.records)
+    failures = launch_failures(up.head)
+    assert failures and all(f"of type {SPOT_TYPE}. (SpendCap): {reason}" in line
+                            for line in failures)
+    status = up.head.status()
+    assert f" {SPOT_TYPE}: SpendCap (latest_attempt: " in status and reason in status
+    labels = fake.instances(cluster.project, cluster.zone)[cluster.head_name]["labels"]
+    assert labels["ray-spend-refused"] == SPOT_TYPE
+    assert labels["ray-spend-refused-at"].endswith("z")
+
+
+def test_a_launch_within_the_hourly_cap_goes_ahead(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = planned("full", "v1", edit=hourly_cap_with_room(SPOT_TYPE, 1.5))
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    for _ in range(CYCLES):
+        up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)])
+
+    assert len(set(up.head.running()) - set(up.nodes)) == 1
+    assert launch_failures(up.head) == []
 
 
 def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:

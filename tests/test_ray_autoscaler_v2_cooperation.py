@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -61,6 +62,8 @@ from ray_cooperation import (
     active_lines,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    head_metadata_files,
+    hourly_cap_with_room,
     install_head_provider,
     ip_of,
     market_of_instance,
@@ -602,6 +605,35 @@ def test_v2_spot_available_gives_spot_workers_as_before(
                                           "instanceTerminationAction": "DELETE"}
         assert instance["labels"]["ray-capacity"] == "spot"
         assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "spot"
+
+
+# ------------------------------------------- the spend cap's launch check (provider.spend_cap)
+
+
+def test_v2_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_ray_status(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Room for half a worker more: v2's launches are refused, cycle after cycle, nothing is
+    created and nothing raises; why is in the autoscaler's log (v2's `ray status` names the
+    failed launch `LaunchFailed` and keeps no cause) and on the head's labels."""
+    cluster = planned("full", "v2", edit=hourly_cap_with_room(SPOT_TYPE, 0.5))
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    with caplog.at_level(logging.INFO):
+        for _ in range(CYCLES + 1):
+            up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * 3)
+
+    assert set(up.head.running()) == set(up.nodes)
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes)
+    reason = f"spend cap: launching 1 {SPOT_TYPE} node(s)"
+    assert any(f"Failed to launch 1 nodes of type {SPOT_TYPE}: Node Launch Exception "
+               f"(SpendCap): {reason}" in r.getMessage() for r in caplog.records)
+    assert f" {SPOT_TYPE}: LaunchFailed (latest_attempt: " in up.head.status()
+    labels = fake.instances(cluster.project, cluster.zone)[cluster.head_name]["labels"]
+    assert labels["ray-spend-refused"] == SPOT_TYPE
 
 
 # ------------------------------------------------------ what the design rests on (Ray's v2)

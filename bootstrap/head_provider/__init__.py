@@ -5,8 +5,13 @@ NodeProviderAdapter alike.
 
 Owns: `provider.HeadNodeProvider`, Ray's GCPNodeProvider with every verb inherited (names,
 labels, launch hashes and listing stay Ray's), whose `create_node` runs the checks in
-`launch_checks` and then launches through `launch.launch_nodes`; `capacity`, the pure rules
-of spot with on-demand fallback that the workers Pulumi keeps (infra/workers) share.
+`launch_checks` (the spend cap's, `spend_gate.SpendGate`) and then launches through
+`launch.launch_nodes`; `capacity`, the pure rules of spot with on-demand fallback that the
+workers Pulumi keeps (infra/workers) share; `spend`, the spend accounting (hours run, the
+hourly projection, the head's ledger, the launch rule) that `invoke cost` shares; and
+`instance_metadata`, the node's metadata server. `capacity`, `spend` and `instance_metadata`
+are standard library only: the head's autostop daemon (bootstrap/autostop.py) imports them
+from its own copy of this package.
 
 May import: the standard library, Ray and what `ray[default]` and Ray's GCP extras bring, and
 its own modules by relative imports (the head has none of the project's packages, and the

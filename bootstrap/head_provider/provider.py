@@ -15,6 +15,7 @@ from ray.autoscaler.tags import TAG_RAY_USER_NODE_TYPE
 
 from .capacity import PROVIDER_FIELD
 from .launch import launch_nodes
+from .spend_gate import SpendGate
 
 LaunchCheck = Callable[[dict[str, Any], dict[str, str], int], None]
 """Run before every launch with (node_config, the autoscaler's tags, count); raising refuses
@@ -25,7 +26,7 @@ class HeadNodeProvider(GCPNodeProvider):
     def __init__(self, provider_config: dict[str, Any], cluster_name: str) -> None:
         super().__init__(provider_config, cluster_name)
         self.capacity: dict[str, dict[str, Any]] = dict(provider_config.get(PROVIDER_FIELD) or {})
-        self.launch_checks: list[LaunchCheck] = []
+        self.launch_checks: list[LaunchCheck] = [SpendGate(self)]
 
     def create_node(self, base_config: dict[str, Any], tags: dict[str, str],
                     count: int) -> dict[str, Any]:

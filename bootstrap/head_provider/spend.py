@@ -34,6 +34,16 @@ from typing import Any
 from .capacity import ON_DEMAND, SPOT, Market, market_of
 
 SPEND_CAP_KEY = "ray-spend-cap"  # the head's metadata: SpendCap.from_json reads it
+PROVIDER_FIELD = "spend_cap"
+"""The head's provider section: true when the cluster has a cap (its launches are checked)."""
+# On the head instance, set by the daemon while the workers are stopped at the total cap
+# (`workers-stopped`) and by the launch check when it refuses one (the node type, and when).
+CAPPED_LABEL = "ray-spend-cap"
+CAPPED_AT_LABEL = "ray-spend-cap-at"
+WORKERS_STOPPED = "workers-stopped"
+REFUSED_LABEL = "ray-spend-refused"
+REFUSED_AT_LABEL = "ray-spend-refused-at"
+LABEL_TIME_FORMAT = "%Y-%m-%dt%H-%M-%Sz"  # a label value: lowercase, no colons
 
 # Billed as running: GCE instance and TPU node states between start and stop.
 RUNNING_STATES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "STOPPING",
@@ -165,12 +175,14 @@ def projection(cap: SpendCap, nodes: Iterable[NodeUsage]) -> float:
 
 
 def launch_refusal(cap: SpendCap, nodes: Iterable[NodeUsage], node_type: str, count: int,
-                   market: Market, spent: float | None = None) -> str | None:
-    """Why launching `count` nodes of the type breaks the cap (None: it does not)."""
-    if cap.max_usd_total is not None and spent is not None and spent >= cap.max_usd_total:
-        return (f"spend cap: the cluster has cost ${spent:.2f}, at or over "
-                f"provider.spend_cap.max_usd_total ${cap.max_usd_total:.2f}: no {node_type} "
-                "node is launched")
+                   market: Market, capped_at: str = "") -> str | None:
+    """Why launching `count` nodes of the type breaks the cap (None: it does not).
+    `capped_at`: when the head's daemon stopped the workers at the total cap ("" if it has
+    not, or the cap was raised since)."""
+    if capped_at and cap.max_usd_total is not None:
+        return (f"spend cap: the cluster reached provider.spend_cap.max_usd_total "
+                f"${cap.max_usd_total:.2f} and its workers were stopped at {capped_at}: no "
+                f"{node_type} node is launched until the cap is raised")
     if cap.max_usd_per_hour is None:
         return None
     now = projection(cap, nodes)

@@ -24,6 +24,7 @@ from local_ray_head import (
 
 from bootstrap.autostop import LEDGER_FILE, Autostop, Cloud, Metadata, RayState
 from bootstrap.autostop_metadata import autostop_entries, autostop_settings
+from bootstrap.head_provider.spend import Ledger, NodeUsage, Rate, SpendCap
 from bootstrap.node_metadata import node_metadata
 from bootstrap.spend_metadata import spend_cap_entries, spend_cap_settings
 from infra.config import parse_cluster_config
@@ -207,3 +208,18 @@ def test_changing_the_cap_changes_only_the_heads_spend_cap_entry():
     assert {key for key in old if old[key] != new[key]} == {"ray-spend-cap"}
     assert autostop_settings(before) == autostop_settings(after)
     assert node_metadata(before, "worker", "cpu") == node_metadata(after, "worker", "cpu")
+
+
+def test_the_ledger_counts_a_stopped_period_as_disks_only():
+    """A worker stopped between two checks and started again before the next: the check
+    counts its compute for the time it ran, its disks throughout (the timestamps' rule)."""
+    cap = SpendCap(None, 100.0, "stop_workers", {"cpu": {"on-demand": Rate(1.0, 0.25)}})
+    start = datetime(2026, 12, 5, tzinfo=timezone.utc)
+    ledger = Ledger(Path("unused"))
+    created = NodeUsage("w", "cpu", "on-demand", "RUNNING", start)
+    assert ledger.count(cap, [created], start) == 0.0
+    later = datetime(2026, 12, 5, 4, tzinfo=timezone.utc)  # stopped from 1:00 to 3:00
+    restarted = NodeUsage("w", "cpu", "on-demand", "RUNNING", start,
+                          last_start=datetime(2026, 12, 5, 3, tzinfo=timezone.utc),
+                          last_stop=datetime(2026, 12, 5, 1, tzinfo=timezone.utc))
+    assert ledger.count(cap, [restarted], later) == pytest.approx(0.75 * 2 + 0.25 * 4)

@@ -10,6 +10,7 @@ from datetime import datetime
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
 from ops.cloud.preemptions import preemption_lines
+from ops.cloud.spend_status import head_spend_lines
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
 from ops.remote.ray_auth import with_ray_auth
@@ -63,13 +64,14 @@ def ray_status(
 
 def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str | None:
     """When the head cannot be reached: what the Compute API says of it, and whether autostop
-    stopped it (its `ray-autostop` labels) and when. None when the API cannot tell or the head
-    runs (then the SSH error stands)."""
+    (its `ray-autostop` labels) or the spend cap (`ray-spend-cap`) stopped it, and when. None
+    when the API cannot tell or the head runs (then the SSH error stands)."""
     from google.api_core.exceptions import GoogleAPIError, NotFound
     from google.auth.exceptions import GoogleAuthError
     from requests import RequestException
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
+    from bootstrap.head_provider.spend import CAPPED_AT_LABEL, CAPPED_LABEL, LABEL_TIME_FORMAT
     from ops.cloud.cloud_api import api_clients
 
     clients = api_clients(outputs, endpoint)
@@ -83,11 +85,14 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
         return None
     if head.status == "RUNNING":
         return None
-    reason, at = head.labels.get(REASON_LABEL), head.labels.get(TIME_LABEL)
-    if reason and at:
-        when = datetime.strptime(at, "%Y-%m-%dt%H-%M-%Sz").strftime("%Y-%m-%d %H:%M:%S UTC")
-        return (f"the cluster was {reason} for idleness at {when} (autostop): `invoke up "
-                f"--stack {outputs.stack}` brings it back")
+    for reason_label, time_label, why, who in (
+            (CAPPED_LABEL, CAPPED_AT_LABEL, "at its total spend cap", "provider.spend_cap"),
+            (REASON_LABEL, TIME_LABEL, "for idleness", "autostop")):
+        reason, at = head.labels.get(reason_label), head.labels.get(time_label)
+        if reason and at:
+            when = datetime.strptime(at, LABEL_TIME_FORMAT).strftime("%Y-%m-%d %H:%M:%S UTC")
+            return (f"the cluster was {reason} {why} at {when} ({who}): `invoke up --stack "
+                    f"{outputs.stack}` brings it back")
     return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
 
 
@@ -100,6 +105,8 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
         for line in unlisted:
             print(line, flush=True)
         for line in preemption_lines(connector.outputs):
+            print(line, flush=True)
+        for line in head_spend_lines(connector.outputs):
             print(line, flush=True)
         print()
         try:

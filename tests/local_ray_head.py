@@ -1,7 +1,7 @@
 """A real local Ray head with its dashboard, for the head daemon's tests (autostop, the spend
 cap): on its own ports and temp dir, stopped by its marker, never with `ray stop` (other Ray
 clusters may run on this machine); a driver process connected to it; and the daemon's clock,
-moved by the test."""
+moved by the test; and running the daemon for a while."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ import pytest
 from tools import env_tool
 from waiting import wait_for
 
-from bootstrap.autostop import RayState
+from bootstrap.autostop import Autostop, RayState
 from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
+from tests.fake_compute import FakeComputeServer
 
 WAIT_S = 60  # an upper bound for a slow machine, not a speed requirement
 _wait_for = functools.partial(wait_for, within_s=WAIT_S, poll_s=0.1)
@@ -91,3 +92,13 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def run_for(daemon: Autostop, seconds: float) -> list[str]:
+    """The daemon's loop for `seconds` of real time; the nodes it stopped, in order."""
+    deadline = time.monotonic() + seconds
+    return daemon.run(until=lambda: time.monotonic() > deadline)
+
+
+def instance_statuses(fake: FakeComputeServer, project: str, zone: str) -> dict[str, str]:
+    return {name: i["status"] for name, i in fake.instances(project, zone).items()}

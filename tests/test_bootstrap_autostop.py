@@ -14,8 +14,10 @@ from local_ray_head import (
     WAIT_S,
     Clock,
     _wait_for,
+    instance_statuses,
     ray_driver,
     ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
+    run_for,
 )
 
 from bootstrap.autostop import (
@@ -79,11 +81,6 @@ def _daemon(ray_head: dict, fake: FakeComputeServer, tmp_path: Path, clock=time.
     return Autostop(metadata, home, RayState(ray_head["dashboard"]), cloud, proc, POLL_S, clock)
 
 
-def _run_for(daemon: Autostop, seconds: float) -> list[str]:
-    deadline = time.monotonic() + seconds
-    return daemon.run(until=lambda: time.monotonic() > deadline)
-
-
 def _stays_up_past_the_window(daemon: Autostop, clock: Clock) -> bool:
     """Two checks a whole window apart: busy at both, so no decision to stop."""
     first = daemon.check()
@@ -92,7 +89,7 @@ def _stays_up_past_the_window(daemon: Autostop, clock: Clock) -> bool:
 
 
 def _statuses(fake: FakeComputeServer) -> dict[str, str]:
-    return {name: i["status"] for name, i in fake.instances(PROJECT, ZONE).items()}
+    return instance_statuses(fake, PROJECT, ZONE)
 
 
 def _operations(fake: FakeComputeServer, kind: str) -> list[str]:
@@ -103,7 +100,7 @@ def _operations(fake: FakeComputeServer, kind: str) -> list[str]:
 
 def test_an_idle_cluster_stops_every_node_workers_first(ray_head, fake, tmp_path):
     daemon = _daemon(ray_head, fake, tmp_path)
-    stopped = _run_for(daemon, WAIT_S)
+    stopped = run_for(daemon, WAIT_S)
     assert stopped[-1] == "ray-idle-head-1"
     assert sorted(stopped[:-1]) == ["ray-idle-worker-1", "ray-idle-worker-2"]
     assert _operations(fake, "stop") == stopped  # the head was asked for after the workers
@@ -122,7 +119,7 @@ def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_h
     # The first attempt cannot list the nodes (403: given up, tried again at the next check);
     # the second meets a 503 (retried in place), then lists and stops.
     fake.faults.fail_next(403, 503, methods={"list"})
-    stopped = _run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
+    stopped = run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
     assert stopped[-1] == "ray-idle-head-1" and len(stopped) == 3
     assert fake.cloud.calls["list"] == 3 and fake.cloud.calls["stop"] == 3
     assert _statuses(fake)["ray-idle-worker-1"] == "TERMINATED"
@@ -131,7 +128,7 @@ def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_h
 def test_a_node_that_refuses_to_stop_does_not_keep_the_others_running(ray_head, fake,
                                                                        tmp_path):
     fake.faults.fail_next(400, methods={"stop"})  # the first worker's stop is refused
-    stopped = _run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
+    stopped = run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
     assert len(stopped) == 2 and stopped[-1] == "ray-idle-head-1"
     statuses = _statuses(fake)
     assert statuses["ray-idle-head-1"] == "TERMINATED"
@@ -143,7 +140,7 @@ def test_down_deletes_the_nodes_and_the_tpu_slices(ray_head, fake, tmp_path):
                            {"labels": ray_labels(CLUSTER, "worker", "tpu")})
     fake.cloud.create_node(PROJECT, ZONE, "not-ours", {"labels": ray_labels("x", "worker", "t")})
     daemon = _daemon(ray_head, fake, tmp_path, down=True, tpu=True)
-    stopped = _run_for(daemon, WAIT_S)
+    stopped = run_for(daemon, WAIT_S)
     assert stopped[-1] == "ray-idle-head-1" and "ray-idle-worker-tpu" in stopped
     assert list(fake.instances(PROJECT, ZONE)) == ["someone-else"]
     assert list(fake.tpu_nodes(PROJECT, ZONE)) == ["not-ours"]

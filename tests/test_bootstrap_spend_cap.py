@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,8 +17,10 @@ from local_ray_head import (
     WAIT_S,
     Clock,
     _wait_for,
+    instance_statuses,
     ray_driver,
     ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
+    run_for,
 )
 
 from bootstrap.autostop import LEDGER_FILE, Autostop, Cloud, Metadata, RayState
@@ -92,13 +93,8 @@ def _daemon(dashboard: str, fake: FakeComputeServer, tmp_path: Path, config,
     return Autostop(metadata, home, RayState(dashboard), cloud, proc, POLL_S, clock)
 
 
-def _run_for(daemon: Autostop, seconds: float) -> list[str]:
-    deadline = time.monotonic() + seconds
-    return daemon.run(until=lambda: time.monotonic() > deadline)
-
-
 def _statuses(fake: FakeComputeServer) -> dict[str, str]:
-    return {name: i["status"] for name, i in fake.instances(PROJECT, ZONE).items()}
+    return instance_statuses(fake, PROJECT, ZONE)
 
 
 def _spend_status(tmp_path: Path) -> dict:
@@ -118,13 +114,13 @@ def test_at_the_total_cap_every_worker_stops_and_the_head_stays_up_though_ray_is
         daemon = _daemon(ray_head["dashboard"], fake, tmp_path, config, clock)
         under_cap = 0.9 / per_hour(config) * HOUR  # 90% of the cap spent
         clock.now = CREATED + under_cap
-        assert _run_for(daemon, 1.0) == []
+        assert run_for(daemon, 1.0) == []
         assert _spend_status(tmp_path)["total_usd"] == pytest.approx(0.9, abs=0.01)
         assert _spend_status(tmp_path)["per_hour"] == pytest.approx(per_hour(config), rel=1e-3)
         assert set(_statuses(fake).values()) == {"RUNNING"}
 
         clock.now += 0.2 / per_hour(config) * HOUR  # 110%
-        assert sorted(_run_for(daemon, 1.0)) == ["ray-capped-worker-1", "ray-capped-worker-2"]
+        assert sorted(run_for(daemon, 1.0)) == ["ray-capped-worker-1", "ray-capped-worker-2"]
     finally:
         busy.kill()
         busy.wait()
@@ -144,10 +140,10 @@ def test_a_worker_started_again_after_the_cap_is_stopped_at_the_next_check(ray_h
     clock = Clock()
     clock.now = CREATED + 2 * HOUR  # over the $1 cap already
     daemon = _daemon(ray_head["dashboard"], fake, tmp_path, config_with(), clock)
-    assert len(_run_for(daemon, 1.0)) == 2
+    assert len(run_for(daemon, 1.0)) == 2
     with fake.cloud.lock:  # started again (by `invoke up`, or Ray's v1 autoscaler)
         fake.cloud.zone_instances(PROJECT, ZONE)["ray-capped-worker-2"]["status"] = "RUNNING"
-    assert _run_for(daemon, 1.0) == ["ray-capped-worker-2"]
+    assert run_for(daemon, 1.0) == ["ray-capped-worker-2"]
     assert _statuses(fake)["ray-capped-head"] == "RUNNING"
 
 
@@ -155,7 +151,7 @@ def test_down_at_the_total_cap_stops_every_node_head_last(ray_head, fake, tmp_pa
     clock = Clock()
     clock.now = CREATED + 2 * HOUR
     daemon = _daemon(ray_head["dashboard"], fake, tmp_path, config_with(action="down"), clock)
-    stopped = _run_for(daemon, WAIT_S)
+    stopped = run_for(daemon, WAIT_S)
     assert stopped[-1] == "ray-capped-head" and len(stopped) == 3
     assert _statuses(fake) == {"ray-capped-head": "TERMINATED",
                                "ray-capped-worker-1": "TERMINATED",

@@ -50,6 +50,12 @@ RUNNING_STATES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "
                             "SUSPENDING", "READY", "CREATING", "STARTING", "RESTARTING"})
 
 
+def tpu_market(scheduling_config: Mapping[str, Any] | None) -> Market:
+    """A TPU node's market, by its `schedulingConfig` (spot or preemptible is spot)."""
+    scheduling = scheduling_config or {}
+    return SPOT if scheduling.get("spot") or scheduling.get("preemptible") else ON_DEMAND
+
+
 def parse_time(value: str | None) -> datetime | None:
     """A GCE or TPU timestamp (`2026-12-05T01:02:03.456-08:00`, `...Z`)."""
     return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
@@ -125,11 +131,10 @@ class NodeUsage:
     def of_tpu_node(cls, item: Mapping[str, Any], node_type_label: str,
                     now: datetime) -> NodeUsage:
         """From a TPU API node (its REST JSON): spot or preemptible in `schedulingConfig`."""
-        scheduling = item.get("schedulingConfig") or {}
         return cls(item["name"].rsplit("/", 1)[-1],
                    (item.get("labels") or {}).get(node_type_label, ""),
-                   SPOT if scheduling.get("spot") or scheduling.get("preemptible") else ON_DEMAND,
-                   item.get("state", ""), parse_time(item.get("createTime")) or now)
+                   tpu_market(item.get("schedulingConfig")), item.get("state", ""),
+                   parse_time(item.get("createTime")) or now)
 
 
 @dataclass(frozen=True)

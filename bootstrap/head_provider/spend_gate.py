@@ -30,7 +30,7 @@ from ray.autoscaler._private.gcp.node import GCPNodeType
 from ray.autoscaler.node_launch_exception import NodeLaunchException
 from ray.autoscaler.tags import NODE_KIND_HEAD, TAG_RAY_NODE_KIND, TAG_RAY_USER_NODE_TYPE
 
-from .capacity import ON_DEMAND, SPOT, falls_back, market_of
+from .capacity import ON_DEMAND, falls_back, market_of
 from .instance_metadata import ApiError, Metadata
 from .spend import (
     CAPPED_AT_LABEL,
@@ -45,6 +45,7 @@ from .spend import (
     NodeUsage,
     SpendCap,
     launch_refusal,
+    tpu_market,
 )
 
 logger = logging.getLogger(__name__)
@@ -86,9 +87,8 @@ class SpendGate:
             raise _refusal(reason)
 
     def _market(self, node_type: str, node_config: dict[str, Any]) -> Market:
-        if "machineType" not in node_config:  # a TPU node: its own schedulingConfig
-            scheduling = node_config.get("schedulingConfig") or {}
-            return SPOT if scheduling.get("spot") or scheduling.get("preemptible") else ON_DEMAND
+        if "machineType" not in node_config:  # a TPU node
+            return tpu_market(node_config.get("schedulingConfig"))
         if falls_back(self.provider.capacity.get(node_type), node_config):
             return ON_DEMAND
         return market_of(node_config.get("scheduling"))

@@ -23,7 +23,8 @@ from ops.stack import StackOutputs
 SPEND_NAMESPACE = "ray-spend/"  # bootstrap/autostop.py's SPEND_ATTRIBUTE is `ray-spend/status`
 
 
-def _when(label_value: str) -> str:
+def label_time(label_value: str) -> str:
+    """A time label's value (`2026-12-05t01-02-03z`) as `2026-12-05 01:02:03 UTC`."""
     try:
         moment = datetime.strptime(label_value, LABEL_TIME_FORMAT)
     except ValueError:
@@ -52,11 +53,11 @@ def spend_lines(published: dict[str, Any] | None, head_labels: dict[str, str]) -
                          f"({capped.get('action')}) at {capped.get('at')}")
     if head_labels.get(CAPPED_LABEL) == WORKERS_STOPPED:
         lines.append(f"spend cap: the workers are held stopped since "
-                     f"{_when(head_labels.get(CAPPED_AT_LABEL, '?'))}: raise "
+                     f"{label_time(head_labels.get(CAPPED_AT_LABEL, '?'))}: raise "
                      "provider.spend_cap.max_usd_total (then `invoke up`) to launch again")
     if head_labels.get(REFUSED_LABEL):
         lines.append(f"spend cap: a launch of {head_labels[REFUSED_LABEL]} was refused at "
-                     f"{_when(head_labels.get(REFUSED_AT_LABEL, '?'))} (why: the head's "
+                     f"{label_time(head_labels.get(REFUSED_AT_LABEL, '?'))} (why: the head's "
                      "autoscaler log, Ray's monitor.log)")
     return lines
 

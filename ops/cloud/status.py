@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from datetime import datetime
 
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
 from ops.cloud.preemptions import preemption_lines
-from ops.cloud.spend_status import head_spend_lines
+from ops.cloud.spend_status import head_spend_lines, label_time
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
 from ops.remote.ray_auth import with_ray_auth
@@ -71,7 +70,7 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
     from requests import RequestException
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
-    from bootstrap.head_provider.spend import CAPPED_AT_LABEL, CAPPED_LABEL, LABEL_TIME_FORMAT
+    from bootstrap.head_provider.spend import CAPPED_AT_LABEL, CAPPED_LABEL
     from ops.cloud.cloud_api import api_clients
 
     clients = api_clients(outputs, endpoint)
@@ -90,9 +89,8 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
             (REASON_LABEL, TIME_LABEL, "for idleness", "autostop")):
         reason, at = head.labels.get(reason_label), head.labels.get(time_label)
         if reason and at:
-            when = datetime.strptime(at, LABEL_TIME_FORMAT).strftime("%Y-%m-%d %H:%M:%S UTC")
-            return (f"the cluster was {reason} {why} at {when} ({who}): `invoke up --stack "
-                    f"{outputs.stack}` brings it back")
+            return (f"the cluster was {reason} {why} at {label_time(at)} ({who}): `invoke up "
+                    f"--stack {outputs.stack}` brings it back")
     return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
 
 

@@ -3,11 +3,11 @@ the fake Compute API): each node labelled with the market it got; for a type wit
 `provider.capacity` fallback, on-demand when GCE refuses spot for capacity in any of the forms
 GCE answers with (the operation's error, its `_WITH_DETAILS` code, a 503 on the insert call),
 each node made once; any other refusal, or a type without the fallback, fails as Ray's own
-provider does."""
+provider does. The provider's launch checks see every launch first and may refuse it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -37,8 +37,9 @@ def instances(fake: FakeComputeServer) -> dict[str, dict[str, Any]]:
     return fake.instances(PROJECT, ZONE)
 
 
-def launch(node_type: str, count: int, body: dict[str, Any] = SPOT) -> dict[str, Any]:
-    return autoscaler_launch(PROVIDER, CLUSTER, node_type, body, count)
+def launch(node_type: str, count: int, body: dict[str, Any] = SPOT,
+           checks: tuple[Callable[..., None], ...] = ()) -> dict[str, Any]:
+    return autoscaler_launch(PROVIDER, CLUSTER, node_type, body, count, checks)
 
 
 @pytest.mark.parametrize("form", ["operation", "with_details", "at_call"])
@@ -98,3 +99,20 @@ def test_a_type_without_the_fallback_is_labelled_with_its_own_market(fake, ray_a
     labels = {i["labels"]["ray-user-node-type"]: i["labels"]["ray-capacity"]
               for i in instances(fake).values()}
     assert labels == {"other_spot_type": "spot", "plain": "on-demand"}
+
+
+def test_a_launch_check_sees_each_launch_and_may_refuse_it(fake, ray_apis_at_fake):
+    seen: list[tuple[str, int]] = []
+
+    def record(node_config: dict[str, Any], tags: dict[str, str], count: int) -> None:
+        seen.append((tags["ray-user-node-type"], count))
+
+    def refuse(node_config: dict[str, Any], tags: dict[str, str], count: int) -> None:
+        raise RuntimeError(f"refused: {count} x {node_config['machineType']}")
+
+    launch("gpu", 2, checks=(record,))
+    with pytest.raises(RuntimeError, match="refused: 3 x n1-standard-2"):
+        launch("gpu", 3, checks=(record, refuse))
+
+    assert seen == [("gpu", 2), ("gpu", 3)]
+    assert len(instances(fake)) == 2  # the refused launch made nothing

@@ -149,9 +149,11 @@ def market_of_instance(instance: dict[str, Any]) -> str:
 
 
 def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_type: str,
-                      body: dict[str, Any], count: int) -> dict[str, Any]:
+                      body: dict[str, Any], count: int,
+                      checks: tuple[Callable[..., None], ...] = ()) -> dict[str, Any]:
     """A launch as the head's autoscaler makes it (Ray's NodeLauncher tags) through the head's
-    provider, with Ray's clients as `ray_apis_at_fake` points them."""
+    provider with `checks` added to its launch checks, with Ray's clients as
+    `ray_apis_at_fake` points them."""
     from ray.autoscaler.tags import (
         NODE_KIND_WORKER,
         STATUS_UNINITIALIZED,
@@ -168,7 +170,9 @@ def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_t
             TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED,
             TAG_RAY_LAUNCH_CONFIG: hashlib.sha1(json.dumps(body).encode()).hexdigest(),
             TAG_RAY_USER_NODE_TYPE: node_type}
-    return HeadNodeProvider(provider_config, cluster_name).create_node(body, tags, count)
+    provider = HeadNodeProvider(provider_config, cluster_name)
+    provider.launch_checks += checks
+    return provider.create_node(body, tags, count)
 
 
 def hourly_cap_with_room(worker_type: str, room: float) -> Callable[[dict[str, Any]], None]:

@@ -23,6 +23,10 @@ the launch, and the autoscaler logs the exception's text as the reason."""
 
 
 class HeadNodeProvider(GCPNodeProvider):
+    """Ray's GCP provider; `create_node` runs `launch_checks` (each may refuse the launch),
+    then launches through `launch.launch_nodes` under `capacity`, the provider section's
+    fallback policies by node type."""
+
     def __init__(self, provider_config: dict[str, Any], cluster_name: str) -> None:
         super().__init__(provider_config, cluster_name)
         self.capacity: dict[str, dict[str, Any]] = dict(provider_config.get(PROVIDER_FIELD) or {})
@@ -30,13 +34,15 @@ class HeadNodeProvider(GCPNodeProvider):
 
     def create_node(self, base_config: dict[str, Any], tags: dict[str, str],
                     count: int) -> dict[str, Any]:
-        for check in self.launch_checks:
-            check(base_config, tags, count)
         node_type = tags.get(TAG_RAY_USER_NODE_TYPE, "")
 
         def create(body: dict[str, Any], how_many: int) -> dict[str, Any]:
             return GCPNodeProvider.create_node(self, body, tags, how_many)
 
-        with self.lock:  # one launch at a time, as Ray's own create_node does
+        # One launch at a time, as Ray's own create_node does: a check sees the nodes of every
+        # launch before this one.
+        with self.lock:
+            for check in self.launch_checks:
+                check(base_config, tags, count)
             return launch_nodes(create, base_config, count, self.capacity.get(node_type),
                                 node_type)

@@ -47,6 +47,8 @@ from ray_cooperation import (
     start_cluster,
 )
 
+from bootstrap.autostop import Autostop, Cloud, Metadata, RayState
+from bootstrap.local_cluster import free_port
 from infra.workers import ClusterSweeperProvider
 from ops.review.plan_engine import PLANNED_PRIVATE_KEY, run_program
 from tests.fake_compute import FakeComputeServer
@@ -405,6 +407,39 @@ def test_a_launch_within_the_hourly_cap_goes_ahead(
 
     assert len(set(up.head.running()) - set(up.nodes)) == 1
     assert launch_failures(up.head) == []
+
+
+def test_after_the_total_cap_stopped_the_workers_no_launch_goes_ahead(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's daemon (bootstrap/autostop.py, as the head runs it from its metadata) finds
+    the total cap reached, stops the worker Pulumi keeps and labels the head; Ray's next
+    launches are refused for it, and nothing is created."""
+    def total_cap(data: dict[str, Any]) -> None:
+        data["provider"]["spend_cap"] = {"max_usd_total": 1.0}  # the fake's nodes are old
+
+    cluster = planned("full", "v1", edit=total_cap)
+    metadata = head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    (tmp_path / "proc").mkdir()
+    daemon_metadata = Metadata(str(metadata))
+    daemon = Autostop(daemon_metadata, tmp_path, RayState(f"http://127.0.0.1:{free_port()}"),
+                      Cloud(daemon_metadata, f"http://{fake.endpoint}/compute/v1",
+                            f"http://{fake.endpoint}/v2"), tmp_path / "proc", 0.01)
+    one_check = iter([False, True])
+    assert daemon.run(until=lambda: next(one_check)) == up.nodes[1:]
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    for _ in range(CYCLES):
+        up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * 3)
+
+    assert set(up.head.running()) == {cluster.head_name}
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes)
+    failures = launch_failures(up.head)
+    assert failures and all("(SpendCap): spend cap: the cluster reached provider.spend_cap."
+                            "max_usd_total $1.00 and its workers were stopped at " in line
+                            for line in failures)
 
 
 def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:

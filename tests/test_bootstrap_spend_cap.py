@@ -219,3 +219,16 @@ def test_the_ledger_counts_a_stopped_period_as_disks_only():
                           last_start=datetime(2026, 12, 5, 3, tzinfo=timezone.utc),
                           last_stop=datetime(2026, 12, 5, 1, tzinfo=timezone.utc))
     assert ledger.count(cap, [restarted], later) == pytest.approx(0.75 * 2 + 0.25 * 4)
+
+
+def test_a_tpu_node_with_a_nanosecond_create_time_is_priced_at_its_market():
+    """The TPU API writes nanoseconds, which a head's python3 before 3.11 cannot parse as
+    they are."""
+    node = {"name": "projects/p/locations/z/nodes/ray-capped-worker-tpu",
+            "labels": {"ray-user-node-type": "tpu"}, "state": "READY",
+            "createTime": "2026-12-05T00:00:00.123456789Z", "schedulingConfig": {"spot": True}}
+    usage = NodeUsage.of_tpu_node(node, "ray-user-node-type",
+                                  datetime(2026, 12, 5, 2, tzinfo=timezone.utc))
+    assert (usage.name, usage.node_type, usage.market, usage.running) == (
+        "ray-capped-worker-tpu", "tpu", "spot", True)
+    assert usage.created == datetime(2026, 12, 5, 0, 0, 0, 123456, tzinfo=timezone.utc)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,6 +46,7 @@ REFUSED_LABEL = "ray-spend-refused"
 REFUSED_AT_LABEL = "ray-spend-refused-at"
 LABEL_TIME_FORMAT = "%Y-%m-%dt%H-%M-%Sz"  # a label value: lowercase, no colons
 
+_FRACTION = re.compile(r"\.(\d+)")
 # Billed as running: GCE instance and TPU node states between start and stop.
 RUNNING_STATES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "STOPPING",
                             "SUSPENDING", "READY", "CREATING", "STARTING", "RESTARTING"})
@@ -57,8 +59,13 @@ def tpu_market(scheduling_config: Mapping[str, Any] | None) -> Market:
 
 
 def parse_time(value: str | None) -> datetime | None:
-    """A GCE or TPU timestamp (`2026-12-05T01:02:03.456-08:00`, `...Z`)."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    """A GCE or TPU timestamp (`2026-12-05T01:02:03.456-08:00`, `...123456789Z`); the
+    fraction is cut to microseconds, which Python before 3.11 requires (a head's python3)."""
+    if not value:
+        return None
+    text = _FRACTION.sub(lambda match: "." + match.group(1)[:6].ljust(6, "0"),
+                         value.replace("Z", "+00:00"))
+    return datetime.fromisoformat(text)
 
 
 def run_periods(state: str, created: datetime, last_start: datetime | None,

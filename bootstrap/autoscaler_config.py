@@ -3,7 +3,9 @@
 It mirrors what `ray up` writes to the head (`_set_up_config_for_head_node`): auth points at
 the key copied to the head, file mounts point at their own remote paths, and the provider
 section carries what Ray's GCPNodeProvider reads (project, zone, and `_has_tpus` so it builds a
-TPU client). Each node type's `node_config` is the final body the program created nodes with,
+TPU client). The provider is the head's own (`type: external`, bootstrap/head_provider): Ray's
+GCPNodeProvider with our launch path, which also reads `capacity` (the spot types that fall
+back to on-demand). Each node type's `node_config` is the final body the program created nodes with,
 kept exactly as given: the autoscaler hashes it to recognise its own nodes as up to date.
 
 Pulumi's workers are unmanaged nodes to Ray (infra/labels.py). Autoscaler v1 counts them
@@ -21,6 +23,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from bootstrap.head_provider.capacity import PROVIDER_FIELD as CAPACITY_PROVIDER_FIELD
+from bootstrap.head_provider.spend import PROVIDER_FIELD as SPEND_CAP_PROVIDER_FIELD
+from bootstrap.head_provider_metadata import PROVIDER_MODULE
 from infra.config import ClusterConfig
 
 REMOTE_KEY_PATH = "~/ray_bootstrap_key.pem"
@@ -79,7 +84,9 @@ def _provider(config: ClusterConfig) -> dict[str, Any]:
     as the autoscaler service account)."""
     provider = config.provider
     section: dict[str, Any] = {
-        "type": "gcp",
+        # Ray's loader for a provider of one's own (ray.autoscaler._private.providers).
+        "type": "external",
+        "module": PROVIDER_MODULE,
         "project_id": provider.project,
         "region": provider.region,
         "availability_zone": provider.availability_zone,
@@ -92,4 +99,9 @@ def _provider(config: ClusterConfig) -> dict[str, Any]:
     }
     if config.has_tpu:
         section[HAS_TPU_PROVIDER_FIELD] = True
+    capacity = {name: config.provider.capacity_input(name) for name in provider.capacity or {}}
+    if capacity:
+        section[CAPACITY_PROVIDER_FIELD] = capacity
+    if provider.spend_cap is not None:  # the amounts and prices: the head's `ray-spend-cap`
+        section[SPEND_CAP_PROVIDER_FIELD] = True
     return section

@@ -1,5 +1,7 @@
 """The head's autostop daemon: when the cluster has been idle for the whole window, stop (or
-delete) every node of it, workers first, the head last, with the head's service account.
+delete) every node of it, workers first, the head last, with the head's service account; and,
+with `provider.spend_cap`, the spend cap's total: it keeps the head's spend ledger and at
+`max_usd_total` stops every worker (`stop_workers`) or every node (`down`) the same way.
 
 It runs on the head's host, started by the head's startup script (which decodes it from
 metadata `ray-autostop-daemon`), so it works with the laptop off. Standard library only: the
@@ -23,6 +25,19 @@ It records what it did in the bootstrap log, the guest attribute `ray-bootstrap/
 (`stopped` / `deleted`) and `ray-autostop-at` on every node it stops, which `invoke status`
 reads while the head is down.
 
+The spend cap (metadata `ray-spend-cap`, bootstrap.spend_metadata): at every check the daemon
+lists the cluster's nodes, adds what they cost since the last check to the ledger
+`~/.ray-spend.json` (head_provider/spend.py's Ledger: it survives restarts) and publishes the
+total, the hourly projection and the cap as JSON in the guest attribute `ray-spend/status`. At
+the total cap it stops the running workers (`stop_workers`: the head stays up to say why, and
+workers started again later are stopped at the next check) or every node (`down`), labelling
+each `ray-spend-cap` (`stopped` / `deleted`) and `ray-spend-cap-at`, and recording the stop in
+`ray-spend/status` (and, for `down`, `ray-bootstrap/status`: `spend-capped:<UTC time>:...`).
+Ray's busy or idle state does not matter to the cap.
+
+Shipped as a zip of this module and the head provider's standard-library modules it imports
+(bootstrap.autostop_metadata), which `python3` runs as it is.
+
 Environment knobs (unset on GCE; set by the local cluster and the tests), as in
 node_bootstrap.sh: RAY_BOOTSTRAP_METADATA_DIR / _METADATA_URL, RAY_BOOTSTRAP_STATUS_DIR, and
 RAY_BOOTSTRAP_DASHBOARD_URL (default http://127.0.0.1:8265), RAY_BOOTSTRAP_COMPUTE_URL
@@ -42,14 +57,27 @@ import os
 import re
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from bootstrap.head_provider.instance_metadata import ApiError, Metadata, http_json
+from bootstrap.head_provider.spend import (
+    CAPPED_AT_LABEL,
+    CAPPED_LABEL,
+    LABEL_TIME_FORMAT,
+    SPEND_CAP_KEY,
+    WORKERS_STOPPED,
+    Ledger,
+    NodeUsage,
+    SpendCap,
+)
+
+__all__ = ["ApiError", "Autostop", "Cloud", "Metadata", "RayState", "http_json", "main",
+           "ssh_sessions", "stop_cluster"]
 
 SETTINGS_KEY = "ray-autostop"
 DAEMON_KEY = "ray-autostop-daemon"
@@ -57,8 +85,9 @@ OVERRIDE_FILE = ".ray-autostop.json"  # in the head's home: `invoke autostop` wr
 STATUS_ATTRIBUTE = "ray-bootstrap/status"
 REASON_LABEL = "ray-autostop"
 TIME_LABEL = "ray-autostop-at"
+LEDGER_FILE = ".ray-spend.json"  # in the head's home, beside the override
+SPEND_ATTRIBUTE = "ray-spend/status"
 DEFAULT_POLL_SECONDS = 15.0
-HTTP_TIMEOUT = 30.0
 OPERATION_DEADLINE = 900.0
 
 # Ray's states that mean "still going" are everything but these.
@@ -66,6 +95,8 @@ _TASK_DONE = ("FINISHED", "FAILED")
 _ACTOR_DONE = ("DEAD",)
 _GROUP_DONE = ("REMOVED",)
 _JOB_BUSY = ("PENDING", "RUNNING")
+# Billed as running, but already on their way down: the cap does not stop them again.
+_GOING_DOWN = ("STOPPING", "SUSPENDING")
 # `sshd: user@pts/0`, `sshd: user@notty`; OpenSSH 9.8+ names it `sshd-session: ...`.
 _SSH_SESSION = re.compile(r"^sshd(?:-session)?: (\S+@\S+)")
 
@@ -73,90 +104,6 @@ _SSH_SESSION = re.compile(r"^sshd(?:-session)?: (\S+@\S+)")
 def log(message: str) -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     print(f"{stamp} [ray-bootstrap] autostop: {message}", flush=True)
-
-
-class ApiError(RuntimeError):
-    """An HTTP call that failed for good (after retries on 429/5xx)."""
-
-
-def http_json(url: str, method: str = "GET", body: Any = None,
-              headers: dict[str, str] | None = None, tries: int = 4) -> Any:
-    """One JSON request; 429 and 5xx are retried with backoff, other errors raise ApiError."""
-    data = json.dumps(body).encode() if body is not None else None
-    all_headers = {"Content-Type": "application/json", **(headers or {})}
-    for attempt in range(tries):
-        request = urllib.request.Request(url, data=data, method=method, headers=all_headers)
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
-                raw = answer.read()
-                return json.loads(raw) if raw else {}
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace")
-            if (exc.code == 429 or exc.code >= 500) and attempt + 1 < tries:
-                time.sleep(min(2 ** attempt, 10))
-                continue
-            raise ApiError(f"{method} {url}: HTTP {exc.code} {detail}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            if attempt + 1 < tries:
-                time.sleep(min(2 ** attempt, 10))
-                continue
-            raise ApiError(f"{method} {url}: {exc}") from None
-    raise ApiError(f"{method} {url}: no answer")
-
-
-# ---------------------------------------------------------------- the node's metadata
-
-
-class Metadata:
-    """Metadata attributes and the service account's token: files in local mode, else the
-    metadata server."""
-
-    def __init__(self, directory: str | None = None, url: str | None = None) -> None:
-        self.directory = directory
-        self.url = (url or "http://metadata.google.internal/computeMetadata/v1") + "/instance"
-
-    @classmethod
-    def from_environment(cls) -> Metadata:
-        return cls(os.environ.get("RAY_BOOTSTRAP_METADATA_DIR") or None,
-                   os.environ.get("RAY_BOOTSTRAP_METADATA_URL") or None)
-
-    def attribute(self, key: str) -> str | None:
-        if self.directory:
-            path = Path(self.directory) / key
-            return path.read_text() if path.is_file() else None
-        request = urllib.request.Request(f"{self.url}/attributes/{key}",
-                                         headers={"Metadata-Flavor": "Google"})
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
-                return answer.read().decode()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise ApiError(f"metadata {key}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ApiError(f"metadata {key}: {exc}") from None
-
-    def token(self) -> str:
-        answer = http_json(f"{self.url}/service-accounts/default/token",
-                           headers={"Metadata-Flavor": "Google"})
-        return answer["access_token"]
-
-    def report_status(self, value: str) -> None:
-        """The guest attribute `status` reads: a file in local mode, else the metadata server."""
-        status_dir = os.environ.get("RAY_BOOTSTRAP_STATUS_DIR")
-        if self.directory or status_dir:
-            base = Path(status_dir or Path(self.directory or ".").parent / "guest-attributes")
-            path = base / STATUS_ATTRIBUTE
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(value)
-            return
-        request = urllib.request.Request(
-            f"{self.url}/guest-attributes/{STATUS_ATTRIBUTE}", data=value.encode(),
-            method="PUT", headers={"Metadata-Flavor": "Google"})
-        try:
-            urllib.request.urlopen(request, timeout=HTTP_TIMEOUT).close()
-        except (urllib.error.URLError, OSError) as exc:
-            log(f"could not write guest attribute {STATUS_ATTRIBUTE}: {exc}")
 
 
 # ---------------------------------------------------------------- settings
@@ -302,10 +249,32 @@ class CloudNode:
     name: str  # instance name, or the TPU node's full resource name
     labels: dict[str, str]
     label_fingerprint: str = ""
+    item: dict[str, Any] = field(default_factory=dict)  # the API's whole answer for it
 
     @property
     def short_name(self) -> str:
         return self.name.rsplit("/", 1)[-1]
+
+    def usage(self, node_type_label: str, now: datetime) -> NodeUsage:
+        """What its price and uptime are read from."""
+        if self.kind == "tpu":
+            return NodeUsage.of_tpu_node(self.item, node_type_label, now)
+        return NodeUsage.of_instance(self.item, node_type_label, now)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One stop of the cluster: why, whether nodes are deleted, whether the head stays up,
+    and the labels that record it on each node (reason, time)."""
+
+    reason: str
+    delete: bool
+    keep_head: bool = False
+    labels: tuple[str, str] = (REASON_LABEL, TIME_LABEL)
+
+    @property
+    def action(self) -> str:
+        return "deleted" if self.delete else "stopped"
 
 
 class Cloud:
@@ -341,7 +310,7 @@ class Cloud:
         while True:
             page = self._call(f"{base}?{urllib.parse.urlencode({**query, 'pageToken': token})}")
             found += [CloudNode("compute", item["name"], item.get("labels") or {},
-                                item.get("labelFingerprint", ""))
+                                item.get("labelFingerprint", ""), item)
                       for item in page.get("items") or []]
             token = page.get("nextPageToken") or ""
             if not token:
@@ -351,7 +320,7 @@ class Cloud:
             token = ""
             while True:
                 page = self._call(f"{base}?{urllib.parse.urlencode({'pageToken': token})}")
-                found += [CloudNode("tpu", item["name"], item.get("labels") or {})
+                found += [CloudNode("tpu", item["name"], item.get("labels") or {}, "", item)
                           for item in page.get("nodes") or []]
                 token = page.get("nextPageToken") or ""
                 if not token:
@@ -360,18 +329,25 @@ class Cloud:
         return [node for node in found
                 if all(node.labels.get(k) == v for k, v in settings.cluster_labels.items())]
 
-    def label(self, settings: Settings, node: CloudNode, action: str, stamp: str) -> None:
+    def label(self, settings: Settings, node: CloudNode, stop: Stop, stamp: str) -> None:
         """Record why and when on the node itself (compute instances: TPU labels are fixed)."""
         if node.kind != "compute":
             return
-        labels = {**node.labels, REASON_LABEL: action, TIME_LABEL: stamp}
+        reason_label, time_label = stop.labels
+        self.set_labels(settings, node, {reason_label: stop.action, time_label: stamp})
+
+    def set_labels(self, settings: Settings, node: CloudNode,
+                   changes: dict[str, str | None]) -> None:
+        """Set (or, with None, remove) labels of a compute instance; a failure is logged."""
+        labels = {key: value for key, value in {**node.labels, **changes}.items()
+                  if value is not None}
         url = (f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
                f"/instances/{node.name}/setLabels")
         try:
             self._call(url, "POST", {"labels": labels,
                                      "labelFingerprint": node.label_fingerprint})
         except ApiError as exc:
-            log(f"could not label {node.name} ({exc}): stopping it anyway")
+            log(f"could not label {node.name} ({exc})")
 
     def stop(self, settings: Settings, node: CloudNode, delete: bool) -> dict[str, Any]:
         """Start stopping (or deleting) one node; the operation to wait for. TPU nodes are
@@ -405,25 +381,27 @@ def is_head(node: CloudNode, settings: Settings) -> bool:
     return all(node.labels.get(k) == v for k, v in settings.head_labels.items())
 
 
-def stop_cluster(cloud: Cloud, settings: Settings, reason: str,
-                 now: Callable[[], float] = time.time) -> list[str]:
-    """Stop (or delete) the workers, wait for them, then the head; the names, in order."""
-    action = "deleted" if settings.down else "stopped"
-    doing = "deleting" if settings.down else "stopping"
-    stamp = datetime.fromtimestamp(now(), timezone.utc).strftime("%Y-%m-%dt%H-%M-%Sz")
-    nodes = cloud.nodes(settings)
+def stop_cluster(cloud: Cloud, settings: Settings, stop: Stop,
+                 now: Callable[[], float] = time.time,
+                 nodes: list[CloudNode] | None = None) -> list[str]:
+    """Stop (or delete) the workers, wait for them, then the head unless the stop keeps it;
+    the names, in order. `nodes`: the cluster's nodes, when the caller has just listed them."""
+    doing = "deleting" if stop.delete else "stopping"
+    stamp = datetime.fromtimestamp(now(), timezone.utc).strftime(LABEL_TIME_FORMAT)
+    nodes = cloud.nodes(settings) if nodes is None else nodes
     workers = [node for node in nodes if not is_head(node, settings)]
-    heads = [node for node in nodes if is_head(node, settings)]
-    log(f"{reason}: {doing} {len(workers)} workers, then the head")
+    heads = [] if stop.keep_head else [node for node in nodes if is_head(node, settings)]
+    log(f"{stop.reason}: {doing} {len(workers)} workers"
+        + ("" if stop.keep_head else ", then the head"))
     order: list[str] = []
     for batch in (workers, heads):
         operations = []
         for node in batch:
-            cloud.label(settings, node, action, stamp)
+            cloud.label(settings, node, stop, stamp)
             try:
-                operations.append(cloud.stop(settings, node, settings.down))
+                operations.append(cloud.stop(settings, node, stop.delete))
             except ApiError as exc:  # one node refusing must not keep the rest running
-                log(f"{node.short_name}: could not be {action} ({exc})")
+                log(f"{node.short_name}: could not be {stop.action} ({exc})")
                 continue
             order.append(node.short_name)
             log(f"{node.short_name}: {doing}")
@@ -440,7 +418,8 @@ def stop_cluster(cloud: Cloud, settings: Settings, reason: str,
 
 
 class Autostop:
-    """Check every `poll_seconds`; stop the cluster once it has been idle for the window."""
+    """Check every `poll_seconds`: count what the cluster spent and stop its workers (or all
+    of it) at the spend cap's total; stop the cluster once it has been idle for the window."""
 
     def __init__(self, metadata: Metadata, home: Path, ray: RayState, cloud: Cloud,
                  proc_dir: Path = Path("/proc"), poll_seconds: float = DEFAULT_POLL_SECONDS,
@@ -448,12 +427,75 @@ class Autostop:
         self.metadata, self.home, self.ray, self.cloud = metadata, home, ray, cloud
         self.proc_dir, self.poll_seconds, self.clock = proc_dir, poll_seconds, clock
         self.idle_since: float | None = None  # None: busy, or autostop is off
-        self._said = ""
+        self._said: dict[str, str] = {}
 
-    def _say_once(self, message: str) -> None:
-        if message != self._said:
+    def _report(self, key: str, value: str) -> None:
+        try:
+            self.metadata.report_attribute(key, value)
+        except ApiError as exc:
+            log(f"could not write {exc}")
+
+    def _say_once(self, message: str, topic: str = "autostop") -> None:
+        if message != self._said.get(topic):
             log(message)
-            self._said = message
+            self._said[topic] = message
+
+    def spend_check(self) -> tuple[Stop, Settings, list[CloudNode]] | None:
+        """Count what the cluster spent since the last check; at the total cap, the stop to
+        make, with the settings and the nodes to stop (the running ones)."""
+        try:
+            raw = self.metadata.attribute(SPEND_CAP_KEY)
+            settings = read_settings(self.metadata, self.home) if raw else None
+            if not raw or settings is None:
+                return None
+            cap = SpendCap.from_json(raw)
+            nodes = self.cloud.nodes(settings)
+        except (ApiError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._say_once(f"spend cap: cannot count ({exc}): trying again", "spend")
+            return None
+        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        usages = {node.name: node.usage(cap.node_type_label, now) for node in nodes}
+        ledger = Ledger.load(self.home / LEDGER_FILE)
+        total = ledger.count(cap, list(usages.values()), now)
+        keep_head = cap.action != "down"
+        running = [node for node in nodes if usages[node.name].running
+                   and usages[node.name].state not in _GOING_DOWN
+                   and not (keep_head and is_head(node, settings))]
+        over = cap.max_usd_total is not None and total >= cap.max_usd_total
+        self._mark_head(settings, nodes, over and keep_head)
+        stop = None
+        if over and running:
+            stop = Stop(f"spend cap: ${total:.2f} spent, at or over max_usd_total "
+                        f"${cap.max_usd_total:.2f} ({cap.action})", delete=False,
+                        keep_head=keep_head, labels=(CAPPED_LABEL, CAPPED_AT_LABEL))
+            ledger.capped = {"at": _iso(self.clock()), "action": cap.action,
+                             "nodes": [node.short_name for node in running]}
+        try:
+            ledger.save()
+        except OSError as exc:
+            log(f"spend cap: cannot write {ledger.path} ({exc}): the count restarts from the "
+                "nodes' uptimes if the daemon restarts")
+        status = {**ledger.as_dict(), "max_usd_per_hour": cap.max_usd_per_hour,
+                  "max_usd_total": cap.max_usd_total, "action": cap.action}
+        self._report(SPEND_ATTRIBUTE, json.dumps(status, sort_keys=True))
+        self._say_once(f"spend cap: ${total:.2f} so far (cap {_money(cap.max_usd_total)}), "
+                       f"${ledger.per_hour:.2f}/h now (cap {_money(cap.max_usd_per_hour)}/h)",
+                       "spend")
+        return (stop, settings, running) if stop else None
+
+    def _mark_head(self, settings: Settings, nodes: list[CloudNode], capped: bool) -> None:
+        """While `stop_workers` holds the workers stopped, the head says so in its labels,
+        where the launch check (and `invoke status`) read it; raising the cap clears them."""
+        for head in (node for node in nodes if is_head(node, settings)):
+            if capped == (head.labels.get(CAPPED_LABEL) == WORKERS_STOPPED):
+                continue
+            stamp = datetime.fromtimestamp(self.clock(), timezone.utc).strftime(
+                LABEL_TIME_FORMAT)
+            self.cloud.set_labels(settings, head, {CAPPED_LABEL: WORKERS_STOPPED if capped
+                                                   else None,
+                                                   CAPPED_AT_LABEL: stamp if capped else None})
+            log(f"spend cap: head labelled {CAPPED_LABEL}={WORKERS_STOPPED}" if capped
+                else "spend cap: under the total cap again: the head's cap labels removed")
 
     def check(self) -> tuple[str, Settings] | None:
         """One check; when the cluster is to be stopped now, why and with which settings."""
@@ -487,20 +529,38 @@ class Autostop:
         return f"idle for {settings.idle_minutes:g} minutes since {_iso(start)}", settings
 
     def run(self, until: Callable[[], bool] = lambda: False) -> list[str]:
-        """Check until the cluster is stopped (or `until()`); the nodes stopped, in order."""
+        """Check until the cluster is stopped (or `until()`); the nodes stopped, in order (a
+        spend cap's `stop_workers`, which leaves the head up, is not an end)."""
+        stopped: list[str] = []
         while not until():
+            capped = self.spend_check()
+            if capped is not None:
+                stop, settings, nodes = capped
+                if not stop.keep_head:
+                    self._report(STATUS_ATTRIBUTE, f"spend-capped:{_iso(self.clock())}:"
+                                                   f"{stop.action}:{stop.reason}")
+                try:
+                    stopped += stop_cluster(self.cloud, settings, stop, self.clock, nodes)
+                    if not stop.keep_head:
+                        return stopped
+                except ApiError as exc:  # still over the cap at the next check: again then
+                    log(f"could not stop the cluster ({exc}): trying again at the next check")
             decision = self.check()
             if decision is not None:
                 reason, settings = decision
-                action = "deleted" if settings.down else "stopped"
-                self.metadata.report_status(f"autostopped:{_iso(self.clock())}:{action}:"
-                                            f"idle {settings.idle_minutes:g} min")
+                stop = Stop(reason, settings.down)
+                self._report(STATUS_ATTRIBUTE, f"autostopped:{_iso(self.clock())}:"
+                                               f"{stop.action}:idle {settings.idle_minutes:g} min")
                 try:
-                    return stop_cluster(self.cloud, settings, reason, self.clock)
+                    return stopped + stop_cluster(self.cloud, settings, stop, self.clock)
                 except ApiError as exc:  # still idle at the next check: it tries again then
                     log(f"could not stop the cluster ({exc}): trying again at the next check")
             time.sleep(self.poll_seconds)
-        return []
+        return stopped
+
+
+def _money(amount: float | None) -> str:
+    return "none" if amount is None else f"${amount:.2f}"
 
 
 def _iso(epoch: float) -> str:

@@ -1,6 +1,7 @@
 """The head's autostop entries: the settings (`ray-autostop`, from `provider.autostop`) and
-the daemon itself (`ray-autostop-daemon`, bootstrap/autostop.py gzip+base64, decoded and
-started by the head's startup script).
+the daemon itself (`ray-autostop-daemon`: a zip of bootstrap/autostop.py and the head
+provider's package, whose standard-library modules it imports, base64; the head's startup script
+decodes it and runs it with `python3`).
 
 The settings are their own key, so changing `provider.autostop` is an in-place metadata
 update the running daemon reads at its next check; no node is replaced or restarted."""
@@ -9,15 +10,29 @@ from __future__ import annotations
 
 import base64
 import functools
-import gzip
+import io
 import json
+import zipfile
 from pathlib import Path
 
 from bootstrap.autostop import DAEMON_KEY, SETTINGS_KEY
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, NODE_KIND, ray_labels
 
-DAEMON = Path(__file__).with_name("autostop.py")
+# The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the head
+# provider's package, whose standard-library modules it imports, under a `bootstrap` package of
+# its own (the real one's __init__ imports the config model).
+HERE = Path(__file__).parent
+DAEMON_FILES = {
+    "autostop.py": HERE / "autostop.py",
+    **{f"bootstrap/head_provider/{path.name}": path
+       for path in sorted((HERE / "head_provider").glob("*.py"))},
+}
+DAEMON_TEXTS = {
+    "__main__.py": "import sys\n\nfrom autostop import main\n\nsys.exit(main())\n",
+    "bootstrap/__init__.py": '"""The head daemon\'s part of bootstrap: modules of the head '
+                             'provider\'s it imports."""\n',
+}
 
 
 def autostop_settings(config: ClusterConfig) -> dict:
@@ -38,10 +53,17 @@ def autostop_settings(config: ClusterConfig) -> dict:
 
 @functools.cache
 def daemon_payload() -> str:
-    """The daemon's source, gzip (mtime 0, OS byte 255: the same bytes everywhere) + base64."""
-    compressed = bytearray(gzip.compress(DAEMON.read_bytes(), compresslevel=9, mtime=0))
-    compressed[9] = 255
-    return base64.b64encode(bytes(compressed)).decode()
+    """The daemon as a zip Python runs (fixed dates and modes: the same bytes everywhere),
+    base64."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, text in (*((name, text.encode()) for name, text in DAEMON_TEXTS.items()),
+                           *((name, path.read_bytes()) for name, path in DAEMON_FILES.items())):
+            entry = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, text)
+    return base64.b64encode(buffer.getvalue()).decode()
 
 
 def autostop_entries(config: ClusterConfig) -> dict[str, str]:

@@ -44,6 +44,8 @@ CONFIG_KEY=ray-bootstrap-config
 KEY_KEY=ray-bootstrap-ssh-key
 KEY_SECRET_KEY=ray-bootstrap-ssh-key-secret
 TOKEN_SECRET_KEY=ray-auth-token-secret
+HEAD_PROVIDER_KEY=ray-head-provider
+HEAD_PROVIDER_ARCHIVE=ray_head_provider.zip
 HOST_TOKEN_FILE=
 CURRENT_STAGE=none
 RUN_AS=
@@ -357,6 +359,39 @@ write_bootstrap_key() {
     log "wrote $key_file"
 }
 
+# The head's node provider (bootstrap/head_provider, a zip, base64 in metadata
+# $HEAD_PROVIDER_KEY): Ray's autoscaler imports it from this file, which export_head_provider
+# puts on `ray start`'s PYTHONPATH. A running container gets the new file at once; a new one
+# gets it from docker_copy_bootstrap_files.
+install_head_provider() {
+    archive="$NODE_HOME/$HEAD_PROVIDER_ARCHIVE"
+    rm -f "$archive.tmp"
+    if ! metadata_attr "$HEAD_PROVIDER_KEY" | base64 -d > "$archive.tmp" 2> /dev/null \
+        || [ ! -s "$archive.tmp" ]; then
+        rm -f "$archive.tmp"
+        log "metadata $HEAD_PROVIDER_KEY is missing or undecodable: an autoscaling config that" \
+            "names the head's node provider cannot load it"
+        return
+    fi
+    { chmod 0644 "$archive.tmp" && mv "$archive.tmp" "$archive"; } || fail $?
+    give_to_user "$archive"
+    log "wrote $archive (the autoscaler's node provider, $1)"
+    [ -n "$DOCKER_IMAGE" ] || return 0
+    running=$(docker inspect -f '{{.State.Running}} {{.Config.Image}}' "$DOCKER_CONTAINER" 2> /dev/null)
+    [ "$running" = "true $DOCKER_IMAGE" ] || return 0
+    docker_install_private "$archive" "$(container_home)/$HEAD_PROVIDER_ARCHIVE" || fail $?
+    log "copied it into container $DOCKER_CONTAINER"
+}
+
+# `ray start --head` (and the autoscaler it starts) imports the node provider from the zip.
+export_head_provider() {
+    [ -f "$NODE_HOME/$HEAD_PROVIDER_ARCHIVE" ] || return 0
+    home=$NODE_HOME
+    [ -z "$DOCKER_IMAGE" ] || home=$(container_home)
+    ENV_PREFIX="${ENV_PREFIX}export PYTHONPATH=$(quote "$home/$HEAD_PROVIDER_ARCHIVE")"
+    ENV_PREFIX="${ENV_PREFIX}\${PYTHONPATH:+:\$PYTHONPATH}; "
+}
+
 # ---- end of head only
 
 # Secret version $1 (projects/P/secrets/S/versions/V) into file $2, retried: the accessor
@@ -532,10 +567,11 @@ EOF
     docker "$@" "$DOCKER_IMAGE" bash || fail $?
 }
 
-# Ray copies (not bind-mounts) the bootstrap files into the container.
+# Ray copies (not bind-mounts) the bootstrap files into the container; the head's node
+# provider goes with them.
 docker_copy_bootstrap_files() {
     home=$(container_home)
-    for name in ray_bootstrap_config.yaml ray_bootstrap_key.pem; do
+    for name in ray_bootstrap_config.yaml ray_bootstrap_key.pem "$HEAD_PROVIDER_ARCHIVE"; do
         if [ -f "$NODE_HOME/$name" ]; then
             docker_install_private "$NODE_HOME/$name" "$home/$name" || fail $?
         fi
@@ -809,25 +845,27 @@ long_poll_config() {
     sleep "$WATCH_INTERVAL"
 }
 
-# ---- the head's autostop daemon (bootstrap/autostop.py, gzip+base64 in metadata
-# ray-autostop-daemon): it stops the cluster once idle, as `provider.autostop` or `invoke
-# autostop` says. Without python3 the node still works, but never stops itself: say so loudly.
+# ---- the head's autostop daemon (bootstrap/autostop.py and infra/spend.py, a zip python3
+# runs, base64 in metadata ray-autostop-daemon): it stops the cluster once idle, as
+# `provider.autostop` or `invoke autostop` says, and at `provider.spend_cap`'s total. Without
+# python3 the node still works, but never stops itself: say so loudly.
 start_autostop() {
     dir=$(state_dir)
-    daemon="$dir/autostop.py"
+    daemon="$dir/autostop.pyz"
     pid_file="$dir/autostop.pid"
     mkdir -p "$dir" || fail $?
     if ! command -v python3 > /dev/null 2>&1; then
         log "python3 is missing: autostop cannot run on this head (install python3 in the image)"
         return
     fi
-    if ! metadata_attr ray-autostop-daemon | base64 -d | gzip -dc > "$daemon.new"; then
+    if ! metadata_attr ray-autostop-daemon | base64 -d > "$daemon.new" \
+            || [ ! -s "$daemon.new" ]; then
         rm -f "$daemon.new"
         log "metadata ray-autostop-daemon is missing or undecodable: autostop is off"
         return
     fi
     old_pid=$(cat "$pid_file" 2> /dev/null) && kill -0 "$old_pid" 2> /dev/null \
-        && tr '\0' ' ' < "/proc/$old_pid/cmdline" | grep -q "$daemon" \
+        && tr '\0' ' ' < "/proc/$old_pid/cmdline" | grep -q "$dir/autostop.py" \
         && kill "$old_pid" 2> /dev/null && log "autostop daemon pid $old_pid replaced"
     mv "$daemon.new" "$daemon" || fail $?
     # It asks the dashboard whether Ray is busy: with token auth it presents the token.

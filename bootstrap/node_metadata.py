@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from bootstrap.autostop_metadata import autostop_entries
 from bootstrap.file_mounts import FileMountArchive
+from bootstrap.head_provider_metadata import head_provider_entries
+from bootstrap.spend_metadata import spend_cap_entries
 from bootstrap.startup_script import Role, render_startup_script, script_version
 from infra.config import ClusterConfig
 
@@ -78,6 +80,8 @@ def node_metadata(
         VERSION_KEY: f"{script_version(script)} {request}".strip(),
         "enable-guest-attributes": "TRUE",
         **(autostop_entries(config) if role == "head" else {}),
+        **(spend_cap_entries(config) if role == "head" else {}),
+        **(head_provider_entries() if role == "head" else {}),
     }
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Literal
 
 from bootstrap.file_mounts import FileMountArchive, bucket_name
+from bootstrap.head_provider_metadata import payload_digest
 from infra.config import ClusterConfig, TpuNodeConfig
 
 Role = Literal["head", "worker"]
@@ -54,6 +55,7 @@ STAGES = (
     "prepare",
     "file-mounts",
     "bootstrap-files",
+    "head-provider",
     "initialization",
     "docker-pull",
     "docker-run",
@@ -66,7 +68,7 @@ STAGES = (
     "autostop",
     "node-watcher",
 )
-HEAD_ONLY_STAGES = ("bootstrap-files", "config-watcher", "autostop")
+HEAD_ONLY_STAGES = ("bootstrap-files", "head-provider", "config-watcher", "autostop")
 # Before any stage: the library cannot be decoded (`failed:library:7`).
 LIBRARY_STAGE = "library"
 LIBRARY_EXIT_CODE = 7
@@ -274,6 +276,8 @@ def _steps(config: ClusterConfig, role: Role, node_type: str,
     lines += _stage("file-mounts", fetch, docker_data)
     if role == "head":
         lines += _stage("bootstrap-files", ["write_bootstrap_files"])
+        # The package's hash: a new provider, a re-run, a Ray restart.
+        lines += _stage("head-provider", [f"install_head_provider {_quote(payload_digest())}"])
     lines += _stage("initialization", [
         f"run_host {_quote(c)}" for c in config.initialization_commands_for(role, node_type)
     ])
@@ -288,7 +292,7 @@ def _steps(config: ClusterConfig, role: Role, node_type: str,
     lines += _stage("setup", [f"run_node {_quote(c)}"
                               for c in config.setup_commands_for(role, node_type)])
     start = ["begin_stage ray-stop", "stop_ray", "begin_stage ray-start", "export_resources",
-             "export_ray_identity",
+             "export_ray_identity", *(["export_head_provider"] if role == "head" else []),
              *[f"run_node {_quote(c)}" for c in config.start_commands_for(role)], "ray_started"]
     lines += [f"if restart_ray {_quote(_hash(start, _data_of(data, _START_DATA)))}; then",
               *(f"    {line}" for line in start), "fi"]

@@ -4,15 +4,21 @@ its nodes in the fake Compute API, and Ray's GCP clients pointed at that fake.
 The start state is what the program registers under mocks: the head's labels and metadata
 (its startup script and `~/ray_bootstrap_config.yaml`), and the worker groups' nodes made by
 `WorkerGroupProvider.create` from the group's registered inputs. Only how Ray builds its Google
-API clients is replaced, to point them at the fake with anonymous credentials.
+API clients is replaced, to point them at the fake with anonymous credentials. The config names
+the head's own node provider (`type: external`): Ray's loader imports it from the zip the head's
+metadata carries, put on the path as the head's `ray start` gets it (`install_head_provider`).
 """
 
 from __future__ import annotations
 
+import base64
+import copy
 import hashlib
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -23,7 +29,9 @@ from google.auth.credentials import AnonymousCredentials
 from googleapiclient import discovery
 from program_runs import head_config_text, stack_yaml
 
+from infra.config import parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
+from infra.prices import node_type_price
 from infra.workers import WorkerGroupProvider
 from ops.review.plan_engine import ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
@@ -43,6 +51,7 @@ class Cluster:
     head_name: str
     bootstrap_config: dict[str, Any]
     groups: list[dict[str, Any]] = field(default_factory=list)
+    head_metadata: dict[str, str] = field(default_factory=dict)
 
     @property
     def project(self) -> str:
@@ -62,10 +71,14 @@ class Cluster:
                     if name != self.head_type)
 
 
-def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None) -> Cluster:
-    """The stack's own YAML with `provider.autoscaler_version` set, planned by the program."""
+def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None,
+            edit: Callable[[dict[str, Any]], None] | None = None) -> Cluster:
+    """The stack's own YAML with `provider.autoscaler_version` set (and `edit` applied),
+    planned by the program."""
     data = stack_yaml(stack)
     data["provider"]["autoscaler_version"] = version
+    if edit is not None:
+        edit(data)
     config: dict[str, Any] = {"ray-gcp:clusterConfig": json.dumps(data)}
     if worker_counts is not None:
         config["ray-gcp:workerCounts"] = json.dumps(worker_counts)
@@ -78,6 +91,7 @@ def planned(stack: str, version: Version, worker_counts: dict[str, int] | None =
         head_name=head.inputs["name"],
         bootstrap_config=yaml.safe_load(head_config_text(run, head)),
         groups=groups,
+        head_metadata=dict(head.inputs["metadata"]),
     )
 
 
@@ -111,6 +125,97 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
     # Ray caches one provider per config: each test's fake has its own port.
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: the worker type asks for spot and falls back to on-demand
+    (`provider.capacity`), and the cluster and the type may grow to `max_workers`."""
+
+    def edit(data: dict[str, Any]) -> None:
+        node_type = data["available_node_types"][worker_type]
+        node_type["node_config"]["scheduling"] = {"provisioningModel": "SPOT",
+                                                  "instanceTerminationAction": "DELETE"}
+        node_type["max_workers"] = data["max_workers"] = max_workers
+        data["provider"]["capacity"] = {worker_type: {"fallback": "on-demand"}}
+
+    return edit
+
+
+def market_of_instance(instance: dict[str, Any]) -> str:
+    """What GCE made: `spot` or `on-demand`, by the instance's own scheduling."""
+    scheduling = instance.get("scheduling") or {}
+    spot = scheduling.get("preemptible") or scheduling.get("provisioningModel") == "SPOT"
+    return "spot" if spot else "on-demand"
+
+
+def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_type: str,
+                      body: dict[str, Any], count: int,
+                      checks: tuple[Callable[..., None], ...] = ()) -> dict[str, Any]:
+    """A launch as the head's autoscaler makes it (Ray's NodeLauncher tags) through the head's
+    provider with `checks` added to its launch checks, with Ray's clients as
+    `ray_apis_at_fake` points them."""
+    from ray.autoscaler.tags import (
+        NODE_KIND_WORKER,
+        STATUS_UNINITIALIZED,
+        TAG_RAY_LAUNCH_CONFIG,
+        TAG_RAY_NODE_KIND,
+        TAG_RAY_NODE_NAME,
+        TAG_RAY_NODE_STATUS,
+        TAG_RAY_USER_NODE_TYPE,
+    )
+
+    from bootstrap.head_provider.provider import HeadNodeProvider
+
+    tags = {TAG_RAY_NODE_NAME: f"ray-{cluster_name}-worker", TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
+            TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED,
+            TAG_RAY_LAUNCH_CONFIG: hashlib.sha1(json.dumps(body).encode()).hexdigest(),
+            TAG_RAY_USER_NODE_TYPE: node_type}
+    provider = HeadNodeProvider(provider_config, cluster_name)
+    provider.launch_checks += checks
+    return provider.create_node(body, tags, count)
+
+
+def hourly_cap_with_room(worker_type: str, room: float) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: `provider.spend_cap.max_usd_per_hour` at what the head and the
+    pinned workers (`min_workers` of the type) cost an hour by the price table, plus `room`
+    times one more worker of the type."""
+
+    def edit(data: dict[str, Any]) -> None:
+        config = parse_cluster_config(copy.deepcopy(data))
+        region = config.provider.region
+        worker_type_config = config.available_node_types[worker_type]
+        worker = node_type_price(worker_type_config, region).running
+        pinned = node_type_price(config.head_type, region).running + (
+            worker * (worker_type_config.min_workers or 0))
+        data["provider"]["spend_cap"] = {"max_usd_per_hour": round(pinned + room * worker, 4)}
+
+    return edit
+
+
+def head_metadata_files(cluster: Cluster, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The head's metadata values as the metadata server would serve them to its processes
+    (one file each, the local mode of bootstrap/head_provider/instance_metadata.py)."""
+    folder = home / "metadata"
+    folder.mkdir(exist_ok=True)
+    for key, value in cluster.head_metadata.items():
+        (folder / key).write_text(value)
+    monkeypatch.setenv("RAY_BOOTSTRAP_METADATA_DIR", str(folder))
+    return folder
+
+
+SHIPPED_PROVIDER = "ray_gcp_head_provider"
+
+
+def install_head_provider(cluster: Cluster, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The head's node provider as its startup script installs it: metadata
+    `ray-head-provider` decoded to `~/ray_head_provider.zip`, that file first on the path (a
+    fresh import: nothing loaded by an earlier test is reused)."""
+    archive = home / "ray_head_provider.zip"
+    archive.write_bytes(base64.b64decode(cluster.head_metadata["ray-head-provider"]))
+    for name in [m for m in sys.modules if m.split(".")[0] == SHIPPED_PROVIDER]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(archive))
+    return archive
 
 
 def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:

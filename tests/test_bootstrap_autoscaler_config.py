@@ -44,15 +44,32 @@ def test_auth_points_at_the_key_copied_to_the_head():
     assert result["auth"] == {"ssh_user": "ray", "ssh_private_key": "~/ray_bootstrap_key.pem"}
 
 
-def test_provider_has_what_rays_gcp_provider_reads():
+def test_provider_is_the_heads_own_with_what_rays_gcp_provider_reads():
     config = cluster()
     provider = autoscaler_config(config, _bodies(config))["provider"]
-    assert provider["type"] == "gcp"
+    assert provider["type"] == "external"
+    assert provider["module"] == "ray_gcp_head_provider.provider.HeadNodeProvider"
     assert provider["project_id"] == "my-gcp-project"
     assert provider["availability_zone"] == "us-west1-a"
     assert provider["region"] == "us-west1"
     assert "_has_tpus" not in provider
     assert "gcp_credentials" not in provider
+    assert "capacity" not in provider  # no type falls back
+
+
+def test_provider_tells_the_heads_provider_which_spot_types_fall_back():
+    spot = {"machineType": "n1-standard-2", "scheduling": {"provisioningModel": "SPOT"}}
+    config = cluster(
+        available_node_types={
+            "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+            "spot_t": {"resources": {"CPU": 2}, "node_config": spot},
+            "plain_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
+        },
+        provider={"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",
+                  "project_id": "my-gcp-project",
+                  "capacity": {"spot_t": {"fallback": "on-demand", "return_to_spot": True}}})
+    provider = autoscaler_config(config, _bodies(config))["provider"]
+    assert provider["capacity"] == {"spot_t": {"fallback": "on-demand", "return_to_spot": True}}
 
 
 def test_tpu_cluster_tells_rays_provider_to_build_a_tpu_client():

@@ -5,18 +5,20 @@ actor keeps it up; a job during the window restarts the countdown; cancelling st
 from __future__ import annotations
 
 import copy
-import functools
 import json
-import os
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from tools import env_tool
-from waiting import wait_for
+from local_ray_head import (
+    WAIT_S,
+    Clock,
+    _wait_for,
+    instance_statuses,
+    ray_driver,
+    ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
+    run_for,
+)
 
 from bootstrap.autostop import (
     OVERRIDE_FILE,
@@ -28,7 +30,6 @@ from bootstrap.autostop import (
 )
 from bootstrap.autostop_metadata import autostop_settings
 from bootstrap.local_cluster import free_port
-from bootstrap.local_processes import stop_processes
 from infra.config import parse_cluster_config
 from infra.labels import ray_labels
 from ops.cloud.autostop import override_text
@@ -39,8 +40,6 @@ pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "idle"
 WINDOW_S = 2.0  # the idle window of these tests
 POLL_S = 0.25
-WAIT_S = 60  # an upper bound for a slow machine, not a speed requirement
-_wait_for = functools.partial(wait_for, within_s=WAIT_S, poll_s=0.1)
 CONFIG_DATA = {
     "cluster_name": CLUSTER,
     "provider": {"type": "gcp", "region": "us-west1", "availability_zone": ZONE,
@@ -55,62 +54,6 @@ CONFIG_DATA = {
 CONFIG = parse_cluster_config(copy.deepcopy(CONFIG_DATA))
 
 
-@pytest.fixture(scope="module")
-def ray_head(tmp_path_factory):
-    """One Ray head with its dashboard, on its own ports and temp dir; stopped by its marker,
-    never with `ray stop` (other Ray clusters may run on this machine)."""
-    root = Path(tmp_path_factory.mktemp("rayhead"))
-    temp_dir = Path(f"/tmp/rga-{os.getpid()}")  # short: Ray's socket paths must stay short
-    ports = {name: free_port() for name in ("gcs", "dashboard", "client", "agent", "agent_grpc",
-                                            "runtime_env", "metrics", "node_manager", "object")}
-    # CI runs pytest under `uv run`: without the switch Ray would start the drivers' workers with
-    # `uv run` in an uploaded copy of this checkout instead of in this environment.
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp_dir),
-           "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
-    command = [
-        env_tool("ray"), "start", "--head", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-        "--disable-usage-stats",
-        f"--temp-dir={temp_dir}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-        f"--port={ports['gcs']}", f"--dashboard-port={ports['dashboard']}",
-        f"--ray-client-server-port={ports['client']}",
-        f"--dashboard-agent-listen-port={ports['agent']}",
-        f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
-        f"--runtime-env-agent-port={ports['runtime_env']}",
-        f"--metrics-export-port={ports['metrics']}",
-        f"--node-manager-port={ports['node_manager']}",
-        f"--object-manager-port={ports['object']}",
-    ]
-    try:
-        started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-        assert started.returncode == 0, started.stderr[-2000:]
-        head = {"address": f"127.0.0.1:{ports['gcs']}", "env": env, "root": root,
-                "dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
-        _wait_for(lambda: _answers(head["dashboard"]), "Ray's dashboard answers")
-        yield head
-    finally:
-        # `ray start` exits, leaving its daemons without a parent to follow; Ray's client
-        # server names neither the temp dir nor 127.0.0.1 (it binds the machine's address)
-        stop_processes([str(temp_dir), f"--port={ports['gcs']} ", f"--port={ports['client']} "],
-                       grace_seconds=3)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _answers(dashboard: str) -> bool:
-    try:
-        RayState(dashboard).activity()
-    except Exception:  # noqa: BLE001 - not up yet
-        return False
-    return True
-
-
-def _driver(head: dict, code: str) -> subprocess.Popen:
-    """A Ray driver process connected to the head, running `code` after `ray.init`."""
-    program = ("import ray, sys, time\n"
-               f"ray.init(address={head['address']!r}, namespace='autostop')\n{code}")
-    return subprocess.Popen([sys.executable, "-c", program], env=head["env"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
 @pytest.fixture
 def fake():
     with FakeComputeServer() as server:
@@ -122,16 +65,6 @@ def fake():
         server.cloud.add_foreign_instance(PROJECT, ZONE, "someone-else",
                                           ray_labels("other", "worker", "cpu"))
         yield server
-
-
-class Clock:
-    """The daemon's clock, moved by the test: windows pass without waiting for them."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _daemon(ray_head: dict, fake: FakeComputeServer, tmp_path: Path, clock=time.time,
@@ -148,11 +81,6 @@ def _daemon(ray_head: dict, fake: FakeComputeServer, tmp_path: Path, clock=time.
     return Autostop(metadata, home, RayState(ray_head["dashboard"]), cloud, proc, POLL_S, clock)
 
 
-def _run_for(daemon: Autostop, seconds: float) -> list[str]:
-    deadline = time.monotonic() + seconds
-    return daemon.run(until=lambda: time.monotonic() > deadline)
-
-
 def _stays_up_past_the_window(daemon: Autostop, clock: Clock) -> bool:
     """Two checks a whole window apart: busy at both, so no decision to stop."""
     first = daemon.check()
@@ -161,7 +89,7 @@ def _stays_up_past_the_window(daemon: Autostop, clock: Clock) -> bool:
 
 
 def _statuses(fake: FakeComputeServer) -> dict[str, str]:
-    return {name: i["status"] for name, i in fake.instances(PROJECT, ZONE).items()}
+    return instance_statuses(fake, PROJECT, ZONE)
 
 
 def _operations(fake: FakeComputeServer, kind: str) -> list[str]:
@@ -172,7 +100,7 @@ def _operations(fake: FakeComputeServer, kind: str) -> list[str]:
 
 def test_an_idle_cluster_stops_every_node_workers_first(ray_head, fake, tmp_path):
     daemon = _daemon(ray_head, fake, tmp_path)
-    stopped = _run_for(daemon, WAIT_S)
+    stopped = run_for(daemon, WAIT_S)
     assert stopped[-1] == "ray-idle-head-1"
     assert sorted(stopped[:-1]) == ["ray-idle-worker-1", "ray-idle-worker-2"]
     assert _operations(fake, "stop") == stopped  # the head was asked for after the workers
@@ -191,7 +119,7 @@ def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_h
     # The first attempt cannot list the nodes (403: given up, tried again at the next check);
     # the second meets a 503 (retried in place), then lists and stops.
     fake.faults.fail_next(403, 503, methods={"list"})
-    stopped = _run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
+    stopped = run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
     assert stopped[-1] == "ray-idle-head-1" and len(stopped) == 3
     assert fake.cloud.calls["list"] == 3 and fake.cloud.calls["stop"] == 3
     assert _statuses(fake)["ray-idle-worker-1"] == "TERMINATED"
@@ -200,7 +128,7 @@ def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_h
 def test_a_node_that_refuses_to_stop_does_not_keep_the_others_running(ray_head, fake,
                                                                        tmp_path):
     fake.faults.fail_next(400, methods={"stop"})  # the first worker's stop is refused
-    stopped = _run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
+    stopped = run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
     assert len(stopped) == 2 and stopped[-1] == "ray-idle-head-1"
     statuses = _statuses(fake)
     assert statuses["ray-idle-head-1"] == "TERMINATED"
@@ -212,14 +140,14 @@ def test_down_deletes_the_nodes_and_the_tpu_slices(ray_head, fake, tmp_path):
                            {"labels": ray_labels(CLUSTER, "worker", "tpu")})
     fake.cloud.create_node(PROJECT, ZONE, "not-ours", {"labels": ray_labels("x", "worker", "t")})
     daemon = _daemon(ray_head, fake, tmp_path, down=True, tpu=True)
-    stopped = _run_for(daemon, WAIT_S)
+    stopped = run_for(daemon, WAIT_S)
     assert stopped[-1] == "ray-idle-head-1" and "ray-idle-worker-tpu" in stopped
     assert list(fake.instances(PROJECT, ZONE)) == ["someone-else"]
     assert list(fake.tpu_nodes(PROJECT, ZONE)) == ["not-ours"]
 
 
 def test_a_running_task_keeps_the_cluster_up(ray_head, fake, tmp_path):
-    driver = _driver(ray_head, "@ray.remote\ndef work():\n    time.sleep(600)\n"
+    driver = ray_driver(ray_head, "@ray.remote\ndef work():\n    time.sleep(600)\n"
                                "ray.get(work.remote())")
     try:
         state = RayState(ray_head["dashboard"])
@@ -250,7 +178,7 @@ def test_a_submitted_job_keeps_the_cluster_up(ray_head, fake, tmp_path):
 
 def test_a_live_actor_or_placement_group_keeps_the_cluster_up_after_its_driver_left(
         ray_head, fake, tmp_path):
-    creator = _driver(ray_head, "from ray.util.placement_group import placement_group\n"
+    creator = ray_driver(ray_head, "from ray.util.placement_group import placement_group\n"
                                 "@ray.remote(num_cpus=0)\nclass Keeper:\n"
                                 "    def ping(self):\n        return 1\n"
                                 "k = Keeper.options(name='keeper', namespace='autostop', "
@@ -266,7 +194,7 @@ def test_a_live_actor_or_placement_group_keeps_the_cluster_up_after_its_driver_l
         clock = Clock()
         assert _stays_up_past_the_window(_daemon(ray_head, fake, tmp_path, clock), clock)
     finally:
-        killer = _driver(ray_head, "from ray.util.placement_group import get_placement_group,"
+        killer = ray_driver(ray_head, "from ray.util.placement_group import get_placement_group,"
                                    " remove_placement_group\n"
                                    "ray.kill(ray.get_actor('keeper', namespace='autostop'))\n"
                                    "remove_placement_group(get_placement_group('held'))")
@@ -279,7 +207,7 @@ def test_a_job_during_the_window_restarts_the_countdown(ray_head, fake, tmp_path
     daemon = _daemon(ray_head, fake, tmp_path, clock)
     assert daemon.check() is None
     counting_from = daemon.idle_since
-    driver = _driver(ray_head, "@ray.remote\ndef short():\n    return 1\n"
+    driver = ray_driver(ray_head, "@ray.remote\ndef short():\n    return 1\n"
                                "ray.get(short.remote())")
     assert driver.wait(timeout=WAIT_S) == 0, driver.stdout.read()
     # No check saw the job run; its end, after the countdown began, restarts the countdown.

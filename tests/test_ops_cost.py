@@ -11,6 +11,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 from bootstrap_stubs import REPO, SHIPPED_STACKS
+from ray_cooperation import autoscaler_launch, ray_apis_fixture  # noqa: F401 (`ray_apis_at_fake`)
 
 from bootstrap.local_cluster import free_port
 from infra.config import load_cluster_config, parse_cluster_config
@@ -27,7 +28,7 @@ from tests.fake_compute import FakeComputeServer
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "priced"
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
-CONFIG = parse_cluster_config({
+CONFIG_DATA = {
     "cluster_name": CLUSTER,
     "max_workers": 4,
     "provider": {"type": "gcp", "region": "us-west1", "availability_zone": ZONE,
@@ -46,9 +47,10 @@ CONFIG = parse_cluster_config({
             "acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"}},
     },
     "head_node_type": "head",
-})
-FALLBACK_CONFIG = CONFIG.model_copy(update={"provider": CONFIG.provider.model_copy(update={
-    "capacity": {"spot_gpu": {"fallback": "on-demand"}}})})
+}
+CONFIG = parse_cluster_config(CONFIG_DATA)
+FALLBACK_CONFIG = parse_cluster_config({**CONFIG_DATA, "provider": {
+    **CONFIG_DATA["provider"], "capacity": {"spot_gpu": {"fallback": "on-demand"}}}})
 
 
 def _stamp(hours_ago: float | None) -> str | None:
@@ -210,6 +212,28 @@ def test_a_spot_type_created_on_demand_in_fallback_is_priced_and_shown_on_demand
     assert rows["gpu-on-demand"][1:3] == ["spot_gpu", "on-demand"]
     assert rows["gpu-restarted"][1:3] == ["spot_gpu", "spot"]
     assert "on-demand (spot's fallback)" in report
+
+
+def test_an_autoscaled_worker_the_heads_provider_made_on_demand_is_priced_on_demand(
+        fake, ray_apis_at_fake):
+    from bootstrap import autoscaler_config
+
+    bodies = {name: t.node_config.body() for name, t in
+              FALLBACK_CONFIG.available_node_types.items()}
+    head_config = autoscaler_config(FALLBACK_CONFIG, bodies)
+    fake.faults.spot_capacity[ZONE] = 0
+    # Compute only: Ray's TPU client (`_has_tpus`) is not pointed at the fake.
+    provider = {k: v for k, v in head_config["provider"].items() if k != "_has_tpus"}
+    (launched,) = autoscaler_launch(provider, CLUSTER, "spot_gpu",
+                                    head_config["available_node_types"]["spot_gpu"]["node_config"],
+                                    1)
+
+    cost = {c.name: c for c in node_costs(FALLBACK_CONFIG, NOW, fake.endpoint)}[launched]
+
+    assert cost.node_type == "spot_gpu" and cost.market == "on-demand"
+    assert not cost.price.spot
+    assert cost.price.accelerators == pytest.approx(price_table()["gpus"]["nvidia-tesla-t4"]
+                                                    ["on_demand"])
 
 
 def test_workers_in_a_failover_zone_are_priced_too(fake):

@@ -27,7 +27,7 @@ import yaml
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 RUNNER = PROJECT_ROOT / "tests" / "task_runner.py"
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
-TABLE = yaml.safe_load((PROJECT_ROOT / "ops/review/price_table.yaml").read_text())
+TABLE = yaml.safe_load((PROJECT_ROOT / "infra/price_table.yaml").read_text())
 
 
 def n1_standard(vcpus: int, spot: bool) -> float:

@@ -14,6 +14,8 @@ labels and `~/ray_bootstrap_config.yaml` (its metadata), and the worker groups' 
 from __future__ import annotations
 
 import copy
+import inspect
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,14 +34,21 @@ from ray_cooperation import (
     active_lines,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    head_metadata_files,
+    hourly_cap_with_room,
+    install_head_provider,
     ip_of,
+    market_of_instance,
     node_id,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
+    spot_with_fallback,
     start_cluster,
 )
 
+from bootstrap.autostop import Autostop, Cloud, Metadata, RayState
+from bootstrap.local_cluster import free_port
 from infra.workers import ClusterSweeperProvider
 from ops.review.plan_engine import PLANNED_PRIVATE_KEY, run_program
 from tests.fake_compute import FakeComputeServer
@@ -74,6 +83,7 @@ class RayHead:
         (tmp_path / "ray_bootstrap_key.pem").write_text(PLANNED_PRIVATE_KEY)
         config_file = tmp_path / "ray_bootstrap_config.yaml"
         config_file.write_text(yaml.safe_dump(cluster.bootstrap_config))
+        self.provider_archive = install_head_provider(cluster, tmp_path, monkeypatch)
         self.load_metrics = LoadMetrics()
         self.gcs = DrainingGcs()
         self.autoscaler = StandardAutoscaler(
@@ -165,6 +175,13 @@ def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(full: Running) 
         assert f"Node: {ip_of(instance)}" in status
 
 
+def test_rays_autoscaler_runs_the_heads_own_provider_from_the_shipped_zip(full: Running) -> None:
+    full.head.cycle()
+    provider = full.head.autoscaler.provider
+    assert type(provider).__name__ == "HeadNodeProvider"
+    assert inspect.getfile(type(provider)).startswith(str(full.head.provider_archive))
+
+
 def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(
     full: Running, fake: FakeComputeServer
 ) -> None:
@@ -244,6 +261,185 @@ def test_scale_up_with_a_cycle_between_head_config_and_group_create_adds_no_extr
         head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in head.running()})
     assert set(head.running()) == {before.head_name, *ours}
     assert len(ours) == 1
+
+
+# ------------------------------------ spot with on-demand fallback (provider.capacity), v1
+
+SPOT_TYPE = "ray_worker_small"  # the `full` stack's worker type, made spot here
+SPOT_MAX = 4
+
+
+def spot_cluster(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead],
+                 fallback: bool = True) -> Running:
+    """`full` with its worker type spot (falling back to on-demand unless `fallback` is
+    False) and room for SPOT_MAX workers; its pinned worker made while spot was there."""
+    edit = spot_with_fallback(SPOT_TYPE, SPOT_MAX)
+
+    def without_fallback(data: dict[str, Any]) -> None:
+        edit(data)
+        del data["provider"]["capacity"]
+
+    cluster = planned("full", "v1", edit=edit if fallback else without_fallback)
+    return Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+
+
+def grow(running_up: Running) -> dict[str, dict[str, Any]]:
+    """Work for more workers than the cluster may have, for a few cycles: Ray's launches."""
+    cluster, nodes, head = running_up.cluster, running_up.nodes, running_up.head
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+    for _ in range(CYCLES):
+        head.cycle(busy=set(head.running()), demand=[dict(per_node)] * (SPOT_MAX + 3))
+    return {n: i for n, i in head.running().items() if n not in nodes}
+
+
+def launch_failures(head: RayHead) -> list[str]:
+    return [line for line in head.autoscaler.event_summarizer.summary()
+            if "Failed to launch" in line]
+
+
+def test_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    up = spot_cluster(fake, head_for)
+    fake.faults.spot_capacity[up.cluster.zone] = 0  # GCE's stockout for every spot insert
+
+    launched = grow(up)
+
+    # As many as spot would have given: each launch made one node, on-demand.
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for name, instance in launched.items():
+        assert market_of_instance(instance) == "on-demand"
+        assert instance["labels"]["ray-capacity"] == "on-demand"
+        assert instance["scheduling"] == {"provisioningModel": "STANDARD"}
+        assert instance["labels"]["ray-user-node-type"] == SPOT_TYPE
+        assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
+    assert launch_failures(up.head) == []
+    # Later cycles keep them and add none: v1 counts each once.
+    grow(up)
+    assert set(up.head.running()) == {*up.nodes, *launched}
+
+
+def test_spot_partly_there_gives_spot_first_then_on_demand_for_the_rest(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    up = spot_cluster(fake, head_for)
+    fake.faults.spot_capacity[up.cluster.zone] = 1
+
+    launched = grow(up)
+
+    markets = sorted(market_of_instance(i) for i in launched.values())
+    assert markets == ["on-demand"] * (SPOT_MAX - len(up.nodes[1:]) - 1) + ["spot"]
+    assert {i["labels"]["ray-capacity"] for i in launched.values()} == {"spot", "on-demand"}
+    assert launch_failures(up.head) == []
+
+
+def test_spot_available_gives_spot_workers_as_before(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    up = spot_cluster(fake, head_for)
+
+    launched = grow(up)
+
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for instance in launched.values():
+        assert instance["scheduling"] == {"provisioningModel": "SPOT",
+                                          "instanceTerminationAction": "DELETE"}
+        assert instance["labels"]["ray-capacity"] == "spot"
+
+
+def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_does(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    """Why the fallback lives in the head's provider: Ray's own launch fails and retries the
+    same spot body, cycle after cycle."""
+    up = spot_cluster(fake, head_for, fallback=False)
+    fake.faults.spot_capacity[up.cluster.zone] = 0
+
+    assert grow(up) == {}
+    assert launch_failures(up.head)
+
+
+# ------------------------------------------- the spend cap's launch check (provider.spend_cap)
+
+
+def test_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_ray_status(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Room for half a worker more: Ray's launch of the next worker is refused, nothing is
+    created, and the reason is in the autoscaler's log, its events, `ray status -v` and the
+    head's labels."""
+    cluster = planned("full", "v1", edit=hourly_cap_with_room(SPOT_TYPE, 0.5))
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    with caplog.at_level(logging.WARNING):
+        for _ in range(CYCLES):
+            up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * 3)
+
+    assert set(up.head.running()) == set(up.nodes)  # nothing created
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes)
+    reason = f"spend cap: launching 1 {SPOT_TYPE} node(s)"
+    assert any(reason in r.getMessage() and "max_usd_per_hour" in r.getMessage()
+               for r in caplog.records)
+    failures = launch_failures(up.head)
+    assert failures and all(f"of type {SPOT_TYPE}. (SpendCap): {reason}" in line
+                            for line in failures)
+    status = up.head.status()
+    assert f" {SPOT_TYPE}: SpendCap (latest_attempt: " in status and reason in status
+    labels = fake.instances(cluster.project, cluster.zone)[cluster.head_name]["labels"]
+    assert labels["ray-spend-refused"] == SPOT_TYPE
+    assert labels["ray-spend-refused-at"].endswith("z")
+
+
+def test_a_launch_within_the_hourly_cap_goes_ahead(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = planned("full", "v1", edit=hourly_cap_with_room(SPOT_TYPE, 1.5))
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    for _ in range(CYCLES):
+        up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)])
+
+    assert len(set(up.head.running()) - set(up.nodes)) == 1
+    assert launch_failures(up.head) == []
+
+
+def test_after_the_total_cap_stopped_the_workers_no_launch_goes_ahead(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's daemon (bootstrap/autostop.py, as the head runs it from its metadata) finds
+    the total cap reached, stops the worker Pulumi keeps and labels the head; Ray's next
+    launches are refused for it, and nothing is created."""
+    def total_cap(data: dict[str, Any]) -> None:
+        data["provider"]["spend_cap"] = {"max_usd_total": 1.0}  # the fake's nodes are old
+
+    cluster = planned("full", "v1", edit=total_cap)
+    metadata = head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    (tmp_path / "proc").mkdir()
+    daemon_metadata = Metadata(str(metadata))
+    daemon = Autostop(daemon_metadata, tmp_path, RayState(f"http://127.0.0.1:{free_port()}"),
+                      Cloud(daemon_metadata, f"http://{fake.endpoint}/compute/v1",
+                            f"http://{fake.endpoint}/v2"), tmp_path / "proc", 0.01)
+    one_check = iter([False, True])
+    assert daemon.run(until=lambda: next(one_check)) == up.nodes[1:]
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    for _ in range(CYCLES):
+        up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * 3)
+
+    assert set(up.head.running()) == {cluster.head_name}
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes)
+    failures = launch_failures(up.head)
+    assert failures and all("(SpendCap): spend cap: the cluster reached provider.spend_cap."
+                            "max_usd_total $1.00 and its workers were stopped at " in line
+                            for line in failures)
 
 
 def test_head_carries_the_labels_rays_launcher_gives_a_head() -> None:

@@ -19,7 +19,9 @@ pending demand; a drained node's Ray exits (DEAD).
 
 from __future__ import annotations
 
+import inspect
 import json
+import logging
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -60,10 +62,15 @@ from ray_cooperation import (
     active_lines,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    head_metadata_files,
+    hourly_cap_with_room,
+    install_head_provider,
     ip_of,
+    market_of_instance,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
+    spot_with_fallback,
     start_cluster,
 )
 
@@ -289,6 +296,7 @@ class RayHeadV2:
         gcs.boot()
         self.autoscaler = Autoscaler("session_test", FileConfigReader(str(config_file)), gcs)
         self.state: Any = None
+        self.provider_archive: Path | None = None  # the head's provider, as shipped
 
     def running(self) -> dict[str, dict[str, Any]]:
         return running(self.cluster, self.fake)
@@ -340,8 +348,15 @@ def head_for(
 ) -> Iterator[Callable[[Cluster], RayHeadV2]]:
     """Start Ray's v2 monitor loop on a head reading this cluster's bootstrap config."""
     monkeypatch.setenv("HOME", str(tmp_path))
-    yield lambda cluster: RayHeadV2(
-        cluster, fake, FakeGcs(cluster, fake, tmp_path / "nodes"), clock, tmp_path)
+
+    def start(cluster: Cluster) -> RayHeadV2:
+        archive = install_head_provider(cluster, tmp_path, monkeypatch)
+        head = RayHeadV2(cluster, fake, FakeGcs(cluster, fake, tmp_path / "nodes"), clock,
+                         tmp_path)
+        head.provider_archive = archive
+        return head
+
+    yield start
 
 
 @dataclass
@@ -398,6 +413,16 @@ def test_every_node_tells_ray_start_what_v2_and_its_schedulers_read(
     # v2 joined each Ray node it manages to its instance.
     assert head.instances()[cluster.head_name] == IMInstance.RAY_RUNNING
     assert head.instances()[its_own] == IMInstance.RAY_RUNNING
+
+
+def test_v2_runs_the_heads_own_provider_from_the_shipped_zip(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    head = up("minimal", fake, head_for).head
+    head.cycle()
+    provider = head.autoscaler._cloud_instance_provider.v1_provider
+    assert type(provider).__name__ == "HeadNodeProvider"
+    assert inspect.getfile(type(provider)).startswith(str(head.provider_archive))
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -518,6 +543,97 @@ def test_past_every_v2_timeout_the_head_and_ours_stay_and_a_worker_that_never_jo
     assert set(head.running()) == set(nodes)
     assert head.gcs.drained == []
     assert head.instances()[cluster.head_name] == IMInstance.RAY_RUNNING
+
+
+# ------------------------------------ spot with on-demand fallback (provider.capacity), v2
+
+SPOT_TYPE = "ray_worker_small"  # the `full` stack's worker type, made spot here
+SPOT_MAX = 4
+
+
+def spot_up(fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]) -> Running:
+    """`full` under v2 with its worker type spot, falling back to on-demand, room for
+    SPOT_MAX workers; its pinned worker made while spot was there."""
+    cluster = planned("full", "v2", edit=spot_with_fallback(SPOT_TYPE, SPOT_MAX))
+    return Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+
+
+def grow_v2(up: Running) -> dict[str, dict[str, Any]]:
+    """Work for more workers than the cluster may have, for a few cycles (one more, so the
+    last launched have booted Ray): v2's launches."""
+    per_node = up.cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+    for _ in range(CYCLES + 1):
+        up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * (SPOT_MAX + 3))
+    return {n: i for n, i in up.head.running().items() if n not in up.nodes}
+
+
+def test_v2_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    up = spot_up(fake, head_for)
+    fake.faults.spot_capacity[up.cluster.zone] = 0  # GCE's stockout for every spot insert
+
+    launched = grow_v2(up)
+
+    # As many as spot would have given (v2 launches into the room Pulumi's worker leaves).
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for name, instance in launched.items():
+        assert market_of_instance(instance) == "on-demand"
+        assert instance["labels"]["ray-capacity"] == "on-demand"
+        assert instance["scheduling"] == {"provisioningModel": "STANDARD"}
+        # Its Ray says so to Ray's schedulers, and v2 joined it to its one instance.
+        assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "on-demand"
+        assert up.head.instances()[name] == IMInstance.RAY_RUNNING
+    # No failed allocation, no second instance for one request: the IM knows exactly these.
+    workers = {i: s for i, s in up.head.instances().items() if i != up.cluster.head_name}
+    assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
+    grow_v2(up)
+    assert set(up.head.running()) == {*up.nodes, *launched}
+    assert f"{len(up.nodes) - 1 + len(launched)} {SPOT_TYPE}" in active_lines(up.head.status())
+
+
+def test_v2_spot_available_gives_spot_workers_as_before(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    up = spot_up(fake, head_for)
+
+    launched = grow_v2(up)
+
+    assert len(launched) == SPOT_MAX - len(up.nodes[1:])
+    for name, instance in launched.items():
+        assert instance["scheduling"] == {"provisioningModel": "SPOT",
+                                          "instanceTerminationAction": "DELETE"}
+        assert instance["labels"]["ray-capacity"] == "spot"
+        assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "spot"
+
+
+# ------------------------------------------- the spend cap's launch check (provider.spend_cap)
+
+
+def test_v2_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_ray_status(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Room for half a worker more: v2's launches are refused, cycle after cycle, nothing is
+    created and nothing raises; why is in the autoscaler's log (v2's `ray status` names the
+    failed launch `LaunchFailed` and keeps no cause) and on the head's labels."""
+    cluster = planned("full", "v2", edit=hourly_cap_with_room(SPOT_TYPE, 0.5))
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    with caplog.at_level(logging.INFO):
+        for _ in range(CYCLES + 1):
+            up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)] * 3)
+
+    assert set(up.head.running()) == set(up.nodes)
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes)
+    reason = f"spend cap: launching 1 {SPOT_TYPE} node(s)"
+    assert any(f"Failed to launch 1 nodes of type {SPOT_TYPE}: Node Launch Exception "
+               f"(SpendCap): {reason}" in r.getMessage() for r in caplog.records)
+    assert f" {SPOT_TYPE}: LaunchFailed (latest_attempt: " in up.head.status()
+    labels = fake.instances(cluster.project, cluster.zone)[cluster.head_name]["labels"]
+    assert labels["ray-spend-refused"] == SPOT_TYPE
 
 
 # ------------------------------------------------------ what the design rests on (Ray's v2)

@@ -204,9 +204,11 @@ class Capacity(StrictModel):
     """`provider.capacity.<node type>`: how a spot worker type gets capacity.
 
     `fallback: on-demand`: when every allowed zone (provider.fallback_zones) refuses spot for
-    capacity, the pinned workers still missing are created on-demand. `return_to_spot: true`:
-    a later `invoke up` replaces those on-demand workers by spot ones when spot is back (by
-    default they are kept)."""
+    capacity, the pinned workers still missing are created on-demand; the workers the head's
+    autoscaler launches fall back the same way in `availability_zone`, their one zone
+    (bootstrap/head_provider). `return_to_spot: true`: a later `invoke up` replaces the pinned
+    on-demand workers by spot ones when spot is back (by default they are kept); autoscaled
+    ones try spot at every launch either way and leave when idle."""
 
     fallback: Literal["on-demand"]
     return_to_spot: bool = False

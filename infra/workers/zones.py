@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from google.api_core import exceptions as api_exceptions
 
+from bootstrap.head_provider.capacity import is_zone_capacity_error
 from infra.workers.clients import ApiClients
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy, call_with_retry
@@ -25,25 +26,12 @@ from infra.workers.retry import RetryPolicy, call_with_retry
 FallbackZones = list[str] | bool | None
 T = TypeVar("T")
 
-CAPACITY_CODES = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
-_CAPACITY_TEXT = "does not have enough resources available"
-# A quota that binds one zone (not the region's, which every zone of the region shares).
-_ZONE_QUOTA = re.compile(r"QUOTA_EXCEEDED\b.*\bin zone\b")
 _ZONE_SEGMENT = re.compile(r"(^|/)zones/[^/]+/")
 
 
 def region_of(zone: str) -> str:
     """`us-west1-a` -> `us-west1`."""
     return zone.rsplit("-", 1)[0]
-
-
-def is_zone_capacity_error(error: str) -> bool:
-    """An insert refused for the zone's capacity or a per-zone quota: another zone may work."""
-    return (
-        any(code in error for code in CAPACITY_CODES)
-        or _CAPACITY_TEXT in error
-        or bool(_ZONE_QUOTA.search(error))
-    )
 
 
 class ZoneRefused(Exception):

@@ -2,10 +2,11 @@
 `cluster-dump`, `kill-random-node`, `cost`, `autostop`, `get-head-ip` and `get-worker-ips`.
 
 Owns the node API and its errors (`cloud_api`), the nodes table and `ray status` (`status`),
-preemptions (`preemptions`), each node's startup script version and bootstrap stage
+the workers Ray's autoscaler launched and the market each got (`autoscaled`), preemptions
+(`preemptions`), each node's startup script version and bootstrap stage
 (`bootstrap_status`), the log archive (`cluster_dump`), failure drills (`kill_node`), what the
-cluster has cost (`cost`), a running cluster's autostop (`autostop`) and its IPs
-(`cluster_ips`).
+cluster has cost (`cost`), what the head counts against its spend cap (`spend_status`), a
+running cluster's autostop (`autostop`) and its IPs (`cluster_ips`).
 May import `infra`, `bootstrap`, the shared top of `ops`, `ops.remote` (to reach a node) and
 `ops.review.prices` (the price table); imported by `tasks.py`, and by `ops.lifecycle` for
 `cloud_api`. Verbs: `show_status`, `dump_stack`, `kill_stack_node`, `stack_cost_report`,

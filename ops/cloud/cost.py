@@ -4,10 +4,8 @@ timestamps (Compute API `creationTimestamp`, `lastStartTimestamp`, `lastStopTime
 the market it really got (spot, or on-demand as a spot type's capacity fallback creates it),
 wherever in the region it lives.
 
-Hours run: since creation, minus the one stopped period the timestamps show (between the last
-stop and a later start). An instance stopped and started more than once shows only its last
-stop, so earlier stopped periods count as running: the figure is an upper bound then. Disks
-cost from creation on, stopped or not.
+Hours run and what they cost: `bootstrap.head_provider.spend` (the head's spend cap counts by
+the same rule).
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ import os
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
+from bootstrap.head_provider.spend import RUNNING_STATES, Rate, hours_run, parse_time
 from infra.config import ClusterConfig
 from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
 from infra.workers.capacity import SPOT
@@ -31,9 +30,7 @@ from ops.review.prices import (
 )
 from ops.stack import Stack
 
-# Billed as running: GCE instance and TPU node states between start and stop.
-_RUNNING = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING", "STOPPING", "SUSPENDING",
-            "READY", "CREATING", "STARTING", "RESTARTING"}
+__all__ = ["NodeCost", "cost_report", "hours_run", "node_costs", "stack_cost_report"]
 
 
 @dataclass(frozen=True)
@@ -49,35 +46,20 @@ class NodeCost:
 
     @property
     def running(self) -> bool:
-        return self.state in _RUNNING
+        return self.state in RUNNING_STATES
 
     @property
     def so_far(self) -> float:
         if self.price is None:
             return 0.0
-        compute = self.price.machine + self.price.accelerators
-        return compute * self.hours_run + self.price.disks * self.hours_existed
+        return Rate(self.price.running, self.price.stopped).spent(self.hours_run,
+                                                                  self.hours_existed)
 
     @property
     def per_hour_now(self) -> float:
         if self.price is None:
             return 0.0
         return self.price.running if self.running else self.price.stopped
-
-
-def _time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
-def hours_run(state: str, created: datetime, last_start: datetime | None,
-              last_stop: datetime | None, now: datetime) -> float:
-    """Hours the node ran, from its timestamps (see the module docstring)."""
-    running = state in _RUNNING
-    end = now if running else (last_stop or created)
-    seconds = (end - created).total_seconds()
-    if running and last_start and last_stop and last_stop < last_start:
-        seconds -= (last_start - last_stop).total_seconds()  # the stopped period we can see
-    return max(seconds, 0.0) / 3600
 
 
 def _prices(config: ClusterConfig) -> dict[str, NodePrice]:
@@ -148,14 +130,14 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
     for instance in instances:
         if instance.labels.get(CLUSTER_NAME) != config.cluster_name:
             continue
-        created = _time(instance.creation_timestamp) or now
+        created = parse_time(instance.creation_timestamp) or now
         node_type = instance.labels.get(USER_NODE_TYPE, "")
         market = instance_market(instance)
         costs.append(NodeCost(
             instance.name, node_type, instance.status,
             _instance_price(config, node_type, market),
-            hours_run(instance.status, created, _time(instance.last_start_timestamp),
-                      _time(instance.last_stop_timestamp), now),
+            hours_run(instance.status, created, parse_time(instance.last_start_timestamp),
+                      parse_time(instance.last_stop_timestamp), now),
             (now - created).total_seconds() / 3600, market))
     if config.has_tpu:
         parent = f"projects/{project}/locations/{zone}"
@@ -167,10 +149,10 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
             created = node.create_time or now
             state = node.state.name
             node_type = node.labels.get(USER_NODE_TYPE, "")
-            hours = (now - created).total_seconds() / 3600
             costs.append(NodeCost(node.name.rsplit("/", 1)[-1], node_type, state,
                                   prices.get(node_type),
-                                  hours if state in _RUNNING else 0.0, hours))
+                                  hours_run(state, created, None, None, now),
+                                  (now - created).total_seconds() / 3600))
     return sorted(costs, key=lambda c: (c.node_type, c.name))
 
 

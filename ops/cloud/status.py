@@ -1,31 +1,33 @@
-"""`invoke status`: the stack's nodes as a table, their preemptions and bootstrap stages,
-then `ray status` from the head."""
+"""`invoke status`: the stack's nodes and the workers Ray's autoscaler launched as a table,
+their preemptions and bootstrap stages, then `ray status` from the head."""
 
 from __future__ import annotations
 
 import shlex
-from datetime import datetime
+from collections.abc import Sequence
 
+from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
 from ops.cloud.preemptions import preemption_lines
+from ops.cloud.spend_status import head_spend_lines, label_time
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
 from ops.remote.ray_auth import with_ray_auth
 from ops.remote.ssh import Connector, connect_stack
-from ops.stack import StackOutputs
+from ops.stack import Node, StackOutputs
 
 LOG_TAIL_LINES = 20
 RAY_STATUS_COMMAND = "ray status"
 
 
-def nodes_table(outputs: StackOutputs) -> str:
-    """One row per node; MARKET says which workers are spot and which on-demand (a spot type's
-    capacity fallback)."""
+def nodes_table(outputs: StackOutputs, autoscaled: Sequence[Node] = ()) -> str:
+    """One row per node, the stack's then the `autoscaled` workers Ray launched; MARKET says
+    which workers are spot and which on-demand (a spot type's capacity fallback)."""
     header = ("NAME", "TYPE", "KIND", "MARKET", "STATE", "INTERNAL IP", "EXTERNAL IP")
     rows = [header] + [
         (n.name, n.node_type, n.kind, n.market or "-", n.status, n.internal_ip or "-",
          n.external_ip or "-")
-        for n in outputs.nodes
+        for n in (*outputs.nodes, *autoscaled)
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join(
@@ -61,13 +63,14 @@ def ray_status(
 
 def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str | None:
     """When the head cannot be reached: what the Compute API says of it, and whether autostop
-    stopped it (its `ray-autostop` labels) and when. None when the API cannot tell or the head
-    runs (then the SSH error stands)."""
+    (its `ray-autostop` labels) or the spend cap (`ray-spend-cap`) stopped it, and when. None
+    when the API cannot tell or the head runs (then the SSH error stands)."""
     from google.api_core.exceptions import GoogleAPIError, NotFound
     from google.auth.exceptions import GoogleAuthError
     from requests import RequestException
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
+    from bootstrap.head_provider.spend import CAPPED_AT_LABEL, CAPPED_LABEL
     from ops.cloud.cloud_api import api_clients
 
     clients = api_clients(outputs, endpoint)
@@ -81,11 +84,13 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
         return None
     if head.status == "RUNNING":
         return None
-    reason, at = head.labels.get(REASON_LABEL), head.labels.get(TIME_LABEL)
-    if reason and at:
-        when = datetime.strptime(at, "%Y-%m-%dt%H-%M-%Sz").strftime("%Y-%m-%d %H:%M:%S UTC")
-        return (f"the cluster was {reason} for idleness at {when} (autostop): `invoke up "
-                f"--stack {outputs.stack}` brings it back")
+    for reason_label, time_label, why, who in (
+            (CAPPED_LABEL, CAPPED_AT_LABEL, "at its total spend cap", "provider.spend_cap"),
+            (REASON_LABEL, TIME_LABEL, "for idleness", "autostop")):
+        reason, at = head.labels.get(reason_label), head.labels.get(time_label)
+        if reason and at:
+            return (f"the cluster was {reason} {why} at {label_time(at)} ({who}): `invoke up "
+                    f"--stack {outputs.stack}` brings it back")
     return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
 
 
@@ -93,8 +98,13 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
     """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
     and `ray status`; an unreachable head is explained by the Compute API when it can be."""
     with connect_stack(stack, trust_first_use) as connector:
-        print(nodes_table(connector.outputs), flush=True)
+        autoscaled, unlisted = autoscaled_rows(connector.outputs)
+        print(nodes_table(connector.outputs, autoscaled), flush=True)
+        for line in unlisted:
+            print(line, flush=True)
         for line in preemption_lines(connector.outputs):
+            print(line, flush=True)
+        for line in head_spend_lines(connector.outputs):
             print(line, flush=True)
         print()
         try:

@@ -1,0 +1,57 @@
+"""The workers Ray's autoscaler launched, as the Compute API lists them, for `invoke status`.
+
+The stack's outputs know the head and the nodes Pulumi keeps; the autoscaler's own workers
+(Ray's kind `ray-node-type: worker`) are asked of the API in the head's zone, the one zone Ray's
+GCP provider creates them in. Each shows with the market it got, by its own scheduling: a spot
+type's worker that the head's provider created on-demand (provider.capacity) shows on-demand.
+"""
+
+from __future__ import annotations
+
+from ops.stack import Node, StackOutputs
+
+AUTOSCALED_KIND = "autoscaled"  # the KIND column's word for them
+
+
+def autoscaled_nodes(outputs: StackOutputs, endpoint: str | None = None) -> list[Node]:
+    """The cluster's autoscaler-launched instances in the stack's zone, by name."""
+    from google.cloud import compute_v1
+
+    from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
+    from infra.workers.compute_api import instance_market, label_filter
+    from ops.cloud.cloud_api import api_clients
+
+    clients = api_clients(outputs, endpoint)
+    request = compute_v1.ListInstancesRequest(
+        project=outputs.project, zone=outputs.zone,
+        filter=label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER}))
+    nodes = []
+    for instance in clients.instances.list(request=request, retry=None):
+        interface = instance.network_interfaces[0] if instance.network_interfaces else None
+        access = interface.access_configs[0] if interface and interface.access_configs else None
+        nodes.append(Node(
+            name=instance.name, node_type=instance.labels.get(USER_NODE_TYPE, ""),
+            kind=AUTOSCALED_KIND, internal_ip=interface.network_i_p if interface else "",
+            external_ip=(access.nat_i_p or None) if access else None, status=instance.status,
+            zone=outputs.zone, market=instance_market(instance)))
+    return sorted(nodes, key=lambda node: node.name)
+
+
+def autoscaled_rows(outputs: StackOutputs, endpoint: str | None = None
+                    ) -> tuple[list[Node], list[str]]:
+    """The autoscaler's workers for the nodes table, or none and one line saying why the API
+    could not be asked."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
+    from requests import RequestException
+
+    if not (outputs.project and outputs.zone):
+        return [], []
+    try:
+        return autoscaled_nodes(outputs, endpoint), []
+    except DefaultCredentialsError:
+        return [], ["autoscaled workers: not listed, no Google Cloud credentials (run `gcloud "
+                    "auth application-default login`)"]
+    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
+        reason = getattr(exc, "message", None) or str(exc)
+        return [], [f"autoscaled workers: not listed, the Compute API did not answer ({reason})"]

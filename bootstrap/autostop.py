@@ -255,6 +255,11 @@ class CloudNode:
     def short_name(self) -> str:
         return self.name.rsplit("/", 1)[-1]
 
+    @property
+    def zone(self) -> str:
+        """A compute instance's zone, from its `zone` URL (empty for a TPU node)."""
+        return str(self.item.get("zone", "")).rsplit("/", 1)[-1]
+
     def usage(self, node_type_label: str, now: datetime) -> NodeUsage:
         """What its price and uptime are read from."""
         if self.kind == "tpu":
@@ -303,15 +308,19 @@ class Cloud:
     def nodes(self, settings: Settings) -> list[CloudNode]:
         """Every instance (and TPU node) carrying the cluster's labels, the autoscaler's too."""
         found: list[CloudNode] = []
-        base = f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}/instances"
+        # Every zone of the project: a worker group's zone failover may have put workers
+        # outside the head's zone, and they cost the same and must stop the same.
+        base = f"{self.compute_url}/projects/{settings.project}/aggregated/instances"
         query = {"filter": " AND ".join(f'(labels.{k} = "{v}")'
-                                        for k, v in sorted(settings.cluster_labels.items()))}
+                                        for k, v in sorted(settings.cluster_labels.items())),
+                 "returnPartialSuccess": "true"}
         token = ""
         while True:
             page = self._call(f"{base}?{urllib.parse.urlencode({**query, 'pageToken': token})}")
             found += [CloudNode("compute", item["name"], item.get("labels") or {},
                                 item.get("labelFingerprint", ""), item)
-                      for item in page.get("items") or []]
+                      for scope in (page.get("items") or {}).values()
+                      for item in scope.get("instances") or []]
             token = page.get("nextPageToken") or ""
             if not token:
                 break
@@ -341,7 +350,7 @@ class Cloud:
         """Set (or, with None, remove) labels of a compute instance; a failure is logged."""
         labels = {key: value for key, value in {**node.labels, **changes}.items()
                   if value is not None}
-        url = (f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
+        url = (f"{self.compute_url}/projects/{settings.project}/zones/{node.zone}"
                f"/instances/{node.name}/setLabels")
         try:
             self._call(url, "POST", {"labels": labels,
@@ -354,7 +363,7 @@ class Cloud:
         always deleted: a slice cannot be stopped, and `up` recreates a missing one."""
         if node.kind == "tpu":
             return {"tpu": self._call(f"{self.tpu_url}/{node.name}", "DELETE")}
-        url = (f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
+        url = (f"{self.compute_url}/projects/{settings.project}/zones/{node.zone}"
                f"/instances/{node.name}")
         return {"compute": self._call(url if delete else f"{url}/stop",
                                       "DELETE" if delete else "POST")}
@@ -369,8 +378,9 @@ class Cloud:
                 time.sleep(2)
                 continue
             name = operation["compute"]["name"]
+            zone = str(operation["compute"].get("zone") or settings.zone).rsplit("/", 1)[-1]
             current = self._call(
-                f"{self.compute_url}/projects/{settings.project}/zones/{settings.zone}"
+                f"{self.compute_url}/projects/{settings.project}/zones/{zone}"
                 f"/operations/{name}/wait", "POST")
             if current.get("status") == "DONE":
                 return

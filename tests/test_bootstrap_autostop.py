@@ -26,7 +26,10 @@ from bootstrap.autostop import (
     Cloud,
     Metadata,
     RayState,
+    Stop,
+    read_settings,
     ssh_sessions,
+    stop_cluster,
 )
 from bootstrap.autostop_metadata import autostop_settings
 from bootstrap.local_cluster import free_port
@@ -112,6 +115,30 @@ def test_an_idle_cluster_stops_every_node_workers_first(ray_head, fake, tmp_path
     assert head["labels"]["ray-autostop-at"].endswith("z")
     status = (tmp_path / "guest-attributes" / "ray-bootstrap" / "status").read_text()
     assert status.startswith("autostopped:") and ":stopped:" in status
+
+
+def test_a_worker_failed_over_to_another_zone_is_stopped_in_its_zone(fake, tmp_path):
+    """A worker group's zone failover puts workers outside the head's zone: they are the
+    cluster's too (its labels), and are stopped where they are."""
+    other_zone = "us-west1-b"
+    fake.cloud.add_foreign_instance(PROJECT, other_zone, "ray-idle-worker-3",
+                                    ray_labels(CLUSTER, "worker", "cpu"))
+    fake.cloud.add_foreign_instance(PROJECT, other_zone, "elsewhere",
+                                    ray_labels("other", "worker", "cpu"))
+    metadata_dir = tmp_path / "metadata"
+    metadata_dir.mkdir()
+    (metadata_dir / "ray-autostop").write_text(json.dumps(autostop_settings(CONFIG)))
+    metadata = Metadata(str(metadata_dir))
+    cloud = Cloud(metadata, f"http://{fake.endpoint}/compute/v1", f"http://{fake.endpoint}/v2")
+    settings = read_settings(metadata, tmp_path)
+    stopped = stop_cluster(cloud, settings, Stop("idle", delete=False))
+    assert sorted(stopped[:-1]) == ["ray-idle-worker-1", "ray-idle-worker-2",
+                                    "ray-idle-worker-3"]
+    assert stopped[-1] == "ray-idle-head-1"
+    assert instance_statuses(fake, PROJECT, other_zone) == {
+        "ray-idle-worker-3": "TERMINATED", "elsewhere": "RUNNING"}
+    assert fake.instances(PROJECT, other_zone)["ray-idle-worker-3"]["labels"][
+        "ray-autostop"] == "stopped"
 
 
 def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_head, fake,

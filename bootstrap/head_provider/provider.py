@@ -7,6 +7,7 @@ inherited, so existing clusters' autoscaled nodes are listed, recognised and ret
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,8 @@ from ray.autoscaler.tags import TAG_RAY_USER_NODE_TYPE
 from .capacity import PROVIDER_FIELD
 from .launch import launch_nodes
 from .spend_gate import SpendGate
+
+logger = logging.getLogger(__name__)
 
 LaunchCheck = Callable[[dict[str, Any], dict[str, str], int], None]
 """Run before every launch with (node_config, the autoscaler's tags, count); raising refuses
@@ -31,6 +34,9 @@ class HeadNodeProvider(GCPNodeProvider):
         super().__init__(provider_config, cluster_name)
         self.capacity: dict[str, dict[str, Any]] = dict(provider_config.get(PROVIDER_FIELD) or {})
         self.launch_checks: list[LaunchCheck] = [SpendGate(self)]
+        # The autoscaler's log (monitor.log) says which provider launches, and from where.
+        logger.info("HeadNodeProvider from %s: on-demand fallback for %s", __file__,
+                    ", ".join(sorted(self.capacity)) or "no node type")
 
     def create_node(self, base_config: dict[str, Any], tags: dict[str, str],
                     count: int) -> dict[str, Any]:

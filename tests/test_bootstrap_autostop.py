@@ -145,10 +145,10 @@ def test_api_errors_while_stopping_are_retried_until_every_node_is_stopped(ray_h
                                                                           tmp_path):
     # The first attempt cannot list the nodes (403: given up, tried again at the next check);
     # the second meets a 503 (retried in place), then lists and stops.
-    fake.faults.fail_next(403, 503, methods={"list"})
+    fake.faults.fail_next(403, 503, methods={"aggregatedList"})
     stopped = run_for(_daemon(ray_head, fake, tmp_path), WAIT_S)
     assert stopped[-1] == "ray-idle-head-1" and len(stopped) == 3
-    assert fake.cloud.calls["list"] == 3 and fake.cloud.calls["stop"] == 3
+    assert fake.cloud.calls["aggregatedList"] == 3 and fake.cloud.calls["stop"] == 3
     assert _statuses(fake)["ray-idle-worker-1"] == "TERMINATED"
 
 

@@ -12,13 +12,16 @@ import signal
 import socket
 import stat
 import struct
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sshd_server import keygen
+from tools import require_tool
 from waiting import wait_for
 
+from ops.remote.openssh import control_folder, control_prefix
 from ops.remote.warm import stop_daemon
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
@@ -30,15 +33,26 @@ def warm_stack(stack, monkeypatch: pytest.MonkeyPatch) -> Iterator:
     stack.env = {**stack.env, "RAY_GCP_SSH_PERSIST": "60"}
     monkeypatch.setenv("RAY_GCP_SSH_PERSIST", "60")
     yield stack
-    for path in daemon_sockets(stack):
+    left = daemon_sockets(stack)
+    for path in left:
         with contextlib.suppress(OSError):
             os.kill(daemon_pid(path), signal.SIGKILL)
-    wait_for(lambda: not any(_answers(path) for path in daemon_sockets(stack)),
+    for path in openssh_masters(stack):  # SO_PEERCRED names the process that forked it
+        subprocess.run([require_tool("ssh"), "-o", f"ControlPath={path}", "-O", "exit", "node"],
+                       capture_output=True)
+        left.append(path)
+    wait_for(lambda: not any(_answers(path) for path in left),
              "the test's warm connections to end")
 
 
 def daemon_sockets(stack) -> list[Path]:
     return sorted((stack.state_dir / stack.name).glob("warm-*.sock"))
+
+
+def openssh_masters(stack) -> list[Path]:
+    """The ControlMaster sockets rsync-up's OpenSSH left for the stack (ops.remote.openssh)."""
+    prefix = control_prefix(stack.state_dir / stack.name / "known_hosts")
+    return sorted(control_folder().glob(f"{prefix}-*"))
 
 
 def short(path: Path) -> str:
@@ -90,7 +104,8 @@ def test_exec_submit_status_and_rsync_reuse_the_warm_connection(warm_stack, tmp_
     source = tmp_path / "sent.bin"
     source.write_bytes(os.urandom(6 << 20))  # enough pipelined SFTP writes to collect acks
     target = tmp_path / "received.bin"
-    assert warm_stack.invoke("rsync-up", str(source), str(target)).returncode == 0
+    over_sftp = {**warm_stack.env, "RAY_GCP_SYNC": "sftp"}  # not the system's rsync
+    assert warm_stack.invoke("rsync-up", str(source), str(target), env=over_sftp).returncode == 0
     assert target.read_bytes() == source.read_bytes()
     back = tmp_path / "back.bin"
     assert warm_stack.invoke("rsync-down", str(target), str(back)).returncode == 0
@@ -111,6 +126,7 @@ def test_a_dead_daemons_socket_falls_back_to_a_direct_connection(warm_stack):
     assert path.exists()
     result = warm_stack.invoke("exec", "echo direct")
     assert (result.returncode, result.stdout) == (0, "direct\n")
+    wait_for(lambda: _answers(path), "a new daemon in its place")  # stopped after the test
 
 
 def test_a_stopped_daemon_leaves_no_socket_and_exec_connects_directly(warm_stack):
@@ -119,6 +135,7 @@ def test_a_stopped_daemon_leaves_no_socket_and_exec_connects_directly(warm_stack
     wait_for(lambda: not path.exists(), "the stopped daemon to remove its socket")
     result = warm_stack.invoke("exec", "echo direct")
     assert (result.returncode, result.stdout) == (0, "direct\n")
+    wait_for(lambda: _answers(path), "a new daemon in its place")  # stopped after the test
 
 
 def test_a_daemon_exits_once_idle(warm_stack):
@@ -147,18 +164,19 @@ def test_another_user_gets_no_answer_even_through_an_open_socket(warm_stack):
     child = os.fork()
     if child == 0:  # connect as nobody, from the socket's folder
         answer = b"error"
-        with contextlib.suppress(BaseException):
+        try:
             os.chdir(path.parent)
             os.setgid(65534)
             os.setuid(65534)
             with socket.socket(socket.AF_UNIX) as client:
                 client.connect(path.name)
-                client.sendall(b'{"ping": true}\n')
                 try:
+                    client.sendall(b'{"ping": true}\n')
                     answer = client.makefile("rb").readline()
-                except ConnectionResetError:  # closed before reading what was sent
+                except (BrokenPipeError, ConnectionResetError):  # closed without reading
                     answer = b""
-        os._exit(0 if answer == b"" else 1)
+        finally:
+            os._exit(0 if answer == b"" else 1)
     _, status = os.waitpid(child, 0)
     path.parent.chmod(0o700)
     assert os.waitstatus_to_exitcode(status) == 0, "another user was answered"
@@ -178,3 +196,19 @@ def test_a_key_pinned_anew_is_never_served_by_the_old_connection(warm_stack, ssh
     assert refused.returncode != 0 and "served" not in refused.stdout
     assert "does not match the one pinned" in refused.stderr
     assert daemon_sockets(warm_stack) == [old]  # no daemon for the wrong key
+
+
+def test_rsync_up_leaves_an_openssh_master_the_next_one_reuses(warm_stack, tmp_path):
+    source = tmp_path / "data.txt"
+    source.write_text("first\n")
+    target = tmp_path / "remote" / "data.txt"
+    assert warm_stack.invoke("rsync-up", str(source), str(target)).returncode == 0
+    wait_for(lambda: openssh_masters(warm_stack), "an OpenSSH master listening")
+    master = openssh_masters(warm_stack)[0]
+    assert stat.S_IMODE(master.stat().st_mode) == 0o600
+    with_unauthorized_key(warm_stack, tmp_path)  # a new handshake would now be refused
+
+    source.write_text("second\n")
+    again = warm_stack.invoke("rsync-up", str(source), str(target))
+    assert again.returncode == 0, again.stderr
+    assert target.read_text() == "second\n"

@@ -6,7 +6,7 @@ tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the 
 (`os_login`), running commands in
 the right shell or container (`commands`), what attach, exec and submit do with their flags
 (`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), SFTP sync
-with rsync's filters (`sync`, filters from bootstrap.sync_filter; `cluster_file`, `progress`),
+with rsync's filters (`sync`, filters from infra.sync_filter; `cluster_file`, `progress`),
 what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also
 used by ops.cloud's cluster dump),
 the autoscaler log (`monitor`), the ssh config block (`ssh_config`) and Ray's token auth

@@ -25,9 +25,6 @@ ENGINE_PASSPHRASE = "engine-tests-passphrase"
 def _project_root_cwd(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(PROJECT_ROOT)
     monkeypatch.delenv("PULUMI_STACK", raising=False)
-    # No warm SSH connections unless a test asks (tests/test_ops_warm_ssh.py): a daemon
-    # outlives the task that starts it, and the session-end check below counts it.
-    monkeypatch.setenv("RAY_GCP_SSH_PERSIST", "0")
 
 
 @pytest.fixture(scope="session")

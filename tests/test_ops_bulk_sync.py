@@ -157,3 +157,16 @@ def test_without_rsync_or_ssh_on_path_the_sftp_way_is_chosen(monkeypatch, tmp_pa
     assert system_tools() is not None
     monkeypatch.setenv("RAY_GCP_SYNC", "sftp")
     assert system_tools() is None
+
+
+def test_names_rsync_would_read_as_patterns_are_sent_as_themselves(way, tmp_path):
+    """A file named `b*`, left out by the .gitignore (rsync_filter), must not take `bX.txt`
+    with it; `odd[1]?.txt` is sent as itself."""
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    source.mkdir()
+    (source / ".gitignore").write_text("b[*]\n")
+    for name in ("b*", "bX.txt", "odd[1]?.txt"):
+        (source / name).write_text(name)
+    assert "3 file(s) sent" in send(way, source, remote)
+    assert sorted(path.name for path in remote.iterdir()) == [".gitignore", "bX.txt",
+                                                             "odd[1]?.txt"]

@@ -2,17 +2,20 @@
 `ray rsync-up` shells out to rsync: OpenSSH's speed for a large file, and rsync's one stream
 for many small ones.
 
-What is sent is still decided here, not by rsync's rules: the files and folders the walk of
-ops.remote.sync_walk keeps (rsync_exclude, rsync_filter) go to rsync as `--files-from`, so the
-filters mean exactly what they mean on the SFTP path. rsync then skips what is unchanged by
-size and mtime (`--checksum`: by size and content, its -c), keeps modes and mtimes (-p -t),
-sends a link to a file as the file (-L, as the SFTP path reads through it) and deletes
-nothing. The destination's folder is made first (`mkdir -p`, in --rsync-path). A node
-without rsync raises NoRemoteRsync, and that node is served over SFTP instead.
+What is sent is still decided here, not by rsync's rules: what the walk of
+ops.remote.sync_walk leaves out (rsync_exclude, rsync_filter) goes to rsync as anchored
+excludes of those very names (or, for names rsync would read as patterns, the kept files as
+`--files-from`), so the filters mean exactly what they mean on the SFTP path. rsync then
+skips what is unchanged by size and mtime (`--checksum`: by size and content, its -c), keeps
+modes and mtimes (-p -t), sends a link to a file as the file (-L, as the SFTP path reads
+through it), writes in place as SFTP does (--inplace, whole files) and deletes nothing. The
+destination's folder is made first (`mkdir -p`, in --rsync-path). A node without rsync
+raises NoRemoteRsync, and that node is served over SFTP instead.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import shlex
 import subprocess
@@ -46,37 +49,29 @@ def send(openssh: OpenSsh, rsync: str, node: Node, local: Path, destination: str
          progress: Transfers | None) -> SyncReport:
     """Local `local` (file or folder) -> `destination` on `node`, as ops.remote.sync's
     sync_up sends it."""
-    from infra.sync_filter import DirMergeFilters
-
     destination = remote_path(destination)
     host, options = openssh.target(node)
     if local.is_file():
         folder = destination if destination.endswith("/") else posixpath.dirname(destination)
-        listed = [local.name]
-        names: list[str] = []
+        listed, stdin, selection = [local.name], [], []
         source, target = str(local), destination
     else:
         folder = destination
-        names = []
-        for relative_dir, _, subdirs, files in walk_filtered(local, excludes,
-                                                             DirMergeFilters(filters)):
-            names += [posixpath.join(relative_dir, name) for name in subdirs]
-            names += [posixpath.join(relative_dir, name) for name in files]
-        listed = [name for name in names if not (local / name).is_dir()]
+        listed, stdin, selection = _selection(local, excludes, filters)
         source, target = f"{local}/", f"{destination.rstrip('/') or '.'}/"
     command = [
         rsync, "--protect-args", "--times", "--perms", "--copy-links", "--whole-file",
         "--inplace", "--out-format=%l %n",
         "--rsh", shlex.join([openssh.ssh, *options]),
         "--rsync-path", rsync_path(folder),
-        *(["--checksum"] if checksum else []),
-        *(["--files-from=-", "--from0"] if not local.is_file() else []),
+        *(["--checksum"] if checksum else []), *selection,
         source, f"{host}:{target}",
     ]
     report = SyncReport()
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
-    writer = threading.Thread(target=_write_names, args=(process, names), daemon=True)
+    end = b"\0" if "--from0" in selection else b"\n"
+    writer = threading.Thread(target=_write_names, args=(process, stdin, end), daemon=True)
     writer.start()
     errors: list[bytes] = []
     reader = threading.Thread(target=_keep_tail, args=(process, errors), daemon=True)
@@ -104,9 +99,46 @@ def send(openssh: OpenSsh, rsync: str, node: Node, local: Path, destination: str
     return report
 
 
-def _write_names(process: subprocess.Popen, names: list[str]) -> None:
+def _selection(local: Path, excludes: list[str], filters: list[str]
+               ) -> tuple[list[str], list[str], list[str]]:
+    """(the files the walk keeps, what rsync reads on stdin, the options that make it read
+    it) for the folder `local`. rsync walks the folder itself (-r) leaving out, anchored,
+    every name the walk left out and the inside of every link to a folder (the walk makes it
+    a folder and does not enter it): its own walk is faster than a list of every file. A
+    name rsync would read as a pattern (`*?[\\`), or could not read one a line (a line
+    break, trailing blanks), makes it take the list of every kept file and folder instead
+    (--files-from, NUL-separated)."""
+    from infra.sync_filter import DirMergeFilters
+
+    listed: list[str] = []
+    kept_folders: list[str] = []
+    left_out: list[str] = []
+    plain = True
+    for relative_dir, directory, subdirs, files in walk_filtered(local, excludes,
+                                                                 DirMergeFilters(filters)):
+        listed += [posixpath.join(relative_dir, name) for name in files]
+        kept_folders += [posixpath.join(relative_dir, name) for name in subdirs]
+        kept = set(subdirs) | set(files)
+        present = sorted(os.listdir(directory))
+        plain = plain and all(_plain(name) for name in present)
+        left_out += [f"/{posixpath.join(relative_dir, name)}"
+                     for name in present if name not in kept]
+        left_out += [f"/{posixpath.join(relative_dir, name)}/*" for name in subdirs
+                     if (directory / name).is_symlink()]
+    if not plain:
+        return listed, [*kept_folders, *listed], ["--files-from=-", "--from0"]
+    return listed, left_out, ["--recursive", "--exclude-from=-"]
+
+
+def _plain(name: str) -> bool:
+    """A name rsync reads as itself in an exclude line: no wildcard, no backslash, no line
+    break, no trailing blank."""
+    return not any(mark in name for mark in "*?[\\\n\r") and name == name.rstrip()
+
+
+def _write_names(process: subprocess.Popen, names: list[str], end: bytes) -> None:
     try:
-        process.stdin.write(b"".join(name.encode(errors="surrogateescape") + b"\0"
+        process.stdin.write(b"".join(name.encode(errors="surrogateescape") + end
                                      for name in names))
         process.stdin.close()
     except BrokenPipeError:

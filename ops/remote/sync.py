@@ -382,13 +382,14 @@ def rsync_up_nodes(
         "rsync-up", err)
 
     def over_rsync(openssh: OpenSsh, node: Node) -> SyncReport | None:
-        from ops.remote.system_rsync import NoRemoteRsync, send
+        from ops.remote.system_rsync import NoRemoteRsync
+        from ops.remote.system_rsync import send as send_over_rsync
 
         total = SyncReport()
         try:
             for remote, local in pairs.items():
-                report = send(openssh, tools[0], node, Path(local), remote, excludes,
-                              filters or [], checksum, progress)
+                report = send_over_rsync(openssh, tools[0], node, Path(local), remote,
+                                         excludes, filters or [], checksum, progress)
                 total.sent += [posixpath.join(remote, path) for path in report.sent]
                 total.unchanged += report.unchanged
         except NoRemoteRsync:

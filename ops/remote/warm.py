@@ -116,7 +116,9 @@ def start_daemon(path: Path, settings: dict[str, Any]) -> None:
         process.stdin.close()
     except OSError:
         process.kill()
-    process.returncode = 0  # it runs on alone: not this process's to wait for
+    # It runs on alone in its own session, reparented when this task ends: not ours to wait
+    # for (so Popen does not warn of a child left running).
+    process.returncode = 0
 
 
 class StaleDaemon(OpsError):

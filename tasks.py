@@ -196,18 +196,21 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP,
         "all-nodes": "send to every node, not only the head",
+        "checksum": "skip files by size and content (SHA-256, rsync's -c), not size and mtime",
         "trust-first-use": _TRUST_HELP,
     }
 )
-def rsync_up(c, source, target, stack=None, all_nodes=False, trust_first_use=False):
+def rsync_up(c, source, target, stack=None, all_nodes=False, checksum=False,
+             trust_first_use=False):
     """Send changed files to the head (or every node).
 
-    Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
+    Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped;
+    unchanged files (same size and mtime, or with --checksum the same content) too."""
     from ops.errors import user_errors
     from ops.remote.sync import rsync_up as send
 
     with user_errors():
-        send(stack, source, target, all_nodes, trust_first_use)
+        send(stack, source, target, all_nodes, trust_first_use, checksum)
 
 
 @task(help={"stack": _STACK_HELP, "trust-first-use": _TRUST_HELP})

@@ -3,7 +3,7 @@
 `ray up` rsyncs each `file_mounts` entry (a file or a folder) to every node before its setup
 commands, and so does its autoscaler for the workers it adds. Here the program packs every entry
 into one gzip'd tar (`pack_file_mounts`), skipping what `rsync_exclude` and `rsync_filter` skip
-(bootstrap/sync_filter.py), and stores it in the cluster's private bucket under a name made of
+(infra/sync_filter.py), and stores it in the cluster's private bucket under a name made of
 an HMAC-SHA256 of its content keyed with the stack's own random secret
 (`file-mounts/<hmac>.tar.gz`, `PackedMounts.keyed`; the key is infra/stack_secret.py's). The
 name changes exactly when the content does, so a change is one new object, and the startup
@@ -33,8 +33,8 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bootstrap.sync_filter import DirMergeFilters, is_excluded
 from infra.config import ClusterConfig, ConfigError, expand_local_path
+from infra.sync_filter import DirMergeFilters, is_excluded
 
 MOUNT_SIZE_LIMIT = 256 * 1024 * 1024
 OBJECT_PREFIX = "file-mounts/"

@@ -88,6 +88,9 @@ def make_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         "RAY_GCP_STACK_OUTPUTS": str(test_stack.outputs_file),
         "RAY_GCP_STATE_DIR": str(test_stack.state_dir),
         "PULUMI_STACK": test_stack.name,
+        # No warm connections unless a test asks (test_ops_warm_ssh.py): a daemon outlives
+        # the task that starts it, and the session-end check counts what is left running.
+        "RAY_GCP_SSH_PERSIST": "0",
     }
     for key, value in settings.items():
         monkeypatch.setenv(key, value)

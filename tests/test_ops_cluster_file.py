@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ops.errors import OpsError
-from ops.remote.cluster_file import rsync_excludes
+from ops.remote.cluster_file import sync_rules
 from ops.stack import parse_outputs
 
 
@@ -19,7 +19,7 @@ def outputs(cluster_file: str):
 def test_a_missing_cluster_yaml_names_the_file_and_the_output(tmp_path):
     missing = tmp_path / "gone.yaml"
     with pytest.raises(OpsError) as raised:
-        rsync_excludes(outputs(str(missing)))
+        sync_rules(outputs(str(missing)))
     assert str(missing) in str(raised.value)
     assert "output cluster_config_file" in str(raised.value)
 
@@ -28,6 +28,6 @@ def test_a_broken_cluster_yaml_names_the_stack_and_where_it_breaks(tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("cluster_name: [demo\n")
     with pytest.raises(OpsError) as raised:
-        rsync_excludes(outputs(str(broken)))
+        sync_rules(outputs(str(broken)))
     assert "stack 'demo'" in str(raised.value)
     assert f"{broken}: not valid YAML at line 2" in str(raised.value)

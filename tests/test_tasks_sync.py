@@ -13,7 +13,7 @@ import time
 from sshd_server import PROJECT_ROOT
 from tools import require_tool
 
-from bootstrap.sync_filter import DirMergeFilters, is_excluded
+from infra.sync_filter import DirMergeFilters, is_excluded
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

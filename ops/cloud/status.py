@@ -97,7 +97,7 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
 def show_status(stack: str | None, trust_first_use: bool = False) -> None:
     """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
     and `ray status`; an unreachable head is explained by the Compute API when it can be."""
-    with connect_stack(stack, trust_first_use) as connector:
+    with connect_stack(stack, trust_first_use, warm=True) as connector:
         autoscaled, unlisted = autoscaled_rows(connector.outputs)
         print(nodes_table(connector.outputs, autoscaled), flush=True)
         for line in unlisted:

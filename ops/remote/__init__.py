@@ -1,17 +1,23 @@
 """Work on the nodes over SSH: `invoke attach/exec/submit`, `rsync-up/rsync-down/file-mounts`,
 `dashboard`, `monitor` and `ssh-config`.
 
-Owns the paramiko connections and pinned host keys (`ssh`, `host_keys`), the ProxyCommand a
-tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the OS Login user
-(`os_login`), running commands in
+Owns the SSH connections and pinned host keys (`ssh`: the Connector; `ssh_direct`: paramiko's
+side, imported only for a direct connection; `known_hosts`: the pins read as text;
+`host_keys`: what GCE publishes), the warm connections (`warm`, the task's side, and
+`warm_daemon`, the per-user background process holding one transport per node), the
+ProxyCommand a tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the
+OS Login user (`os_login`), running commands in
 the right shell or container (`commands`), what attach, exec and submit do with their flags
-(`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), SFTP sync
-with rsync's filters (`sync`, filters from bootstrap.sync_filter; `cluster_file`, `progress`),
+(`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
+syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;
+`system_rsync` over `openssh`, the system's rsync and ssh when installed; `sync`, SFTP and
+the choice between them; `cluster_file`, `progress`),
 what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also
 used by ops.cloud's cluster dump),
 the autoscaler log (`monitor`), the ssh config block (`ssh_config`) and Ray's token auth
 for the commands and the dashboard (`ray_auth`). Light on purpose:
-`invoke exec` must start fast, so pulumi and pydantic stay out of its imports.
+`invoke exec` must start fast, so pulumi and pydantic stay out of its imports, and so does
+paramiko when a warm connection serves it.
 May import `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
 `connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,
 `rsync_up_stack`, `serve_dashboard`, `monitor_stack`, `stack_ssh_config`.

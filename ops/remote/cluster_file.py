@@ -1,13 +1,25 @@
-"""The stack's cluster YAML (the `cluster_config_file` output): rsync excludes, filters, mounts."""
+"""The stack's cluster YAML (the `cluster_config_file` output): rsync excludes, filters, mounts.
+
+The excludes and filters are kept in the stack's state folder (`sync_rules.json`, 0600),
+under a key made of the YAML's bytes and the config model's source files: a later rsync-up
+reads them there without importing the model (a quarter of a second, more than the rest of
+a small sync's work here), and a change to the YAML or the model reads the YAML again.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from infra.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
+from ops.paths import open_no_follow, state_dir
 from ops.stack import StackOutputs
+
+RULES_FILE = "sync_rules.json"
 
 if TYPE_CHECKING:
     from infra.config import ClusterConfig
@@ -31,15 +43,47 @@ def load_for_stack(outputs: StackOutputs) -> ClusterConfig | None:
         raise OpsError(f"stack {outputs.stack!r} (output cluster_config_file): {exc}") from None
 
 
-def rsync_excludes(outputs: StackOutputs) -> list[str]:
-    config = load_for_stack(outputs)
-    return list(config.rsync_exclude) if config else []
+class SyncRules(NamedTuple):
+    excludes: list[str]
+    """rsync_exclude patterns."""
+    filters: list[str]
+    """rsync_filter: names of per-folder filter files (e.g. .gitignore) that exclude too."""
 
 
-def rsync_filters(outputs: StackOutputs) -> list[str]:
-    """Names of per-directory filter files (e.g. .gitignore) whose patterns are excluded too."""
+def sync_rules(outputs: StackOutputs) -> SyncRules:
+    """The cluster YAML's rsync_exclude and rsync_filter (none without a YAML), from the
+    state folder when the YAML and the model are as they were when it was read."""
+    if not outputs.cluster_config_file:
+        return SyncRules([], [])
+    from infra.stack_config import resolve_cluster_path
+
+    path = resolve_cluster_path(outputs.cluster_config_file)
+    key = _rules_key(path) if path.is_file() else None
+    kept = state_dir(outputs.stack) / RULES_FILE
+    if key is not None:
+        try:
+            with open_no_follow(kept, os.O_RDONLY) as handle:
+                cached = json.loads(handle.read())
+            if cached["key"] == key:
+                return SyncRules(list(cached["excludes"]), list(cached["filters"]))
+        except (OpsError, ValueError, KeyError, TypeError):
+            pass  # none kept yet, or unreadable: read the YAML
     config = load_for_stack(outputs)
-    return list(config.rsync_filter) if config else []
+    rules = SyncRules(list(config.rsync_exclude), list(config.rsync_filter))
+    if key is not None:
+        with open_no_follow(kept, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as handle:
+            handle.write(json.dumps({"key": key, **rules._asdict()}).encode())
+    return rules
+
+
+def _rules_key(path: Path) -> str:
+    """The YAML's bytes and the config model's sources (name, size, mtime): what the rules
+    are read from, and how."""
+    digest = hashlib.sha256(path.read_bytes())
+    for source in sorted((PROJECT_ROOT / "infra" / "config").glob("*.py")):
+        st = source.stat()
+        digest.update(f"\0{source.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return digest.hexdigest()
 
 
 def file_mounts(outputs: StackOutputs) -> dict[str, str]:

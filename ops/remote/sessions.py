@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import shlex
 from collections.abc import Callable, Iterator
-
-import paramiko
+from typing import TYPE_CHECKING
 
 from ops.errors import OpsError
-from ops.remote.attach import PortForward, parse_forward
+
+if TYPE_CHECKING:  # paramiko only when a forward is asked for: a plain exec skips its import
+    import paramiko
+
+    from ops.remote.attach import PortForward
 
 SESSION = "ray"
 
@@ -71,6 +74,8 @@ def forwarding(client: paramiko.SSHClient, specs: list[str] | None) -> Iterator[
     forwards: list[PortForward] = []
     try:
         for spec in specs or []:
+            from ops.remote.attach import PortForward, parse_forward
+
             forward = PortForward(client.get_transport(), *parse_forward(spec)).start()
             forwards.append(forward)
             print(f"forwarding 127.0.0.1:{forward.local_port} -> port {forward.remote_port}",

@@ -2,7 +2,9 @@
 
 Each verb checks its flags before it connects (a wrong flag fails fast and in one line), then
 opens the stack's connections, holds the port forwards asked for while the command or shell
-runs, and says how to attach when the command was detached into tmux/screen.
+runs, and says how to attach when the command was detached into tmux/screen. exec and submit
+go through the nodes' warm connections (ops.remote.warm) unless they forward ports; paramiko
+is imported only for a direct connection.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import shlex
 from pathlib import Path
 
 from ops.errors import OpsError
-from ops.remote.attach import PortForward, interactive_shell, parse_forward, session_command
 from ops.remote.commands import exec_on_all, exec_on_node, remainder_argv
 from ops.remote.commands import submit as submit_script
 from ops.remote.sessions import (
@@ -28,6 +29,8 @@ def attach(stack: str | None, tmux: bool, screen: bool, port_forward: list[str] 
            node: str | None, new: bool, trust_first_use: bool = False) -> int:
     """A shell on the head (or `node`), in the shared or a new tmux/screen session, with
     local port forwards printed as they start; the shell's exit status."""
+    from ops.remote.attach import PortForward, interactive_shell, parse_forward, session_command
+
     command = new_session_command(tmux, screen) if new else session_command(tmux, screen)
     ports = [parse_forward(spec) for spec in port_forward or []]
     with connect_stack(stack, trust_first_use) as connector:
@@ -49,7 +52,8 @@ def exec_command(stack: str | None, cmd: str, all_nodes: bool, node: str | None,
     """`cmd` on the head, `node` or every node; the remote exit status (the first non-zero)."""
     if all_nodes and node:
         raise OpsError("--all-nodes and --node are alternatives: pick one")
-    with connect_stack(stack, trust_first_use) as connector:
+    # Port forwards need the transport itself: they connect directly.
+    with connect_stack(stack, trust_first_use, warm=not port_forward) as connector:
         wrap = detacher(tmux, screen)
         if all_nodes:
             one_node_only(wrap, port_forward)
@@ -72,7 +76,7 @@ def submit(stack: str | None, script: str, remainder: str, argv: list[str], args
     script_args = remainder_argv(remainder, argv)
     if not Path(script).is_file():
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
-    with connect_stack(stack, trust_first_use) as connector:
+    with connect_stack(stack, trust_first_use, warm=not port_forward) as connector:
         if args is not None:  # Ray's deprecated `--args "..."`
             if script_args:
                 raise OpsError("--args and `-- ARGS` are alternatives: use only `-- ARGS`")

@@ -1,5 +1,5 @@
 """rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter
-files such as .gitignore, see bootstrap/sync_filter.py), sends only files whose size or mtime
+files such as .gitignore, see infra/sync_filter.py), sends only files whose size or mtime
 changed.
 
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
@@ -15,44 +15,37 @@ chowned. An entry that breaks a rule is named in `SyncReport.refused` and the re
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import posixpath
+import shlex
 import stat
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import paramiko
-
-from bootstrap.sync_filter import DirMergeFilters, is_excluded
+from infra.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
-from ops.remote.untrusted import RefusedEntry, check_entry_name, link_stays_inside, safe_mode
+from ops.remote.sync_walk import SyncReport, remote_path, walk_filtered
+from ops.remote.untrusted import (
+    CappedTail,
+    RefusedEntry,
+    check_entry_name,
+    drain,
+    link_stays_inside,
+    safe_mode,
+)
 from ops.stack import Node
 
+if TYPE_CHECKING:  # paramiko comes with the connection: rsync over OpenSSH needs none
+    import paramiko
 
-@dataclass
-class SyncReport:
-    sent: list[str] = field(default_factory=list)  # relative paths actually transferred
-    unchanged: int = 0
-    refused: list[str] = field(default_factory=list)  # one line per entry left out, and why
-
-    def summary(self) -> str:
-        left_out = f", {len(self.refused)} left out" if self.refused else ""
-        return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged{left_out}"
-
-
-def remote_path(path: str) -> str:
-    """SFTP paths are relative to the login's home, so `~/x` becomes `x`."""
-    if path in ("~", "~/"):
-        return "."
-    if path.startswith("~/"):
-        return path[2:]
-    return path
+    from ops.remote.openssh import OpenSsh
 
 
 def _same(size_a: int, mtime_a: float, size_b: int | None, mtime_b: float | None) -> bool:
@@ -99,16 +92,6 @@ def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result
     sftp.chmod(remote, stat.S_IMODE(st.st_mode))
 
 
-def _read_local(directory: Path) -> Callable[[str], str | None]:
-    def read(name: str) -> str | None:
-        try:
-            return (directory / name).read_text(errors="replace")
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-
-    return read
-
-
 def _read_remote(sftp: paramiko.SFTPClient, directory: str, names: set[str]):
     def read(name: str) -> str | None:
         if name not in names:
@@ -129,11 +112,14 @@ def sync_up(
     excludes: Iterable[str] = (),
     filters: Iterable[str] = (),
     progress: Transfers | None = None,
+    checksum_client: Any | None = None,
 ) -> SyncReport:
     """Local `source` (file or directory) -> remote `destination`.
 
     `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore);
-    `progress` hears of every byte and file sent.
+    `progress` hears of every byte and file sent. Given `checksum_client` (the node's client),
+    a file of the same size is compared by SHA-256 (hashed on the node in one exec per
+    folder), not by mtime, as rsync's --checksum.
     """
     excludes = list(excludes)
     merge = DirMergeFilters(filters)
@@ -152,41 +138,68 @@ def sync_up(
             remote_size, remote_mtime = remote.st_size, remote.st_mtime
         except FileNotFoundError:
             remote_size = remote_mtime = None
-        if _same(st.st_size, st.st_mtime, remote_size, remote_mtime):
+        if checksum_client is not None and remote_size == st.st_size:
+            same = bool(_same_content(checksum_client, posixpath.dirname(target),
+                                      {posixpath.basename(target): source}))
+        else:
+            same = _same(st.st_size, st.st_mtime, remote_size, remote_mtime)
+        if same:
             report.unchanged += 1
         else:
             _put(sftp, source, target, st, progress)
             _sent(report, source.name, progress)
         return report
     _remote_makedirs(sftp, destination.rstrip("/") or ".")
-    for directory, subdirs, files in os.walk(source):
-        relative_dir = Path(directory).relative_to(source).as_posix()
-        relative_dir = "" if relative_dir == "." else relative_dir
-        if merge:
-            merge.load(relative_dir, _read_local(Path(directory)))
-        subdirs[:] = sorted(
-            name for name in subdirs
-            if not is_excluded(posixpath.join(relative_dir, name), excludes)
-            and not merge.excluded(posixpath.join(relative_dir, name), is_dir=True)
-        )
+    for relative_dir, directory, subdirs, files in walk_filtered(source, excludes, merge):
         remote_dir = posixpath.join(destination, relative_dir) if relative_dir else destination
         listing = _remote_listing(sftp, remote_dir)
         for name in subdirs:
             if name not in listing:
                 sftp.mkdir(posixpath.join(remote_dir, name))
-        for name in sorted(files):
+        same_size = {name: directory / name for name in files
+                     if checksum_client is not None and name in listing
+                     and listing[name].st_size == (directory / name).stat().st_size}
+        same_content = _same_content(checksum_client, remote_dir, same_size) \
+            if same_size else set()
+        for name in files:
             relative = posixpath.join(relative_dir, name)
-            if is_excluded(relative, excludes) or merge.excluded(relative, is_dir=False):
-                continue
-            local = Path(directory) / name
+            local = directory / name
             st = local.stat()
             attr = listing.get(name)
-            if attr is not None and _same(st.st_size, st.st_mtime, attr.st_size, attr.st_mtime):
+            if name in same_size:
+                unchanged = name in same_content
+            else:
+                unchanged = attr is not None and _same(st.st_size, st.st_mtime, attr.st_size,
+                                                       attr.st_mtime)
+            if unchanged:
                 report.unchanged += 1
                 continue
             _put(sftp, local, posixpath.join(remote_dir, name), st, progress)
             _sent(report, relative, progress)
     return report
+
+
+def _same_content(client: Any, remote_dir: str, files: dict[str, Path]) -> set[str]:
+    """The names among `files` ({name in `remote_dir`: local path}) whose copy on the node
+    has the same SHA-256, hashed there in one exec; a file it cannot read counts as changed."""
+    channel = client.get_transport().open_session()
+    try:
+        channel.exec_command(f"cd {shlex.quote(remote_dir or '.')} && "
+                             "xargs -0 sha256sum -z -- 2>/dev/null")
+        channel.sendall(b"".join(name.encode() + b"\0" for name in files))
+        channel.shutdown_write()
+        output = CappedTail(len(files) * (len(max(files, key=len)) + 80))
+        drain(channel.recv, output.write)
+        channel.recv_exit_status()
+    finally:
+        channel.close()
+    remote = {}
+    for record in bytes(output.kept).split(b"\0"):
+        digest, _, name = record.partition(b"  ")
+        if name:
+            remote[name.decode(errors="surrogateescape")] = digest.decode(errors="replace")
+    return {name for name, local in files.items()
+            if remote.get(name) == hashlib.sha256(local.read_bytes()).hexdigest()}
 
 
 def _sent(report: SyncReport, relative: str, progress: Transfers | None) -> None:
@@ -352,33 +365,66 @@ def rsync_up_nodes(
     excludes: list[str],
     filters: list[str] | None = None,
     err: TextIO | None = None,
+    checksum: bool = False,
 ) -> dict[str, SyncReport]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
-    counting files and bytes on `err` (a bar of nodes when there are several)."""
-    connector.head()  # pin the jump host once before threads share it
+    counting files and bytes on `err` (a bar of nodes when there are several): through the
+    system's rsync over OpenSSH when both are installed (ops.remote.system_rsync), else, or
+    for a node without rsync, over SFTP. `checksum` compares same-size files by content."""
+    from ops.remote.openssh import open_ssh, system_tools
+
+    tools = system_tools()
+    if tools is None:
+        connector.head()  # pin the jump host once before threads share it
     err = err or sys.stderr
     several = len(nodes) > 1
     progress = ProgressBar("rsync-up", len(nodes), err) if several else TransferCount(
         "rsync-up", err)
 
-    def send(node: Node) -> SyncReport:
+    def over_rsync(openssh: OpenSsh, node: Node) -> SyncReport | None:
+        from ops.remote.system_rsync import NoRemoteRsync
+        from ops.remote.system_rsync import send as send_over_rsync
+
         total = SyncReport()
-        sftp = connector.node(node).open_sftp()
         try:
             for remote, local in pairs.items():
-                report = sync_up(sftp, Path(local), remote, excludes, filters or (), progress)
+                report = send_over_rsync(openssh, tools[0], node, Path(local), remote,
+                                         excludes, filters or [], checksum, progress)
+                total.sent += [posixpath.join(remote, path) for path in report.sent]
+                total.unchanged += report.unchanged
+        except NoRemoteRsync:
+            return None
+        return total
+
+    def over_sftp(node: Node) -> SyncReport:
+        total = SyncReport()
+        client = connector.node(node)
+        sftp = client.open_sftp()
+        try:
+            for remote, local in pairs.items():
+                report = sync_up(sftp, Path(local), remote, excludes, filters or (), progress,
+                                 client if checksum else None)
                 total.sent += [posixpath.join(remote, path) for path in report.sent]
                 total.unchanged += report.unchanged
         finally:
             sftp.close()
-        if isinstance(progress, ProgressBar):
-            progress.step(node.name)
         return total
 
+    def send(node: Node, openssh: OpenSsh | None) -> SyncReport:
+        report = over_rsync(openssh, node) if openssh is not None else None
+        if report is None:
+            report = over_sftp(node)
+        if isinstance(progress, ProgressBar):
+            progress.step(node.name)
+        return report
+
     try:
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
-            names = [node.name for node in nodes]
-            return dict(zip(names, pool.map(send, nodes), strict=True))
+        with contextlib.ExitStack() as stack:
+            openssh = stack.enter_context(open_ssh(connector, tools[1])) if tools else None
+            with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
+                names = [node.name for node in nodes]
+                reports = pool.map(lambda node: send(node, openssh), nodes)
+                return dict(zip(names, reports, strict=True))
     finally:
         progress.close()
 
@@ -386,14 +432,14 @@ def rsync_up_nodes(
 def rsync_down_head(connector: Connector, source: str, local: Path,
                     err: TextIO | None = None) -> SyncReport:
     """`rsync-down`: the head's `source` -> `local`, counting files and bytes on `err`."""
-    from ops.remote.cluster_file import rsync_excludes, rsync_filters
+    from ops.remote.cluster_file import sync_rules
 
     outputs = connector.outputs
+    rules = sync_rules(outputs)
     progress = TransferCount("rsync-down", err or sys.stderr)
     sftp = connector.head().open_sftp()
     try:
-        report = sync_down(sftp, source, local, rsync_excludes(outputs), rsync_filters(outputs),
-                           progress)
+        report = sync_down(sftp, source, local, rules.excludes, rules.filters, progress)
     finally:
         sftp.close()
         progress.close()
@@ -403,12 +449,13 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
 
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool,
-                   trust_first_use: bool = False) -> None:
-    """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts."""
-    from ops.remote.cluster_file import file_mounts, rsync_excludes, rsync_filters
+                   trust_first_use: bool = False, checksum: bool = False) -> None:
+    """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts;
+    `checksum`: same-size files compared by content (rsync's -c), not mtime."""
+    from ops.remote.cluster_file import file_mounts, sync_rules
     from ops.remote.ssh import connect_stack
 
-    with connect_stack(stack, trust_first_use) as connector:
+    with connect_stack(stack, trust_first_use, warm=True) as connector:
         outputs = connector.outputs
         if pairs is None:
             pairs = file_mounts(outputs)
@@ -417,19 +464,19 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
                 return
         head = Node(outputs.head_name, "", "head", outputs.head_internal_ip, None, "")
         nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [head]
-        reports = rsync_up_nodes(
-            connector, nodes, pairs, rsync_excludes(outputs), rsync_filters(outputs)
-        )
+        rules = sync_rules(outputs)
+        reports = rsync_up_nodes(connector, nodes, pairs, rules.excludes, rules.filters,
+                                 checksum=checksum)
         for name, report in reports.items():
             print(f"{name}: {report.summary()}")
 
 
 def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool,
-             trust_first_use: bool = False) -> None:
+             trust_first_use: bool = False, checksum: bool = False) -> None:
     """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
     if not Path(source).exists():
         raise OpsError(f"{source} does not exist: pass a local file or directory")
-    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use)
+    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum)
 
 
 def rsync_down(stack: str | None, source: str, target: str,
@@ -439,5 +486,5 @@ def rsync_down(stack: str | None, source: str, target: str,
     from ops.remote.ssh import connect_stack
 
     local = in_existing_folder(target, "target")
-    with connect_stack(stack, trust_first_use) as connector:
+    with connect_stack(stack, trust_first_use, warm=True) as connector:
         print(rsync_down_head(connector, source, local).summary())

@@ -1,0 +1,140 @@
+"""Bench: `invoke rsync-up` against `scp` and `rsync` over the same local sshd, in one run.
+
+One large file (MB/s; target >= 0.9x scp) and a folder of many small files (files/s; target
+>= 1.0x rsync), each sent to an empty destination; then the folder again, unchanged, which
+every tool skips. The stack has a cluster YAML with rsync_exclude and rsync_filter, as a real
+one does (rsync-up reads it for the filters). Our first run is cold (no warm connection yet);
+the ones after it find the connection it left (RAY_GCP_SSH_PERSIST), as a user's second
+rsync-up does; scp and rsync connect anew each time, as they do without a ControlMaster.
+Each side sends to a fresh destination in each of `--rounds` interleaved rounds; medians.
+Python runs with compiled bytecode cached (a temporary PYTHONPYCACHEPREFIX), as on a user's
+machine. Run from the project root:
+`python bench/sync.py [--megabytes 200] [--files 5000] [--rounds 3]`.
+Exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LARGE_TARGET = 0.9
+SMALL_TARGET = 1.0
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(PROJECT_ROOT), str(PROJECT_ROOT / "tests")]
+
+from sshd_server import CLUSTER_YAML, LocalSshd, stack_outputs_for  # noqa: E402
+
+
+def seconds(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
+    return time.perf_counter() - start
+
+
+def stop_masters(state: Path) -> None:
+    """End the warm connections the runs left (OpenSSH's masters)."""
+    from ops.remote.openssh import control_folder, control_prefix
+
+    folder = control_folder()
+    for control in folder.glob(f"{control_prefix(state / 'known_hosts')}-*") if folder else ():
+        subprocess.run(["ssh", "-o", f"ControlPath={control}", "-O", "exit", "node"],
+                       capture_output=True)
+
+
+def make_payloads(workdir: Path, megabytes: int, files: int) -> tuple[Path, Path]:
+    large = workdir / "large.bin"
+    with large.open("wb") as payload:
+        block = os.urandom(1 << 20)
+        for _ in range(megabytes):
+            payload.write(block)
+    small = workdir / "small"
+    for index in range(files):
+        folder = small / f"d{index // 100:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{index:05d}.txt").write_bytes(os.urandom(64 + index % 2048))
+    return large, small
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=int, default=200)
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, LocalSshd(Path(tmp)) as sshd:
+        workdir = Path(tmp)
+        cluster = workdir / "cluster.yaml"
+        cluster.write_text(CLUSTER_YAML.replace("{remote}", str(workdir / "mount"))
+                           .replace("{local}", str(workdir)))
+        outputs = workdir / "outputs.json"
+        outputs.write_text(json.dumps(stack_outputs_for(sshd, cluster_file=str(cluster))))
+        env = {
+            **{key: value for key, value in os.environ.items()
+               if key != "PYTHONDONTWRITEBYTECODE"},
+            "PYTHONPYCACHEPREFIX": str(workdir / "pycache"),
+            "RAY_GCP_STACK_OUTPUTS": str(outputs), "RAY_GCP_STATE_DIR": str(workdir / "s"),
+            "PULUMI_STACK": "bench", "RAY_GCP_SSH_PERSIST": "120",
+        }
+        invoke = [sys.executable, "-m", "invoke"]
+        # This sshd publishes no key anywhere GCE would: accept it once, as a user would.
+        subprocess.run([*invoke, "ssh-config", "--trust-first-use"], env=env, cwd=PROJECT_ROOT,
+                       check=True, capture_output=True)  # pins the host key, writes key + Host
+        subprocess.run([*invoke, "--list"], env=env, cwd=PROJECT_ROOT, check=True,
+                       capture_output=True)  # compiles invoke and tasks.py, as a user has
+        config = workdir / "s" / "bench" / "ssh_config"
+        ssh = f"ssh -F {config} -o BatchMode=yes"
+        scp = ["scp", "-q", "-F", str(config), "-o", "BatchMode=yes"]
+        large, small = make_payloads(workdir, options.megabytes, options.files)
+        out = workdir / "out"
+        out.mkdir()
+        runs: dict[str, list[float]] = {}
+
+        def timed(name: str, command: list[str]) -> None:
+            runs.setdefault(name, []).append(seconds(command, env))
+
+        try:
+            for run in range(options.rounds):  # interleaved: a busy machine slows all alike
+                timed("large ours", [*invoke, "rsync-up", str(large), str(out / f"l{run}.bin")])
+                timed("large scp", [*scp, str(large), f"ray-local:{out / f'l-scp{run}.bin'}"])
+                timed("large rsync", ["rsync", "-a", "-e", ssh, str(large),
+                                      f"ray-local:{out / f'l-rsync{run}.bin'}"])
+                timed("small ours", [*invoke, "rsync-up", str(small), str(out / f"s{run}")])
+                timed("small rsync", ["rsync", "-a", "-e", ssh, f"{small}/",
+                                      f"ray-local:{out / f's-rsync{run}'}/"])
+                timed("small scp", [*scp, "-r", str(small), f"ray-local:{out / f's-scp{run}'}"])
+                timed("unchanged ours", [*invoke, "rsync-up", str(small), str(out / f"s{run}")])
+                timed("unchanged rsync", ["rsync", "-a", "-e", ssh, f"{small}/",
+                                          f"ray-local:{out / f's-rsync{run}'}/"])
+        finally:
+            stop_masters(workdir / "s" / "bench")
+    cold = runs["large ours"][0]  # the first rsync-up: no warm connection yet
+    results = {name: statistics.median(times) for name, times in runs.items()}
+    size, count = options.megabytes, options.files
+    large_ratio = results["large scp"] / results["large ours"]
+    small_ratio = results["small rsync"] / results["small ours"]
+    print(f"medians of {options.rounds} interleaved rounds")
+    print(f"one {size} MB file   ours {size / results['large ours']:7.1f} MB/s (the first, cold: "
+          f"{size / cold:.1f})   scp {size / results['large scp']:7.1f} MB/s   rsync "
+          f"{size / results['large rsync']:7.1f} MB/s   ratio to scp {large_ratio:.2f} (target >= "
+          f"{LARGE_TARGET}; the cold one {results['large scp'] / cold:.2f})")
+    print(f"{count} small files  ours {count / results['small ours']:7.0f} files/s   "
+          f"rsync {count / results['small rsync']:7.0f} files/s   "
+          f"scp -r {count / results['small scp']:7.0f} files/s   "
+          f"ratio to rsync {small_ratio:.2f} (target >= {SMALL_TARGET})")
+    print(f"{count} unchanged    ours {results['unchanged ours']:.2f} s   "
+          f"rsync {results['unchanged rsync']:.2f} s")
+    return 0 if large_ratio >= LARGE_TARGET and small_ratio >= SMALL_TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

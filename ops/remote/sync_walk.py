@@ -1,0 +1,65 @@
+"""What a sync sends, whichever way it goes (SFTP in ops.remote.sync, the system's rsync in
+ops.remote.system_rsync): the folders and files under a source that rsync_exclude and the
+rsync_filter files keep (infra.sync_filter), the remote path as the login's home sees it, and
+the report of what moved."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.sync_filter import DirMergeFilters, is_excluded
+
+
+@dataclass
+class SyncReport:
+    sent: list[str] = field(default_factory=list)  # relative paths actually transferred
+    unchanged: int = 0
+    refused: list[str] = field(default_factory=list)  # one line per entry left out, and why
+
+    def summary(self) -> str:
+        left_out = f", {len(self.refused)} left out" if self.refused else ""
+        return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged{left_out}"
+
+
+def remote_path(path: str) -> str:
+    """SFTP paths are relative to the login's home, so `~/x` becomes `x`."""
+    if path in ("~", "~/"):
+        return "."
+    if path.startswith("~/"):
+        return path[2:]
+    return path
+
+
+def _read_local(directory: Path) -> Callable[[str], str | None]:
+    def read(name: str) -> str | None:
+        try:
+            return (directory / name).read_text(errors="replace")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    return read
+
+
+def walk_filtered(source: Path, excludes: list[str], merge: DirMergeFilters
+                  ) -> Iterator[tuple[str, Path, list[str], list[str]]]:
+    """The folders under `source` the filters keep, top down: (its path relative to `source`,
+    "" at the top; its local path; its kept subfolders; its kept files), names sorted. A
+    link to a folder is listed as a folder and not walked into; a link to a file as a file."""
+    for directory, subdirs, files in os.walk(source):
+        relative_dir = Path(directory).relative_to(source).as_posix()
+        relative_dir = "" if relative_dir == "." else relative_dir
+        if merge:
+            merge.load(relative_dir, _read_local(Path(directory)))
+        subdirs[:] = sorted(
+            name for name in subdirs
+            if not is_excluded(posixpath.join(relative_dir, name), excludes)
+            and not merge.excluded(posixpath.join(relative_dir, name), is_dir=True)
+        )
+        kept = [name for name in sorted(files)
+                if not is_excluded(posixpath.join(relative_dir, name), excludes)
+                and not merge.excluded(posixpath.join(relative_dir, name), is_dir=False)]
+        yield relative_dir, Path(directory), list(subdirs), kept

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,7 +33,7 @@ from infra.stack_config import (
     resolve_cluster_path,
     shown,
 )
-from ops.engine import has_cli, missing_cli, pulumi_command, runtime_env
+from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
 from ops.paths import local_backend_url, passphrase_file, uses_local_backend, write_new_file
 
@@ -251,8 +252,28 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
 
 
 def pulumi_outputs(name: str) -> dict[str, Any]:
-    """Plain output values; secrets (the SSH key, Ray's token) are unwrapped in memory only."""
-    return {key: output.value for key, output in select_stack(name).outputs().items()}
+    """Plain output values; secrets (the SSH key, Ray's token) are unwrapped in memory only.
+
+    One `pulumi stack output --json --show-secrets` run, where the Automation API's
+    `select_stack(name).outputs()` runs the CLI four times (its version check, `stack select`,
+    and the outputs with and without secrets): every day-two task reads the outputs, and
+    `invoke exec` over a warm connection would spend most of its time there."""
+    require_cli()
+    installed = installed_bin()
+    cli = str(installed / "pulumi") if installed is not None else "pulumi"
+    done = subprocess.run(
+        [cli, "stack", "output", "--json", "--show-secrets", "--non-interactive",
+         "--stack", name],
+        cwd=PROJECT_ROOT, env={**os.environ, **backend_env(name)}, capture_output=True,
+        text=True, check=False)
+    if done.returncode != 0:
+        if "no stack named" in done.stderr:
+            raise OpsError(f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
+                           f"`pulumi stack init {name}`")
+        lines = [line.strip() for line in done.stderr.splitlines() if "error:" in line]
+        reason = lines[-1].split("error:", 1)[1].strip() if lines else "it failed"
+        raise OpsError(f"pulumi cannot read the outputs of stack {name!r}: {reason}")
+    return json.loads(done.stdout or "{}")
 
 
 def resolve_stack_name(stack: str | None, require_file: bool = False) -> str:

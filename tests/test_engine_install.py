@@ -168,3 +168,19 @@ def test_no_stack_given_where_pulumi_cannot_tell_the_selected_one_is_one_line(en
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "pass --stack/-s NAME or set PULUMI_STACK" in lines[0], lines
+
+
+def test_a_stack_the_backend_does_not_have_is_named_in_one_line(engine_bin, tmp_path):
+    """A day-two task on a stack file whose stack was never created where pulumi looks: the
+    outputs read through the CLI say so, with what to run."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("PULUMI_") and key != "RAY_GCP_STACK_OUTPUTS"}
+    env.update(PULUMI_HOME=str(tmp_path), PULUMI_SKIP_UPDATE_CHECK="true",
+               PULUMI_BACKEND_URL=f"file://{tmp_path}", PULUMI_CONFIG_PASSPHRASE="x")
+    result = subprocess.run([VENV_BIN / "invoke", "get-head-ip", "-s", "minimal"],
+                            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: no such stack 'minimal': see `pulumi stack ls`, or create it with "
+        "`pulumi stack init minimal`"]

@@ -33,8 +33,17 @@ def test_invoke_lifecycle_tasks_drive_the_engine(user_stack) -> None:
         assert done.returncode == 0, f"invoke {task}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
         if task == "preview":
             assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
+            asked = space.invoke("get-head-ip", "-s", STACK)  # nothing deployed: no outputs
+            assert asked.returncode != 0
+            assert f"deploy it first with `invoke up --stack {STACK}`" in asked.stderr
         if task in ("up", "refresh"):
-            kinds = [node["labels"].get("ray-node-type")
-                     for node in cluster_nodes(fake, PROJECT, ZONE, CLUSTER).values()]
+            nodes = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)
+            kinds = [node["labels"].get("ray-node-type") for node in nodes.values()]
             assert kinds.count("head") == 1, kinds
+            # The day-two tasks read the stack's outputs through the CLI too.
+            (head,) = [node for node in nodes.values()
+                       if node["labels"].get("ray-node-type") == "head"]
+            asked = space.invoke("get-head-ip", "--internal", "-s", STACK)
+            assert asked.returncode == 0, asked.stderr[-3000:]
+            assert asked.stdout.split() == [head["networkInterfaces"][0]["networkIP"]]
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}

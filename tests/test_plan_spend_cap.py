@@ -241,7 +241,9 @@ def test_the_diff_shows_the_cap_change_and_the_projection_before_and_after(runs)
             f"{money(at_max)}/h at max_workers)") in markdown
     assert (f"- $100.00 in total lasts about {100 / pinned:,.0f} h (about "
             f"{100 / pinned / 24:,.0f} days) at the pinned size") in markdown
-    assert "No resource changes." in markdown, "the cap is in no resource's inputs"
+    # The head reads the cap from its own metadata: one value changes there, in place.
+    assert "**0 to replace, 1 to update, 0 to add, 0 to remove**" in markdown
+    assert "`head.metadata.ray-spend-cap: changed" in markdown
 
 
 def cap_refusal(cluster: dict[str, Any], worker_counts: dict[str, int] | None = None) -> str:

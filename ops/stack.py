@@ -186,9 +186,8 @@ def selected_stack_name() -> str:
         summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT),
                                       pulumi_command=pulumi_command()).stack()
     except auto.CommandError as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
-        reason = lines[-1].split("error:", 1)[1].strip() if lines else "it failed"
-        raise OpsError(f"no stack given, and pulumi cannot say which is selected ({reason}): "
+        raise OpsError("no stack given, and pulumi cannot say which is selected "
+                       f"({_cli_reason(str(exc))}): "
                        "pass --stack/-s NAME or set PULUMI_STACK") from None
     if summary is None:
         raise OpsError(
@@ -245,10 +244,18 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
         return opener(stack_name=name, project_name=PROJECT_NAME, program=_program,
                       opts=options)
     except auto.StackNotFoundError:
-        raise OpsError(
-            f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
-            f"`pulumi stack init {name}`"
-        ) from None
+        raise _no_such_stack(name) from None
+
+
+def _cli_reason(output: str) -> str:
+    """What the pulumi CLI's last `error:` line says, or "it failed"."""
+    lines = [line.strip() for line in output.splitlines() if "error:" in line]
+    return lines[-1].split("error:", 1)[1].strip() if lines else "it failed"
+
+
+def _no_such_stack(name: str) -> OpsError:
+    return OpsError(f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
+                    f"`pulumi stack init {name}`")
 
 
 def pulumi_outputs(name: str) -> dict[str, Any]:
@@ -268,11 +275,9 @@ def pulumi_outputs(name: str) -> dict[str, Any]:
         text=True, check=False)
     if done.returncode != 0:
         if "no stack named" in done.stderr:
-            raise OpsError(f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
-                           f"`pulumi stack init {name}`")
-        lines = [line.strip() for line in done.stderr.splitlines() if "error:" in line]
-        reason = lines[-1].split("error:", 1)[1].strip() if lines else "it failed"
-        raise OpsError(f"pulumi cannot read the outputs of stack {name!r}: {reason}")
+            raise _no_such_stack(name)
+        raise OpsError(f"pulumi cannot read the outputs of stack {name!r}: "
+                       f"{_cli_reason(done.stderr)}")
     return json.loads(done.stdout or "{}")
 
 

@@ -148,6 +148,15 @@ def market_of_instance(instance: dict[str, Any]) -> str:
     return "spot" if spot else "on-demand"
 
 
+def assert_on_demand_fallback(instance: dict[str, Any]) -> None:
+    """A spot type's node the head's provider made on-demand: on-demand by its own scheduling
+    (spot-only fields gone), and labelled so."""
+    scheduling, labels = instance.get("scheduling"), instance["labels"]
+    assert market_of_instance(instance) == "on-demand", scheduling
+    assert labels.get("ray-capacity") == "on-demand", labels
+    assert scheduling == {"provisioningModel": "STANDARD"}, scheduling
+
+
 def autoscaler_launch(provider_config: dict[str, Any], cluster_name: str, node_type: str,
                       body: dict[str, Any], count: int,
                       checks: tuple[Callable[..., None], ...] = ()) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from ray_cooperation import (
     IDLE_FOR_AN_HOUR,
     Cluster,
     active_lines,
+    assert_on_demand_fallback,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
@@ -308,9 +309,7 @@ def test_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
     # As many as spot would have given: each launch made one node, on-demand.
     assert len(launched) == SPOT_MAX - len(up.nodes[1:])
     for name, instance in launched.items():
-        assert market_of_instance(instance) == "on-demand"
-        assert instance["labels"]["ray-capacity"] == "on-demand"
-        assert instance["scheduling"] == {"provisioningModel": "STANDARD"}
+        assert_on_demand_fallback(instance)
         assert instance["labels"]["ray-user-node-type"] == SPOT_TYPE
         assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
     assert launch_failures(up.head) == []

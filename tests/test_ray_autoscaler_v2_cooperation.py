@@ -60,13 +60,13 @@ from ray_cooperation import (
     IDLE_FOR_AN_HOUR,
     Cluster,
     active_lines,
+    assert_on_demand_fallback,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
     hourly_cap_with_room,
     install_head_provider,
     ip_of,
-    market_of_instance,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
@@ -578,9 +578,7 @@ def test_v2_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
     # As many as spot would have given (v2 launches into the room Pulumi's worker leaves).
     assert len(launched) == SPOT_MAX - len(up.nodes[1:])
     for name, instance in launched.items():
-        assert market_of_instance(instance) == "on-demand"
-        assert instance["labels"]["ray-capacity"] == "on-demand"
-        assert instance["scheduling"] == {"provisioningModel": "STANDARD"}
+        assert_on_demand_fallback(instance)
         # Its Ray says so to Ray's schedulers, and v2 joined it to its one instance.
         assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "on-demand"
         assert up.head.instances()[name] == IMInstance.RAY_RUNNING

@@ -1,9 +1,11 @@
-"""`invoke rsync-up` both ways it sends: through the system's rsync over OpenSSH
-(ops.remote.system_rsync, the default when both are installed) and over paramiko's SFTP (the
-fallback, forced here with RAY_GCP_SYNC=sftp). Either way: unchanged files are skipped by size
-and mtime, `--checksum` catches a same-size change, modes and mtimes are kept, a link to a
-file arrives as the file and a link to a folder as an empty folder, nothing is deleted, and
-a host key other than the pinned one stops the transfer."""
+"""`invoke rsync-up` both ways it sends: as one tar stream over the system's OpenSSH
+(ops.remote.tar_stream, the default when ssh is installed) and over paramiko's SFTP (the
+fallback, forced here with RAY_GCP_SYNC=sftp, and taken for a node without tar). Either way:
+unchanged files are skipped by size and mtime, `--checksum` catches a same-size change, modes
+and mtimes are kept, a link to a file arrives as the file and a link to a folder as an empty
+folder, a link on the node is replaced and not written through, folders on the node keep
+their modes, nothing is deleted, and a host key other than the pinned one stops the
+transfer."""
 
 from __future__ import annotations
 
@@ -12,29 +14,41 @@ import stat
 from pathlib import Path
 
 import pytest
-from sshd_server import keygen
+from sshd_server import LocalSshd, keygen
 from tools import require_tool
 
-from ops.remote.openssh import system_tools
+from ops.remote.openssh import system_ssh
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
-WAYS = {"rsync": {}, "sftp": {"RAY_GCP_SYNC": "sftp"}}
+WAYS = {"tar": {}, "tarfile": {}, "sftp": {"RAY_GCP_SYNC": "sftp"}}
+"""tar: the system's GNU tar writes a folder's stream; tarfile: the tar on PATH is not GNU's
+(as on a Mac), so Python's tarfile writes it; sftp: paramiko's SFTP."""
+
+
+def logging_ssh(shims: Path, log: Path) -> None:
+    """`ssh` first on PATH in `shims`: notes each run in `log`, then is the system's."""
+    shims.mkdir(exist_ok=True)
+    (shims / "ssh").write_text(f'#!/bin/sh\necho run >> "{log}"\n'
+                               f'exec "{require_tool("ssh")}" "$@"\n')
+    (shims / "ssh").chmod(0o755)
 
 
 @pytest.fixture(params=sorted(WAYS))
 def way(request, stack, tmp_path):
-    """The stack, sending the parametrised way; `rsync` first on PATH notes each run in
-    `stack.rsync_log` and hands over to the system's."""
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    stack.rsync_log = tmp_path / "rsync-runs.log"
-    rsync = require_tool("rsync") if request.param == "rsync" else "/nonexistent/rsync"
-    (shims / "rsync").write_text(f'#!/bin/sh\necho run >> "{stack.rsync_log}"\n'
-                                 f'exec "{rsync}" "$@"\n')
-    (shims / "rsync").chmod(0o755)
+    """The stack, sending the parametrised way; `ssh` notes each run in `stack.ssh_log`,
+    the local `tar` each in `stack.tar_log`."""
+    stack.ssh_log = tmp_path / "ssh-runs.log"
+    logging_ssh(tmp_path / "shims", stack.ssh_log)
+    stack.tar_log = tmp_path / "tar-runs.log"
+    version = ('echo "bsdtar 3.7.2 - libarchive 3.7.2"; exit 0' if request.param == "tarfile"
+               else f'exec "{require_tool("tar")}" --version')
+    (tmp_path / "shims" / "tar").write_text(
+        f'#!/bin/sh\nif [ "$1" = --version ]; then {version}; fi\n'
+        f'echo run >> "{stack.tar_log}"\nexec "{require_tool("tar")}" "$@"\n')
+    (tmp_path / "shims" / "tar").chmod(0o755)
     stack.env = {**stack.env, **WAYS[request.param],
-                 "PATH": f"{shims}{os.pathsep}{stack.env['PATH']}"}
+                 "PATH": f"{tmp_path / 'shims'}{os.pathsep}{stack.env['PATH']}"}
     stack.way = request.param
     return stack
 
@@ -56,7 +70,8 @@ def test_unchanged_files_are_skipped_by_size_and_mtime(way, tmp_path):
     os.utime(source / "a.txt", (1_600_000_000, 1_600_000_000))  # same bytes, older mtime
     assert "1 file(s) sent, 1 unchanged" in send(way, source, remote)
     assert int((remote / "a.txt").stat().st_mtime) == 1_600_000_000
-    assert way.rsync_log.exists() == (way.way == "rsync")  # the way it said it went
+    assert way.ssh_log.exists() == (way.way != "sftp")  # the way it said it went
+    assert way.tar_log.exists() == (way.way == "tar")
 
 
 def test_checksum_catches_a_same_size_change_that_mtime_misses(way, tmp_path):
@@ -149,14 +164,14 @@ def test_every_node_gets_the_files_through_the_head(way, tmp_path):
     assert (remote / "a.txt").read_text() == "a\n"
 
 
-def test_without_rsync_or_ssh_on_path_the_sftp_way_is_chosen(monkeypatch, tmp_path):
+def test_without_ssh_on_path_the_sftp_way_is_chosen(monkeypatch, tmp_path):
     monkeypatch.delenv("RAY_GCP_SYNC", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))  # neither tool in it
-    assert system_tools() is None
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ssh in it
+    assert system_ssh() is None
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    assert system_tools() is not None
+    assert system_ssh() is not None
     monkeypatch.setenv("RAY_GCP_SYNC", "sftp")
-    assert system_tools() is None
+    assert system_ssh() is None
 
 
 def test_names_rsync_would_read_as_patterns_are_sent_as_themselves(way, tmp_path):
@@ -170,3 +185,94 @@ def test_names_rsync_would_read_as_patterns_are_sent_as_themselves(way, tmp_path
     assert "3 file(s) sent" in send(way, source, remote)
     assert sorted(path.name for path in remote.iterdir()) == [".gitignore", "bX.txt",
                                                              "odd[1]?.txt"]
+
+
+def test_a_send_is_one_ssh_run_and_leaves_unchanged_files_alone(stack, tmp_path):
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "a.txt").write_text("a\n")
+    (source / "b.txt").write_text("b\n")
+    stack.ssh_log = tmp_path / "ssh-runs.log"
+    logging_ssh(tmp_path / "shims", stack.ssh_log)
+    stack.env = {**stack.env, "PATH": f"{tmp_path / 'shims'}{os.pathsep}{stack.env['PATH']}"}
+    assert "2 file(s) sent" in send(stack, source, remote)
+    assert stack.ssh_log.read_text().count("run") == 1  # asked what is there, then streamed
+    before = (remote / "sub" / "a.txt").stat().st_ino
+    (source / "b.txt").write_text("b, longer\n")
+    assert "1 file(s) sent, 1 unchanged" in send(stack, source, remote)
+    assert (remote / "sub" / "a.txt").stat().st_ino == before  # not unpacked again
+    assert (remote / "b.txt").read_text() == "b, longer\n"
+    assert stack.ssh_log.read_text().count("run") == 2
+
+
+def test_a_large_file_arrives_whole(way, tmp_path):
+    source, remote = tmp_path / "big.bin", tmp_path / "remote" / "big.bin"
+    source.write_bytes(os.urandom(3 * (1 << 20) + 12345))  # several reads of the stream
+    assert "1 file(s) sent" in send(way, source, remote)
+    assert remote.read_bytes() == source.read_bytes()
+
+
+def test_folders_already_on_the_node_keep_their_modes(way, tmp_path):
+    """Sending into a folder the node has (a home folder, say) must not loosen it."""
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "a.txt").write_text("a\n")
+    source.chmod(0o755)
+    (source / "sub").chmod(0o777)
+    (remote / "sub").mkdir(parents=True)
+    remote.chmod(0o700)
+    (remote / "sub").chmod(0o750)
+    send(way, source, remote)
+    assert stat.S_IMODE(remote.stat().st_mode) == 0o700
+    assert stat.S_IMODE((remote / "sub").stat().st_mode) == 0o750
+    assert (remote / "sub" / "a.txt").read_text() == "a\n"
+
+
+def test_a_link_on_the_node_is_replaced_not_written_through(way, tmp_path):
+    source, remote, aside = tmp_path / "src", tmp_path / "remote", tmp_path / "aside.txt"
+    source.mkdir()
+    (source / "a.txt").write_text("new\n")
+    aside.write_text("not yours\n")
+    remote.mkdir()
+    (remote / "a.txt").symlink_to(aside)
+    send(way, source, remote)
+    assert aside.read_text() == "not yours\n"
+    assert not (remote / "a.txt").is_symlink()
+    assert (remote / "a.txt").read_text() == "new\n"
+
+
+def test_a_destination_the_node_cannot_make_is_one_line(way, tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.txt").write_text("a\n")
+    (tmp_path / "plain-file").write_text("not a folder\n")
+    result = way.invoke("rsync-up", str(source), str(tmp_path / "plain-file" / "below"))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "not a directory" in result.stderr.lower() and "plain-file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_node_without_tar_is_served_over_sftp(tmp_path, monkeypatch):
+    """The node's PATH has what the stat step uses but no tar: the stream is refused there
+    and the files go over SFTP."""
+    from sshd_fixture import make_stack  # loaded as a plugin first (pytest_plugins)
+
+    tools = tmp_path / "node-bin"
+    tools.mkdir()
+    for program in ("mkdir", "stat", "xargs", "sha256sum"):
+        (tools / program).symlink_to(require_tool(program))
+    server_dir = tmp_path / "sshd"
+    server_dir.mkdir()
+    with LocalSshd(server_dir, set_env={"PATH": str(tools)}) as server:
+        stack = make_stack(server, tmp_path, monkeypatch, pin=True)
+        stack.ssh_log = tmp_path / "ssh-runs.log"
+        logging_ssh(tmp_path / "shims", stack.ssh_log)
+        stack.env = {**stack.env,
+                     "PATH": f"{tmp_path / 'shims'}{os.pathsep}{stack.env['PATH']}"}
+        source, remote = tmp_path / "src", tmp_path / "remote"
+        source.mkdir()
+        (source / "a.txt").write_text("a\n")
+        assert "1 file(s) sent" in send(stack, source, remote)
+    assert stack.ssh_log.read_text().count("run") == 1  # asked, refused, then SFTP
+    assert (remote / "a.txt").read_text() == "a\n"

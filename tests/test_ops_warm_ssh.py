@@ -104,7 +104,7 @@ def test_exec_submit_status_and_rsync_reuse_the_warm_connection(warm_stack, tmp_
     source = tmp_path / "sent.bin"
     source.write_bytes(os.urandom(6 << 20))  # enough pipelined SFTP writes to collect acks
     target = tmp_path / "received.bin"
-    over_sftp = {**warm_stack.env, "RAY_GCP_SYNC": "sftp"}  # not the system's rsync
+    over_sftp = {**warm_stack.env, "RAY_GCP_SYNC": "sftp"}  # not the tar stream over OpenSSH
     assert warm_stack.invoke("rsync-up", str(source), str(target), env=over_sftp).returncode == 0
     assert target.read_bytes() == source.read_bytes()
     back = tmp_path / "back.bin"

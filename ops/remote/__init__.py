@@ -10,7 +10,8 @@ OS Login user (`os_login`), running commands in
 the right shell or container (`commands`), what attach, exec and submit do with their flags
 (`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;
-`system_rsync` over `openssh`, the system's rsync and ssh when installed; `sync`, SFTP and
+`tar_stream` over `openssh`, one tar stream through the system's ssh, written by
+`tar_writer`; `sync`, SFTP and
 the choice between them; `cluster_file`, `progress`),
 what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also
 used by ops.cloud's cluster dump),

@@ -1,4 +1,4 @@
-"""The system's OpenSSH and rsync, for bulk transfers at their speed: `ssh` argv that reaches a
+"""The system's OpenSSH, for bulk transfers at its speed: `ssh` argv that reaches a
 node exactly as ops.remote.ssh's Connector does, and is as strict about its host key.
 
 - Host key: a temporary known_hosts file (0600, in the stack's 0700 state folder, removed
@@ -43,16 +43,15 @@ from ops.stack import Node
 
 CONTROL_PATH_MAX = 88  # OpenSSH binds `path.` + 16 random characters first, in 108 bytes
 TRANSFER_ENV = "RAY_GCP_SYNC"
-"""`sftp`: never use the system's rsync (paramiko's SFTP, as when rsync or ssh is missing)."""
+"""`sftp`: never use the system's ssh for a sync (paramiko's SFTP, as when ssh is missing)."""
 
 
-def system_tools() -> tuple[str, str] | None:
-    """The paths of `rsync` and `ssh` on PATH; None when either is missing, or when
-    $RAY_GCP_SYNC=sftp asks for paramiko's SFTP."""
+def system_ssh() -> str | None:
+    """The path of `ssh` on PATH; None when it is missing, or when $RAY_GCP_SYNC=sftp asks
+    for paramiko's SFTP."""
     if os.environ.get(TRANSFER_ENV, "") == "sftp":
         return None
-    rsync, ssh = shutil.which("rsync"), shutil.which("ssh")
-    return (rsync, ssh) if rsync and ssh else None
+    return shutil.which("ssh")
 
 
 class OpenSsh:

@@ -121,12 +121,12 @@ class Connector:
         """auth.ssh_user; with OS Login, the POSIX user OS Login gives the stack's key (asked
         once per Connector, before the first connection)."""
         with self._lock:
+            if self._login is None and not self.outputs.os_login:
+                self._login = self.outputs.ssh_user  # no key to parse (nor paramiko to load)
             if self._login is None:
                 key = self._private_key()
-                self._login = (
-                    os_login_user(self.outputs, f"{key.get_name()} {key.get_base64()}")
-                    if self.outputs.os_login else self.outputs.ssh_user
-                )
+                self._login = os_login_user(self.outputs,
+                                            f"{key.get_name()} {key.get_base64()}")
             return self._login
 
     def node(self, node: Node) -> paramiko.SSHClient | RelayClient:

@@ -42,7 +42,7 @@ from ops.remote.untrusted import (
 )
 from ops.stack import Node
 
-if TYPE_CHECKING:  # paramiko comes with the connection: rsync over OpenSSH needs none
+if TYPE_CHECKING:  # paramiko comes with the connection: the tar stream over OpenSSH needs none
     import paramiko
 
     from ops.remote.openssh import OpenSsh
@@ -86,7 +86,11 @@ def _byte_counter(progress: Transfers | None) -> Callable[[int, int], None] | No
 
 
 def _put(sftp: paramiko.SFTPClient, local: Path, remote: str, st: os.stat_result,
-         progress: Transfers | None = None) -> None:
+         progress: Transfers | None, there: paramiko.SFTPAttributes | None) -> None:
+    """`local` -> `remote`; a link there (`there`, as the node listed it) is replaced, not
+    written through, as the tar stream does."""
+    if there is not None and stat.S_ISLNK(there.st_mode or 0):
+        sftp.remove(remote)
     sftp.put(str(local), remote, callback=_byte_counter(progress))
     sftp.utime(remote, (st.st_atime, st.st_mtime))
     sftp.chmod(remote, stat.S_IMODE(st.st_mode))
@@ -134,10 +138,12 @@ def sync_up(
         _remote_makedirs(sftp, posixpath.dirname(target))
         st = source.stat()
         try:
-            remote = sftp.stat(target)
-            remote_size, remote_mtime = remote.st_size, remote.st_mtime
+            remote = sftp.lstat(target)
         except FileNotFoundError:
-            remote_size = remote_mtime = None
+            remote = None
+        regular = remote if remote is not None and stat.S_ISREG(remote.st_mode or 0) else None
+        remote_size = regular.st_size if regular else None
+        remote_mtime = regular.st_mtime if regular else None
         if checksum_client is not None and remote_size == st.st_size:
             same = bool(_same_content(checksum_client, posixpath.dirname(target),
                                       {posixpath.basename(target): source}))
@@ -146,7 +152,7 @@ def sync_up(
         if same:
             report.unchanged += 1
         else:
-            _put(sftp, source, target, st, progress)
+            _put(sftp, source, target, st, progress, remote)
             _sent(report, source.name, progress)
         return report
     _remote_makedirs(sftp, destination.rstrip("/") or ".")
@@ -174,7 +180,7 @@ def sync_up(
             if unchanged:
                 report.unchanged += 1
                 continue
-            _put(sftp, local, posixpath.join(remote_dir, name), st, progress)
+            _put(sftp, local, posixpath.join(remote_dir, name), st, progress, attr)
             _sent(report, relative, progress)
     return report
 
@@ -368,31 +374,31 @@ def rsync_up_nodes(
     checksum: bool = False,
 ) -> dict[str, SyncReport]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
-    counting files and bytes on `err` (a bar of nodes when there are several): through the
-    system's rsync over OpenSSH when both are installed (ops.remote.system_rsync), else, or
-    for a node without rsync, over SFTP. `checksum` compares same-size files by content."""
-    from ops.remote.openssh import open_ssh, system_tools
+    counting files and bytes on `err` (a bar of nodes when there are several): as one tar
+    stream over the system's OpenSSH when it is installed (ops.remote.tar_stream), else, or
+    for a node without tar, over SFTP. `checksum` compares same-size files by content."""
+    from ops.remote.openssh import open_ssh, system_ssh
 
-    tools = system_tools()
-    if tools is None:
+    ssh = system_ssh()
+    if ssh is None:
         connector.head()  # pin the jump host once before threads share it
     err = err or sys.stderr
     several = len(nodes) > 1
     progress = ProgressBar("rsync-up", len(nodes), err) if several else TransferCount(
         "rsync-up", err)
 
-    def over_rsync(openssh: OpenSsh, node: Node) -> SyncReport | None:
-        from ops.remote.system_rsync import NoRemoteRsync
-        from ops.remote.system_rsync import send as send_over_rsync
+    def over_tar(openssh: OpenSsh, node: Node) -> SyncReport | None:
+        from ops.remote.tar_stream import NoRemoteTar
+        from ops.remote.tar_stream import send as send_as_tar
 
         total = SyncReport()
         try:
             for remote, local in pairs.items():
-                report = send_over_rsync(openssh, tools[0], node, Path(local), remote,
-                                         excludes, filters or [], checksum, progress)
+                report = send_as_tar(openssh, node, Path(local), remote, excludes,
+                                     filters or [], checksum, progress)
                 total.sent += [posixpath.join(remote, path) for path in report.sent]
                 total.unchanged += report.unchanged
-        except NoRemoteRsync:
+        except NoRemoteTar:
             return None
         return total
 
@@ -411,7 +417,7 @@ def rsync_up_nodes(
         return total
 
     def send(node: Node, openssh: OpenSsh | None) -> SyncReport:
-        report = over_rsync(openssh, node) if openssh is not None else None
+        report = over_tar(openssh, node) if openssh is not None else None
         if report is None:
             report = over_sftp(node)
         if isinstance(progress, ProgressBar):
@@ -420,7 +426,7 @@ def rsync_up_nodes(
 
     try:
         with contextlib.ExitStack() as stack:
-            openssh = stack.enter_context(open_ssh(connector, tools[1])) if tools else None
+            openssh = stack.enter_context(open_ssh(connector, ssh)) if ssh else None
             with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
                 names = [node.name for node in nodes]
                 reports = pool.map(lambda node: send(node, openssh), nodes)

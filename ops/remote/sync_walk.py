@@ -1,5 +1,5 @@
-"""What a sync sends, whichever way it goes (SFTP in ops.remote.sync, the system's rsync in
-ops.remote.system_rsync): the folders and files under a source that rsync_exclude and the
+"""What a sync sends, whichever way it goes (SFTP in ops.remote.sync, the tar stream over
+OpenSSH in ops.remote.tar_stream): the folders and files under a source that rsync_exclude and the
 rsync_filter files keep (infra.sync_filter), the remote path as the login's home sees it, and
 the report of what moved."""
 

@@ -131,7 +131,8 @@ def main() -> int:
     large_ratio = results["large scp"] / results["large ours"]
     small_ratio = results["small rsync"] / results["small ours"]
     print(f"medians of {options.rounds} interleaved rounds")
-    print({k: [round(x, 2) for x in v] for k, v in runs.items()})
+    for name, times in runs.items():  # the spread says how noisy the machine was
+        print(f"  {name:16s} {' '.join(f'{seconds:.2f}' for seconds in times)} s")
     print(f"one {size} MB file   ours {size / results['large ours']:7.1f} MB/s (the first, cold: "
           f"{size / cold:.1f})   scp {size / results['large scp']:7.1f} MB/s   rsync "
           f"{size / results['large rsync']:7.1f} MB/s   ratio to scp {large_ratio:.2f} (target >= "

@@ -253,15 +253,20 @@ def test_a_destination_the_node_cannot_make_is_one_line(way, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_a_node_without_tar_is_served_over_sftp(tmp_path, monkeypatch):
-    """The node's PATH has what the stat step uses but no tar: the stream is refused there
-    and the files go over SFTP."""
+@pytest.mark.parametrize("node_tar", ["none", "not GNU's"])
+def test_a_node_without_gnu_tar_is_served_over_sftp(node_tar, tmp_path, monkeypatch):
+    """The node's PATH has what the stat step uses but no tar, or a tar that is not GNU's
+    (whose options the stream uses): the stream is refused there and the files go over
+    SFTP."""
     from sshd_fixture import make_stack  # loaded as a plugin first (pytest_plugins)
 
     tools = tmp_path / "node-bin"
     tools.mkdir()
-    for program in ("mkdir", "stat", "xargs", "sha256sum"):
+    for program in ("mkdir", "stat", "xargs", "sha256sum", "head"):
         (tools / program).symlink_to(require_tool(program))
+    if node_tar == "not GNU's":
+        (tools / "tar").write_text('#!/bin/sh\necho "bsdtar 3.7.2 - libarchive 3.7.2"\n')
+        (tools / "tar").chmod(0o755)
     server_dir = tmp_path / "sshd"
     server_dir.mkdir()
     with LocalSshd(server_dir, set_env={"PATH": str(tools)}) as server:

@@ -19,7 +19,8 @@ answers, in turn:
 Each request is a line `VERB BYTES` and that many bytes (NUL-separated paths, or the folder
 to unpack in); each answer ends with a record `Z` (no stat or sha256sum record starts so).
 
-A node without tar raises NoRemoteTar and is served over SFTP instead. The node's key is
+A node without GNU tar (whose options the loop uses, as it uses GNU's stat, xargs, head and
+sha256sum) raises NoRemoteTar and is served over SFTP instead. The node's key is
 checked by ssh against exactly its pin, before anything is sent.
 """
 
@@ -44,12 +45,15 @@ from ops.remote.sync_walk import SyncReport, remote_path, walk_filtered
 from ops.remote.tar_writer import COPY_BUFFER, Candidate, write_tar
 from ops.stack import Node
 
-NO_TAR = "ray-gcp: no tar on the node"
+NO_TAR = "ray-gcp: no GNU tar on the node"
 NO_TAR_STATUS = 3
 STDERR_LINES = 5  # enough to say why the node refused
 STAT_FORMAT = "%f %s %Y %n\\0"  # raw mode (hex), size, mtime (s), the path as asked
 ANSWER_END = b"Z\n"
-SCRIPT = f"""command -v tar >/dev/null 2>&1 || {{ echo '{NO_TAR}' >&2; exit {NO_TAR_STATUS}; }}
+SCRIPT = f"""case $(tar --version 2>/dev/null) in
+  *"GNU tar"*) ;;
+  *) echo '{NO_TAR}' >&2; exit {NO_TAR_STATUS} ;;
+esac
 while read -r verb size; do
   case $verb in
   stat) head -c "$size" | xargs -0r stat --printf '{STAT_FORMAT}' -- 2>/dev/null ;;
@@ -65,7 +69,7 @@ done"""
 
 
 class NoRemoteTar(OpsError):
-    """The node has no tar to unpack with."""
+    """The node has no GNU tar to unpack with."""
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,7 @@ class _Session:
         said = [line.strip() for line in b"".join(self.errors).decode(
             errors="replace").splitlines() if line.strip()]
         if status == NO_TAR_STATUS and any(NO_TAR in line for line in said):
-            raise NoRemoteTar(f"{self.node.name} has no tar")
+            raise NoRemoteTar(f"{self.node.name} has no GNU tar")
         hint = (" (the node's host key is not the one pinned: refusing to transfer)"
                 if any("Host key verification failed" in line for line in said) else "")
         raise OpsError(f"sending to {self.node.name} failed (exit {status}){hint}: "

@@ -281,3 +281,16 @@ def test_a_node_without_gnu_tar_is_served_over_sftp(node_tar, tmp_path, monkeypa
         assert "1 file(s) sent" in send(stack, source, remote)
     assert stack.ssh_log.read_text().count("run") == 1  # asked, refused, then SFTP
     assert (remote / "a.txt").read_text() == "a\n"
+
+
+def test_odd_names_arrive_as_themselves_and_are_skipped_when_unchanged(way, tmp_path):
+    """Blanks, a line break, a leading dash, non-ASCII: the names travel NUL-separated."""
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    names = ["two words.txt", "line\nbreak.txt", "-leading-dash", "Grüße ☃.txt"]
+    (source / "sub folder").mkdir(parents=True)
+    for name in names:
+        (source / "sub folder" / name).write_text(name)
+    assert f"{len(names)} file(s) sent" in send(way, source, remote)
+    assert sorted(path.name for path in (remote / "sub folder").iterdir()) == sorted(names)
+    assert all((remote / "sub folder" / name).read_text() == name for name in names)
+    assert f"0 file(s) sent, {len(names)} unchanged" in send(way, source, remote)

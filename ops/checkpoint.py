@@ -35,14 +35,15 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 PROJECT_LAYOUT = re.compile(r"version:\s*1\s*")
 
 
-def backend_root(url: str | None) -> Path | None:
-    """The folder a `file://` backend URL keeps its state in; None for any other backend."""
+def backend_root(url: str | None, cwd: Path) -> Path | None:
+    """The folder a `file://` backend URL keeps its state in, for a CLI run in `cwd`; None for
+    any other backend."""
     if not url or not url.startswith(FILE_PREFIX):
         return None
     path = url[len(FILE_PREFIX):].split("?", 1)[0]
     if path == "~" or path.startswith("~/"):
         path = str(Path.home()) + path[1:]
-    return Path(os.path.abspath(path))
+    return Path(os.path.normpath(cwd / path))
 
 
 def checkpoint_files(root: Path, project: str, stack: str) -> tuple[Path, ...]:
@@ -59,11 +60,11 @@ def _identity(path: Path) -> tuple[int, ...] | None:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def state_identity(url: str | None, project: str, stack: str) -> str | None:
-    """A digest that changes whenever the backend at `url` writes or removes stack `stack`'s
-    checkpoint; None when it cannot be told cheaply (not a file backend, not the project
-    layout, a name fileblob would escape, no checkpoint yet)."""
-    root = backend_root(url)
+def state_identity(url: str | None, project: str, stack: str, cwd: Path) -> str | None:
+    """A digest that changes whenever the backend at `url` (for a CLI run in `cwd`) writes or
+    removes stack `stack`'s checkpoint; None when it cannot be told cheaply (not a file
+    backend, not the project layout, a name fileblob would escape, no checkpoint yet)."""
+    root = backend_root(url, cwd)
     if root is None or not (PLAIN_NAME.fullmatch(project) and PLAIN_NAME.fullmatch(stack)):
         return None
     meta = root / ".pulumi" / "meta.yaml"

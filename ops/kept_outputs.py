@@ -6,10 +6,11 @@ An answer is filed in a slot named for the project folder, the backend URL, the 
 its secrets are unlocked (the passphrase, or its file's path and identity: digested, never
 sent), under a key that adds the identity of the stack's state (ops.checkpoint). So any
 `up`, `refresh`, `destroy` or `stack rm` makes the next task ask the CLI again; a backend with
-no cheap check (anything but `file://`), $RAY_GCP_SSH_PERSIST=0, or a keeper that is missing,
-dead or holds nothing for the key all mean the CLI. The state is looked at before and after
-the CLI run: outputs read while the state changed are not kept. The keeper is started in the
-background by the task that found none, its outputs over stdin; the task does not wait for it.
+no cheap check (anything but `file://`), $RAY_GCP_SSH_PERSIST=0, a state folder that is not
+ours, or a keeper that is missing, dead or holds nothing for the key all mean the CLI. The
+state is looked at before and after the CLI run: outputs read while the state changed are not
+kept. The keeper is started in the background by the task that found none, its outputs over
+stdin; the task does not wait for it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.stack_config import StateDirError
 from ops.background import PROJECT_ROOT, connect_socket, idle_seconds, start_detached
 from ops.checkpoint import state_identity
+from ops.errors import OpsError
 from ops.outputs_keeper import SOCKET_NAME
 from ops.paths import keeper_dir
 
@@ -50,7 +53,7 @@ def slot_and_key(project: str, stack: str, env: Mapping[str, str]) -> tuple[str,
     """Where the keeper files stack `stack`'s outputs as the CLI would read them with `env`,
     and the key valid for its state now; None when the state cannot be told cheaply."""
     url = env.get(BACKEND_ENV)
-    state = state_identity(url, project, stack)
+    state = state_identity(url, project, stack, PROJECT_ROOT)  # where the CLI runs
     if state is None:
         return None
     slot = _digest([str(PROJECT_ROOT), url, project, stack, env.get(PASSPHRASE_ENV),
@@ -81,7 +84,10 @@ def kept_outputs(project: str, stack: str, env: Mapping[str, str],
     if filed is None:
         return read()
     slot, key = filed
-    path = keeper_dir() / SOCKET_NAME
+    try:
+        path = keeper_dir() / SOCKET_NAME
+    except (OpsError, StateDirError):
+        return read()  # no private folder of ours to meet a keeper in: the CLI, as before
     answer = ask(path, {"get": slot, "key": key})
     if answer is not None and isinstance(answer.get("outputs"), dict):
         return answer["outputs"]

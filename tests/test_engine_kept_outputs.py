@@ -27,7 +27,7 @@ import pytest
 from waiting import wait_for
 
 from ops.checkpoint import checkpoint_files, state_identity
-from tests.engine_stack import ENGINE_VERSION, EngineWorkspace, require_engine
+from tests.engine_stack import ENGINE_VERSION, PROJECT_ROOT, EngineWorkspace, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
 
 pytestmark = pytest.mark.engine
@@ -255,18 +255,18 @@ def test_the_engine_writes_the_checkpoint_the_key_is_read_from(outputs_stack):
     (root,) = [r for r in latest["resources"] if r["type"] == "pulumi:pulumi:Stack"]
     assert root["outputs"]["head_external_ip"] == "203.0.113.7"
     assert kept.secret not in plain.read_text()  # a secret output: ciphertext
-    seen = [state_identity(url, PROJECT, STACK)]
+    seen = [state_identity(url, PROJECT, STACK, PROJECT_ROOT)]
 
     kept.space.run(STACK, "refresh", kept.program)
-    seen.append(state_identity(url, PROJECT, STACK))
+    seen.append(state_identity(url, PROJECT, STACK, PROJECT_ROOT))
     assert plain.with_name(plain.name + ".bak").is_file()
     kept.space.run(STACK, "destroy", kept.program)
-    seen.append(state_identity(url, PROJECT, STACK))
+    seen.append(state_identity(url, PROJECT, STACK, PROJECT_ROOT))
     assert None not in seen and len(set(seen)) == 3, seen
 
     pulumi(kept, "stack", "rm", "--yes", "--stack", STACK)
     assert not plain.exists() and plain.with_name(plain.name + ".bak").is_file()
-    assert state_identity(url, PROJECT, STACK) is None
+    assert state_identity(url, PROJECT, STACK, PROJECT_ROOT) is None
 
 
 @pytest.mark.parametrize("outputs_stack", [{"PULUMI_DIY_BACKEND_GZIP": "true"}],
@@ -283,12 +283,12 @@ def test_with_gzip_on_the_checkpoint_is_json_gz_and_turning_it_off_moves_the_key
                for r in latest["resources"])
     assert kept.head_ip() == "203.0.113.7"
     wait_for(kept.keeper_answers, "the outputs keeper listening")
-    before = state_identity(url, PROJECT, STACK)
+    before = state_identity(url, PROJECT, STACK, PROJECT_ROOT)
 
     del kept.space.env["PULUMI_DIY_BACKEND_GZIP"]
     (kept.space.root / "env.json").write_text(json.dumps(kept.space.env))
     kept.deploy("198.51.100.9")
     assert plain.is_file() and not compressed.exists()
-    assert state_identity(url, PROJECT, STACK) not in (None, before)
+    assert state_identity(url, PROJECT, STACK, PROJECT_ROOT) not in (None, before)
     assert kept.head_ip() == "198.51.100.9"
     assert kept.cli_runs() == 2

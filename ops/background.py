@@ -30,7 +30,8 @@ def idle_seconds() -> float:
         return max(0.0, float(os.environ.get(PERSIST_ENV, DEFAULT_IDLE_SECONDS)))
     except ValueError:
         raise OpsError(f"{PERSIST_ENV}={os.environ[PERSIST_ENV]!r} is not a number of "
-                       "seconds: set it to e.g. 600, or 0 for no warm connections") from None
+                       "seconds: set it to e.g. 600, or 0 for no warm connections and no kept "
+                       "outputs") from None
 
 
 def peer_uid(connection: socket.socket) -> int:

@@ -2,22 +2,24 @@
 the outputs keeper (ops.outputs_keeper) files a stack's outputs under.
 
 As the engine's diy backend has it (pkg/backend/diy of v3.276.0, the engine `.ci/engine`
-builds): the backend's root is the `file://` URL's path (`~` is the home folder, a relative
-path is taken from the working folder, the query is no part of it). `.pulumi/meta.yaml` says
-the layout: version 1 is the project layout, `.pulumi/stacks/<project>/<stack>.json` (the
-project from Pulumi.yaml); the legacy layout (`.pulumi/stacks/<stack>.json`, meta version 0 or
-none) this engine refuses, so it is left to the CLI here. The checkpoint is `<stack>.json`, or
-`.json.gz` / `.json.zst` when the backend compresses (PULUMI_DIY_BACKEND_GZIP, or
-..._COMPRESSION): the backend reads whichever of the three was modified last. Every write
-(`up`, `refresh`, `destroy`, `import`, `stack import`, `cancel`...) goes to a temporary file
-beside it renamed into place (gocloud's fileblob), after the old one is copied to `<file>.bak`;
-`stack rm` copies it to `.bak` and deletes it. The `.bak` copies, `.pulumi/backups/` and
-`.pulumi/history/` are never read for outputs.
+builds): the URL is $PULUMI_BACKEND_URL, which the CLI takes before Pulumi.yaml's `backend`
+and `pulumi login`'s (pkg/workspace/creds.go); the backend's root is the `file://` URL's path
+(`~` is the home folder, a relative path is taken from the CLI's working folder, the query is
+no part of it). `.pulumi/meta.yaml` says the layout: version 1 is the project layout,
+`.pulumi/stacks/<project>/<stack>.json` (the project from Pulumi.yaml); the legacy layout
+(`.pulumi/stacks/<stack>.json`, meta version 0 or none) this engine refuses, so it is left to
+the CLI here. The checkpoint is `<stack>.json`, or `.json.gz` / `.json.zst` when the backend
+compresses (PULUMI_DIY_BACKEND_GZIP, PULUMI_DIY_BACKEND_ZSTD): the backend reads whichever of
+the three was modified last. Every write (`up`, `refresh`, `destroy`, `import`, `stack
+import`...) goes to a temporary file beside it renamed into place (gocloud's fileblob), after
+the old one is copied to `<file>.bak`; `stack rm` copies it to `.bak` and deletes it. The
+`.bak` copies, `.pulumi/backups/` and `.pulumi/history/` are never read for outputs.
 
 So a stack's state is identified by (device, inode, size, mtime_ns, ctime_ns) of each of the
-three candidates and of meta.yaml: a rename changes the inode and both times, a deleted file
-shows as missing. Any other backend (s3://, gs://, azblob://, Pulumi Cloud, the one
-`pulumi login` chose) offers no such cheap check: None, and the CLI reads the outputs.
+three candidates and of meta.yaml: each write puts a new file in place (a new inode, or a freed
+one reused, and new times), a deleted file shows as missing. Any other backend (s3://, gs://,
+azblob://, Pulumi Cloud, the one `pulumi login` chose) offers no such cheap check: None, and
+the CLI reads the outputs.
 """
 
 from __future__ import annotations

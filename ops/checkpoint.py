@@ -15,9 +15,10 @@ import`...) goes to a temporary file beside it renamed into place (gocloud's fil
 the old one is copied to `<file>.bak`; `stack rm` copies it to `.bak` and deletes it. The
 `.bak` copies, `.pulumi/backups/` and `.pulumi/history/` are never read for outputs.
 
-So a stack's state is identified by (device, inode, size, mtime_ns, ctime_ns) of each of the
-three candidates and of meta.yaml: each write puts a new file in place (a new inode, or a freed
-one reused, and new times), a deleted file shows as missing. Any other backend (s3://, gs://,
+So a stack's state is identified by (device, inode, size, mtime_ns, ctime_ns, sha256 of the
+bytes) of each of the three candidates and of meta.yaml: each write puts a new file in place (a
+new inode, or a freed one reused, and new times, which a coarse clock may not tell apart from
+the last write's: the digest does), a deleted file shows as missing. Any other backend (s3://, gs://,
 azblob://, Pulumi Cloud, the one `pulumi login` chose) offers no such cheap check: None, and
 the CLI reads the outputs.
 """
@@ -54,12 +55,16 @@ def checkpoint_files(root: Path, project: str, stack: str) -> tuple[Path, ...]:
     return tuple(plain.with_name(plain.name + suffix) for suffix in COMPRESSED)
 
 
-def _identity(path: Path) -> tuple[int, ...] | None:
+def _identity(path: Path) -> list[int | str] | None:
+    """The file's place, size, times and content digest, read through one descriptor (a file
+    renamed over it meanwhile is not mixed in); None when there is none."""
     try:
-        info = os.stat(path)
+        with open(path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
     except FileNotFoundError:
         return None
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, digest]
 
 
 def state_identity(url: str | None, project: str, stack: str, cwd: Path) -> str | None:

@@ -4,13 +4,14 @@ handed to the keeper after.
 
 An answer is filed in a slot named for the project folder, the backend URL, the stack and how
 its secrets are unlocked (the passphrase, or its file's path and identity: digested, never
-sent), under a key that adds the identity of the stack's state (ops.checkpoint). So any
-`up`, `refresh`, `destroy` or `stack rm` makes the next task ask the CLI again; a backend with
-no cheap check (anything but `file://`), $RAY_GCP_SSH_PERSIST=0, a state folder that is not
-ours, or a keeper that is missing, dead or holds nothing for the key all mean the CLI. The
-state is looked at before and after the CLI run: outputs read while the state changed are not
-kept. The keeper is started in the background by the task that found none, its outputs over
-stdin; the task does not wait for it.
+sent), under a key that adds the identity of the stack's state (ops.checkpoint). So any `up`,
+`refresh`, `destroy` or `stack rm` makes the next task ask the CLI again; a backend with no
+cheap check (anything but `file://`), $RAY_GCP_SSH_PERSIST=0, a state folder that is not ours,
+or a keeper that is missing, dead or holds nothing for the key all mean the CLI. The key is
+taken before the CLI runs: outputs it read while the state changed are filed under a key no
+later state has (the identity covers the checkpoint's bytes and times), so never served. The
+keeper is started in the background by the task that found none, its outputs over stdin; the
+task does not wait for it.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def ask(path: Path, request: dict[str, Any]) -> dict[str, Any] | None:
 def kept_outputs(project: str, stack: str, env: Mapping[str, str],
                  read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Stack `stack`'s outputs: the keeper's while the state is the one they were read from,
-    else `read()` (the CLI, with `env`), kept for the next task when the state held still."""
+    else `read()` (the CLI, with `env`), then kept for the next task."""
     idle = idle_seconds()
     filed = slot_and_key(project, stack, env) if idle > 0 else None
     if filed is None:
@@ -92,8 +93,6 @@ def kept_outputs(project: str, stack: str, env: Mapping[str, str],
     if answer is not None and isinstance(answer.get("outputs"), dict):
         return answer["outputs"]
     outputs = read()
-    if slot_and_key(project, stack, env) != filed:
-        return outputs  # written meanwhile: these may be either state's
     if answer is None or ask(path, {"put": slot, "key": key, "outputs": outputs}) is None:
         start_detached("ops.outputs_keeper", {"folder": str(path.parent), "idle_seconds": idle,
                                               "slot": slot, "key": key, "outputs": outputs})

@@ -292,3 +292,20 @@ def test_with_gzip_on_the_checkpoint_is_json_gz_and_turning_it_off_moves_the_key
     assert state_identity(url, PROJECT, STACK, PROJECT_ROOT) not in (None, before)
     assert kept.head_ip() == "198.51.100.9"
     assert kept.cli_runs() == 2
+
+
+def test_a_legacy_layout_is_left_to_the_cli(outputs_stack):
+    """`.pulumi/stacks/<stack>.json` with no meta.yaml is the legacy layout, which this engine
+    refuses: no identity is read from it and nothing is kept, the CLI says what it says."""
+    kept = outputs_stack
+    url = kept.space.env["PULUMI_BACKEND_URL"]
+    kept.deploy("203.0.113.7")
+    plain = checkpoint_files(kept.backend, PROJECT, STACK)[0]
+    plain.rename(kept.backend / ".pulumi" / "stacks" / f"{STACK}.json")
+    (kept.backend / ".pulumi" / "meta.yaml").unlink()
+
+    assert state_identity(url, PROJECT, STACK, PROJECT_ROOT) is None
+    done = kept.space.invoke("get-head-ip", "-s", STACK)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert kept.cli_runs() == 1
+    assert not (kept.state_dir / ".outputs-keeper").exists()

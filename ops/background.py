@@ -7,6 +7,8 @@ starting one detached, its settings (secrets among them) over stdin, never argv 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -76,13 +78,17 @@ def listen_private(name: str) -> socket.socket:
 
 def start_detached(module: str, settings: dict[str, Any]) -> None:
     """Run `python -m module` in the background, in a session of its own, `settings` as JSON
-    on its stdin; it outlives the task and is never waited for."""
+    on its stdin (a pipe made large enough to hold them, up to the system's 1 MiB default
+    limit); it outlives the task and is never waited for."""
     process = subprocess.Popen(
         [sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True, cwd=PROJECT_ROOT, close_fds=True,
     )
+    data = json.dumps(settings).encode()
+    with contextlib.suppress(OSError):  # room for it all: the task does not wait on the reader
+        fcntl.fcntl(process.stdin.fileno(), fcntl.F_SETPIPE_SZ, len(data))
     try:
-        process.stdin.write(json.dumps(settings).encode())
+        process.stdin.write(data)
         process.stdin.close()
     except OSError:
         process.kill()

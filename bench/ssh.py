@@ -11,6 +11,10 @@ Reported, as medians of interleaved rounds (a busy machine slows every side alik
 - both against `ssh` with a ControlMaster already up (OpenSSH's own warm path);
 - `invoke exec --login` against `ssh host "bash --login -c true"` (Ray's login shell);
 - where the time goes: starting Python, importing what each path imports, the rest.
+With `--stack` (needs the engine `invoke engine` installs), the same outputs also live in a
+real stack (a file backend in the temp folder, deployed by the engine): `invoke get-head-ip`
+reading them with the pulumi CLI (`RAY_GCP_SSH_PERSIST=0`), from the outputs keeper
+(ops.kept_outputs) and from the outputs file, and a warm exec reading them from the keeper.
 Python runs as it does on a user's machine, with compiled bytecode cached (in a temporary
 PYTHONPYCACHEPREFIX, filled by the first runs): an environment with PYTHONDONTWRITEBYTECODE=1
 would compile every module from source on every run, 100 ms of a warm exec. Exits 1 when a
@@ -60,10 +64,47 @@ def wait_for_socket(state: Path, within_s: float = 60) -> Path:
     return sockets[0]
 
 
+def deploy_stack(workdir: Path, outputs: dict[str, object]) -> dict[str, str]:
+    """Stack `bench` holding `outputs` (the key and token as secrets), made by the pinned engine
+    in a file backend under `workdir`; the environment a task reads it with."""
+    from pulumi import automation as auto
+
+    from ops.engine import installed_bin
+
+    bin_dir = installed_bin()
+    if bin_dir is None:
+        raise SystemExit("--stack needs the pinned engine: run `invoke engine` first")
+    project, backend = workdir / "project", workdir / "backend"
+    project.mkdir()
+    backend.mkdir()
+    (project / "Pulumi.yaml").write_text("name: ray-gcp\nruntime: python\n")
+    env = {"PULUMI_BACKEND_URL": f"file://{backend}", "PULUMI_CONFIG_PASSPHRASE": "bench",
+           "PULUMI_HOME": str(workdir / "pulumi-home"), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+
+    def program() -> None:
+        import pulumi
+
+        for name, value in outputs.items():
+            secret = name in ("ssh_private_key", "ray_auth_token")
+            pulumi.export(name, pulumi.Output.secret(value) if secret else value)
+
+    stack = auto.create_or_select_stack(
+        stack_name="bench", project_name="ray-gcp", program=program,
+        opts=auto.LocalWorkspaceOptions(work_dir=str(project), pulumi_home=env["PULUMI_HOME"],
+                                        env_vars=env,
+                                        pulumi_command=auto.PulumiCommand(
+                                            root=str(bin_dir.parent))))
+    stack.up()
+    return env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--stack", action="store_true",
+                        help="also read the outputs from a real stack (CLI against the keeper)")
     options = parser.parse_args()
+    from ops.kept_outputs import stop_keeper
     from ops.remote.warm import stop_daemon
 
     path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
@@ -94,8 +135,23 @@ def main() -> int:
         subprocess.run([*invoke, "exec", "true"], env=warm, cwd=PROJECT_ROOT, check=True,
                        capture_output=True)  # starts the node's warm connection
         socket = wait_for_socket(workdir / "state" / "bench")
+        stack_runs: dict[str, tuple[list[str], dict[str, str]]] = {}
+        if options.stack:
+            from_stack = {**{key: value for key, value in warm.items()
+                             if key != "RAY_GCP_STACK_OUTPUTS"},
+                          **deploy_stack(workdir, stack_outputs_for(sshd))}
+            head_ip = [*invoke, "get-head-ip"]
+            subprocess.run(head_ip, env=from_stack, cwd=PROJECT_ROOT, check=True,
+                           capture_output=True)  # starts the keeper
+            stack_runs = {
+                "head-ip cli": (head_ip, {**from_stack, "RAY_GCP_SSH_PERSIST": "0"}),
+                "head-ip kept": (head_ip, from_stack),
+                "head-ip file": (head_ip, warm),
+                "exec warm kept": ([*invoke, "exec", "true"], from_stack),
+            }
         try:
             ms = median_ms({
+                **stack_runs,
                 "exec cold": ([*invoke, "exec", "true"], cold),
                 "exec warm": ([*invoke, "exec", "true"], warm),
                 "ssh": ([*ssh, "ray-local", "true"], cold),
@@ -109,6 +165,9 @@ def main() -> int:
             }, options.runs)
         finally:
             stop_daemon(socket)
+            if options.stack:
+                os.environ["RAY_GCP_STATE_DIR"] = warm["RAY_GCP_STATE_DIR"]
+                stop_keeper()
             subprocess.run([*control, "-O", "exit", "ray-local"], capture_output=True)
     ratio, warm_ratio = ms["exec cold"] / ms["ssh"], ms["exec warm"] / ms["ssh"]
     cold_ok, warm_ok = ratio <= TARGET, warm_ratio <= WARM_TARGET
@@ -129,6 +188,12 @@ def main() -> int:
           f"{ms['imports warm'] - ms['python']:.1f} ms; the rest (outputs, handshake or relay, "
           f"the command): cold {ms['exec cold'] - ms['imports cold']:.1f} ms, warm "
           f"{ms['exec warm'] - ms['imports warm']:.1f} ms")
+    if options.stack:
+        print(f"invoke get-head-ip from a stack: pulumi CLI {ms['head-ip cli']:.1f} ms, outputs "
+              f"keeper {ms['head-ip kept']:.1f} ms ({ms['head-ip cli'] / ms['head-ip kept']:.2f}x"
+              f" faster), outputs file {ms['head-ip file']:.1f} ms; invoke exec true, warm, "
+              f"outputs from the keeper {ms['exec warm kept']:.1f} ms, ratio "
+              f"{ms['exec warm kept'] / ms['ssh']:.2f} to ssh host true")
     return 0 if cold_ok and warm_ok else 1
 
 

@@ -1,6 +1,7 @@
 """Where per-stack local state lives (pinned host keys, the ssh config block, the key file),
 under infra.stack_config's state folder; the local pulumi backend and passphrase the stacks
-`invoke up -c` creates use there; and the checks of local paths a task will write."""
+`invoke up -c` creates use there; the outputs keeper's folder; and the checks of local paths a
+task will write."""
 
 from __future__ import annotations
 
@@ -56,6 +57,16 @@ BACKEND_MARKER = "pulumi-backend"
 """In a stack's state folder: the stack lives in the local backend (`local_backend_url`)."""
 PASSPHRASE_FILE = ".pulumi-passphrase"
 """In the state folder; a leading dot, which no cluster_name (so no stack `-c` makes) has."""
+
+
+KEEPER_FOLDER = ".outputs-keeper"
+"""In the state folder: the outputs keeper's socket (ops.outputs_keeper); a leading dot, as no
+stack name has."""
+
+
+def keeper_dir() -> Path:
+    """The outputs keeper's folder, checked and made private exactly as a stack's folder is."""
+    return state_dir(KEEPER_FOLDER)
 
 
 def local_backend_url() -> str:

@@ -2,9 +2,10 @@
 
 Every task chooses its stack here (`Stack.choose`: --stack, $PULUMI_STACK, the outputs file's
 name, pulumi's selected stack) and hands the one `Stack` down; the stack file is read once,
-the cluster YAML and the outputs when first asked for. The outputs come from the Pulumi
-Automation API, or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file
-holding one stack's outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
+the cluster YAML and the outputs when first asked for. The outputs come from one pulumi
+CLI run, or from the outputs keeper while the stack's state is unchanged (ops.kept_outputs),
+or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file holding one stack's
+outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
 too: choosing the selected stack and reading outputs need it. `stack_credentials` is the one
 identity of every day-two Google call (the YAML's gcp_credentials, else ADC). A cluster YAML
 given to a task (`-c`) names its stack too (`stack_for_cluster_yaml`): its cluster_name. Where a
@@ -35,6 +36,7 @@ from infra.stack_config import (
 )
 from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
+from ops.kept_outputs import kept_outputs
 from ops.paths import local_backend_url, passphrase_file, uses_local_backend, write_new_file
 
 if TYPE_CHECKING:
@@ -319,7 +321,9 @@ def _outputs_of(name: str) -> StackOutputs:
     source = os.environ.get(OUTPUTS_ENV)
     if source:
         return parse_outputs(name, _read_outputs_file(name, Path(source)))
-    return parse_outputs(name, pulumi_outputs(name))
+    env = {**os.environ, **backend_env(name)}
+    return parse_outputs(name, kept_outputs(PROJECT_NAME, name, env,
+                                            lambda: pulumi_outputs(name)))
 
 
 def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:

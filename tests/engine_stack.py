@@ -129,6 +129,9 @@ class EngineWorkspace:
             "RAY_GCP_API_ENDPOINT": fake.endpoint,
             **endpoint_env(fake),
             "ENGINE_ROOT": str(bin_dir.parent),  # PulumiCommand runs its bin/pulumi
+            # No outputs keeper outliving a task (tests/test_engine_kept_outputs.py turns it on
+            # and stops it).
+            "RAY_GCP_SSH_PERSIST": "0",
             **(extra_env or {}),
         }
         (self.root / "env.json").write_text(json.dumps(self.env))

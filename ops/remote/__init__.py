@@ -4,11 +4,11 @@
 Owns the SSH connections and pinned host keys (`ssh`: the Connector; `ssh_direct`: paramiko's
 side, imported only for a direct connection; `known_hosts`: the pins read as text;
 `host_keys`: what GCE publishes), the warm connections (`warm`, the task's side, and
-`warm_daemon`, the per-user background process holding one transport per node), the
-ProxyCommand a tunnelled head is dialled through (`ssh_proxy`, IAP for a private cluster), the
-OS Login user (`os_login`), running commands in
-the right shell or container (`commands`), what attach, exec and submit do with their flags
-(`shell`), tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
+`warm_daemon`, the per-user background process holding one transport per node, over
+ops.background's sockets), the ProxyCommand a tunnelled head is dialled through (`ssh_proxy`,
+IAP for a private cluster), the OS Login user (`os_login`), running commands in the right
+shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
+tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;
 `tar_stream` over `openssh`, one tar stream through the system's ssh, written by
 `tar_writer`; `sync`, SFTP and

@@ -34,11 +34,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ops.background import idle_seconds
 from ops.errors import OpsError
 from ops.remote.known_hosts import host_key_name, pinned_key
 from ops.remote.ssh import Connector
 from ops.remote.ssh_proxy import proxy_command
-from ops.remote.warm import idle_seconds
 from ops.stack import Node
 
 CONTROL_PATH_MAX = 88  # OpenSSH binds `path.` + 16 random characters first, in 108 bytes

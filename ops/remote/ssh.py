@@ -27,12 +27,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ops.background import idle_seconds
 from ops.errors import OpsError
 from ops.paths import known_hosts_path, open_no_follow
 from ops.remote.host_keys import PublishedKeys, published_host_keys
 from ops.remote.known_hosts import host_key_name
 from ops.remote.os_login import os_login_user
-from ops.remote.warm import RelayClient, idle_seconds, live_daemon, socket_path, start_daemon
+from ops.remote.warm import RelayClient, live_daemon, socket_path, start_daemon
 from ops.stack import Node, StackOutputs, load_outputs, stack_credentials
 
 if TYPE_CHECKING:  # imported with ops.remote.ssh_direct on the first direct connection

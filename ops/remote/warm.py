@@ -18,33 +18,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import select
 import socket
 import struct
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from ops.background import connect_socket, start_detached
 from ops.errors import OpsError
 from ops.remote.known_hosts import pinned_key
 
-PERSIST_ENV = "RAY_GCP_SSH_PERSIST"
-DEFAULT_IDLE_SECONDS = 600.0  # what OpenSSH users often give ControlPersist
 FRAME = struct.Struct(">cI")
 CHUNK = 1 << 17
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def idle_seconds() -> float:
-    """How long a daemon outlives its last request ($RAY_GCP_SSH_PERSIST; 0: no daemons)."""
-    try:
-        return max(0.0, float(os.environ.get(PERSIST_ENV, DEFAULT_IDLE_SECONDS)))
-    except ValueError:
-        raise OpsError(f"{PERSIST_ENV}={os.environ[PERSIST_ENV]!r} is not a number of "
-                       "seconds: set it to e.g. 600, or 0 for no warm connections") from None
 
 
 def socket_path(known_hosts: Path, node: str, user: str, host_name: str) -> Path | None:
@@ -55,26 +41,6 @@ def socket_path(known_hosts: Path, node: str, user: str, host_name: str) -> Path
         return None
     digest = hashlib.sha256(f"{node}\0{user}\0{host_name}\0{key}".encode()).hexdigest()[:20]
     return known_hosts.parent / f"warm-{digest}.sock"
-
-
-def connect_socket(path: Path) -> socket.socket | None:
-    """A connection to the daemon at `path`, or None when there is none (no file, or a
-    socket nobody listens on: a daemon that died)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    try:
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        sock.close()
-        return None
-    try:
-        # Through the folder's descriptor: a state folder deep in /tmp passes 108 bytes.
-        sock.connect(f"/proc/self/fd/{directory}/{path.name}")
-        return sock
-    except OSError:
-        sock.close()
-        return None
-    finally:
-        os.close(directory)
 
 
 def ask(path: Path, request: dict[str, Any]) -> bytes | None:
@@ -106,19 +72,7 @@ def start_daemon(path: Path, settings: dict[str, Any]) -> None:
     """Start the node's daemon in the background, in a session of its own; it connects by
     itself, exactly as a task does, and serves `path` after. Its settings (the private key
     among them) go over its stdin, never argv or disk."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ops.remote.warm_daemon"], stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        cwd=PROJECT_ROOT, close_fds=True,
-    )
-    try:
-        process.stdin.write(json.dumps({**settings, "socket": str(path)}).encode())
-        process.stdin.close()
-    except OSError:
-        process.kill()
-    # It runs on alone in its own session, reparented when this task ends: not ours to wait
-    # for (so Popen does not warn of a child left running).
-    process.returncode = 0
+    start_detached("ops.remote.warm_daemon", {**settings, "socket": str(path)})
 
 
 class StaleDaemon(OpsError):

@@ -37,16 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ops.background import listen_private, peer_uid
 from ops.remote.warm import CHUNK, FRAME
 
 MAX_REQUEST = 65536
-
-
-def peer_uid(connection: socket.socket) -> int:
-    """The uid of the process at the other end of a unix socket (SO_PEERCRED)."""
-    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                        struct.calcsize("3i"))
-    return struct.unpack("3i", credentials)[1]
 
 
 def frame(kind: bytes, payload: bytes = b"") -> bytes:
@@ -199,13 +193,7 @@ def serve_node(settings: dict[str, Any]) -> None:
         transport.set_keepalive(30)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path.name)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        old_mask = os.umask(0o177)  # 0600 from its creation: no window for another user
-        try:
-            listener.bind(socket_path.name)
-        finally:
-            os.umask(old_mask)
-        listener.listen(16)
+        listener = listen_private(socket_path.name)
         try:
             Daemon(transport, listener, float(settings["idle_seconds"])).serve()
         finally:

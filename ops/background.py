@@ -1,0 +1,97 @@
+"""The small per-user background processes the tasks keep (ops.remote.warm_daemon's warm SSH
+connections, ops.outputs_keeper's stack outputs): how long they outlive their last request
+($RAY_GCP_SSH_PERSIST), their unix sockets (0600 from their creation, in a 0700 folder of
+ours, reached through the folder's descriptor), who may ask (SO_PEERCRED: only our uid), and
+starting one detached, its settings (secrets among them) over stdin, never argv or disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ops.errors import OpsError
+
+PERSIST_ENV = "RAY_GCP_SSH_PERSIST"
+DEFAULT_IDLE_SECONDS = 600.0  # what OpenSSH users often give ControlPersist
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def idle_seconds() -> float:
+    """How long a background process outlives its last request ($RAY_GCP_SSH_PERSIST; 0: none
+    is kept)."""
+    try:
+        return max(0.0, float(os.environ.get(PERSIST_ENV, DEFAULT_IDLE_SECONDS)))
+    except ValueError:
+        raise OpsError(f"{PERSIST_ENV}={os.environ[PERSIST_ENV]!r} is not a number of "
+                       "seconds: set it to e.g. 600, or 0 for no warm connections and no kept "
+                       "outputs") from None
+
+
+def peer_uid(connection: socket.socket) -> int:
+    """The uid of the process at the other end of a unix socket (SO_PEERCRED)."""
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                        struct.calcsize("3i"))
+    return struct.unpack("3i", credentials)[1]
+
+
+def connect_socket(path: Path) -> socket.socket | None:
+    """A connection to the process listening at `path`, or None when there is none (no file,
+    or a socket nobody listens on: a process that died)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        sock.close()
+        return None
+    try:
+        # Through the folder's descriptor: a state folder deep in /tmp passes 108 bytes.
+        sock.connect(f"/proc/self/fd/{directory}/{path.name}")
+        return sock
+    except OSError:
+        sock.close()
+        return None
+    finally:
+        os.close(directory)
+
+
+def listen_private(name: str) -> socket.socket:
+    """A unix socket listening at `name` in the working folder (bound by name: a full path can
+    pass the 108-byte limit), 0600 from its creation: no window for another user."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    old_mask = os.umask(0o177)
+    try:
+        listener.bind(name)
+    finally:
+        os.umask(old_mask)
+    listener.listen(16)
+    return listener
+
+
+def start_detached(module: str, settings: dict[str, Any]) -> None:
+    """Run `python -m module` in the background, in a session of its own, `settings` as JSON
+    on its stdin (a pipe made large enough to hold them, up to the system's 1 MiB default
+    limit); it outlives the task and is never waited for."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True, cwd=PROJECT_ROOT, close_fds=True,
+    )
+    data = json.dumps(settings).encode()
+    with contextlib.suppress(OSError):  # room for it all: the task does not wait on the reader
+        fcntl.fcntl(process.stdin.fileno(), fcntl.F_SETPIPE_SZ, len(data))
+    try:
+        process.stdin.write(data)
+        process.stdin.close()
+    except OSError:
+        process.kill()
+    # It runs on alone in its own session, reparented when this task ends: not ours to wait
+    # for (so Popen does not warn of a child left running).
+    process.returncode = 0

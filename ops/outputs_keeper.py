@@ -1,0 +1,119 @@
+"""The outputs keeper: a small per-user background process holding the stack outputs the tasks
+read last, in memory only, so a day-two task on an unchanged stack needs no pulumi CLI run
+(ops.kept_outputs is the task's side and says when an answer may be used).
+
+It listens on `keeper.sock` in the state folder's `.outputs-keeper/` (ops.paths.keeper_dir:
+0700, ours), mode 0600 from its creation; a connection from another uid is closed unanswered
+(SO_PEERCRED). Each connection is one request, a JSON line, answered with one JSON line:
+- `{"get": slot, "key": key}`: `{"outputs": {...}}` when the outputs filed in `slot` were
+  filed under `key`, else `{}`;
+- `{"put": slot, "key": key, "outputs": {...}}`: `{"ok": true}`; it replaces what `slot`
+  held (one slot per stack, project and backend: what it holds stays bounded);
+- `{"stop": true}`: `{"bye": true}`, then it exits.
+It exits when no request came for `idle_seconds`, or when another keeper already serves the
+folder (a lock file beside the socket). Its first outputs reach it on stdin; nothing it holds
+is written anywhere (no output streams, no core dumps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import resource
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from ops.background import listen_private, peer_uid
+
+SOCKET_NAME = "keeper.sock"
+LOCK_NAME = "keeper.lock"
+MAX_REQUEST = 64 << 20
+REQUEST_TIMEOUT_S = 10.0
+
+
+class Keeper:
+    """Answers requests on `listener` until idle for `idle_seconds` or stopped."""
+
+    def __init__(self, listener: socket.socket, idle_seconds: float) -> None:
+        self.listener = listener
+        self.idle_seconds = idle_seconds
+        self.owner_uid = os.getuid()
+        self.slots: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.last_active = time.monotonic()
+        self.stopping = False
+        self.lock = threading.Lock()
+
+    def serve(self) -> None:
+        self.listener.settimeout(1.0)
+        while not self.stopping:
+            with self.lock:
+                if time.monotonic() - self.last_active > self.idle_seconds:
+                    return
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            if peer_uid(connection) != self.owner_uid:
+                connection.close()  # another user: no answer at all
+                continue
+            threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
+
+    def _handle(self, connection: socket.socket) -> None:
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError), connection:
+            connection.settimeout(REQUEST_TIMEOUT_S)
+            request = json.loads(connection.makefile("rb").readline(MAX_REQUEST))
+            connection.sendall(json.dumps(self.answer(request)).encode() + b"\n")
+        with self.lock:
+            self.last_active = time.monotonic()
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            if "get" in request:
+                key, outputs = self.slots.get(str(request["get"]), ("", {}))
+                return {"outputs": outputs} if key and key == request.get("key") else {}
+            if "put" in request:
+                self.slots[str(request["put"])] = (str(request["key"]), dict(request["outputs"]))
+                return {"ok": True}
+            if "stop" in request:
+                self.stopping = True
+                return {"bye": True}
+        return {}
+
+
+def serve_folder(settings: dict[str, Any]) -> None:
+    """Keep the outputs `settings` brings, and serve the folder's socket until idle."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file holding the secrets
+    os.chdir(settings["folder"])  # bind by name: a full path can pass the 108-byte limit
+    lock = os.open(LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another keeper serves this folder
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(SOCKET_NAME)
+    listener = listen_private(SOCKET_NAME)
+    keeper = Keeper(listener, float(settings["idle_seconds"]))
+    keeper.answer({"put": settings["slot"], "key": settings["key"],
+                   "outputs": settings["outputs"]})
+    try:
+        keeper.serve()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(SOCKET_NAME)
+        listener.close()
+
+
+def main() -> None:
+    settings = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    with contextlib.suppress(Exception):
+        serve_folder(settings)
+
+
+if __name__ == "__main__":
+    main()

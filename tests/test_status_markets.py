@@ -14,6 +14,7 @@ from ray_cooperation import autoscaler_launch, ray_apis_fixture  # noqa: F401 (`
 
 from infra.labels import ray_labels
 from ops.cloud.autoscaled import autoscaled_nodes, autoscaled_rows
+from ops.cloud.cloud_api import StackApi
 from ops.cloud.status import nodes_table
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
@@ -75,7 +76,7 @@ def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ra
     fake.cloud.add_foreign_instance(PROJECT, ZONE, "w-pinned", ray_labels("c", "worker", "gpu"))
 
     stack = parse_outputs("s", outputs(worker("w-pinned", "spot")))
-    table = nodes_table(stack, autoscaled_nodes(stack, fake.endpoint)).splitlines()[1:]
+    table = nodes_table(stack, autoscaled_nodes(StackApi(stack, fake.endpoint))).splitlines()[1:]
 
     found = {line.split()[0]: line.split() for line in table}
     assert found[spot][1:4] == ["gpu", "autoscaled", "spot"]
@@ -86,6 +87,6 @@ def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ra
 
 def test_an_unreachable_api_leaves_the_autoscaled_workers_out_in_one_line():
     closed = "127.0.0.1:9"  # nothing answers
-    nodes, lines = autoscaled_rows(parse_outputs("s", outputs()), closed)
+    nodes, lines = autoscaled_rows(StackApi(parse_outputs("s", outputs()), closed))
     assert nodes == []
     assert len(lines) == 1 and lines[0].startswith("autoscaled workers: not listed")

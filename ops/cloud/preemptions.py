@@ -19,6 +19,7 @@ from ops.stack import StackOutputs
 
 if TYPE_CHECKING:
     from infra.workers.clients import ApiClients
+    from ops.cloud.cloud_api import StackApi
 
 PREEMPTED_OPERATION = "compute.instances.preempted"
 GONE = "gone"
@@ -120,22 +121,18 @@ def describe(fate: Fate, now: datetime) -> str:
     return text
 
 
-def preemption_lines(
-    outputs: StackOutputs, endpoint: str | None = None, now: datetime | None = None
-) -> list[str]:
+def preemption_lines(api: StackApi, now: datetime | None = None) -> list[str]:
     """Lines for `invoke status` under the nodes table; one line saying why when the APIs
     cannot be asked. Nothing when every node is where the outputs say."""
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
     from requests import RequestException
 
-    from ops.cloud.cloud_api import api_clients
-
+    outputs = api.outputs
     if not outputs.nodes:
         return []
-    clients = api_clients(outputs, endpoint)
     try:
-        fates = node_fates(outputs, clients)
+        fates = node_fates(outputs, api.clients)
     except DefaultCredentialsError:
         return ["preemptions: not checked, no Google Cloud credentials (run `gcloud auth "
                 "application-default login`)"]

@@ -8,14 +8,12 @@ type's worker that the head's provider created on-demand (provider.capacity) sho
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from ops.cloud.cloud_api import StackApi, api_errors
+from ops.errors import OpsError
 from ops.stack import Node
 
-if TYPE_CHECKING:
-    from ops.cloud.cloud_api import StackApi
-
 AUTOSCALED_KIND = "autoscaled"  # the KIND column's word for them
+LISTING = "listing the autoscaler's workers"  # what failed, when the API did not answer
 
 
 def autoscaled_nodes(api: StackApi) -> list[Node]:
@@ -42,19 +40,12 @@ def autoscaled_nodes(api: StackApi) -> list[Node]:
 
 
 def autoscaled_rows(api: StackApi) -> tuple[list[Node], list[str]]:
-    """The autoscaler's workers for the nodes table, or none and one line saying why the API
-    could not be asked."""
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
-    from requests import RequestException
-
+    """The autoscaler's workers for the nodes table, or none and the one line `api_errors`
+    words for why the API could not be asked."""
     if not (api.outputs.project and api.outputs.zone):
         return [], []
     try:
-        return autoscaled_nodes(api), []
-    except DefaultCredentialsError:
-        return [], ["autoscaled workers: not listed, no Google Cloud credentials (run `gcloud "
-                    "auth application-default login`)"]
-    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
-        reason = getattr(exc, "message", None) or str(exc)
-        return [], [f"autoscaled workers: not listed, the Compute API did not answer ({reason})"]
+        with api_errors(LISTING):
+            return autoscaled_nodes(api), []
+    except OpsError as exc:
+        return [], [str(exc)]

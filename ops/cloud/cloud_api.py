@@ -92,9 +92,11 @@ def nodes_api(
 
 @contextlib.contextmanager
 def api_errors(what: str) -> Iterator[None]:
-    """The API's and google-auth's exceptions as one line naming `what` failed."""
-    from google.api_core.exceptions import GoogleAPICallError
+    """The API's, google-auth's and the HTTP transport's exceptions as one line naming `what`
+    failed."""
+    from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
 
     from infra.workers.nodes import WorkerGroupError
 
@@ -104,5 +106,7 @@ def api_errors(what: str) -> Iterator[None]:
         raise OpsError(f"{what}: no usable Google Cloud credentials: set "
                        "provider.gcp_credentials in the cluster YAML or run `gcloud auth "
                        f"application-default login` ({exc})") from None
-    except (GoogleAPICallError, WorkerGroupError) as exc:
+    except (GoogleAPIError, WorkerGroupError) as exc:
         raise OpsError(f"{what} failed: {exc}") from None
+    except RequestException as exc:  # no HTTP answer at all: refused, reset, timed out
+        raise OpsError(f"{what} failed: the API did not answer ({exc})") from None

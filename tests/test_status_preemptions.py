@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from ops.cloud.cloud_api import StackApi
-from ops.cloud.preemptions import preemption_lines
+from ops.cloud.preemptions import CHECKING, preemption_lines
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
@@ -100,7 +100,7 @@ def test_an_unreachable_api_is_one_line():
     lines = preemption_lines(StackApi(outputs("c-head"), endpoint))
 
     assert len(lines) == 1
-    assert lines[0].startswith("preemptions: not checked, the Compute/TPU API did not answer")
+    assert lines[0].startswith(f"{CHECKING} failed: the API did not answer (")
 
 
 def test_status_task_shows_the_preempted_worker_between_table_and_ray_status(

@@ -23,3 +23,13 @@ def test_fake_api_bench_runs_to_its_ratio_line(module, extra, ratio_line):
     assert "Traceback" not in run.stderr, run.stderr
     assert run.returncode in (0, 1)  # 1: a missed target, which a tiny run may well miss
     assert ratio_line in run.stdout, run.stdout
+
+
+def test_status_bench_runs_to_its_ratio_line():
+    """Against HEAD (main may not exist in a clone): one round, only that it finishes."""
+    run = subprocess.run([sys.executable, "-m", "bench.status", "--baseline", "HEAD",
+                          "--rounds", "1"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ratio this:baseline = " in run.stdout, run.stdout

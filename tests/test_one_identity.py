@@ -11,7 +11,7 @@ import paramiko
 import pytest
 import yaml
 
-from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.cloud.cloud_api import API_ENDPOINT_ENV, StackApi
 from ops.cloud.kill_node import kill_random_node
 from ops.cloud.preemptions import preemption_lines
 from ops.cloud.status import head_stopped_note
@@ -75,8 +75,9 @@ def test_status_asks_for_preemptions_and_the_stopped_head_with_the_yamls_token(f
     outputs = token_outputs(tmp_path)
     fake.cloud.add_foreign_instance(PROJECT, ZONE, "c-head", {"ray-cluster-name": "c"})
 
-    preemption_lines(outputs, endpoint=fake.endpoint)
-    head_stopped_note(outputs, endpoint=fake.endpoint)
+    api = StackApi(outputs, fake.endpoint)
+    preemption_lines(api)
+    head_stopped_note(api)
 
     assert fake.authorizations and calls_with(fake) == {BEARER}
 

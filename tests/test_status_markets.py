@@ -13,8 +13,10 @@ import pytest
 from ray_cooperation import autoscaler_launch, ray_apis_fixture  # noqa: F401 (`ray_apis_at_fake`)
 
 from infra.labels import ray_labels
-from ops.cloud.autoscaled import autoscaled_nodes, autoscaled_rows
+from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
+from ops.cloud.cloud_api import StackApi, api_errors
 from ops.cloud.status import nodes_table
+from ops.errors import OpsError
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
@@ -75,7 +77,7 @@ def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ra
     fake.cloud.add_foreign_instance(PROJECT, ZONE, "w-pinned", ray_labels("c", "worker", "gpu"))
 
     stack = parse_outputs("s", outputs(worker("w-pinned", "spot")))
-    table = nodes_table(stack, autoscaled_nodes(stack, fake.endpoint)).splitlines()[1:]
+    table = nodes_table(stack, autoscaled_nodes(StackApi(stack, fake.endpoint))).splitlines()[1:]
 
     found = {line.split()[0]: line.split() for line in table}
     assert found[spot][1:4] == ["gpu", "autoscaled", "spot"]
@@ -86,6 +88,22 @@ def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ra
 
 def test_an_unreachable_api_leaves_the_autoscaled_workers_out_in_one_line():
     closed = "127.0.0.1:9"  # nothing answers
-    nodes, lines = autoscaled_rows(parse_outputs("s", outputs()), closed)
+    nodes, lines = autoscaled_rows(StackApi(parse_outputs("s", outputs()), closed))
     assert nodes == []
-    assert len(lines) == 1 and lines[0].startswith("autoscaled workers: not listed")
+    assert len(lines) == 1
+    assert lines[0].startswith(f"{LISTING} failed: the API did not answer (")
+
+
+def test_an_api_error_in_the_autoscaled_listing_is_worded_as_api_errors_words_it(fake):
+    api = StackApi(parse_outputs("s", outputs()), fake.endpoint)
+    fake.faults.fail_next(503, methods={"list"})
+    nodes, lines = autoscaled_rows(api)
+
+    fake.faults.fail_next(503, methods={"list"})
+    with pytest.raises(OpsError) as worded, api_errors(LISTING):
+        autoscaled_nodes(api)  # the same listing, the same answer, worded by api_errors
+
+    assert nodes == []
+    assert lines == [str(worded.value)]
+    assert lines[0].startswith(f"{LISTING} failed: 503 ")
+    assert "Service Unavailable" in lines[0]

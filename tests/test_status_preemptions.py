@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ops.cloud.preemptions import preemption_lines
+from ops.cloud.cloud_api import StackApi
+from ops.cloud.preemptions import CHECKING, preemption_lines
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
@@ -57,9 +58,9 @@ def test_preempted_workers_and_tpu_slice_are_named_with_when(fake):
     fake.cloud.preempt_node(PROJECT, ZONE, "c-slice-tpu")
 
     lines = preemption_lines(
-        outputs("c-head", "c-kept", "c-reclaimed", "c-fine", "c-elsewhere", "c-slice-tpu",
-                "c-fine-tpu", zones={"c-elsewhere": OTHER_ZONE}),
-        endpoint=fake.endpoint, now=NOW)
+        StackApi(outputs("c-head", "c-kept", "c-reclaimed", "c-fine", "c-elsewhere",
+                         "c-slice-tpu", "c-fine-tpu", zones={"c-elsewhere": OTHER_ZONE}),
+                 fake.endpoint), now=NOW)
 
     found = {line.split()[0]: " ".join(line.split()[1:]) for line in lines[1:-1]}
     assert found == {
@@ -74,7 +75,8 @@ def test_preempted_workers_and_tpu_slice_are_named_with_when(fake):
 def test_a_vanished_node_without_a_preemption_record_is_called_gone(fake):
     add_instances(fake, ZONE, "c-head")
 
-    lines = preemption_lines(outputs("c-head", "c-deleted"), endpoint=fake.endpoint, now=NOW)
+    lines = preemption_lines(StackApi(outputs("c-head", "c-deleted"), fake.endpoint),
+                             now=NOW)
 
     assert lines[1].split(maxsplit=1) == [
         "c-deleted", "gone: not in the API any more (deleted, or reclaimed)"]
@@ -87,7 +89,7 @@ def test_a_node_made_again_after_its_preemption_is_not_called_preempted(fake):
     fake.cloud.zone_instances(PROJECT, ZONE)["c-worker"]["creationTimestamp"] = \
         NOW.isoformat()
 
-    assert preemption_lines(outputs("c-head", "c-worker"), endpoint=fake.endpoint) == []
+    assert preemption_lines(StackApi(outputs("c-head", "c-worker"), fake.endpoint)) == []
 
 
 def test_an_unreachable_api_is_one_line():
@@ -95,10 +97,10 @@ def test_an_unreachable_api_is_one_line():
         closed.bind(("127.0.0.1", 0))
         endpoint = f"127.0.0.1:{closed.getsockname()[1]}"
 
-    lines = preemption_lines(outputs("c-head"), endpoint=endpoint)
+    lines = preemption_lines(StackApi(outputs("c-head"), endpoint))
 
     assert len(lines) == 1
-    assert lines[0].startswith("preemptions: not checked, the Compute/TPU API did not answer")
+    assert lines[0].startswith(f"{CHECKING} failed: the API did not answer (")
 
 
 def test_status_task_shows_the_preempted_worker_between_table_and_ray_status(

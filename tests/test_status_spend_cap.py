@@ -13,6 +13,7 @@ from sshd_server import stack_outputs_for
 
 from bootstrap.head_provider.spend import Ledger
 from bootstrap.local_cluster import free_port
+from ops.cloud.cloud_api import StackApi
 from ops.cloud.spend_status import head_spend_lines
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer
@@ -43,7 +44,7 @@ def test_status_shows_spend_against_the_caps_and_a_refused_launch_with_its_time(
         fake.cloud.add_foreign_instance(PROJECT, ZONE, HEAD, {
             "ray-spend-refused": "gpu_workers", "ray-spend-refused-at": "2026-12-05t00-59-30z"})
         fake.guest_attributes[(PROJECT, ZONE, HEAD)] = {"ray-spend/status": published()}
-        lines = head_spend_lines(outputs(), fake.endpoint)
+        lines = head_spend_lines(StackApi(outputs(), fake.endpoint))
     assert lines[0].startswith("spend: $12.35 so far (cap $100.00), $1.50/h now (cap $2.00/h)")
     assert lines[1].startswith(
         "spend cap: a launch of gpu_workers was refused at 2026-12-05 00:59:30 UTC")
@@ -55,7 +56,7 @@ def test_status_shows_the_workers_held_stopped_at_the_total_cap():
         fake.cloud.add_foreign_instance(PROJECT, ZONE, HEAD, {
             "ray-spend-cap": "workers-stopped", "ray-spend-cap-at": "2026-12-05t00-40-00z"})
         fake.guest_attributes[(PROJECT, ZONE, HEAD)] = {"ray-spend/status": published(capped)}
-        lines = head_spend_lines(outputs(), fake.endpoint)
+        lines = head_spend_lines(StackApi(outputs(), fake.endpoint))
     assert ("spend cap: at the total cap the head stopped w-1, w-2 (stop_workers) at "
             "2026-12-05T00:40:00Z") in lines
     assert any(line.startswith("spend cap: the workers are held stopped since 2026-12-05 "
@@ -65,7 +66,7 @@ def test_status_shows_the_workers_held_stopped_at_the_total_cap():
 def test_a_head_without_a_cap_adds_no_line():
     with FakeComputeServer() as fake:
         fake.cloud.add_foreign_instance(PROJECT, ZONE, HEAD, {})
-        assert head_spend_lines(outputs(), fake.endpoint) == []
+        assert head_spend_lines(StackApi(outputs(), fake.endpoint)) == []
 
 
 def test_status_says_when_the_spend_cap_stopped_the_whole_cluster(stack, sshd):

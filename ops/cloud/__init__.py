@@ -1,9 +1,10 @@
 """The running cluster, asked through the Compute/TPU APIs and its nodes: `invoke status`,
 `cluster-dump`, `kill-random-node`, `cost`, `autostop`, `get-head-ip` and `get-worker-ips`.
 
-Owns the node API and its errors (`cloud_api`), the nodes table and `ray status` (`status`),
-the workers Ray's autoscaler launched and the market each got (`autoscaled`), preemptions
-(`preemptions`), each node's startup script version and bootstrap stage
+Owns the node API and its errors, and `StackApi`, one task's clients and head instance, asked
+once and handed to every part that needs them (`cloud_api`), the nodes table and `ray status`
+(`status`), the workers Ray's autoscaler launched and the market each got (`autoscaled`),
+preemptions (`preemptions`), each node's startup script version and bootstrap stage
 (`bootstrap_status`), the log archive (`cluster_dump`), failure drills (`kill_node`), what the
 cluster has cost (`cost`), what the head counts against its spend cap (`spend_status`), a
 running cluster's autostop (`autostop`) and its IPs (`cluster_ips`).

@@ -8,25 +8,27 @@ type's worker that the head's provider created on-demand (provider.capacity) sho
 
 from __future__ import annotations
 
-from ops.stack import Node, StackOutputs
+from ops.cloud.cloud_api import StackApi, api_errors
+from ops.errors import OpsError
+from ops.stack import Node
 
 AUTOSCALED_KIND = "autoscaled"  # the KIND column's word for them
+LISTING = "listing the autoscaler's workers"  # what failed, when the API did not answer
 
 
-def autoscaled_nodes(outputs: StackOutputs, endpoint: str | None = None) -> list[Node]:
+def autoscaled_nodes(api: StackApi) -> list[Node]:
     """The cluster's autoscaler-launched instances in the stack's zone, by name."""
     from google.cloud import compute_v1
 
     from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
     from infra.workers.compute_api import instance_market, label_filter
-    from ops.cloud.cloud_api import api_clients
 
-    clients = api_clients(outputs, endpoint)
+    outputs = api.outputs
     request = compute_v1.ListInstancesRequest(
         project=outputs.project, zone=outputs.zone,
         filter=label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER}))
     nodes = []
-    for instance in clients.instances.list(request=request, retry=None):
+    for instance in api.clients.instances.list(request=request, retry=None):
         interface = instance.network_interfaces[0] if instance.network_interfaces else None
         access = interface.access_configs[0] if interface and interface.access_configs else None
         nodes.append(Node(
@@ -37,21 +39,13 @@ def autoscaled_nodes(outputs: StackOutputs, endpoint: str | None = None) -> list
     return sorted(nodes, key=lambda node: node.name)
 
 
-def autoscaled_rows(outputs: StackOutputs, endpoint: str | None = None
-                    ) -> tuple[list[Node], list[str]]:
-    """The autoscaler's workers for the nodes table, or none and one line saying why the API
-    could not be asked."""
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
-    from requests import RequestException
-
-    if not (outputs.project and outputs.zone):
+def autoscaled_rows(api: StackApi) -> tuple[list[Node], list[str]]:
+    """The autoscaler's workers for the nodes table, or none and the one line `api_errors`
+    words for why the API could not be asked."""
+    if not (api.outputs.project and api.outputs.zone):
         return [], []
     try:
-        return autoscaled_nodes(outputs, endpoint), []
-    except DefaultCredentialsError:
-        return [], ["autoscaled workers: not listed, no Google Cloud credentials (run `gcloud "
-                    "auth application-default login`)"]
-    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
-        reason = getattr(exc, "message", None) or str(exc)
-        return [], [f"autoscaled workers: not listed, the Compute API did not answer ({reason})"]
+        with api_errors(LISTING):
+            return autoscaled_nodes(api), []
+    except OpsError as exc:
+        return [], [str(exc)]

@@ -6,6 +6,8 @@ do: with the cluster YAML's `provider.gcp_credentials` (service-account JSON or 
 when it has them, else Application Default Credentials (ops.stack.stack_credentials, then
 infra.workers.clients.build_credentials, the one place credentials are built).
 `RAY_GCP_API_ENDPOINT` (host:port) points it at an emulator or the tests' fake, over plain http.
+A task that asks several questions (`status`) asks them all through one `StackApi`: one set of
+clients, the head instance read once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING
 from ops.errors import OpsError
 
 if TYPE_CHECKING:
+    from google.cloud import compute_v1
+
     from infra.workers.clients import ApiClients
     from infra.workers.nodes import NodeApi
     from ops.stack import StackOutputs
@@ -32,6 +36,44 @@ def api_clients(outputs: StackOutputs, endpoint: str | None = None) -> ApiClient
 
     endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
     return ApiClients(build_credentials(stack_credentials(outputs), endpoint), endpoint)
+
+
+class StackApi:
+    """One task's way to the stack's cloud: its clients, built on first use, and its head
+    instance, read from the Compute API at most once (what it answered, or how it failed)."""
+
+    def __init__(self, outputs: StackOutputs, endpoint: str | None = None) -> None:
+        self.outputs = outputs
+        self._endpoint = endpoint
+        self._clients: ApiClients | None = None
+        self._head: compute_v1.Instance | None = None
+        self._head_error: Exception | None = None
+
+    @property
+    def clients(self) -> ApiClients:
+        if self._clients is None:
+            self._clients = api_clients(self.outputs, self._endpoint)
+        return self._clients
+
+    def head(self) -> compute_v1.Instance:
+        """The head instance; the API's or google-auth's error, when that was the answer,
+        raised again on every ask."""
+        from google.api_core.exceptions import GoogleAPIError
+        from google.auth.exceptions import GoogleAuthError
+        from requests import RequestException
+
+        if self._head is not None:
+            return self._head
+        if self._head_error is None:
+            outputs = self.outputs
+            try:
+                self._head = self.clients.instances.get(
+                    project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
+                    retry=None)
+                return self._head
+            except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
+                self._head_error = exc
+        raise self._head_error
 
 
 def nodes_api(
@@ -50,9 +92,11 @@ def nodes_api(
 
 @contextlib.contextmanager
 def api_errors(what: str) -> Iterator[None]:
-    """The API's and google-auth's exceptions as one line naming `what` failed."""
-    from google.api_core.exceptions import GoogleAPICallError
+    """The API's, google-auth's and the HTTP transport's exceptions as one line naming `what`
+    failed."""
+    from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
+    from requests import RequestException
 
     from infra.workers.nodes import WorkerGroupError
 
@@ -62,5 +106,7 @@ def api_errors(what: str) -> Iterator[None]:
         raise OpsError(f"{what}: no usable Google Cloud credentials: set "
                        "provider.gcp_credentials in the cluster YAML or run `gcloud auth "
                        f"application-default login` ({exc})") from None
-    except (GoogleAPICallError, WorkerGroupError) as exc:
+    except (GoogleAPIError, WorkerGroupError) as exc:
         raise OpsError(f"{what} failed: {exc}") from None
+    except RequestException as exc:  # no HTTP answer at all: refused, reset, timed out
+        raise OpsError(f"{what} failed: the API did not answer ({exc})") from None

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from ops.cloud.cloud_api import StackApi, api_errors
+from ops.errors import OpsError
 from ops.stack import StackOutputs
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 PREEMPTED_OPERATION = "compute.instances.preempted"
 GONE = "gone"
+CHECKING = "checking the nodes for preemptions"  # what failed, when the APIs did not answer
 
 
 @dataclass(frozen=True)
@@ -120,28 +123,17 @@ def describe(fate: Fate, now: datetime) -> str:
     return text
 
 
-def preemption_lines(
-    outputs: StackOutputs, endpoint: str | None = None, now: datetime | None = None
-) -> list[str]:
-    """Lines for `invoke status` under the nodes table; one line saying why when the APIs
-    cannot be asked. Nothing when every node is where the outputs say."""
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
-    from requests import RequestException
-
-    from ops.cloud.cloud_api import api_clients
-
+def preemption_lines(api: StackApi, now: datetime | None = None) -> list[str]:
+    """Lines for `invoke status` under the nodes table; the one line `api_errors` words when
+    the APIs cannot be asked. Nothing when every node is where the outputs say."""
+    outputs = api.outputs
     if not outputs.nodes:
         return []
-    clients = api_clients(outputs, endpoint)
     try:
-        fates = node_fates(outputs, clients)
-    except DefaultCredentialsError:
-        return ["preemptions: not checked, no Google Cloud credentials (run `gcloud auth "
-                "application-default login`)"]
-    except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
-        reason = getattr(exc, "message", None) or str(exc)
-        return [f"preemptions: not checked, the Compute/TPU API did not answer ({reason})"]
+        with api_errors(CHECKING):
+            fates = node_fates(outputs, api.clients)
+    except OpsError as exc:
+        return [str(exc)]
     return _render(fates, now or datetime.now(timezone.utc), outputs.stack)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bootstrap.head_provider.spend import (
     CAPPED_AT_LABEL,
@@ -18,7 +18,9 @@ from bootstrap.head_provider.spend import (
     REFUSED_LABEL,
     WORKERS_STOPPED,
 )
-from ops.stack import StackOutputs
+
+if TYPE_CHECKING:
+    from ops.cloud.cloud_api import StackApi
 
 SPEND_NAMESPACE = "ray-spend/"  # bootstrap/autostop.py's SPEND_ATTRIBUTE is `ray-spend/status`
 
@@ -62,7 +64,7 @@ def spend_lines(published: dict[str, Any] | None, head_labels: dict[str, str]) -
     return lines
 
 
-def head_spend_lines(outputs: StackOutputs, endpoint: str | None = None) -> list[str]:
+def head_spend_lines(api: StackApi) -> list[str]:
     """The lines for the stack's head, asked of the Compute API; none when it cannot say (the
     nodes table has said why the API did not answer)."""
     from google.api_core.exceptions import GoogleAPIError
@@ -70,21 +72,19 @@ def head_spend_lines(outputs: StackOutputs, endpoint: str | None = None) -> list
     from google.cloud import compute_v1
     from requests import RequestException
 
-    from ops.cloud.cloud_api import api_clients
-
+    outputs = api.outputs
     if not (outputs.project and outputs.zone and outputs.head_name):
         return []
-    where = {"project": outputs.project, "zone": outputs.zone, "instance": outputs.head_name}
     try:
-        clients = api_clients(outputs, endpoint)
-        head = clients.instances.get(**where, retry=None)
+        head = api.head()
     except (GoogleAPIError, GoogleAuthError, RequestException):
         return []
     published = None
     try:
-        attributes = clients.instances.get_guest_attributes(
+        attributes = api.clients.instances.get_guest_attributes(
             request=compute_v1.GetGuestAttributesInstanceRequest(
-                **where, query_path=SPEND_NAMESPACE), retry=None)
+                project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
+                query_path=SPEND_NAMESPACE), retry=None)
         for item in attributes.query_value.items:
             if f"{item.namespace}/{item.key}" == f"{SPEND_NAMESPACE}status":
                 published = json.loads(item.value)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
+from ops.cloud.cloud_api import StackApi
 from ops.cloud.preemptions import preemption_lines
 from ops.cloud.spend_status import head_spend_lines, label_time
 from ops.errors import OpsError
@@ -61,7 +62,7 @@ def ray_status(
     )
 
 
-def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str | None:
+def head_stopped_note(api: StackApi) -> str | None:
     """When the head cannot be reached: what the Compute API says of it, and whether autostop
     (its `ray-autostop` labels) or the spend cap (`ray-spend-cap`) stopped it, and when. None
     when the API cannot tell or the head runs (then the SSH error stands)."""
@@ -71,12 +72,10 @@ def head_stopped_note(outputs: StackOutputs, endpoint: str | None = None) -> str
 
     from bootstrap.autostop import REASON_LABEL, TIME_LABEL
     from bootstrap.head_provider.spend import CAPPED_AT_LABEL, CAPPED_LABEL
-    from ops.cloud.cloud_api import api_clients
 
-    clients = api_clients(outputs, endpoint)
+    outputs = api.outputs
     try:
-        head = clients.instances.get(project=outputs.project, zone=outputs.zone,
-                                     instance=outputs.head_name, retry=None)
+        head = api.head()
     except NotFound:
         return (f"the head {outputs.head_name} does not exist (deleted by `invoke down`, or by "
                 f"autostop with down: true): `invoke up --stack {outputs.stack}` recreates it")
@@ -98,19 +97,20 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
     """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
     and `ray status`; an unreachable head is explained by the Compute API when it can be."""
     with connect_stack(stack, trust_first_use, warm=True) as connector:
-        autoscaled, unlisted = autoscaled_rows(connector.outputs)
+        api = StackApi(connector.outputs)
+        autoscaled, unlisted = autoscaled_rows(api)
         print(nodes_table(connector.outputs, autoscaled), flush=True)
         for line in unlisted:
             print(line, flush=True)
-        for line in preemption_lines(connector.outputs):
+        for line in preemption_lines(api):
             print(line, flush=True)
-        for line in head_spend_lines(connector.outputs):
+        for line in head_spend_lines(api):
             print(line, flush=True)
         print()
         try:
             connector.head()
         except OpsError:  # unreachable head: stopped (by autostop?) or gone, says the API
-            note = head_stopped_note(connector.outputs)
+            note = head_stopped_note(api)
             if note is None:
                 raise
             print(note)

@@ -8,11 +8,13 @@ to it with `api_endpoint="127.0.0.1:PORT"` over plain http.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -125,6 +127,16 @@ def _page(items: list[Any], query: dict[str, str], size_key: str) -> tuple[list[
     return items[start:start + size], token
 
 
+@dataclass(frozen=True)
+class Served:
+    """One API request the fake answered: its method (a ROUTES name) and the TCP connection it
+    came over (numbered from 1 as they open). A client keeps its connection open between calls,
+    so the connections a run used count the clients it built."""
+
+    method: str
+    connection: int
+
+
 class FakeComputeServer:
     """Start with `start()` (or as a context manager); `endpoint` is what clients point at."""
 
@@ -137,6 +149,9 @@ class FakeComputeServer:
         self.creators: list[tuple[str, int | None, str]] = []
         self.storage = FakeStorage()
         self.authorizations: list[str] = []  # each request's Authorization header, in order
+        self.served: list[Served] = []  # every API request routed, in order
+        self._connections = itertools.count(1)
+        self._connections_lock = threading.Lock()
         # (project, zone, instance) -> {"namespace/key": value}, as a guest agent publishes
         self.guest_attributes: dict[tuple[str, str, str], dict[str, str]] = {}
         self.wait_max_s = wait_max_s
@@ -182,13 +197,18 @@ class FakeComputeServer:
 
     # ------------------------------------------------------------------ request handling
 
+    def next_connection(self) -> int:
+        with self._connections_lock:
+            return next(self._connections)
+
     def handle(self, verb: str, path: str, query: dict[str, str], body: Any,
-               peer_port: int | None = None) -> Any:
+               peer_port: int | None = None, connection: int = 0) -> Any:
         for route_verb, pattern, method in ROUTES:
             match = pattern.match(path) if route_verb == verb else None
             if match is None:
                 continue
             self.cloud.calls[method] += 1
+            self.served.append(Served(method, connection))
             if method in CREATING_METHODS and peer_port is not None:
                 self.creators.append((method, *peer_process(peer_port)))
             if self.faults.latency_s:
@@ -441,6 +461,10 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             """Quiet: tests read the fake's state, not its access log."""
 
+        def setup(self) -> None:
+            super().setup()
+            self.connection_number = server.next_connection()  # one handler per connection
+
         def _serve(self, verb: str) -> None:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -457,8 +481,8 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 body = json.loads(raw) if raw else {}
-                status, answer = HTTPStatus.OK, server.handle(verb, url.path, query, body,
-                                                        self.client_address[1])
+                status, answer = HTTPStatus.OK, server.handle(
+                    verb, url.path, query, body, self.client_address[1], self.connection_number)
             except ApiError as exc:
                 status = HTTPStatus(exc.status)
                 answer = {"error": {"code": exc.status, "message": exc.message,

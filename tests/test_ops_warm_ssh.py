@@ -212,3 +212,16 @@ def test_rsync_up_leaves_an_openssh_master_the_next_one_reuses(warm_stack, tmp_p
     again = warm_stack.invoke("rsync-up", str(source), str(target))
     assert again.returncode == 0, again.stderr
     assert target.read_text() == "second\n"
+
+
+def test_a_long_command_gets_its_warm_connection_while_it_runs(warm_stack):
+    """The daemon starts a moment after the direct connection (not before a short command's
+    output), and a long command does not hold it back: it listens while the command runs."""
+    running = subprocess.Popen(warm_stack.spawn_args("exec", "sleep 8"), env=warm_stack.env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: daemon_sockets(warm_stack), "a warm connection listening")
+        assert running.poll() is None  # the command still runs
+    finally:
+        running.kill()
+        running.wait()

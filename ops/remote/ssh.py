@@ -43,6 +43,10 @@ KeyLookup = Callable[[str, str, str, str, "str | None"], PublishedKeys]
 """(project, zone, instance, api, credentials) -> the keys GCE publishes for the node."""
 
 CONNECT_TIMEOUT = 15.0
+DAEMON_DELAY = 1.0
+"""Seconds after a direct connection before its warm daemon starts, unless the task ends
+first: a short command's output is not slowed by the daemon's own start and handshake
+(on the node too), a long one gets its daemon while it runs."""
 
 
 class Connector:
@@ -76,6 +80,8 @@ class Connector:
         self._clients: dict[str, paramiko.SSHClient] = {}
         self._relays: dict[str, RelayClient] = {}
         self._lock = threading.RLock()
+        self._daemons: dict[str, str] = {}  # node -> address, warm daemons still to start
+        self._daemon_timer: threading.Timer | None = None
 
     def __enter__(self) -> Connector:
         return self
@@ -84,6 +90,7 @@ class Connector:
         self.close()
 
     def close(self) -> None:
+        self._start_daemons()
         with self._lock:
             # Workers first: their sockets are channels of the head's transport.
             for name in sorted(self._clients, key=lambda n: n == self.outputs.head_name):
@@ -169,11 +176,28 @@ class Connector:
             return self._relays[name]
 
     def _start_daemon(self, name: str, host: str) -> None:
-        path = self.warm_socket(name, host) if self.warm else None
-        if path is not None and live_daemon(path) is None:
-            start_daemon(path, {
-                "outputs": asdict(self.outputs), "node": name,
-                "known_hosts": str(self.known_hosts), "idle_seconds": idle_seconds()})
+        """Start node `name`'s warm daemon DAEMON_DELAY from now, or when the task ends."""
+        if not self.warm:
+            return
+        with self._lock:
+            self._daemons[name] = host
+            if self._daemon_timer is None:
+                self._daemon_timer = threading.Timer(DAEMON_DELAY, self._start_daemons)
+                self._daemon_timer.daemon = True
+                self._daemon_timer.start()
+
+    def _start_daemons(self) -> None:
+        with self._lock:
+            if self._daemon_timer is not None:
+                self._daemon_timer.cancel()
+                self._daemon_timer = None
+            waiting, self._daemons = self._daemons, {}
+        for name, host in waiting.items():
+            path = self.warm_socket(name, host)
+            if path is not None and live_daemon(path) is None:
+                start_daemon(path, {
+                    "outputs": asdict(self.outputs), "node": name,
+                    "known_hosts": str(self.known_hosts), "idle_seconds": idle_seconds()})
 
     def _connect(self, host: str, what: str, instance: str, sock: Any) -> paramiko.SSHClient:
         from ops.remote.ssh_direct import PinOnFirstUse, open_client

@@ -6,7 +6,8 @@ lines, then the stopped-head note. Each round runs `python -m invoke status` (a 
 a user types it) once from this tree and once from `--baseline` (that commit, extracted with
 `git archive` into a temporary folder, run with this environment), the order alternating,
 after one untimed run of each that writes its bytecode (`invoke --write-pyc`: invoke writes none
-by default) into a scratch folder (PYTHONPYCACHEPREFIX), so no timed run pays for compiling the
+by default, and a baseline from before tasks.py turned it back on would not either) into a
+scratch folder (PYTHONPYCACHEPREFIX), so no timed run pays for compiling the
 client libraries. Prints each side's median, the API calls its last run made and over how many
 connections (one per client it built), and the ratio.
 

@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,56 @@ def connect_socket(path: Path) -> socket.socket | None:
         return None
     finally:
         os.close(directory)
+
+
+def request_line(path: Path, request: dict[str, Any], limit: int = -1) -> bytes | None:
+    """Send `request` as one JSON line to the process at `path`, and read its one-line
+    answer (at most `limit` bytes); None when no process answers."""
+    sock = connect_socket(path)
+    if sock is None:
+        return None
+    with sock:
+        try:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            return sock.makefile("rb").readline(limit)
+        except OSError:
+            return None
+
+
+def only_one(lock_name: str) -> bool:
+    """Whether this process is the only one serving the working folder's `lock_name`: an
+    exclusive lock held (its descriptor left open) until the process ends."""
+    lock = os.open(lock_name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(lock)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def serving(name: str) -> Iterator[socket.socket]:
+    """`listen_private(name)` in place of any socket a dead process left there, removed
+    again when the block ends."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name)
+    listener = listen_private(name)
+    try:
+        yield listener
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        listener.close()
+
+
+def main_with_settings(serve: Callable[[dict[str, Any]], None]) -> None:
+    """A background process's main: its settings from stdin, then `serve(settings)`; any
+    failure ends it quietly (the task that started it does without it)."""
+    settings = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    with contextlib.suppress(Exception):
+        serve(settings)
 
 
 def listen_private(name: str) -> socket.socket:

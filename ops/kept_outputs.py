@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.stack_config import StateDirError
-from ops.background import PROJECT_ROOT, connect_socket, idle_seconds, start_detached
+from ops.background import PROJECT_ROOT, idle_seconds, request_line, start_detached
 from ops.checkpoint import state_identity
 from ops.errors import OpsError
 from ops.outputs_keeper import SOCKET_NAME
@@ -64,15 +64,11 @@ def slot_and_key(project: str, stack: str, env: Mapping[str, str]) -> tuple[str,
 
 def ask(path: Path, request: dict[str, Any]) -> dict[str, Any] | None:
     """The keeper's answer to one request; None when no keeper answers."""
-    sock = connect_socket(path)
-    if sock is None:
+    line = request_line(path, request)
+    try:
+        answer = json.loads(line or b"null")
+    except ValueError:
         return None
-    with sock:
-        try:
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            answer = json.loads(sock.makefile("rb").readline() or b"null")
-        except (OSError, ValueError):
-            return None
     return answer if isinstance(answer, dict) else None
 
 

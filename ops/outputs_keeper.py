@@ -18,17 +18,15 @@ is written anywhere (no output streams, no core dumps).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import resource
 import socket
-import sys
 import threading
 import time
 from typing import Any
 
-from ops.background import listen_private, peer_uid
+from ops.background import main_with_settings, only_one, peer_uid, serving
 
 SOCKET_NAME = "keeper.sock"
 LOCK_NAME = "keeper.lock"
@@ -89,31 +87,14 @@ def serve_folder(settings: dict[str, Any]) -> None:
     """Keep the outputs `settings` brings, and serve the folder's socket until idle."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file holding the secrets
     os.chdir(settings["folder"])  # bind by name: a full path can pass the 108-byte limit
-    lock = os.open(LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not only_one(LOCK_NAME):
         return  # another keeper serves this folder
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(SOCKET_NAME)
-    listener = listen_private(SOCKET_NAME)
-    keeper = Keeper(listener, float(settings["idle_seconds"]))
-    keeper.answer({"put": settings["slot"], "key": settings["key"],
-                   "outputs": settings["outputs"]})
-    try:
+    with serving(SOCKET_NAME) as listener:
+        keeper = Keeper(listener, float(settings["idle_seconds"]))
+        keeper.answer({"put": settings["slot"], "key": settings["key"],
+                       "outputs": settings["outputs"]})
         keeper.serve()
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(SOCKET_NAME)
-        listener.close()
-
-
-def main() -> None:
-    settings = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    with contextlib.suppress(Exception):
-        serve_folder(settings)
 
 
 if __name__ == "__main__":
-    main()
+    main_with_settings(serve_folder)

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ops.background import connect_socket, start_detached
+from ops.background import connect_socket, request_line, start_detached
 from ops.errors import OpsError
 from ops.remote.known_hosts import pinned_key
 
@@ -45,15 +45,7 @@ def socket_path(known_hosts: Path, node: str, user: str, host_name: str) -> Path
 
 def ask(path: Path, request: dict[str, Any]) -> bytes | None:
     """A one-line request and its one-line answer; None when no daemon answers."""
-    sock = connect_socket(path)
-    if sock is None:
-        return None
-    with sock:
-        try:
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            return sock.makefile("rb").readline(64)
-        except OSError:
-            return None
+    return request_line(path, request, 64)
 
 
 def live_daemon(path: Path | None) -> RelayClient | None:

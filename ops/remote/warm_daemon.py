@@ -25,19 +25,17 @@ outputs, the private key among them, reach it on stdin.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import selectors
 import socket
 import struct
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ops.background import listen_private, peer_uid
+from ops.background import main_with_settings, only_one, peer_uid, serving
 from ops.remote.warm import CHUNK, FRAME
 
 MAX_REQUEST = 65536
@@ -178,10 +176,7 @@ def serve_node(settings: dict[str, Any]) -> None:
 
     socket_path = Path(settings["socket"])
     os.chdir(socket_path.parent)  # bind by name: a full path can pass the 108-byte limit
-    lock = os.open(f"{socket_path.name}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not only_one(f"{socket_path.name}.lock"):
         return  # another daemon serves this node
     outputs = _outputs(settings)
     with open(os.devnull, "w") as quiet, \
@@ -191,23 +186,9 @@ def serve_node(settings: dict[str, Any]) -> None:
             else connector.node(outputs.node(name))
         transport = client.get_transport()
         transport.set_keepalive(30)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(socket_path.name)
-        listener = listen_private(socket_path.name)
-        try:
+        with serving(socket_path.name) as listener:
             Daemon(transport, listener, float(settings["idle_seconds"])).serve()
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(socket_path.name)
-            listener.close()
-
-
-def main() -> None:
-    settings = json.loads(sys.stdin.read())
-    sys.stdin.close()
-    with contextlib.suppress(Exception):
-        serve_node(settings)
 
 
 if __name__ == "__main__":
-    main()
+    main_with_settings(serve_node)

@@ -64,6 +64,19 @@ def connect_socket(path: Path) -> socket.socket | None:
         os.close(directory)
 
 
+def accept_own(listener: socket.socket, owner_uid: int) -> socket.socket | None:
+    """The next connection to `listener` (whose timeout paces the caller's loop) from
+    `owner_uid`; None after the timeout, or for another user's, closed unanswered."""
+    try:
+        connection, _ = listener.accept()
+    except TimeoutError:
+        return None
+    if peer_uid(connection) != owner_uid:
+        connection.close()  # another user: no answer at all
+        return None
+    return connection
+
+
 def request_line(path: Path, request: dict[str, Any], limit: int = -1) -> bytes | None:
     """Send `request` as one JSON line to the process at `path`, and read its one-line
     answer (at most `limit` bytes); None when no process answers."""

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from ops.background import main_with_settings, only_one, peer_uid, serving
+from ops.background import accept_own, main_with_settings, only_one, serving
 
 SOCKET_NAME = "keeper.sock"
 LOCK_NAME = "keeper.lock"
@@ -52,12 +52,8 @@ class Keeper:
             with self.lock:
                 if time.monotonic() - self.last_active > self.idle_seconds:
                     return
-            try:
-                connection, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            if peer_uid(connection) != self.owner_uid:
-                connection.close()  # another user: no answer at all
+            connection = accept_own(self.listener, self.owner_uid)
+            if connection is None:
                 continue
             threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
 

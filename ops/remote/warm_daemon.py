@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ops.background import main_with_settings, only_one, peer_uid, serving
+from ops.background import accept_own, main_with_settings, only_one, serving
 from ops.remote.warm import CHUNK, FRAME
 
 MAX_REQUEST = 65536
@@ -67,12 +67,8 @@ class Daemon:
                 if self.running == 0 and \
                         time.monotonic() - self.last_active > self.idle_seconds:
                     return
-            try:
-                connection, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            if peer_uid(connection) != self.owner_uid:
-                connection.close()  # another user: no answer at all
+            connection = accept_own(self.listener, self.owner_uid)
+            if connection is None:
                 continue
             with self.lock:
                 self.running += 1

@@ -30,12 +30,18 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 FILE_PREFIX = "file://"
 COMPRESSED = ("", ".gz", ".zst")
 PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 """Stack and project names fileblob stores as they are (others it escapes: left to the CLI)."""
 PROJECT_LAYOUT = re.compile(r"version:\s*1\s*")
+
+
+def digest(parts: list[Any]) -> str:
+    """The SHA-256 of `parts` as JSON: one key for several values."""
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 def backend_root(url: str | None, cwd: Path) -> Path | None:
@@ -61,10 +67,10 @@ def _identity(path: Path) -> list[int | str] | None:
     try:
         with open(path, "rb") as handle:
             info = os.fstat(handle.fileno())
-            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            content = hashlib.file_digest(handle, "sha256").hexdigest()
     except FileNotFoundError:
         return None
-    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, digest]
+    return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, content]
 
 
 def state_identity(url: str | None, project: str, stack: str, cwd: Path) -> str | None:
@@ -85,4 +91,4 @@ def state_identity(url: str | None, project: str, stack: str, cwd: Path) -> str 
     if not any(identities):
         return None
     parts = [str(meta), _identity(meta), *zip(map(str, candidates), identities, strict=True)]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    return digest(parts)

@@ -16,7 +16,6 @@ task does not wait for it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -25,18 +24,10 @@ from typing import Any
 
 from infra.stack_config import StateDirError
 from ops.background import PROJECT_ROOT, idle_seconds, request_line, start_detached
-from ops.checkpoint import state_identity
+from ops.checkpoint import digest, state_identity
 from ops.errors import OpsError
 from ops.outputs_keeper import SOCKET_NAME
-from ops.paths import keeper_dir
-
-BACKEND_ENV = "PULUMI_BACKEND_URL"
-PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
-PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"
-
-
-def _digest(parts: list[Any]) -> str:
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+from ops.paths import BACKEND_ENV, PASSPHRASE_ENV, PASSPHRASE_FILE_ENV, keeper_dir
 
 
 def _passphrase_file(env: Mapping[str, str]) -> list[Any]:
@@ -57,9 +48,9 @@ def slot_and_key(project: str, stack: str, env: Mapping[str, str]) -> tuple[str,
     state = state_identity(url, project, stack, PROJECT_ROOT)  # where the CLI runs
     if state is None:
         return None
-    slot = _digest([str(PROJECT_ROOT), url, project, stack, env.get(PASSPHRASE_ENV),
-                    _passphrase_file(env)])
-    return slot, _digest([slot, state])
+    slot = digest([str(PROJECT_ROOT), url, project, stack, env.get(PASSPHRASE_ENV),
+                   _passphrase_file(env)])
+    return slot, digest([slot, state])
 
 
 def ask(path: Path, request: dict[str, Any]) -> dict[str, Any] | None:

@@ -53,6 +53,11 @@ def state_root() -> Path:
     return base
 
 
+# Where the pulumi CLI reads a stack's backend and its secrets' passphrase from.
+BACKEND_ENV = "PULUMI_BACKEND_URL"
+PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
+PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"
+
 BACKEND_MARKER = "pulumi-backend"
 """In a stack's state folder: the stack lives in the local backend (`local_backend_url`)."""
 PASSPHRASE_FILE = ".pulumi-passphrase"

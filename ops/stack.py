@@ -37,7 +37,15 @@ from infra.stack_config import (
 from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
 from ops.kept_outputs import kept_outputs
-from ops.paths import local_backend_url, passphrase_file, uses_local_backend, write_new_file
+from ops.paths import (
+    BACKEND_ENV,
+    PASSPHRASE_ENV,
+    PASSPHRASE_FILE_ENV,
+    local_backend_url,
+    passphrase_file,
+    uses_local_backend,
+    write_new_file,
+)
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack as AutomationStack
@@ -48,9 +56,6 @@ OUTPUTS_ENV = "RAY_GCP_STACK_OUTPUTS"
 STACK_ENV = "PULUMI_STACK"
 CONFIG_NAMESPACE = "ray-gcp:"
 PROJECT_NAME = "ray-gcp"  # Pulumi.yaml's `name`
-BACKEND_ENV = "PULUMI_BACKEND_URL"
-PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
-PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"
 
 
 @dataclass(frozen=True)
@@ -260,20 +265,21 @@ def _no_such_stack(name: str) -> OpsError:
                     f"`pulumi stack init {name}`")
 
 
-def pulumi_outputs(name: str) -> dict[str, Any]:
+def pulumi_outputs(name: str, env: dict[str, str]) -> dict[str, Any]:
     """Plain output values; secrets (the SSH key, Ray's token) are unwrapped in memory only.
 
     One `pulumi stack output --json --show-secrets` run, where the Automation API's
     `select_stack(name).outputs()` runs the CLI four times (its version check, `stack select`,
     and the outputs with and without secrets): every day-two task reads the outputs, and
-    `invoke exec` over a warm connection would spend most of its time there."""
+    `invoke exec` over a warm connection would spend most of its time there. `env`: the
+    environment with `backend_env(name)` in it."""
     require_cli()
     installed = installed_bin()
     cli = str(installed / "pulumi") if installed is not None else "pulumi"
     done = subprocess.run(
         [cli, "stack", "output", "--json", "--show-secrets", "--non-interactive",
          "--stack", name],
-        cwd=PROJECT_ROOT, env={**os.environ, **backend_env(name)}, capture_output=True,
+        cwd=PROJECT_ROOT, env=env, capture_output=True,
         text=True, check=False)
     if done.returncode != 0:
         if "no stack named" in done.stderr:
@@ -323,7 +329,7 @@ def _outputs_of(name: str) -> StackOutputs:
         return parse_outputs(name, _read_outputs_file(name, Path(source)))
     env = {**os.environ, **backend_env(name)}
     return parse_outputs(name, kept_outputs(PROJECT_NAME, name, env,
-                                            lambda: pulumi_outputs(name)))
+                                            lambda: pulumi_outputs(name, env)))
 
 
 def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:

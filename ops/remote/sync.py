@@ -16,7 +16,6 @@ chowned. An entry that breaks a rule is named in `SyncReport.refused` and the re
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import posixpath
 import shlex
@@ -31,7 +30,7 @@ from infra.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
-from ops.remote.sync_walk import SyncReport, remote_path, walk_filtered
+from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
 from ops.remote.untrusted import (
     CappedTail,
     RefusedEntry,
@@ -199,13 +198,7 @@ def _same_content(client: Any, remote_dir: str, files: dict[str, Path]) -> set[s
         channel.recv_exit_status()
     finally:
         channel.close()
-    remote = {}
-    for record in bytes(output.kept).split(b"\0"):
-        digest, _, name = record.partition(b"  ")
-        if name:
-            remote[name.decode(errors="surrogateescape")] = digest.decode(errors="replace")
-    return {name for name, local in files.items()
-            if remote.get(name) == hashlib.sha256(local.read_bytes()).hexdigest()}
+    return same_content(files, bytes(output.kept).split(b"\0"))
 
 
 def _sent(report: SyncReport, relative: str, progress: Transfers | None) -> None:
@@ -387,34 +380,34 @@ def rsync_up_nodes(
     progress = ProgressBar("rsync-up", len(nodes), err) if several else TransferCount(
         "rsync-up", err)
 
+    def every_pair(send_one: Callable[[Path, str], SyncReport]) -> SyncReport:
+        """`send_one(local, remote)` for each pair, reported as one, paths as on the node."""
+        total = SyncReport()
+        for remote, local in pairs.items():
+            report = send_one(Path(local), remote)
+            total.sent += [posixpath.join(remote, path) for path in report.sent]
+            total.unchanged += report.unchanged
+        return total
+
     def over_tar(openssh: OpenSsh, node: Node) -> SyncReport | None:
         from ops.remote.tar_stream import NoRemoteTar
         from ops.remote.tar_stream import send as send_as_tar
 
-        total = SyncReport()
         try:
-            for remote, local in pairs.items():
-                report = send_as_tar(openssh, node, Path(local), remote, excludes,
-                                     filters or [], checksum, progress)
-                total.sent += [posixpath.join(remote, path) for path in report.sent]
-                total.unchanged += report.unchanged
+            return every_pair(lambda local, remote: send_as_tar(
+                openssh, node, local, remote, excludes, filters or [], checksum, progress))
         except NoRemoteTar:
             return None
-        return total
 
     def over_sftp(node: Node) -> SyncReport:
-        total = SyncReport()
         client = connector.node(node)
         sftp = client.open_sftp()
         try:
-            for remote, local in pairs.items():
-                report = sync_up(sftp, Path(local), remote, excludes, filters or (), progress,
-                                 client if checksum else None)
-                total.sent += [posixpath.join(remote, path) for path in report.sent]
-                total.unchanged += report.unchanged
+            return every_pair(lambda local, remote: sync_up(
+                sftp, local, remote, excludes, filters or (), progress,
+                client if checksum else None))
         finally:
             sftp.close()
-        return total
 
     def send(node: Node, openssh: OpenSsh | None) -> SyncReport:
         report = over_tar(openssh, node) if openssh is not None else None

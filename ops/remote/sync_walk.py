@@ -1,13 +1,14 @@
 """What a sync sends, whichever way it goes (SFTP in ops.remote.sync, the tar stream over
 OpenSSH in ops.remote.tar_stream): the folders and files under a source that rsync_exclude and the
-rsync_filter files keep (infra.sync_filter), the remote path as the login's home sees it, and
-the report of what moved."""
+rsync_filter files keep (infra.sync_filter), which files the node has with the same content
+(--checksum), the remote path as the login's home sees it, and the report of what moved."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,24 @@ class SyncReport:
     def summary(self) -> str:
         left_out = f", {len(self.refused)} left out" if self.refused else ""
         return f"{len(self.sent)} file(s) sent, {self.unchanged} unchanged{left_out}"
+
+
+def same_content(files: dict[str, Path], sums: Iterable[bytes], prefix: str = "") -> set[str]:
+    """The names among `files` ({name: local path}) whose record in the node's `sha256sum -z`
+    output `sums` (each path written as `prefix` + name) is the local file's SHA-256; a file
+    the node did not hash counts as changed (--checksum, whichever way the sync goes)."""
+    remote: dict[str, str] = {}
+    for record in sums:
+        digest, _, path = record.partition(b"  ")
+        if path:
+            remote[path.decode(errors="surrogateescape")[len(prefix):]] = digest.decode(
+                errors="replace")
+    return {name for name, local in files.items() if remote.get(name) == _sha256(local)}
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as source:
+        return hashlib.file_digest(source, "sha256").hexdigest()
 
 
 def remote_path(path: str) -> str:

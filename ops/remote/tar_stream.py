@@ -27,7 +27,6 @@ checked by ssh against exactly its pin, before anything is sent.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import posixpath
 import stat
@@ -35,19 +34,20 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from infra.sync_filter import DirMergeFilters
 from ops.errors import OpsError
 from ops.remote.openssh import OpenSsh
 from ops.remote.progress import Transfers
-from ops.remote.sync_walk import SyncReport, remote_path, walk_filtered
-from ops.remote.tar_writer import COPY_BUFFER, Candidate, write_tar
+from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
+from ops.remote.tar_writer import Candidate, write_tar
+from ops.remote.untrusted import CappedTail, drain_in_background
 from ops.stack import Node
 
 NO_TAR = "ray-gcp: no GNU tar on the node"
 NO_TAR_STATUS = 3
 STDERR_LINES = 5  # enough to say why the node refused
+STDERR_CAP = 8192  # bytes of the node's stderr kept to say it from
 STAT_FORMAT = "%f %s %Y %n\\0"  # raw mode (hex), size, mtime (s), the path as asked
 ANSWER_END = b"Z\n"
 SCRIPT = f"""case $(tar --version 2>/dev/null) in
@@ -159,10 +159,8 @@ class _Session:
         self.process = subprocess.Popen([openssh.ssh, *options, host, SCRIPT],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE)
-        self.errors: list[bytes] = []
-        self.stderr = threading.Thread(target=_keep_tail, args=(self.process.stderr,
-                                                                self.errors))
-        self.stderr.start()
+        self.errors = CappedTail(STDERR_CAP)
+        self.stderr = drain_in_background(self.process.stderr.read1, self.errors.write)
 
     def __enter__(self) -> _Session:
         return self
@@ -197,13 +195,7 @@ class _Session:
         """The names among `files` whose copy in `folder` on the node has the same SHA-256;
         one the node cannot read counts as changed."""
         prefix = "" if folder == "." else folder.rstrip("/") + "/"
-        remote: dict[str, str] = {}
-        for record in self._ask("sum", [prefix + name for name in files]):
-            digest, _, path = record.partition(b"  ")
-            if path:
-                remote[path.decode(errors="surrogateescape")[len(prefix):]] = digest.decode(
-                    errors="replace")
-        return {name for name, local in files.items() if remote.get(name) == _sha256(local)}
+        return same_content(files, self._ask("sum", [prefix + name for name in files]), prefix)
 
     def stream(self, folder: str, root: Path | None, entries: list[Candidate],
                progress: Transfers | None) -> None:
@@ -244,8 +236,7 @@ class _Session:
             self._request(verb, payload)
 
     def _fail(self, status: int) -> None:
-        said = [line.strip() for line in b"".join(self.errors).decode(
-            errors="replace").splitlines() if line.strip()]
+        said = [line.strip() for line in self.errors.text().splitlines() if line.strip()]
         if status == NO_TAR_STATUS and any(NO_TAR in line for line in said):
             raise NoRemoteTar(f"{self.node.name} has no GNU tar")
         hint = (" (the node's host key is not the one pinned: refusing to transfer)"
@@ -256,17 +247,3 @@ class _Session:
 
 class _NodeEnded(Exception):
     """The node's side ended before its answer; its status and stderr say why."""
-
-
-def _keep_tail(stream: IO[bytes], errors: list[bytes]) -> None:
-    for line in stream:
-        errors.append(line)
-        del errors[:-50]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        for block in iter(lambda: source.read(COPY_BUFFER), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -38,7 +38,7 @@ from ops.background import idle_seconds
 from ops.errors import OpsError
 from ops.remote.known_hosts import host_key_name, pinned_key
 from ops.remote.ssh import Connector
-from ops.remote.ssh_proxy import proxy_command
+from ops.remote.ssh_proxy import head_host, proxy_command
 from ops.stack import Node
 
 CONTROL_PATH_MAX = 88  # OpenSSH binds `path.` + 16 random characters first, in 108 bytes
@@ -68,7 +68,7 @@ class OpenSsh:
         """(host, ssh options) of the head."""
         outputs = self.connector.outputs
         proxy = proxy_command(outputs)
-        host = outputs.head_name if proxy else outputs.head_address
+        host = head_host(outputs, proxy)
         options = self._options("head", host, outputs.head_name)
         if proxy:
             options += ["-o", f"ProxyCommand={_escape(proxy)}"]

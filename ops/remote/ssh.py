@@ -109,10 +109,9 @@ class Connector:
         return self._warm(self.outputs.head_name, self._head_host()) or self._direct_head()
 
     def _head_host(self) -> str:
-        from ops.remote.ssh_proxy import proxy_command
+        from ops.remote.ssh_proxy import head_host, proxy_command
 
-        return self.outputs.head_name if proxy_command(self.outputs) else \
-            self.outputs.head_address
+        return head_host(self.outputs, proxy_command(self.outputs))
 
     def _direct_head(self) -> paramiko.SSHClient:
         with self._lock:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ops.paths import in_existing_folder, open_no_follow, state_dir
 from ops.remote.ssh import connect_stack
-from ops.remote.ssh_proxy import proxy_command
+from ops.remote.ssh_proxy import head_host, proxy_command
 from ops.stack import StackOutputs
 
 
@@ -35,7 +35,7 @@ def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path, user: s
     proxy = proxy_command(outputs)
     return "\n".join([
         f"Host {host_alias(outputs)}",
-        f"    HostName {outputs.head_name if proxy else outputs.head_address}",
+        f"    HostName {head_host(outputs, proxy)}",
         *([f"    ProxyCommand {proxy}"] if proxy else []),
         f"    User {user}",
         f"    Port {outputs.ssh_port}",

@@ -20,7 +20,7 @@ from ops.errors import OpsError
 from ops.paths import open_no_follow
 from ops.remote.host_keys import PublishedKeys
 from ops.remote.known_hosts import host_key_name
-from ops.remote.ssh_proxy import proxy_command, require_proxy_tool
+from ops.remote.ssh_proxy import head_host, proxy_command, require_proxy_tool
 from ops.stack import StackOutputs
 
 TRUST_FIRST_USE_FLAG = "--trust-first-use"
@@ -198,10 +198,11 @@ def head_socket(outputs: StackOutputs) -> tuple[str, paramiko.ProxyCommand | Non
     """How the head is dialled: its address directly, or through the stack's ProxyCommand
     (IAP in private mode), its key then pinned under its instance name (no address to pin)."""
     command = proxy_command(outputs)
+    host = head_host(outputs, command)
     if command is None:
-        return outputs.head_address, None
+        return host, None
     require_proxy_tool(command)
-    return outputs.head_name, paramiko.ProxyCommand(command)
+    return host, paramiko.ProxyCommand(command)
 
 
 def _refused(exc: Exception) -> bool:

@@ -38,6 +38,12 @@ def proxy_command(outputs: StackOutputs) -> str | None:
                        f"({exc}): fix provider.ssh_proxy_command and run `invoke up`") from None
 
 
+def head_host(outputs: StackOutputs, proxy: str | None) -> str:
+    """The head as it is dialled and pinned: through a tunnel (`proxy`, proxy_command's line)
+    by its instance name, there being no address to reach; else by its address."""
+    return outputs.head_name if proxy else outputs.head_address
+
+
 def require_proxy_tool(command: str) -> None:
     """The command's program must be on PATH; gcloud gets told where to get it."""
     program = shlex.split(command)[0]

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ops.background import idle_seconds
 from ops.errors import OpsError
-from ops.remote.known_hosts import host_key_name, pinned_key
+from ops.remote.known_hosts import host_key_name, pin_digest, pinned_key
 from ops.remote.ssh import Connector
 from ops.remote.ssh_proxy import head_host, proxy_command
 from ops.stack import Node
@@ -120,8 +120,8 @@ class OpenSsh:
         if folder is None:
             return []
         user = self.connector.outputs.ssh_user
-        node = hashlib.sha256(f"{name}\0{user}\0{host_name}\0{key}".encode()).hexdigest()
-        path = folder / f"{control_prefix(self.connector.known_hosts)}-{node[:12]}"
+        node = pin_digest(name, user, host_name, key)[:12]
+        path = folder / f"{control_prefix(self.connector.known_hosts)}-{node}"
         if len(str(path)) > CONTROL_PATH_MAX:
             return []
         return ["-o", "ControlMaster=auto", "-o", f"ControlPath={_escape(str(path))}",

@@ -16,7 +16,6 @@ loads no cryptography.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import select
 import socket
@@ -27,7 +26,7 @@ from typing import Any
 
 from ops.background import connect_socket, request_line, start_detached
 from ops.errors import OpsError
-from ops.remote.known_hosts import pinned_key
+from ops.remote.known_hosts import pin_digest, pinned_key
 
 FRAME = struct.Struct(">cI")
 CHUNK = 1 << 17
@@ -39,8 +38,7 @@ def socket_path(known_hosts: Path, node: str, user: str, host_name: str) -> Path
     key = pinned_key(known_hosts, host_name)
     if key is None:
         return None
-    digest = hashlib.sha256(f"{node}\0{user}\0{host_name}\0{key}".encode()).hexdigest()[:20]
-    return known_hosts.parent / f"warm-{digest}.sock"
+    return known_hosts.parent / f"warm-{pin_digest(node, user, host_name, key)[:20]}.sock"
 
 
 def ask(path: Path, request: dict[str, Any]) -> bytes | None:

@@ -11,7 +11,9 @@ import sys
 # for `rsync-up`, seconds for `status`). __pycache__ is git-ignored.
 sys.dont_write_bytecode = False
 
-from ops.task_flags import task  # noqa: E402 (after the line above: ops is cached too)  # invoke's @task with one short-flag vocabulary (README: Flags)
+# invoke's @task with one short-flag vocabulary (README: Flags); imported after the line above,
+# so ops/ is cached too
+from ops.task_flags import task  # noqa: E402
 from ops.task_groups import list_in_groups  # noqa: E402
 
 # --- lifecycle (ops/lifecycle) and day two over SSH (ops/remote) -----------------------------

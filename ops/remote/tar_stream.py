@@ -84,8 +84,9 @@ def send(openssh: OpenSsh, node: Node, local: Path, destination: str, excludes: 
     """Local `local` (file or folder) -> `destination` on `node`, as ops.remote.sync's
     sync_up sends it."""
     destination = remote_path(destination)
+    root = None if local.is_file() else local  # the local folder the names are under
     with _Session(openssh, node) as session:
-        if local.is_file():
+        if root is None:
             folder, candidates, there = _file_target(session, local, destination)
         else:
             folder = destination.rstrip("/") or "."
@@ -104,7 +105,7 @@ def send(openssh: OpenSsh, node: Node, local: Path, destination: str, excludes: 
                   or (candidate.is_folder and not _is_folder(there.get(candidate.name)))]
         report = SyncReport(unchanged=len(alike))
         if chosen:
-            session.stream(folder, None if local.is_file() else local, chosen, progress)
+            session.stream(folder, root, chosen, progress)
             report.sent = [candidate.name for candidate in chosen if not candidate.is_folder]
     return report
 

@@ -95,6 +95,11 @@ def materialise_tree(ref: str, dest: Path, root: Path = PROJECT_ROOT) -> None:
     try:
         with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
             tar.extractall(dest, filter="data")
+        # tarfile stops at the first end-of-archive block; git pads the archive to a whole
+        # 10 KiB record after it, which may still be on its way. Closing the pipe before it
+        # arrives kills git with SIGPIPE (a failure with nothing on stderr): read it out.
+        while archive.stdout.read(65536):
+            pass
     except tarfile.TarError as error:
         archive.kill()
         raise OpsError(f"could not extract the tree at {ref}: {error}") from None
@@ -103,7 +108,8 @@ def materialise_tree(ref: str, dest: Path, root: Path = PROJECT_ROOT) -> None:
         stderr = archive.stderr.read().decode() if archive.stderr else ""
         archive.wait()
     if archive.returncode != 0:
-        raise OpsError(f"git archive {ref} failed: {stderr.strip()}")
+        reason = stderr.strip() or f"exit status {archive.returncode}, nothing on stderr"
+        raise OpsError(f"git archive {ref} failed: {reason}")
 
 
 def planner_module(tree: Path) -> str | None:

@@ -1,8 +1,10 @@
-"""Bench: `invoke rsync-up` against `scp` and `rsync` over the same local sshd, in one run.
+"""Bench: `invoke rsync-up` and `rsync-down` against `scp` and `rsync` over the same local
+sshd, in one run.
 
 One large file (MB/s; target >= 0.9x scp) and a folder of many small files (files/s; target
 >= 1.0x rsync), each sent to an empty destination; then the folder again, unchanged, which
-every tool skips. The stack has a cluster YAML with rsync_exclude and rsync_filter, as a real
+every tool skips; then the node's copies of both fetched back into empty folders, each way
+against the same tool. The stack has a cluster YAML with rsync_exclude and rsync_filter, as a real
 one does (rsync-up reads it for the filters). Our first run is cold (no warm connection yet);
 the ones after it find the connection it left (RAY_GCP_SSH_PERSIST), as a user's second
 rsync-up does; scp and rsync connect anew each time, as they do without a ControlMaster, and
@@ -130,6 +132,17 @@ def main() -> int:
                 timed("unchanged ours", [*invoke, "rsync-up", str(small), str(out / f"s{run}")])
                 timed("unchanged rsync", ["rsync", "-a", "-e", ssh, f"{small}/",
                                           f"ray-local:{out / f's-rsync{run}'}/"])
+                back = out / f"back{run}"  # the node's copies, fetched back
+                back.mkdir()
+                timed("large down ours", [*invoke, "rsync-down", str(out / f"l{run}.bin"),
+                                          str(back / "l.bin")])
+                timed("large down scp", [*scp, f"ray-local:{out / f'l-scp{run}.bin'}",
+                                         str(back / "l-scp.bin")])
+                timed("small down rsync", ["rsync", "-a", "-e", ssh,
+                                           f"ray-local:{out / f's-rsync{run}'}/",
+                                           f"{back / 's-rsync'}/"])
+                timed("small down ours", [*invoke, "rsync-down", str(out / f"s{run}"),
+                                          str(back / "s")])
                 for sent in out.iterdir():  # a tmpfs is memory: keep one round's at most
                     shutil.rmtree(sent) if sent.is_dir() else sent.unlink()
         finally:
@@ -159,7 +172,17 @@ def main() -> int:
           f"{results['small rsync, master'] / results['small ours']:.2f}x)")
     print(f"{count} unchanged    ours {results['unchanged ours']:.2f} s   "
           f"rsync {results['unchanged rsync']:.2f} s")
-    return 0 if large_ratio >= LARGE_TARGET and small_ratio >= SMALL_TARGET else 1
+    large_down = results["large down scp"] / results["large down ours"]
+    small_down = results["small down rsync"] / results["small down ours"]
+    print(f"rsync-down: one {size} MB file ours {size / results['large down ours']:7.1f} MB/s   "
+          f"scp {size / results['large down scp']:7.1f} MB/s   ratio {large_down:.2f} (target >= "
+          f"{LARGE_TARGET}); {count} small files ours "
+          f"{count / results['small down ours']:7.0f} files/s   rsync "
+          f"{count / results['small down rsync']:7.0f} files/s   ratio {small_down:.2f} "
+          f"(target >= {SMALL_TARGET})")
+    met = [large_ratio >= LARGE_TARGET, small_ratio >= SMALL_TARGET,
+           large_down >= LARGE_TARGET, small_down >= SMALL_TARGET]
+    return 0 if all(met) else 1
 
 
 if __name__ == "__main__":

@@ -116,6 +116,12 @@ class StackOutputs:
         return self.head_external_ip or self.head_internal_ip
 
     @property
+    def head(self) -> Node:
+        """The head as a node to reach (by its name and internal address, all a transfer
+        needs), whether or not the outputs list the nodes."""
+        return Node(self.head_name, "", "head", self.head_internal_ip, None, "")
+
+    @property
     def workers(self) -> list[Node]:
         return [node for node in self.nodes if node.kind != "head"]
 

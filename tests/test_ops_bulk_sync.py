@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sshd_server import LocalSshd, keygen
+from sync_shims import logging_ssh, logging_tar
 from tools import require_tool
 
 from ops.remote.openssh import system_ssh
@@ -26,14 +27,6 @@ WAYS = {"tar": {}, "tarfile": {}, "sftp": {"RAY_GCP_SYNC": "sftp"}}
 (as on a Mac), so Python's tarfile writes it; sftp: paramiko's SFTP."""
 
 
-def logging_ssh(shims: Path, log: Path) -> None:
-    """`ssh` first on PATH in `shims`: notes each run in `log`, then is the system's."""
-    shims.mkdir(exist_ok=True)
-    (shims / "ssh").write_text(f'#!/bin/sh\necho run >> "{log}"\n'
-                               f'exec "{require_tool("ssh")}" "$@"\n')
-    (shims / "ssh").chmod(0o755)
-
-
 @pytest.fixture(params=sorted(WAYS))
 def way(request, stack, tmp_path):
     """The stack, sending the parametrised way; `ssh` notes each run in `stack.ssh_log`,
@@ -41,12 +34,7 @@ def way(request, stack, tmp_path):
     stack.ssh_log = tmp_path / "ssh-runs.log"
     logging_ssh(tmp_path / "shims", stack.ssh_log)
     stack.tar_log = tmp_path / "tar-runs.log"
-    version = ('echo "bsdtar 3.7.2 - libarchive 3.7.2"; exit 0' if request.param == "tarfile"
-               else f'exec "{require_tool("tar")}" --version')
-    (tmp_path / "shims" / "tar").write_text(
-        f'#!/bin/sh\nif [ "$1" = --version ]; then {version}; fi\n'
-        f'echo run >> "{stack.tar_log}"\nexec "{require_tool("tar")}" "$@"\n')
-    (tmp_path / "shims" / "tar").chmod(0o755)
+    logging_tar(tmp_path / "shims", stack.tar_log, gnu=request.param != "tarfile")
     stack.env = {**stack.env, **WAYS[request.param],
                  "PATH": f"{tmp_path / 'shims'}{os.pathsep}{stack.env['PATH']}"}
     stack.way = request.param

@@ -105,11 +105,11 @@ def test_exec_submit_status_and_rsync_reuse_the_warm_connection(warm_stack, tmp_
     source = tmp_path / "sent.bin"
     source.write_bytes(os.urandom(6 << 20))  # enough pipelined SFTP writes to collect acks
     target = tmp_path / "received.bin"
-    over_sftp = {**warm_stack.env, "RAY_GCP_SYNC": "sftp"}  # not the tar stream over OpenSSH
+    over_sftp = {**warm_stack.env, "RAY_GCP_SYNC": "sftp"}  # not the tar streams over OpenSSH
     assert warm_stack.invoke("rsync-up", str(source), str(target), env=over_sftp).returncode == 0
     assert target.read_bytes() == source.read_bytes()
     back = tmp_path / "back.bin"
-    assert warm_stack.invoke("rsync-down", str(target), str(back)).returncode == 0
+    assert warm_stack.invoke("rsync-down", str(target), str(back), env=over_sftp).returncode == 0
     assert back.read_bytes() == source.read_bytes()
     assert daemon_sockets(warm_stack) == [path]  # one daemon served them all
 

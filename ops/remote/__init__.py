@@ -10,9 +10,11 @@ IAP for a private cluster), the OS Login user (`os_login`), running commands in 
 shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
 tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;
-`tar_stream` over `openssh`, one tar stream through the system's ssh, written by
-`tar_writer`; `sync`, SFTP and
-the choice between them; `cluster_file`, `progress`),
+one tar stream through the system's ssh (`openssh`) per node, the node's side and the
+requests in `tar_session`: up in `tar_stream`, written by `tar_writer`, down in `tar_fetch`,
+unpacked by `tar_unpack`;
+`sync`, SFTP and the choice between them; `landing`, where a fetched file, folder or link
+lands here; `cluster_file`, `progress`),
 what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also
 used by ops.cloud's cluster dump),
 the autoscaler log (`monitor`), the ssh config block (`ssh_config`) and Ray's token auth

@@ -7,10 +7,13 @@ copied to the other side, so the next run's size+mtime check skips unchanged fil
 bytes are counted as they move (progress.py draws them on a terminal).
 
 What `sync_down` reads from a node is untrusted (untrusted.py): every listed name must be
-one path component, listed once; a file is written only at its own place in the destination,
-never through a link or over a folder (opened with O_NOFOLLOW); a remote link is made again
-only when it points down inside its own folder; modes lose setuid/setgid/sticky and nothing is
-chowned. An entry that breaks a rule is named in `SyncReport.refused` and the rest goes on.
+one path component, listed once; where it lands is ops.remote.landing's (a file only at its
+own place, never through a link or over a folder; a link only when it points down inside its
+own folder; no setuid/setgid/sticky, nothing chowned). An entry that breaks a rule is named
+in `SyncReport.refused` and the rest goes on.
+
+The tar streams over OpenSSH (ops.remote.tar_stream up, ops.remote.tar_fetch down) go first
+when ssh is installed; this module chooses, and serves SFTP when they cannot.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from infra.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
+from ops.remote import landing
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
@@ -36,8 +40,6 @@ from ops.remote.untrusted import (
     RefusedEntry,
     check_entry_name,
     drain,
-    link_stays_inside,
-    safe_mode,
 )
 from ops.stack import Node
 
@@ -216,36 +218,9 @@ def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
 
 def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes,
          progress: Transfers | None = None) -> None:
-    """Fetch into `local` itself: never through a link there (O_NOFOLLOW), never over a
-    folder; private while written, then the remote mode without special bits."""
-    try:
-        descriptor = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise RefusedEntry(f"{local} cannot be written ({exc.strerror})") from None
-    with os.fdopen(descriptor, "wb") as sink:
+    """Fetch into `local` itself, as ops.remote.landing writes it."""
+    with landing.landed_file(local, attr.st_mode, attr.st_mtime or 0, attr.st_atime) as sink:
         sftp.getfo(remote, sink, callback=_byte_counter(progress))
-        os.fchmod(sink.fileno(), safe_mode(attr.st_mode))
-    os.utime(local, (attr.st_atime or attr.st_mtime or 0, attr.st_mtime or 0),
-             follow_symlinks=False)
-
-
-def _local_dir(path: Path) -> None:
-    """A folder of the destination: made, or already a real folder (not a link, not a file)."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise RefusedEntry(f"{path} is already there and is not a folder")
-    path.mkdir(parents=True, exist_ok=True)
-
-
-def _link(sftp: paramiko.SFTPClient, remote: str, relative_dir: str, local: Path) -> None:
-    """A remote link made again locally when it points down inside its own folder."""
-    target = sftp.readlink(remote) or ""
-    if ".." in target.split("/") or not link_stays_inside(relative_dir, target):
-        raise RefusedEntry(f"it links to {target!r}, outside its folder")
-    if local.is_symlink():
-        local.unlink()
-    elif local.exists():
-        raise RefusedEntry(f"{local} is already there and is not a link")
-    local.symlink_to(target)
 
 
 def _listing(
@@ -286,27 +261,22 @@ def sync_down(
     except FileNotFoundError:
         raise OpsError(f"remote {source} does not exist: nothing to fetch") from None
     if not stat.S_ISDIR(top.st_mode or 0):
-        target = destination
-        if destination.is_dir() or str(destination).endswith("/"):
-            target = destination / posixpath.basename(source)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        local_size = target.stat().st_size if target.exists() else None
-        local_mtime = target.stat().st_mtime if target.exists() else None
-        if _same(top.st_size or 0, top.st_mtime or 0, local_size, local_mtime):
-            report.unchanged += 1
-        else:
-            try:
+        target = landing.file_target(destination, posixpath.basename(source))
+        try:
+            if landing.unchanged(target, top.st_size or 0, top.st_mtime or 0):
+                report.unchanged += 1
+            else:
                 _get(sftp, source, target, top, progress)
                 _sent(report, posixpath.basename(source), progress)
-            except RefusedEntry as exc:
-                report.refused.append(f"{source!r}: {exc}")
+        except RefusedEntry as exc:
+            report.refused.append(f"{source!r}: {exc}")
         return report
     pending = [""]
     while pending:
         relative_dir = pending.pop()
         remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
         try:
-            _local_dir(destination / relative_dir)
+            landing.folder(destination / relative_dir)
         except RefusedEntry as exc:
             report.refused.append(f"{relative_dir!r}: {exc}")
             continue
@@ -344,13 +314,11 @@ def _fetch_entry(
     remote = posixpath.join(remote_dir, attr.filename)
     try:
         if stat.S_ISLNK(attr.st_mode or 0):
-            _link(sftp, remote, relative_dir, local)
+            landing.link(sftp.readlink(remote) or "", relative_dir, local)
             return
-        if local.exists() and not local.is_symlink():
-            st = local.stat()
-            if _same(attr.st_size or 0, attr.st_mtime or 0, st.st_size, st.st_mtime):
-                report.unchanged += 1
-                return
+        if landing.unchanged(local, attr.st_size or 0, attr.st_mtime or 0):
+            report.unchanged += 1
+            return
         _get(sftp, remote, local, attr, progress)
     except OSError as exc:  # the node refused to read it, or it vanished meanwhile
         raise RefusedEntry(f"cannot be copied ({exc})") from None
@@ -390,7 +358,7 @@ def rsync_up_nodes(
         return total
 
     def over_tar(openssh: OpenSsh, node: Node) -> SyncReport | None:
-        from ops.remote.tar_stream import NoRemoteTar
+        from ops.remote.tar_session import NoRemoteTar
         from ops.remote.tar_stream import send as send_as_tar
 
         try:
@@ -430,17 +398,32 @@ def rsync_up_nodes(
 
 def rsync_down_head(connector: Connector, source: str, local: Path,
                     err: TextIO | None = None) -> SyncReport:
-    """`rsync-down`: the head's `source` -> `local`, counting files and bytes on `err`."""
+    """`rsync-down`: the head's `source` -> `local`, counting files and bytes on `err`: as one
+    tar stream over the system's OpenSSH when it is installed (ops.remote.tar_fetch), else,
+    or from a head without GNU tar and find, over SFTP."""
     from ops.remote.cluster_file import sync_rules
+    from ops.remote.openssh import open_ssh, system_ssh
 
     outputs = connector.outputs
     rules = sync_rules(outputs)
     progress = TransferCount("rsync-down", err or sys.stderr)
-    sftp = connector.head().open_sftp()
+    ssh = system_ssh()
     try:
-        report = sync_down(sftp, source, local, rules.excludes, rules.filters, progress)
+        report = None
+        if ssh is not None:
+            from ops.remote.tar_fetch import fetch
+            from ops.remote.tar_session import NoRemoteTar
+
+            with open_ssh(connector, ssh) as openssh, contextlib.suppress(NoRemoteTar):
+                report = fetch(openssh, outputs.head, source, local, rules.excludes, rules.filters,
+                               progress)
+        if report is None:
+            sftp = connector.head().open_sftp()
+            try:
+                report = sync_down(sftp, source, local, rules.excludes, rules.filters, progress)
+            finally:
+                sftp.close()
     finally:
-        sftp.close()
         progress.close()
     for refused in report.refused:
         print(f"rsync-down: left out {refused}", file=err or sys.stderr)
@@ -461,8 +444,7 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
             if not pairs:
                 print("the cluster YAML has no file_mounts: nothing to sync")
                 return
-        head = Node(outputs.head_name, "", "head", outputs.head_internal_ip, None, "")
-        nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [head]
+        nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [outputs.head]
         rules = sync_rules(outputs)
         reports = rsync_up_nodes(connector, nodes, pairs, rules.excludes, rules.filters,
                                  checksum=checksum)

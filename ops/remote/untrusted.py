@@ -2,8 +2,9 @@
 
 A Ray job runs as the SSH user, who has passwordless sudo, so one bad job owns the head: its
 SFTP listings, its tar streams and its command output may be made to hurt the laptop. The
-sync (sync.py), cluster-dump (ops/cloud/cluster_dump.py) and captured commands (commands.py)
-pass everything they take from a node through these functions:
+syncs (sync.py, tar_fetch.py, landing.py), cluster-dump (ops/cloud/cluster_dump.py) and
+captured commands (commands.py) pass everything they take from a node through these
+functions:
 - a name is one path component (no `/`, not `.`/`..`, no NUL); a path inside an archive is
   made relative and may not climb out (`..`), else the entry is refused with one message and
   the rest goes on;

@@ -10,8 +10,9 @@ import io
 import socket
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 import paramiko
@@ -113,6 +114,12 @@ class _Server(paramiko.ServerInterface):
         out, err, status = self.answer(command.decode())
 
         def reply() -> None:
+            # A real sshd answers the exec request before the command's output; here the
+            # answer is sent when this method returns, so the output waits for what every
+            # client does once it has the answer: closing its side (no stdin).
+            deadline = time.monotonic() + 10
+            while not channel.eof_received and time.monotonic() < deadline:
+                time.sleep(0.005)
             try:
                 # In small pieces: paramiko's sendall copies what is left after each send.
                 for start in range(0, len(err), _PIECE):
@@ -175,6 +182,8 @@ def hostile_node(tree: Tree | None = None, answer: Answer | None = None) -> Iter
         yield HostileNode(listener.getsockname()[1], host_key)
     finally:
         stopping.set()
+        with suppress(OSError):  # wakes the accept (a close alone does not, on Linux)
+            listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         for transport in transports:
             transport.close()

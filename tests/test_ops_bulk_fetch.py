@@ -364,3 +364,30 @@ def test_without_splice_the_relay_carries_the_stream_whole():
     os.close(source_read)
     os.close(target_read)
     assert moved == len(data) and bytes(received) == data
+
+
+def test_a_name_of_many_megabytes_ends_the_tarfile_read_in_one_line(tmp_path, monkeypatch):
+    """Python's tarfile (where the local tar is not GNU's) reads a long-name header whole
+    into memory: one of 16 MiB from a lying node is refused at its size."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        info = tarfile.TarInfo("n" * (16 << 20))
+        archive.addfile(info, io.BytesIO(b""))
+    archive_file = tmp_path / "hostile.tar"
+    archive_file.write_bytes(buffer.getvalue())
+    listing = tmp_path / "listing"
+    listing.write_bytes(b"d 755 0 1700000000.5 \0L\0f 644 1 1700000000.5 a.txt\0L\0")
+    tools = {
+        "find": f'case "$1" in --version) echo "find (GNU findutils) 4.9.0" ;;'
+                f' *) cat "{listing}" ;; esac',
+        "tar": f'case "$1" in --version) echo "tar (GNU tar) 1.34" ;;'
+               f' *) cat > /dev/null; cat "{archive_file}" ;; esac',
+    }
+    server, make = node_with_tools(tmp_path, monkeypatch, tools, [*NODE_BASICS, "cat"])
+    with server:
+        stack = make()
+        logging_tar(tmp_path / "shims", tmp_path / "tar-runs.log", gnu=False)
+        result = stack.invoke("rsync-down", "/anywhere", str(tmp_path / "dest"))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "could not be read (a name or pax header of 16777217 bytes" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -138,6 +138,56 @@ def test_cluster_dump_keeps_members_in_their_node_folder_private_and_reads_stder
         assert name in shown
 
 
+def dump_of(stream: bytes, output: Path, measure: bool = False) -> tuple[str, int]:
+    """cluster-dump of one node that streams `stream`: what it said on stderr, and (when
+    `measure`) the most memory Python held meanwhile."""
+    err = io.StringIO()
+    with hostile_node(answer=lambda _command: (stream, b"", 0)) as node:
+        client = node.client()
+        head = Node("ray-head-1", "head_t", "head", "127.0.0.1", None, "RUNNING")
+        connector = SimpleNamespace(
+            outputs=SimpleNamespace(nodes=[head], docker_container_name="", stack="s"),
+            head=lambda: client, node=lambda _node: client)
+        if measure:
+            tracemalloc.start()
+        try:
+            cluster_dump(connector, output, DumpParts(), err=err)
+            peak = tracemalloc.get_traced_memory()[1] if measure else 0
+        finally:
+            tracemalloc.stop()
+            client.close()
+    return err.getvalue(), peak
+
+
+def test_a_node_archive_that_breaks_off_keeps_what_came_whole(tmp_path):
+    """The node's stream ends inside a member's data: the members before it are in the dump,
+    the dump is whole (no short member), and the break is one line."""
+    stream = dump_stream([("logs/first.log", 0o644, b"first"),
+                          ("logs/big.log", 0o644, os.urandom(1 << 20))])
+    output = tmp_path / "dump.tar.gz"
+    shown, _ = dump_of(stream[:len(stream) // 2], output)
+    with tarfile.open(output) as archive:  # read to its end: it is whole
+        names = [member.name for member in archive]
+        assert archive.extractfile("ray-head-1/logs/first.log").read() == b"first"
+    assert names == ["ray-head-1/logs/first.log"]
+    assert "ray-head-1: left out the rest of its archive, which could not be read" in shown
+    assert "Traceback" not in shown
+
+
+def test_a_name_of_many_megabytes_is_refused_before_it_is_read(tmp_path):
+    """A pax header (where a long name goes) is read whole into memory by tarfile: one of
+    16 MiB, 16 KB once compressed, is refused at its size."""
+    stream = dump_stream([("logs/before.log", 0o644, b"kept"),
+                          ("logs/" + "n" * (16 << 20), 0o644, b"x"),
+                          ("logs/after.log", 0o644, b"not reached")])
+    output = tmp_path / "dump.tar.gz"
+    shown, peak = dump_of(stream, output, measure=True)
+    with tarfile.open(output) as archive:
+        assert [member.name for member in archive] == ["ray-head-1/logs/before.log"]
+    assert "could not be read (a name or pax header of" in shown
+    assert peak < 8 << 20, f"{peak} bytes held for a 16 MiB name"
+
+
 def test_captured_output_is_bounded_whatever_the_node_floods(tmp_path):
     cap = 64 * 1024
     flood = (b"o" * (16 << 20), b"e" * (16 << 20), 3)

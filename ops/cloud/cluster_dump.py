@@ -9,16 +9,21 @@ What a node streams is untrusted (ops/remote/untrusted.py): each member's path i
 to its node's folder (an absolute one or one climbing out with `..` is refused, named on stderr, and
 the rest goes on), only files and folders are kept, modes lose setuid/setgid/sticky, owners
 become the user making the archive, the node's stderr is kept to its last 64 KB (read while the
-archive streams), and the archive is 0600 (the logs may hold secrets).
+archive streams), and the archive is 0600 (the logs may hold secrets). A node's archive that
+breaks off, or holds a name or pax header past untrusted.py's cap, ends that node's part with
+one line; what came before it is kept whole and the other nodes' parts follow.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import shlex
+import shutil
 import sys
 import tarfile
 import tempfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +36,7 @@ from ops.remote.commands import in_container, node_shell
 from ops.remote.progress import ProgressBar
 from ops.remote.ssh import Connector, connect_stack
 from ops.remote.untrusted import (
+    CappedHeaders,
     CappedTail,
     RefusedEntry,
     drain,
@@ -42,6 +48,7 @@ from ops.stack import Node
 
 SESSION_DIR = "/tmp/ray/session_latest"  # where Ray keeps the current session's logs
 STDERR_CAP = 64 * 1024  # the end of a node's stderr, for the one line a failure shows
+SPOOL_IN_MEMORY = 8 << 20  # bytes of one member held in memory before it spills to a file
 
 
 @dataclass(frozen=True)
@@ -158,26 +165,41 @@ def _add_node(archive: tarfile.TarFile, name: str, part: Path) -> list[str]:
     one line each (see the module docstring)."""
     refused: list[str] = []
     seen: set[str] = set()
-    with tarfile.open(part, "r:gz") as source:
-        for member in source:
-            if not (member.isfile() or member.isdir()):
-                continue
-            try:
-                relative = member_path(member.name)
-            except RefusedEntry as exc:
-                refused.append(str(exc))
-                continue
-            if relative in seen:
-                refused.append(f"{member.name!r} is listed twice")
-                continue
-            seen.add(relative)
-            data = source.extractfile(member) if member.isfile() else None
-            member.name = f"{name}/{relative}".rstrip("/")
-            member.mode = safe_mode(member.mode)
-            member.uid, member.gid = os.getuid(), os.getgid()
-            member.uname = member.gname = ""
-            archive.addfile(member, data)
+    try:
+        with tarfile.open(part, "r:gz", tarinfo=CappedHeaders) as source:
+            for member in source:
+                if not (member.isfile() or member.isdir()):
+                    continue
+                try:
+                    relative = member_path(member.name)
+                except RefusedEntry as exc:
+                    refused.append(str(exc))
+                    continue
+                if relative in seen:
+                    refused.append(f"{member.name!r} is listed twice")
+                    continue
+                seen.add(relative)
+                # A file's data is read to its end before any of it is added: a node's
+                # archive that breaks off mid-member must not leave a short member here.
+                with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as data:
+                    if member.isfile():
+                        _copy_data(source, member, data)
+                    member.name = f"{name}/{relative}".rstrip("/")
+                    member.mode = safe_mode(member.mode)
+                    member.uid, member.gid = os.getuid(), os.getgid()
+                    member.uname = member.gname = ""
+                    archive.addfile(member, data if member.isfile() else None)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as error:
+        refused.append(f"the rest of its archive, which could not be read ({error})")
     return refused
+
+
+def _copy_data(source: tarfile.TarFile, member: tarfile.TarInfo, data: BinaryIO) -> None:
+    """A file member's data copied into `data`, which is then rewound."""
+    extracted = source.extractfile(member)
+    assert extracted is not None  # a file member has data
+    shutil.copyfileobj(extracted, data)
+    data.seek(0)
 
 
 def dump_stack(stack: str | None, output: str | None, parts: DumpParts,

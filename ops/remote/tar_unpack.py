@@ -38,7 +38,13 @@ from ops.remote.progress import Transfers
 from ops.remote.sync_walk import SyncReport
 from ops.remote.tar_session import STDERR_CAP, NodeEnded, Session
 from ops.remote.tar_writer import gnu_tar
-from ops.remote.untrusted import CappedTail, RefusedEntry, drain_in_background, safe_mode
+from ops.remote.untrusted import (
+    CappedHeaders,
+    CappedTail,
+    RefusedEntry,
+    drain_in_background,
+    safe_mode,
+)
 
 COPY_BUFFER = 1 << 20
 TAR_PARTIAL = {1, 2}  # the node's GNU tar: a file changed while read / some not read
@@ -202,7 +208,8 @@ class Unpacker:
         """The stream read by Python's tarfile, member by member, into the files wanted;
         each written or refused is taken out of `wanted`."""
         try:
-            with tarfile.open(fileobj=self.session.stdout, mode="r|") as archive:
+            with tarfile.open(fileobj=self.session.stdout, mode="r|",
+                              tarinfo=CappedHeaders) as archive:
                 for member in archive:
                     self._write_member(archive, member)
             while self.session.stdout.read(COPY_BUFFER):  # tar's padding after its end

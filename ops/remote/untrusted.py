@@ -10,17 +10,23 @@ functions:
   the rest goes on;
 - a mode keeps its permission bits only: never setuid, setgid or sticky; nothing is chowned;
 - output is read to its end but only its last `cap` bytes are kept (the channel is drained, so
-  the remote never blocks on a full window, and memory stays bounded).
+  the remote never blocks on a full window, and memory stays bounded);
+- an archive is read with CappedHeaders: a long-name or pax header (which tarfile holds whole
+  in memory) past EXTENDED_HEADER_CAP ends the reading, so no name can take gigabytes here.
 """
 
 from __future__ import annotations
 
 import posixpath
 import stat
+import tarfile
 import threading
 from collections.abc import Callable
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept of one captured stream
+EXTENDED_HEADER_CAP = 1024 * 1024  # bytes of one long-name or pax header (a name is < 4 KiB)
+_EXTENDED = {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
+             tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
 _CHUNK = 32768
 
 
@@ -61,6 +67,19 @@ def link_stays_inside(directory: str, target: str) -> bool:
 def safe_mode(mode: int | None, default: int = 0o644) -> int:
     """The permission bits of a remote mode, without setuid, setgid and sticky."""
     return stat.S_IMODE(mode) & 0o777 if mode is not None else default
+
+
+class CappedHeaders(tarfile.TarInfo):
+    """An archive member from a node (`tarfile.open(..., tarinfo=CappedHeaders)`): tarfile
+    reads a long-name or pax header whole into memory, so one past EXTENDED_HEADER_CAP is
+    refused before it is read, and the archive's reading ends there (tarfile.ReadError)."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:  # tarfile's hook
+        if self.type in _EXTENDED and self.size > EXTENDED_HEADER_CAP:
+            raise tarfile.SubsequentHeaderError(
+                f"a name or pax header of {self.size} bytes, over the "
+                f"{EXTENDED_HEADER_CAP} bytes one may take")
+        return super()._proc_member(tarfile_)
 
 
 class CappedTail:

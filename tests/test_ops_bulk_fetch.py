@@ -267,6 +267,28 @@ def hostile_archive(outside: Path) -> bytes:
     return buffer.getvalue()
 
 
+def fetch_from_a_lying_node(tmp_path: Path, monkeypatch, records: list[tuple[str, str, str, str]],
+                            archive: bytes, destination: Path, gnu_here: bool):
+    """`rsync-down /anywhere` from a node whose `find` prints `records` (type, mode, path, link
+    target) whatever it is asked and whose `tar` sends `archive` whatever names it is given;
+    unpacked here by GNU tar when `gnu_here`, else by Python's tarfile."""
+    listing = tmp_path / "listing"
+    listing.write_bytes(b"".join(f"{kind} {mode} 1 1700000000.5 {path}\0L{target}\0".encode()
+                                 for kind, mode, path, target in records))
+    (tmp_path / "lying.tar").write_bytes(archive)
+    tools = {
+        "find": f'case "$1" in --version) echo "find (GNU findutils) 4.9.0" ;;'
+                f' *) cat "{listing}" ;; esac',
+        "tar": f'case "$1" in --version) echo "tar (GNU tar) 1.34" ;;'
+               f' *) cat > /dev/null; cat "{tmp_path / "lying.tar"}" ;; esac',
+    }
+    server, make = node_with_tools(tmp_path, monkeypatch, tools, [*NODE_BASICS, "cat"])
+    with server:
+        stack = make()
+        logging_tar(tmp_path / "shims", tmp_path / "tar-runs.log", gnu=gnu_here)
+        return stack.invoke("rsync-down", "/anywhere", str(destination))
+
+
 HOSTILE_LISTING = [  # find's records as a lying node prints them
     ("d", "755", "", ""), ("f", "4777", "setuid.sh", ""), ("f", "644", "asked-link", ""),
     ("d", "755", "sub", ""), ("f", "644", "sub/deep.txt", ""), ("f", "644", "trap", ""),
@@ -287,25 +309,12 @@ def test_a_hostile_nodes_listing_and_archive_land_nothing_outside(local_tar, tmp
     outside = tmp_path / "outside.txt"
     outside.write_text("mine")
     (destination / "trap").symlink_to(outside)
-    archive = tmp_path / "hostile.tar"
     aimed_at = tmp_path / "aimed-at"
     aimed_at.mkdir()
     (aimed_at / "mine.txt").write_text("mine")
-    archive.write_bytes(hostile_archive(aimed_at))
-    listing = tmp_path / "listing"
-    listing.write_bytes(b"".join(f"{kind} {mode} 1 1700000000.5 {path}\0L{target}\0".encode()
-                                 for kind, mode, path, target in HOSTILE_LISTING))
-    tools = {
-        "find": f'case "$1" in --version) echo "find (GNU findutils) 4.9.0" ;;'
-                f' *) cat "{listing}" ;; esac',
-        "tar": f'case "$1" in --version) echo "tar (GNU tar) 1.34" ;;'
-               f' *) cat > /dev/null; cat "{archive}" ;; esac',
-    }
-    server, make = node_with_tools(tmp_path, monkeypatch, tools, [*NODE_BASICS, "cat"])
-    with server:
-        stack = make()
-        logging_tar(tmp_path / "shims", tmp_path / "tar-runs.log", local_tar == "GNU's")
-        result = stack.invoke("rsync-down", "/anywhere", str(destination))
+    result = fetch_from_a_lying_node(tmp_path, monkeypatch, HOSTILE_LISTING,
+                                     hostile_archive(aimed_at), destination,
+                                     gnu_here=local_tar == "GNU's")
     assert result.returncode == 0, result.stderr
     # `../x`, `../../x` and `link-up` aim at the destination's folders: they hold it alone
     assert set((tmp_path / "a").rglob("*")) - set(destination.rglob("*")) == {
@@ -373,21 +382,9 @@ def test_a_name_of_many_megabytes_ends_the_tarfile_read_in_one_line(tmp_path, mo
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
         info = tarfile.TarInfo("n" * (16 << 20))
         archive.addfile(info, io.BytesIO(b""))
-    archive_file = tmp_path / "hostile.tar"
-    archive_file.write_bytes(buffer.getvalue())
-    listing = tmp_path / "listing"
-    listing.write_bytes(b"d 755 0 1700000000.5 \0L\0f 644 1 1700000000.5 a.txt\0L\0")
-    tools = {
-        "find": f'case "$1" in --version) echo "find (GNU findutils) 4.9.0" ;;'
-                f' *) cat "{listing}" ;; esac',
-        "tar": f'case "$1" in --version) echo "tar (GNU tar) 1.34" ;;'
-               f' *) cat > /dev/null; cat "{archive_file}" ;; esac',
-    }
-    server, make = node_with_tools(tmp_path, monkeypatch, tools, [*NODE_BASICS, "cat"])
-    with server:
-        stack = make()
-        logging_tar(tmp_path / "shims", tmp_path / "tar-runs.log", gnu=False)
-        result = stack.invoke("rsync-down", "/anywhere", str(tmp_path / "dest"))
+    result = fetch_from_a_lying_node(tmp_path, monkeypatch, [("d", "755", "", ""),
+                                                             ("f", "644", "a.txt", "")],
+                                     buffer.getvalue(), tmp_path / "dest", gnu_here=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "could not be read (a name or pax header of 16777217 bytes" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -123,7 +123,7 @@ class Session:
 
     def said(self) -> list[str]:
         """The node's last lines on stderr, blank ones left out."""
-        return [line.strip() for line in self.errors.text().splitlines() if line.strip()]
+        return self.errors.lines()
 
     def ask(self, verb: str, paths: list[str]) -> list[bytes]:
         """The NUL-separated records the node answers `verb` on `paths` with. The paths

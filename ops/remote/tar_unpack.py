@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import stat
@@ -37,16 +38,17 @@ from ops.remote import landing
 from ops.remote.progress import Transfers
 from ops.remote.sync_walk import SyncReport
 from ops.remote.tar_session import STDERR_CAP, NodeEnded, Session
-from ops.remote.tar_writer import gnu_tar
+from ops.remote.tar_writer import COPY_BUFFER, gnu_tar
 from ops.remote.untrusted import (
     CappedHeaders,
     CappedTail,
     RefusedEntry,
+    drain,
     drain_in_background,
+    dropped,
     safe_mode,
 )
 
-COPY_BUFFER = 1 << 20
 TAR_PARTIAL = {1, 2}  # the node's GNU tar: a file changed while read / some not read
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 NAMES_PER_FLUSH = 256  # names sent to the node's tar at once while the walk goes on
@@ -152,8 +154,7 @@ class Unpacker:
                 if self.progress is not None:
                     self.progress.add_bytes(moved)
         except BrokenPipeError:
-            while os.read(source, COPY_BUFFER):
-                pass
+            drain(functools.partial(os.read, source), dropped)
 
     def _hear_names(self, stdout: IO[bytes]) -> None:
         """The local tar's -v lines: a name as its member is begun, so the one before is
@@ -177,7 +178,7 @@ class Unpacker:
             thread.join()
         self.tar.stdout.close()
         self.tar.stderr.close()
-        return [line for line in self.errors.text().splitlines() if line.strip()]
+        return self.errors.lines()
 
     def _place(self, name: str, finished: bool) -> None:
         """The staged `name` renamed to where it is wanted if it is one plain file, its
@@ -212,21 +213,19 @@ class Unpacker:
                               tarinfo=CappedHeaders) as archive:
                 for member in archive:
                     self._write_member(archive, member)
-            while self.session.stdout.read(COPY_BUFFER):  # tar's padding after its end
-                pass
         except tarfile.TarError as error:
             if self.report.sent or str(error) != "empty file":  # empty: none could be read
                 self.failure = OpsError(f"the tar stream from {self.session.node.name} could "
                                         f"not be read ({error}); run again")
-            while self.session.stdout.read(COPY_BUFFER):
-                pass
         except OSError as error:  # this disk: full, say
             self.failure = OpsError(f"writing what {self.session.node.name} sent failed: "
                                     f"{error.strerror or error}")
-            while self.session.stdout.read(COPY_BUFFER):
-                pass
         except BaseException as error:  # said in the caller's thread, after the join
             self.failure = error
+        finally:
+            # tar's padding after its end, or what is left after a failure, read out: ssh
+            # must not wait on a full pipe
+            drain(self.session.stdout.read, dropped)
 
     def _write_member(self, archive: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         """One member written where it is wanted: only a file asked for and not written yet,

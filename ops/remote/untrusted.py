@@ -103,11 +103,19 @@ class CappedTail:
             return f"[{self.dropped} earlier bytes dropped]\n{shown}"
         return shown
 
+    def lines(self) -> list[str]:
+        """What `text` holds, line by line, stripped, blank ones left out."""
+        return [line.strip() for line in self.text().splitlines() if line.strip()]
+
 
 def drain(receive: Callable[[int], bytes], sink: Callable[[bytes], None]) -> None:
     """Read until EOF, handing each chunk to `sink`."""
     while data := receive(_CHUNK):
         sink(data)
+
+
+def dropped(_data: bytes) -> None:
+    """A sink for `drain` that keeps nothing: a stream read out only so its writer ends."""
 
 
 def drain_in_background(

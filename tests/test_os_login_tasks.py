@@ -20,6 +20,7 @@ import pytest
 from fake_oslogin import FakeOsLogin
 from sshd_fixture import make_stack
 from sshd_server import LocalSshd, TestStack, stack_outputs_for
+from waiting import wait_for
 
 from ops.remote.os_login import (
     ACCOUNT_ENV,
@@ -31,6 +32,7 @@ from ops.remote.os_login import (
     public_line,
 )
 from ops.remote.ssh import Connector
+from ops.remote.warm import stop_daemon
 from ops.stack import load_outputs
 
 ACCOUNT = "you@example.com"
@@ -228,3 +230,29 @@ def test_your_key_file_must_be_yours_and_not_a_link(stack, vm, tmp_path):
     os.symlink(elsewhere, your_key(stack))
     result = stack.invoke("exec", "true")
     assert result.returncode == 1 and "symbolic link" in result.stderr
+
+
+def test_rsync_up_over_the_systems_ssh_logs_in_with_your_key(stack, vm, tmp_path):
+    """The tar stream runs the system's OpenSSH (ops.remote.openssh), handed your key."""
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    source.mkdir()
+    (source / "a.txt").write_text("alpha\n")
+    result = stack.invoke("rsync-up", str(source), str(remote))
+    assert result.returncode == 0, result.stderr
+    assert (remote / "a.txt").read_text() == "alpha\n"
+
+
+def test_the_warm_connection_logs_in_with_your_key_too(stack, vm, tmp_path):
+    """The background daemon a task starts connects as the task does (ops.remote.warm)."""
+    stack.env = {**stack.env, "RAY_GCP_SSH_PERSIST": "60"}
+    assert stack.invoke("exec", "true").returncode == 0
+    folder = stack.state_dir / stack.name
+    wait_for(lambda: list(folder.glob("warm-*.sock")), "a warm connection listening")
+    try:
+        vm.fake.keys[ACCOUNT].clear()  # a new login would now be refused
+        result = stack.invoke("exec", "whoami")
+        assert (result.returncode, result.stdout) == (0, f"{vm.sshd.user}\n"), result.stderr
+        assert vm.fake.profile_keys(ACCOUNT) == {}  # served warm: nothing imported again
+    finally:
+        for path in folder.glob("warm-*.sock"):
+            stop_daemon(path)

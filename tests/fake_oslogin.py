@@ -82,7 +82,7 @@ class FakeOsLogin:
         self.keys: dict[str, dict[str, dict[str, str]]] = {}  # account -> fingerprint -> key
         self.projects: dict[str, set[str]] = {}  # account -> projects with a POSIX account
         self.calls: list[tuple[str, str, str]] = []  # (caller, method, path)
-        self._refresh: dict[str, str] = {}  # refresh token -> account
+        self._refresh: dict[str, tuple[str, set[str]]] = {}  # refresh -> (account, scopes)
         self._access: dict[str, tuple[str, set[str]]] = {}  # token -> (account, scopes)
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -106,13 +106,15 @@ class FakeOsLogin:
 
     # --- what a test sets up or reads -------------------------------------------------------
 
-    def credentials_file(self, account: str, folder: Path) -> Path:
+    def credentials_file(self, account: str, folder: Path,
+                         scopes: tuple[str, ...] = (CLOUD_PLATFORM,)) -> Path:
         """Application Default Credentials for `account` that refresh here: an
         `external_account_authorized_user` file (what `gcloud auth application-default login
         --login-config` writes for a workforce identity; unlike `authorized_user`, google-auth
-        honours its `token_url`), for GOOGLE_APPLICATION_CREDENTIALS."""
+        honours its `token_url`), for GOOGLE_APPLICATION_CREDENTIALS. Its tokens carry
+        `scopes`: what the user consented to at login (cloud-platform for gcloud's)."""
         refresh = secrets.token_urlsafe(16)
-        self._refresh[refresh] = account
+        self._refresh[refresh] = (account, set(scopes))
         path = folder / f"adc-{account}.json"
         path.write_text(json.dumps({
             "type": "external_account_authorized_user",
@@ -208,13 +210,17 @@ class FakeOsLogin:
         return 404, "not found"
 
     def token(self, form: dict[str, str]) -> Answer:
-        """The OAuth 2.0 refresh grant (RFC 6749 section 6, as Google's STS token endpoint takes
-        it): an access token for the refresh token's account, with the scopes asked for, else
-        cloud-platform (what `gcloud auth application-default login` grants)."""
-        account = self._refresh.get(form.get("refresh_token", ""))
-        if form.get("grant_type") != "refresh_token" or account is None:
+        """The OAuth 2.0 refresh grant (RFC 6749 section 6: the scopes asked for must be among
+        those consented to, else all of them): an access token for the refresh token's
+        account."""
+        grant = self._refresh.get(form.get("refresh_token", ""))
+        if form.get("grant_type") != "refresh_token" or grant is None:
             return 400, {"error": "invalid_grant", "error_description": "Bad Request"}
-        scopes = set(form.get("scope", CLOUD_PLATFORM).split())
+        account, consented = grant
+        asked = set(form["scope"].split()) if form.get("scope") else consented
+        if not asked <= consented:
+            return 400, {"error": "invalid_scope", "error_description": "Bad Request"}
+        scopes = asked
         token = secrets.token_urlsafe(16)
         self._access[token] = (account, scopes)
         return 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer",

@@ -256,3 +256,14 @@ def test_the_warm_connection_logs_in_with_your_key_too(stack, vm, tmp_path):
     finally:
         for path in folder.glob("warm-*.sock"):
             stop_daemon(path)
+
+
+def test_down_without_credentials_warns_in_one_line_and_deletes_your_key_here(
+        stack, vm, monkeypatch):
+    assert stack.invoke("exec", "true").returncode == 0
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(stack.workdir / "missing.json"))
+    said = io.StringIO()
+    clean_profile(load_outputs(), said, own_key=True)
+    (line,) = said.getvalue().splitlines()
+    assert line.startswith("warning: ") and "until it expires" in line
+    assert not your_key(stack).exists()

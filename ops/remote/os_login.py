@@ -123,19 +123,21 @@ def os_login_user(outputs: StackOutputs, key: LoginKey, announce: TextIO) -> str
 def clean_profile(outputs: StackOutputs, out: TextIO, own_key: bool) -> None:
     """For `up` and `down`: the stack's key out of the account's profile where a stack made
     before per-user keys put it; with `own_key` (`down`) your login key too, from the profile
-    and this machine. A failure is one line on `out`, not an error: the cluster's change is
-    done, and your key expires within KEY_LIFETIME anyway."""
+    and this machine (whatever the API said: the profile's copy expires within KEY_LIFETIME).
+    A failure is one line on `out`, not an error: the cluster's change is done."""
     if not outputs.os_login:
         return
-    key = login_key(outputs.stack, create=False) if own_key else None
+    key = None
     try:
+        key = login_key(outputs.stack, create=False) if own_key else None
         profile = Profile(outputs)
         profile.remove(_stack_key(outputs), STACK_KEY, out)
         if key is not None:
             profile.remove(key.public, "your login key for this cluster", out)
     except OpsError as exc:
-        print(f"warning: {exc}", file=out, flush=True)
-        return
+        left = (f"; your login key stays in the profile until it expires (within "
+                f"{KEY_LIFETIME // 3600} hours), its private half deleted here") if key else ""
+        print(f"warning: {exc}{left}", file=out, flush=True)
     if key is not None:
         key.path.unlink(missing_ok=True)
 

@@ -14,8 +14,6 @@ What it refuses, as Google does:
   Keys go into "your Google Account" through the OS Login API; only an administrator adds keys
   to other users, through the Directory API
   (https://cloud.google.com/compute/docs/connect/add-ssh-keys#os-login).
-- An account without the OS Login role on the project (not in `accounts`): 403
-  PERMISSION_DENIED (https://cloud.google.com/compute/docs/oslogin/set-up-oslogin#grant-iam-roles).
 - A key that is not `type base64` of a known type: 400 INVALID_ARGUMENT; a key name that is not
   in the profile: 404 NOT_FOUND.
 Shapes (https://cloud.google.com/compute/docs/oslogin/rest/v1/users): `importSshPublicKey`
@@ -26,10 +24,15 @@ the first import for a project makes the account's POSIX account there (`posixAc
 `sshPublicKeys.patch` changes only `expirationTimeUsec` (`updateMask`), as
 `gcloud compute os-login ssh-keys update --ttl` does; `sshPublicKeys.delete` answers `{}`.
 
-The metadata view (`/computeMetadata/v1/oslogin/users?username=`, header `Metadata-Flavor:
-Google`) lists an account's profile with every key, expired or not: the guest agent's
-AuthorizedKeysCommand drops the expired ones (tests/oslogin_authorized_keys.py, after
-ParseJsonToSshKeys in github.com/GoogleCloudPlatform/guest-oslogin src/oslogin_utils.cc).
+The metadata view a VM's guest agent reads (header `Metadata-Flavor: Google`):
+`/computeMetadata/v1/oslogin/users?username=` lists an account's profile with every key,
+expired or not, and `oslogin/authorize?email=&policy=login` says whether the account may log
+in, i.e. has the OS Login role on the project
+(https://cloud.google.com/compute/docs/oslogin/set-up-oslogin#grant-iam-roles): the role is
+checked at login, not when a key is imported into one's own profile. The guest agent's
+AuthorizedKeysCommand asks both and prints only unexpired keys (tests/oslogin_authorized_keys.py,
+after src/authorized_keys/authorized_keys.cc and ParseJsonToSshKeys in src/oslogin_utils.cc of
+github.com/GoogleCloudPlatform/guest-oslogin).
 """
 
 from __future__ import annotations
@@ -75,10 +78,12 @@ def fingerprint(key: str) -> str:
 
 
 class FakeOsLogin:
-    """`accounts` maps each account with the OS Login role to the POSIX user name it gets."""
+    """`accounts` maps each Google account to the POSIX user name it gets; `login_role` names
+    those with the OS Login role on the project (all of them when not given)."""
 
-    def __init__(self, accounts: dict[str, str]) -> None:
+    def __init__(self, accounts: dict[str, str], login_role: set[str] | None = None) -> None:
         self.accounts = accounts
+        self.login_role = set(accounts) if login_role is None else login_role
         self.keys: dict[str, dict[str, dict[str, str]]] = {}  # account -> fingerprint -> key
         self.projects: dict[str, set[str]] = {}  # account -> projects with a POSIX account
         self.calls: list[tuple[str, str, str]] = []  # (caller, method, path)
@@ -142,8 +147,14 @@ class FakeOsLogin:
 
     def answer(self, verb: str, path: str, query: dict[str, str], headers: Any,
                body: dict[str, Any]) -> Answer:
-        if path == "/computeMetadata/v1/oslogin/users":
-            return self._metadata_users(query, headers)
+        if path.startswith("/computeMetadata/v1/oslogin/"):
+            if headers.get("Metadata-Flavor") != "Google":
+                return 403, "Missing Metadata-Flavor:Google header"
+            if path.endswith("/users"):
+                return self._metadata_users(query)
+            if path.endswith("/authorize"):
+                return 200, {"success": query.get("email") in self.login_role
+                             and query.get("policy") == "login"}
         for route_verb, pattern, method, scopes in _ROUTES:
             match = pattern.match(path) if route_verb == verb else None
             if match is None:
@@ -162,9 +173,6 @@ class FakeOsLogin:
             if user != caller:
                 return _error(403, f"The caller does not have permission to access the "
                                    f"profile of {user}", "PERMISSION_DENIED")
-            if user not in self.accounts:
-                return _error(403, f"The caller does not have permission to log in as {user}",
-                              "PERMISSION_DENIED")
             with self._lock:
                 return getattr(self, f"_{method}")(user, match.groupdict(), query, body)
         return _error(404, f"no fake route for {verb} {path}", "NOT_FOUND")
@@ -199,9 +207,7 @@ class FakeOsLogin:
             return _error(404, "Requested entity was not found.", "NOT_FOUND")
         return 200, {}
 
-    def _metadata_users(self, query: dict[str, str], headers: Any) -> Answer:
-        if headers.get("Metadata-Flavor") != "Google":
-            return 403, "Missing Metadata-Flavor:Google header"
+    def _metadata_users(self, query: dict[str, str]) -> Answer:
         with self._lock:
             for account, username in self.accounts.items():
                 if username == query.get("username") and self.projects.get(account):

@@ -193,16 +193,14 @@ def test_ssh_config_names_the_os_login_user_and_your_key(stack, vm):
     assert not (stack.state_dir / "test" / "id_ssh").exists()  # no copy of the cluster key
 
 
-def test_an_account_without_the_os_login_role_is_one_line_naming_it(stack, vm, tmp_path):
-    stack.write_outputs(stack_outputs_for(vm.sshd, os_login=True,
-                                          os_login_account="stranger@example.com"))
-    stack.env["GOOGLE_APPLICATION_CREDENTIALS"] = str(
-        vm.fake.credentials_file("stranger@example.com", tmp_path))
+def test_an_account_without_the_os_login_role_is_refused_at_login_in_one_line(stack, vm):
+    """OS Login checks the role when you log in (the VM asks), not when you import a key."""
+    vm.fake.login_role.clear()
     result = stack.invoke("exec", "true")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
-    assert "stranger@example.com" in line and "HTTP 403" in line
-    assert "roles/compute.osAdminLogin" in line
+    assert "ssh auth refused" in line and "roles/compute.osAdminLogin" in line
+    assert not vm.logs_in(your_key(stack).read_text())
 
 
 def test_a_group_principal_asks_for_the_account_then_uses_it(stack, vm, monkeypatch):

@@ -43,9 +43,9 @@ KEY_LIFETIME = 4 * 3600
 RENEW_WITHIN = 3600
 """A task renews the key when fewer seconds than this are left (a long task keeps its
 connections: OS Login checks a key when a login starts)."""
-ROLE_HINT = ("that account needs roles/compute.osAdminLogin (provider.os_login.principal, "
-             "granted by `invoke up`), and your Application Default Credentials must be that "
-             "account's own: OS Login changes only the caller's own profile")
+API_HINT = ("your Application Default Credentials must be that account's own (OS Login "
+            "changes only the caller's own profile; `gcloud auth application-default login` "
+            "as it), with the cloud-platform scope")
 STACK_KEY = ("the cluster's key (a stack made before per-user keys imported it; it sits on "
              "the head, where every Ray job can read it)")
 
@@ -225,7 +225,7 @@ class Profile:
                 return {}
             raise OpsError(f"OS Login did not let us {what} for {self.account} in project "
                            f"{self.project} (HTTP {exc.status_code}: {exc.reason}): "
-                           f"{ROLE_HINT}") from None
+                           f"{API_HINT}") from None
         except GoogleAuthError as exc:
             raise OpsError(f"OS Login needs your Google credentials: run `gcloud auth "
                            f"application-default login` ({exc})") from None

@@ -92,16 +92,18 @@ def _new_private_key() -> str:
 
 
 def public_line(private_text: str) -> str | None:
-    """`type base64` of an OpenSSH or PEM private key; None when it is neither."""
+    """`type base64` of an OpenSSH or PEM private key; None when it is neither (or of a
+    kind cryptography does not know, or encrypted)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
     data = private_text.encode()
     for load in (serialization.load_ssh_private_key, serialization.load_pem_private_key):
         try:
             key = load(data, None)
-            return key.public_key().public_bytes(  # type: ignore[union-attr]
+            return key.public_key().public_bytes(
                 serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, UnsupportedAlgorithm):
             continue
     return None
 

@@ -29,6 +29,7 @@ from ops.remote.os_login import (
     KEY_LIFETIME,
     RENEW_WITHIN,
     clean_profile,
+    login_key,
     public_line,
 )
 from ops.remote.ssh import Connector
@@ -265,3 +266,12 @@ def test_down_without_credentials_warns_in_one_line_and_deletes_your_key_here(
     (line,) = said.getvalue().splitlines()
     assert line.startswith("warning: ") and "until it expires" in line
     assert not your_key(stack).exists()
+
+
+def test_your_key_in_the_profile_without_a_posix_account_here_is_imported_for_the_project(
+        stack, vm):
+    yours = login_key(stack.name)
+    vm.fake.seed(ACCOUNT, yours.public, "another-project", expiry_usec=2**62)
+    result = stack.invoke("exec", "whoami")
+    assert (result.returncode, result.stdout) == (0, f"{vm.sshd.user}\n"), result.stderr
+    assert "test-project" in vm.fake.projects[ACCOUNT]

@@ -115,7 +115,7 @@ def os_login_user(outputs: StackOutputs, key: LoginKey, announce: TextIO) -> str
     profile.remove(_stack_key(outputs), STACK_KEY, announce)
     entry = profile.entry(key.public)
     expiry = time.time() + KEY_LIFETIME
-    if entry is None:
+    if entry is None or profile.posix_account() is None:  # the import makes the account
         profile.import_key(key.public, expiry)
     elif _expiry(entry) < time.time() + RENEW_WITHIN:
         profile.renew(entry, expiry)
@@ -206,11 +206,14 @@ class Profile:
         print(f"removed {what} from {self.account}'s OS Login profile", file=announce,
               flush=True)
 
-    def username(self) -> str:
-        """The POSIX user name of the profile's account for the project (else its primary)."""
+    def posix_account(self) -> dict[str, Any] | None:
+        """The account's POSIX account for the project (else its primary one)."""
         accounts = self.profile.get("posixAccounts") or []
-        chosen = next((a for a in accounts if a.get("accountId") == self.project), None) or \
-            next((a for a in accounts if a.get("primary")), accounts[0] if accounts else None)
+        return next((a for a in accounts if a.get("accountId") == self.project), None) or \
+            next((a for a in accounts if a.get("primary")), None)
+
+    def username(self) -> str:
+        chosen = self.posix_account()
         if not chosen or not chosen.get("username"):
             raise OpsError(f"OS Login gave {self.account} no POSIX account for project "
                            f"{self.project}: is OS Login enabled there?")

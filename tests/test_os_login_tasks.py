@@ -162,9 +162,9 @@ def test_a_stack_made_before_per_user_keys_loses_the_cluster_key_from_the_profil
 
 
 def test_down_removes_your_key_and_the_cluster_key_from_the_profile_and_this_machine(
-        stack, vm, capsys):
-    """What `invoke down` does after the destroy (ops.lifecycle.down_workers; the engine
-    test below runs it through `invoke down`)."""
+        stack, vm):
+    """What `invoke down` does after the destroy (ops.lifecycle.down_workers;
+    tests/test_engine_os_login_profile.py runs it through `invoke down`)."""
     assert stack.invoke("exec", "true").returncode == 0
     private = your_key(stack).read_text()
     vm.fake.seed(ACCOUNT, public_line(vm.sshd.private_key), "test-project")
@@ -174,7 +174,8 @@ def test_down_removes_your_key_and_the_cluster_key_from_the_profile_and_this_mac
     assert not vm.logs_in(private)
 
 
-def test_the_fake_refuses_an_import_into_another_accounts_profile(stack, vm, tmp_path):
+def test_credentials_of_another_account_cannot_import_into_yours_in_one_line(stack, vm,
+                                                                            tmp_path):
     """Your credentials cannot put a key into someone else's profile (nor ours into theirs)."""
     vm.fake.accounts["other@example.com"] = "other"
     stack.env["GOOGLE_APPLICATION_CREDENTIALS"] = str(

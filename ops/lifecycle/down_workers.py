@@ -21,7 +21,7 @@ from ops.cloud.cloud_api import api_errors, nodes_api
 from ops.errors import OpsError
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.preempted import SLICE_KINDS
-from ops.lifecycle.pulumi_cli import operate, run_operation
+from ops.lifecycle.pulumi_cli import choose, clean_os_login, deployed_os_login, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
 from ops.stack import Stack, cluster_credentials, require_cli, select_stack
 
@@ -51,10 +51,14 @@ def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, in
 
 def down(stack: str | None, workers_only: bool, keep_min: bool,
          cluster_yaml: str | None = None) -> None:
-    """`invoke down`: the whole cluster (pulumi destroy), or only its workers; the stack named
-    by --stack, or (--config) the one the cluster YAML deploys as."""
+    """`invoke down`: the whole cluster (pulumi destroy; with OS Login then your login key and
+    the cluster's out of your OS Login profile), or only its workers; the stack named by
+    --stack, or (--config) the one the cluster YAML deploys as."""
     if not (workers_only or keep_min):
-        operate(stack, "destroy", cluster_yaml)
+        chosen = choose(stack, cluster_yaml, "destroy")
+        login = deployed_os_login(chosen)  # read before the outputs are gone
+        run_operation(chosen, "destroy")
+        clean_os_login(login, own_key=True)
     elif cluster_yaml:
         down_workers(stack_from_yaml(stack, cluster_yaml, create=False), keep_min, workers_only)
     else:

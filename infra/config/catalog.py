@@ -108,8 +108,8 @@ def location_warnings(region: str, zones: dict[str, str]) -> Findings:
     """Region and zones (path -> zone) shaped right but not in the catalog."""
     found = Findings()
     if region not in catalog()["regions"]:
-        found.unlisted("provider.region", f"region {region}", "check it with `gcloud compute regions "
-                       "list`, or refresh the catalog (`invoke catalog-refresh`)")
+        found.unlisted("provider.region", f"region {region}", "check it with `gcloud compute "
+                       "regions list`, or refresh the catalog (`invoke catalog-refresh`)")
         return found
     for path, zone in zones.items():
         if zone not in zones_of(region):
@@ -203,7 +203,8 @@ def _check_custom(name: str, match: re.Match[str]) -> Findings:
                            f"{', '.join(takes)}")
         else:
             found.errors.append(("", f"{name!r}: {series!r} is not a machine series: write "
-                                     f"<series>-custom-<vCPUs>-<MB> with one of {', '.join(takes)}"))
+                                     "<series>-custom-<vCPUs>-<MB> with one of "
+                                     f"{', '.join(takes)}"))
         return found
     rules = facts.get("custom")
     if not rules:

@@ -94,6 +94,8 @@ ROUTES += [
         ("GET", r"/regions/(?P<region>[^/]+)", "regions.get"),
     ]
 ]
+ROUTES += [("GET", re.compile(_TPU + r"/acceleratorTypes/(?P<name>[^/]+)$"),
+            "tpu.acceleratorTypes.get")]
 
 # The network a cluster joins: its subnet (Private Google Access) and the firewall rules.
 ROUTES += [
@@ -418,6 +420,14 @@ class FakeComputeServer:
     def _acceleratorTypes_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         found = self.cloud.catalogue.accelerator_type_json(p["project"], p["zone"], p["name"])
         return found or self._not_found(p, "acceleratorTypes")
+
+    def _tpu_acceleratorTypes_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        found = self.cloud.catalogue.tpu_accelerator_type_json(p["project"], p["zone"],
+                                                               p["name"])
+        if found is None:
+            raise ApiError(404, f"Resource 'projects/{p['project']}/locations/{p['zone']}/"
+                                f"acceleratorTypes/{p['name']}' was not found", "notFound")
+        return found
 
     def _regions_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self.cloud.catalogue.region_json(p["project"], p["region"])

@@ -655,7 +655,6 @@ class ClusterConfig(StrictModel):
                 "provider.inline_secret_file_mounts: no longer used, ignored: every file mount, "
                 "key-like files included, travels in the cluster's private bucket; remove it"
             )
-        warnings += [f"{path}: {message}" for path, message in config._catalog_findings().warnings]
         config._warnings = warnings
         return config
 
@@ -674,9 +673,10 @@ class ClusterConfig(StrictModel):
 
     @property
     def review_warnings(self) -> list[str]:
-        """What a reviewer of the plan should see: SSH open to every address, Ray's token
-        authentication turned off."""
-        warnings = []
+        """What a reviewer of the plan should see: names missing from the shipped catalog
+        (infra/config/catalog.yaml), SSH open to every address, Ray's token authentication
+        turned off."""
+        warnings = [f"{path}: {message}" for path, message in self._catalog_findings().warnings]
         whole = covers_everything(self.provider.ssh_ranges)
         if whole is not None:
             given = ", ".join(self.provider.ssh_ranges)

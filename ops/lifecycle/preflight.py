@@ -26,7 +26,6 @@ from infra.workers.quota import (
 )
 from infra.workers.retry import RetryPolicy, call_with_retry
 from infra.workers.service_usage import QuotaUnreadable, consumer_quota_metrics
-from infra.workers.zones import bare
 from infra.workers.tpu_quota import (
     TPU_SERVICE,
     Model,
@@ -36,6 +35,7 @@ from infra.workers.tpu_quota import (
     tpu_quota_rows,
     zone_usage,
 )
+from infra.workers.zones import bare
 from ops.lifecycle.apis import QuotaApis, quota_apis
 from ops.lifecycle.network_check import network_warnings, render_warnings
 from ops.stack import Stack

@@ -2,10 +2,10 @@
 
 Answers `zones.list`, `machineTypes.get`, `acceleratorTypes.get` and `regions.get` in the
 shapes of compute.v1's discovery document, the TPU v2 API's `acceleratorTypes.get`, and the
-TPU service's quota limits as Service Usage v1beta1 `consumerQuotaMetrics.list` answers them (serviceusage.v1beta1.json). By default a
-region has one zone (`<region>-a`), so a test that wants failover says which zones exist;
-every zone offers every machine type and every `nvidia-*` accelerator unless `unoffered` says
-otherwise.
+TPU service's quota limits as Service Usage v1beta1 `consumerQuotaMetrics.list` answers them
+(serviceusage.v1beta1.json). By default a region has one zone (`<region>-a`), so a test that
+wants failover says which zones exist; every zone offers every machine type, every `nvidia-*`
+accelerator and every TPU type unless `unoffered` says otherwise.
 """
 
 from __future__ import annotations

@@ -54,8 +54,8 @@ def node_price(table: dict[str, Any], node: Node) -> tuple[float, list[str]]:
     """USD per hour of one such node, and what the table has no price for."""
     kind = "spot" if node.spot else "on_demand"
     price, unpriced = 0.0, []
-    if node.tpu_version:
-        chip = table["tpu_chips"].get(node.tpu_version)
+    if node.tpu_version:  # acceleratorConfig's V5LITE_POD is the table's v5litepod
+        chip = table["tpu_chips"].get(node.tpu_version.replace("_", ""))
         if chip is None:
             unpriced.append(f"TPU {node.tpu_version}")
         else:

@@ -97,6 +97,9 @@ def test_a_malformed_zone_names_the_regions_zones():
      f"{WORKER}.guestAccelerators[0].acceleratorType", "GPU nvidia-rtx-pro-6000"),
     ({"worker": _tpu({"acceleratorType": "v4-24"}), "region": "us-central2",
       "zone": "us-central2-b"}, f"{WORKER}.acceleratorType", "v4-24"),
+    ({"worker": _tpu({"acceleratorConfig": {"type": "V4", "topology": "2x2x3"}}),
+      "region": "us-central2", "zone": "us-central2-b"}, f"{WORKER}.acceleratorConfig.topology",
+     "v4 topology 2x2x3 (v4-24)"),
     ({"worker": _tpu({"acceleratorType": "v7-8"}), "region": "us-central2",
       "zone": "us-central2-b"}, f"{WORKER}.acceleratorType", "TPU generation v7"),
 ])

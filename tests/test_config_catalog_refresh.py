@@ -66,8 +66,9 @@ def test_the_catalog_is_what_the_apis_list_with_the_curated_rules_kept(fake, tmp
     assert series["g2"]["bundled"] == {"g2-standard-4": ["nvidia-l4", 1]}
     assert catalog["gpus"]["nvidia-tesla-t4"] == {"max_per_vm": 4, "counts": {"n1": [1, 2, 4]}}
     assert catalog["gpus"]["nvidia-l4"] == {"max_per_vm": 8}
-    assert catalog["tpus"]["v4"] == {"config_type": "V4", "dimensions": 3, "sizes": [8, 16],
-                                     "zones": ["us-central2-b"]}
+    assert catalog["tpus"]["v4"] == {"config_type": "V4", "cores_per_chip": 2, "dimensions": 3,
+                                     "sizes": [8, 16], "zones": ["us-central2-b"]}
+    assert catalog["tpus"]["v5litepod"]["cores_per_chip"] == 1
     assert catalog["tpus"]["v5litepod"]["also_called"] == ["v5e", "v5lite"]
     assert catalog["tpus"]["v5litepod"]["zones"] == ["us-central1-a"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -351,12 +352,19 @@ def check_tpu_config(config_type: str, topology: str, zone: str) -> Findings:
                              f"{config_type!r} is not a TPU type of acceleratorConfig: use "
                              f"{' or '.join(close)}"))
         return found
-    dimensions = _tpus()[generation]["dimensions"]
-    if len(topology.split("x")) != dimensions:
+    facts = _tpus()[generation]
+    dimensions, parts = facts["dimensions"], topology.lower().split("x")
+    if len(parts) != dimensions:
         example = "2x2x1" if dimensions == 3 else "2x2"
         found.errors.append(("acceleratorConfig.topology",
                              f"a {generation} topology has {dimensions} dimensions, "
                              f"not {topology!r}: write e.g. {example}"))
+    else:
+        size = facts.get("cores_per_chip", 1) * math.prod(int(part) for part in parts)
+        if size not in facts["sizes"]:
+            found.unlisted("acceleratorConfig.topology", f"{generation} topology {topology} "
+                           f"({generation}-{size})", f"{generation} slices come in "
+                           f"{_listing([str(s) for s in facts['sizes']])}")
     found.errors += _zone_errors(generation, zone, "acceleratorConfig.type")
     return found
 

@@ -11,6 +11,7 @@ prices, region factors, TPU chip prices) are kept from the files as they are.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -176,10 +177,11 @@ def _build_tpus(old: dict[str, Any], zones: dict[str, list[dict[str, Any]]]) -> 
         for item in types:
             generation, _, size = item["type"].partition("-")
             config = (item.get("acceleratorConfigs") or [{}])[0]
+            dims = [int(d) for d in str(config.get("topology", "1x1")).lower().split("x")]
             facts = found.setdefault(generation, {
                 "config_type": config.get("type", generation.upper()),
-                "dimensions": len(str(config.get("topology", "1x1")).split("x")),
-                "sizes": set(), "zones": set()})
+                "cores_per_chip": max(int(size) // math.prod(dims), 1),
+                "dimensions": len(dims), "sizes": set(), "zones": set()})
             facts["sizes"].add(int(size))
             facts["zones"].add(zone)
     result = {}

@@ -550,7 +550,7 @@ def cost(c, stack=None):
 
 @task(help={"project": "project whose APIs to read (default: the credentials' own)"})
 def catalog_refresh(c, project=None):
-    """Rebuild the machine/GPU/TPU catalog and the price table from Google's APIs.
+    """Refresh the machine/GPU/TPU catalog and list prices.
 
     Reads the Compute, Cloud TPU and Cloud Billing Catalog APIs with your application-default
     credentials and rewrites infra/config/catalog.yaml and infra/price_table.yaml, dated."""

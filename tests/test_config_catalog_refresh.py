@@ -111,3 +111,37 @@ def test_a_refreshed_catalog_is_one_the_cluster_model_reads(fake, tmp_path, monk
         for cached in (catalog_module.catalog, catalog_module._series_names,
                        catalog_module.machine_names, catalog_module._known_names):
             cached.cache_clear()
+
+
+def test_a_read_that_fails_writes_neither_file(fake, tmp_path):
+    fake.faults.error_statuses = [403]
+    fake.faults.error_methods = {"listing.billing.skus.list"}
+    before = CATALOG_FILE.read_text(), PRICE_FILE.read_text()
+
+    with pytest.raises(requests.HTTPError):
+        _refreshed(fake, tmp_path)
+
+    assert ((tmp_path / "catalog.yaml").read_text(),
+            (tmp_path / "price_table.yaml").read_text()) == before
+
+
+def test_the_task_without_credentials_says_how_to_get_them(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("GOOGLE_", "CLOUDSDK_"))}
+    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+               PYTHONPATH=str(root), NO_GCE_CHECK="True",  # no metadata-server probe
+               GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "missing.json"))
+    before = CATALOG_FILE.read_text()
+    run = subprocess.run([sys.executable, "-m", "invoke", "catalog-refresh"], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120)
+
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines() == [
+        "catalog-refresh: no Google application-default credentials: run `gcloud auth "
+        "application-default login`, then `invoke catalog-refresh --project PROJECT`"]
+    assert CATALOG_FILE.read_text() == before

@@ -229,3 +229,50 @@ def test_a_v5e_accelerator_config_is_priced_as_v5litepod():
                                         .glob("stacks/clusters/*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_cluster_is_in_the_catalog(path):
     assert not [w for w in load_cluster_config(path).review_warnings if "catalog" in w]
+
+
+BAD_NAMES = """\
+cluster_name: catalog-typos
+provider: {type: gcp, region: REGION, availability_zone: ZONE, project_id: my-proj}
+available_node_types:
+  head:
+    resources: {CPU: 8}
+    node_config: {machineType: n2-standrad-8}
+  gpu:
+    resources: {GPU: 1}
+    node_config:
+      machineType: n1-standard-4
+      guestAccelerators: [{acceleratorType: nvidia-tesla-t4x, acceleratorCount: 1}]
+      scheduling: {onHostMaintenance: TERMINATE}
+  tpu:
+    resources: {TPU: 4}
+    node_config: {acceleratorType: v4-8, runtimeVersion: tpu-ubuntu2204-base}
+head_node_type: head
+"""
+
+
+@pytest.mark.parametrize(("region", "zone", "named"), [
+    ("us-central1", "us-central1-a", ["available_node_types.head.node_config.machineType",
+                                      "available_node_types.gpu.node_config.guestAccelerators"
+                                      "[0].acceleratorType",
+                                      "available_node_types.tpu.node_config.acceleratorType"]),
+    ("us-central", "us-central-a", ["provider.region"]),
+])
+def test_plan_refuses_the_names_in_one_message_writing_nothing(tmp_path, region, zone, named):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(BAD_NAMES.replace("REGION", region).replace("ZONE", zone))
+    env = {**os.environ, "RAY_GCP_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "invoke", "plan", "-c", str(path)], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"invalid cluster config {path}:" in done.stderr
+    problems = [line.strip() for line in done.stderr.splitlines() if line.startswith("  ")]
+    assert [line.split(": ", 1)[0] for line in problems] == named
+    assert not (root / "stacks" / "Pulumi.catalog-typos.yaml").exists()
+    assert not (tmp_path / "state").exists()

@@ -89,7 +89,8 @@ def test_compute_prices_come_from_the_reference_regions_skus(fake, tmp_path):
     assert prices["machine_families"]["c3"] == {"vcpu": 0.03465, "gib": 0.003938}
     assert prices["machine_families"]["n2"]["vcpu"] == 0.031611  # not Belgium's 0.034773
     assert prices["machine_families"]["c2"]["vcpu"] == 0.03398
-    assert prices["gpus"]["nvidia-l4"]["on_demand"] == 0.5599
+    assert prices["gpus"]["nvidia-l4"] == {"on_demand": 0.5599, "spot": 0.2236}
+    assert prices["machine_families"]["n2"]["spot_vcpu"] == 0.00768  # not the commitment's
     assert prices["gpus"]["nvidia-a100-80gb"]["on_demand"] == 3.92808
     assert prices["tpu_chips"] == old["tpu_chips"] and prices["disks"] == old["disks"]
     assert "Cloud Billing Catalog" in prices["source"]

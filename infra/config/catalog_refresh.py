@@ -31,9 +31,11 @@ COMPUTE_SERVICE = "services/6F81-5844-456A"
 PAGE_SIZE = 500
 _PREDEFINED = re.compile(r"(?P<series>[a-z][a-z0-9]*)-(?P<shape>[a-z]+)-(?P<vcpus>[0-9]+)")
 _CORE_OR_RAM = re.compile(
-    r"(?P<spot>Spot Preemptible )?(?:(?P<family>[A-Z][0-9]+[A-Z]?)(?: AMD| Arm)?"
+    r"(?:Spot Preemptible )?(?:(?P<family>[A-Z][0-9]+[A-Z]?)(?: AMD| Arm)?"
     r"(?: Predefined)? Instance|(?P<c2>Compute optimized)) (?P<part>Core|Ram) running in")
-_GPU = re.compile(r"(?P<spot>Spot Preemptible )?(?P<gpu>Nvidia [A-Za-z0-9 ]+?) GPU running in")
+_GPU = re.compile(r"(?:Spot Preemptible )?(?P<gpu>Nvidia [A-Za-z0-9 ]+?) GPU"
+                  r"(?: attached to Spot Preemptible VMs)? running in")
+_USAGE = {"OnDemand": "", "Preemptible": "spot_"}
 HEADER = """\
 # What Google Cloud offers, for the offline checks of a cluster YAML (infra/config/catalog.py).
 # Written by `invoke catalog-refresh` (infra/config/catalog_refresh.py) from the live APIs named
@@ -205,21 +207,18 @@ def build_prices(old: dict[str, Any], skus: list[dict[str, Any]], gpu_names: lis
     families = {k: dict(v) for k, v in old["machine_families"].items()}
     gpus = {k: dict(v) for k, v in old["gpus"].items()}
     for sku in skus:
-        if region not in sku.get("serviceRegions", []):
-            continue
+        usage = _USAGE.get((sku.get("category") or {}).get("usageType", ""))
         price = _hourly(sku)
+        if usage is None or price is None or region not in sku.get("serviceRegions", []):
+            continue  # commitments, other regions, other units
         description = sku.get("description", "")
-        if price is None:
-            continue
         if match := _CORE_OR_RAM.match(description):
             family = "c2" if match["c2"] else match["family"].lower()
-            key = ("spot_" if match["spot"] else "") + ("vcpu" if match["part"] == "Core"
-                                                        else "gib")
+            key = usage + ("vcpu" if match["part"] == "Core" else "gib")
             families.setdefault(family, {})[key] = price
-        elif match := _GPU.match(description):
-            name = _gpu_name(match["gpu"], gpu_names)
-            if name:
-                gpus.setdefault(name, {})["spot" if match["spot"] else "on_demand"] = price
+        elif (match := _GPU.match(description)) and (
+                name := _gpu_name(match["gpu"], gpu_names)):
+            gpus.setdefault(name, {})["spot" if usage else "on_demand"] = price
     return {**old, "as_of": today, "machine_families": families, "gpus": gpus,
             "source": f"Cloud Billing Catalog API, {COMPUTE_SERVICE}/skus ({region}), read by "
                       "`invoke catalog-refresh`; TPU chip, disk and region figures as before: "

@@ -100,7 +100,8 @@ def zone_problem(zone: str, region: str) -> str | None:
     known = zones_of(region) or [z for r in catalog()["regions"] for z in zones_of(r)]
     close = nearest(zone, known) or known[:3]
     if match:
-        return f"zone {zone!r} is not in region {region!r}: pick one of {', '.join(close)}"
+        pick = f"one of {', '.join(zones_of(region))}" if zones_of(region) else f"{region}-a"
+        return f"zone {zone!r} is not in region {region!r}: pick {pick}"
     return (f"{zone!r} is not a GCE zone (they look like us-central1-a): "
             f"did you mean {' or '.join(close)}?")
 

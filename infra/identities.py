@@ -149,10 +149,9 @@ def check_identities(identities: list[NodeIdentity]) -> list[str]:
         if not identity.named_by_node_config:
             continue
         where = f"available_node_types.{identity.node_types[0]}.node_config"
-        needs = {str(g) for g in identity.grants if g.role in (SECRET_ACCESSOR, OBJECT_VIEWER)}
         missing = []
-        if CLOUD_PLATFORM_SCOPE not in identity.scopes and any(
-                g.startswith(SECRET_ACCESSOR) for g in needs):
+        reads_secret = any(grant.role == SECRET_ACCESSOR for grant in identity.grants)
+        if reads_secret and CLOUD_PLATFORM_SCOPE not in identity.scopes:
             missing.append("secret access (Secret Manager takes only the cloud-platform scope)")
         if not STORAGE_READ_SCOPES & set(identity.scopes):
             missing.append("bucket read (no devstorage or cloud-platform scope)")

@@ -57,13 +57,6 @@ from infra.config.urls import (
 DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
 AUTOSCALER_ACCOUNT_ID = "ray-autoscaler-sa-v1"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-AUTOSCALER_ROLES = (
-    "roles/storage.objectAdmin",
-    "roles/compute.admin",
-    "roles/iam.serviceAccountUser",
-    "roles/iam.roleViewer",
-)
-TPU_ROLE = "roles/tpu.admin"
 # Far above any cluster GCE quotas allow; a bound keeps a typo'd count from planning 2**70 nodes.
 MAX_NODES = 10_000
 
@@ -924,10 +917,6 @@ class ClusterConfig(StrictModel):
     @property
     def autoscaler_service_account_email(self) -> str:
         return service_account_email(AUTOSCALER_ACCOUNT_ID, self.provider.project)
-
-    @property
-    def autoscaler_roles(self) -> tuple[str, ...]:
-        return AUTOSCALER_ROLES + ((TPU_ROLE,) if self.has_tpu else ())
 
     @property
     def uses_explicit_network(self) -> bool:

@@ -216,10 +216,11 @@ def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
         return False
 
 
-def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes,
-         progress: Transfers | None = None) -> None:
-    """Fetch into `local` itself, as ops.remote.landing writes it."""
-    with landing.landed_file(local, attr.st_mode, attr.st_mtime or 0, attr.st_atime) as sink:
+def _get(sftp: paramiko.SFTPClient, remote: str, root: Path, relative: str,
+         attr: paramiko.SFTPAttributes, progress: Transfers | None = None) -> None:
+    """Fetch into `relative` under `root` itself, as ops.remote.landing writes it."""
+    with landing.landed_file(root, relative, attr.st_mode, attr.st_mtime or 0,
+                             attr.st_atime) as sink:
         sftp.getfo(remote, sink, callback=_byte_counter(progress))
 
 
@@ -263,10 +264,11 @@ def sync_down(
     if not stat.S_ISDIR(top.st_mode or 0):
         target = landing.file_target(destination, posixpath.basename(source))
         try:
-            if landing.unchanged(target, top.st_size or 0, top.st_mtime or 0):
+            if landing.unchanged(target.parent, target.name, top.st_size or 0,
+                                 top.st_mtime or 0):
                 report.unchanged += 1
             else:
-                _get(sftp, source, target, top, progress)
+                _get(sftp, source, target.parent, target.name, top, progress)
                 _sent(report, posixpath.basename(source), progress)
         except RefusedEntry as exc:
             report.refused.append(f"{source!r}: {exc}")
@@ -276,7 +278,7 @@ def sync_down(
         relative_dir = pending.pop()
         remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
         try:
-            landing.folder(destination / relative_dir)
+            landing.folder(destination, relative_dir)
         except RefusedEntry as exc:
             report.refused.append(f"{relative_dir!r}: {exc}")
             continue
@@ -310,16 +312,15 @@ def _fetch_entry(
 ) -> None:
     """One file or link of a listing; RefusedEntry says why it was left out."""
     relative = posixpath.join(relative_dir, attr.filename)
-    local = destination / relative
     remote = posixpath.join(remote_dir, attr.filename)
     try:
         if stat.S_ISLNK(attr.st_mode or 0):
-            landing.link(sftp.readlink(remote) or "", relative_dir, local)
+            landing.link(sftp.readlink(remote) or "", relative_dir, destination, relative)
             return
-        if landing.unchanged(local, attr.st_size or 0, attr.st_mtime or 0):
+        if landing.unchanged(destination, relative, attr.st_size or 0, attr.st_mtime or 0):
             report.unchanged += 1
             return
-        _get(sftp, remote, local, attr, progress)
+        _get(sftp, remote, destination, relative, attr, progress)
     except OSError as exc:  # the node refused to read it, or it vanished meanwhile
         raise RefusedEntry(f"cannot be copied ({exc})") from None
     _sent(report, relative, progress)

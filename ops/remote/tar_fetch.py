@@ -22,7 +22,6 @@ Specials (fifos, sockets, devices) are left out by name; SFTP would try to read 
 from __future__ import annotations
 
 import base64
-import os
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,13 +100,13 @@ def _single(source: str, target: Path, top: Listed, ask: Callable[[str, str], No
             report: SyncReport) -> None:
     """The one file `source` asked for, to land at `target`, unless it is there already."""
     try:
-        if landing.unchanged(target, top.size, top.mtime):
+        if landing.unchanged(target.parent, target.name, top.size, top.mtime):
             report.unchanged += 1
             return
     except RefusedEntry as exc:
         report.refused.append(f"{source!r}: {exc}")
         return
-    ask(posixpath.basename(source), str(target))
+    ask(posixpath.basename(source), target.name)
 
 
 def _listing(session: Session, start: str, report: SyncReport) -> list[Listed]:
@@ -135,7 +134,7 @@ def _walk(children: dict[str, dict[str, Listed]], texts: dict[str, str], destina
     while pending:
         relative_dir = pending.pop()
         try:
-            landing.folder(destination / relative_dir)
+            landing.folder(destination, relative_dir)
         except RefusedEntry as exc:
             report.refused.append(f"{relative_dir!r}: {exc}")
             continue
@@ -148,18 +147,17 @@ def _walk(children: dict[str, dict[str, Listed]], texts: dict[str, str], destina
             if is_excluded(entry.path, excludes) or merge.excluded(entry.path,
                                                                    entry.kind == "d"):
                 continue
-            local = os.path.join(destination, entry.path)  # a str: 5,000 Paths cost 40 ms
             try:
                 if entry.kind == "d":
                     pending.append(entry.path)
                 elif entry.kind == "l":
-                    landing.link(entry.target, relative_dir, Path(local))
+                    landing.link(entry.target, relative_dir, destination, entry.path)
                 elif entry.kind != "f":
                     raise RefusedEntry(f"it is {KINDS.get(entry.kind, 'not a file')}")
-                elif landing.unchanged(local, entry.size, entry.mtime):
+                elif landing.unchanged(destination, entry.path, entry.size, entry.mtime):
                     report.unchanged += 1
                 else:
-                    ask(entry.path, local)
+                    ask(entry.path, entry.path)
             except RefusedEntry as exc:
                 report.refused.append(f"{entry.path!r}: {exc}")
 

@@ -155,6 +155,18 @@ def test_a_single_file_lands_in_a_folder_or_as_the_name_given(way, tmp_path):
     assert "0 file(s) sent, 1 unchanged" in fetch(way, remote, tmp_path / "renamed.bin")
 
 
+def test_files_hard_linked_on_the_node_both_arrive_whole(way, tmp_path):
+    """Only plain files are taken from the stream: the node's tar sends the second name of a
+    hard link whole too, not as a link to the first."""
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    remote.mkdir()
+    (remote / "a.txt").write_text("shared\n")
+    os.link(remote / "a.txt", remote / "b.txt")
+    assert "2 file(s) sent" in fetch(way, remote, local)
+    assert (local / "a.txt").read_text() == (local / "b.txt").read_text() == "shared\n"
+    assert (local / "b.txt").stat().st_nlink == 1
+
+
 def test_a_source_that_is_not_there_is_one_line(way, tmp_path):
     result = way.invoke("rsync-down", str(tmp_path / "nothing-here"), str(tmp_path / "local"))
     assert result.returncode != 0 and "Traceback" not in result.stderr
@@ -469,3 +481,27 @@ def test_a_name_of_many_megabytes_is_refused_in_one_line_by_either_tar(local_tar
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "could not be read (a name or pax header of 16777217 bytes" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@BOTH_TARS
+def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_tar, tmp_path,
+                                                                     monkeypatch):
+    """An unwritable folder with a link inside, aimed at a file of the user's: the cleanup of
+    what was unpacked here (TemporaryDirectory's chmodded through links before Python
+    3.11.8, CVE-2023-6597) leaves the user's file as it was."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("mine")
+    mine.chmod(0o444)
+    archive = lying_archive([("d", tarfile.DIRTYPE, b"", "", 0o555),
+                             ("d/l", tarfile.SYMTYPE, b"", str(mine), 0o777),
+                             ("d/a.txt", tarfile.REGTYPE, b"a", "", 0o644)])
+    destination = tmp_path / "dest"
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "d", ""),
+                                ("f", "644", "d/a.txt", ""), ("f", "644", "d/l", "")],
+        archive, destination, gnu_here=local_tar == "GNU's")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o444 and mine.read_text() == "mine"
+    assert (destination / "d" / "a.txt").read_text() == "a"
+    assert not (destination / "d" / "l").exists() and not (destination / "d" / "l").is_symlink()
+    assert not list(destination.glob(".ray-gcp-fetch-*"))

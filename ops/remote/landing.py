@@ -51,7 +51,7 @@ def open_folder(root: int | str | Path, relative: str, make: bool = False) -> in
             try:
                 following = os.open(part, FOLDER_FLAGS, dir_fd=current)
             except OSError as exc:
-                raise RefusedEntry(_not_a_folder(walked, exc)) from None
+                raise RefusedEntry(_not_a_folder(current, part, walked, exc)) from None
             os.close(current)
             current = following
     except BaseException:
@@ -60,10 +60,13 @@ def open_folder(root: int | str | Path, relative: str, make: bool = False) -> in
     return current
 
 
-def _not_a_folder(walked: str, exc: OSError) -> str:
-    if exc.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW met a link (EMLINK on BSDs)
-        return f"{walked} is a link here: not followed"
-    if exc.errno == errno.ENOTDIR:
+def _not_a_folder(folder_fd: int, part: str, walked: str, exc: OSError) -> str:
+    """Why `part` in the folder could not be opened as a folder: a link (Linux says ENOTDIR
+    for a link with O_DIRECTORY, others ELOOP or EMLINK), a file, or the system's word."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISLNK(os.stat(part, dir_fd=folder_fd, follow_symlinks=False).st_mode):
+            return f"{walked} is a link here: not followed"
+    if exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.EMLINK):
         return f"{walked} is already there and is not a folder"
     return f"{walked} cannot be opened ({exc.strerror})"
 

@@ -14,7 +14,8 @@ each answer but the last ends with a record `Z` (no record of any answer starts 
   folders already there keeping their modes and times;
 - `pack` (last): in the folder, the NUL-separated names that follow to the end of stdin (sent
   as they are found) as one GNU tar on stdout, each as it is read, a link sent as what it
-  names; tar's status is the run's (1 or 2: some could not be read).
+  names, a file hard-linked to another sent whole (as the files they are: only files are
+  taken here); tar's status is the run's (1 or 2: some could not be read).
 
 A node without GNU tar (or, for `list`, GNU find) ends the run with NO_TOOLS_STATUS and
 NoRemoteTar is raised: the caller serves that node over SFTP. The node's key is checked by
@@ -64,8 +65,8 @@ while read -r verb size; do
     exec tar -x -p --no-same-owner --no-overwrite-dir -f -
     exit 1 ;;
   pack) folder=$(head -c "$size"; echo x); folder=${{folder%x}}
-    exec tar -c -f - -C "$folder" --format=gnu --dereference --no-recursion --null \\
-      --verbatim-files-from -T -
+    exec tar -c -f - -C "$folder" --format=gnu --dereference --hard-dereference \\
+      --no-recursion --null --verbatim-files-from -T -
     exit 1 ;;
   *) exit 0 ;;
   esac

@@ -221,3 +221,43 @@ def test_a_listed_name_that_is_not_one_file_name_is_refused(tmp_path, name):
 
     assert (tmp_path / "dest" / "fine.txt").read_bytes() == b"ok"
     assert len(report.refused) == 1 and "not a file name" in report.refused[0]
+
+
+def test_an_sftp_answer_past_paramikos_packet_limit_is_one_line(tmp_path):
+    """A listing whose one name is 17 MB: paramiko refuses a packet over 16 MB ("Garbage
+    packet received"); the fetch says so in one line, not as a bug."""
+    from ops.errors import OpsError
+
+    with hostile_node(Tree({"src": [Entry("n" * (17 << 20), FILE | 0o644, b"x")]})) as node:
+        client = node.client()
+        sftp = client.open_sftp()
+        try:
+            with pytest.raises(OpsError, match=r"^fetching over SFTP: the node's answer could "
+                                               r"not be read \(Garbage packet received\)"):
+                sync_down(sftp, "src", tmp_path / "dest")
+        finally:
+            sftp.close()
+            client.close()
+
+
+def test_a_filter_file_of_many_megabytes_is_read_only_to_its_cap(tmp_path):
+    """A node's .gitignore of 8 MB: its first MiB is read (rules past it are not), the rest
+    never asked for."""
+    rules = b"secret.txt\n" + b"#" * (8 << 20) + b"\nkept.txt\n"
+    tree = Tree({"src": [Entry(".gitignore", FILE | 0o644, rules),
+                         Entry("secret.txt", FILE | 0o644, b"s"),
+                         Entry("kept.txt", FILE | 0o644, b"k")]})
+    with hostile_node(tree) as node:
+        client = node.client()
+        sftp = client.open_sftp()
+        try:
+            tracemalloc.start()
+            sync_down(sftp, "src", tmp_path / "dest", filters=[".gitignore"])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            sftp.close()
+            client.close()
+    assert (tmp_path / "dest" / "kept.txt").read_bytes() == b"k"
+    assert not (tmp_path / "dest" / "secret.txt").exists()
+    assert peak < 6 << 20, f"{peak} bytes held for an 8 MB filter file"

@@ -24,7 +24,7 @@ import posixpath
 import shlex
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -36,6 +36,7 @@ from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
 from ops.remote.untrusted import (
+    FILTER_CAP,
     CappedTail,
     RefusedEntry,
     check_entry_name,
@@ -103,13 +104,29 @@ def _read_remote(sftp: paramiko.SFTPClient, directory: str, names: set[str]):
             return None
         try:
             with sftp.open(posixpath.join(directory, name)) as remote_file:
-                return remote_file.read().decode(errors="replace")
+                return remote_file.read(FILTER_CAP).decode(errors="replace")
         except OSError:  # a directory of that name, or unreadable: no rules, as rsync
             return None
 
     return read
 
 
+@contextlib.contextmanager
+def _sftp_refusals(doing: str) -> Iterator[None]:
+    """What paramiko raises when the node's SFTP answers are not SFTP (a reply over its 16 MB
+    packet limit is "Garbage packet received") or end mid-way: one line, not a bug."""
+    from paramiko.sftp import SFTPError
+
+    try:
+        yield
+    except SFTPError as exc:
+        raise OpsError(f"{doing}: the node's answer could not be read ({exc}): the rest "
+                       "refused") from None
+    except EOFError:
+        raise OpsError(f"{doing}: the node's SFTP session ended mid-way; run again") from None
+
+
+@_sftp_refusals("sending over SFTP")
 def sync_up(
     sftp: paramiko.SFTPClient,
     source: Path,
@@ -243,6 +260,7 @@ def _listing(
     return sorted(entries.values(), key=lambda a: a.filename)
 
 
+@_sftp_refusals("fetching over SFTP")
 def sync_down(
     sftp: paramiko.SFTPClient,
     source: str,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept of one captured stream
 EXTENDED_HEADER_CAP = 1024 * 1024  # bytes of one long-name or pax header (a name is < 4 KiB)
+FILTER_CAP = 1024 * 1024  # bytes read of one filter file (a .gitignore) a node holds
 _EXTENDED = {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
              tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
 _CHUNK = 32768

@@ -135,13 +135,15 @@ def sync_up(
     filters: Iterable[str] = (),
     progress: Transfers | None = None,
     checksum_client: Any | None = None,
+    copy_links: bool = False,
 ) -> SyncReport:
     """Local `source` (file or directory) -> remote `destination`.
 
     `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore);
     `progress` hears of every byte and file sent. Given `checksum_client` (the node's client),
     a file of the same size is compared by SHA-256 (hashed on the node in one exec per
-    folder), not by mtime, as rsync's --checksum.
+    folder), not by mtime, as rsync's --checksum. A link under `source` that leads outside it
+    is left out (named in the report's `refused`) unless `copy_links`.
     """
     excludes = list(excludes)
     merge = DirMergeFilters(filters)
@@ -174,7 +176,8 @@ def sync_up(
             _sent(report, source.name, progress)
         return report
     _remote_makedirs(sftp, destination.rstrip("/") or ".")
-    for relative_dir, directory, subdirs, files in walk_filtered(source, excludes, merge):
+    for relative_dir, directory, subdirs, files in walk_filtered(
+            source, excludes, merge, None if copy_links else report.refused):
         remote_dir = posixpath.join(destination, relative_dir) if relative_dir else destination
         listing = _remote_listing(sftp, remote_dir)
         for name in subdirs:
@@ -352,11 +355,13 @@ def rsync_up_nodes(
     filters: list[str] | None = None,
     err: TextIO | None = None,
     checksum: bool = False,
+    copy_links: bool = False,
 ) -> dict[str, SyncReport]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
     counting files and bytes on `err` (a bar of nodes when there are several): as one tar
     stream over the system's OpenSSH when it is installed (ops.remote.tar_stream), else, or
-    for a node without tar, over SFTP. `checksum` compares same-size files by content."""
+    for a node without tar, over SFTP. `checksum` compares same-size files by content;
+    `copy_links` sends what a link leading outside its folder names (else it is left out)."""
     from ops.remote.openssh import open_ssh, system_ssh
 
     ssh = system_ssh()
@@ -374,6 +379,7 @@ def rsync_up_nodes(
             report = send_one(Path(local), remote)
             total.sent += [posixpath.join(remote, path) for path in report.sent]
             total.unchanged += report.unchanged
+            total.refused += [f"{local}/{line}" for line in report.refused]
         return total
 
     def over_tar(openssh: OpenSsh, node: Node) -> SyncReport | None:
@@ -382,7 +388,8 @@ def rsync_up_nodes(
 
         try:
             return every_pair(lambda local, remote: send_as_tar(
-                openssh, node, local, remote, excludes, filters or [], checksum, progress))
+                openssh, node, local, remote, excludes, filters or [], checksum, progress,
+                copy_links))
         except NoRemoteTar:
             return None
 
@@ -392,7 +399,7 @@ def rsync_up_nodes(
         try:
             return every_pair(lambda local, remote: sync_up(
                 sftp, local, remote, excludes, filters or (), progress,
-                client if checksum else None))
+                client if checksum else None, copy_links))
         finally:
             sftp.close()
 
@@ -450,9 +457,11 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
 
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool,
-                   trust_first_use: bool = False, checksum: bool = False) -> None:
+                   trust_first_use: bool = False, checksum: bool = False,
+                   copy_links: bool = False) -> None:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts;
-    `checksum`: same-size files compared by content (rsync's -c), not mtime."""
+    `checksum`: same-size files compared by content (rsync's -c), not mtime; `copy_links`:
+    a link leading outside its folder sent as what it names (else left out, named)."""
     from ops.remote.cluster_file import file_mounts, sync_rules
     from ops.remote.ssh import connect_stack
 
@@ -466,17 +475,20 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
         nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [outputs.head]
         rules = sync_rules(outputs)
         reports = rsync_up_nodes(connector, nodes, pairs, rules.excludes, rules.filters,
-                                 checksum=checksum)
+                                 checksum=checksum, copy_links=copy_links)
         for name, report in reports.items():
+            for refused in report.refused:
+                print(f"rsync-up: {name}: left out {refused}", file=sys.stderr)
             print(f"{name}: {report.summary()}")
 
 
 def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool,
-             trust_first_use: bool = False, checksum: bool = False) -> None:
+             trust_first_use: bool = False, checksum: bool = False,
+             copy_links: bool = False) -> None:
     """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
     if not Path(source).exists():
         raise OpsError(f"{source} does not exist: pass a local file or directory")
-    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum)
+    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum, copy_links)
 
 
 def rsync_down(stack: str | None, source: str, target: str,

@@ -39,6 +39,7 @@ from infra.stack_config import state_base, writable_folder
 Progress = Callable[[str], None]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "stacks" / "clusters" / "local.yaml"
+TAG_ENV = "RAY_GCP_LOCAL_CLUSTER"  # in every process a local cluster starts: its folder
 
 
 class LocalClusterError(RuntimeError):
@@ -142,6 +143,8 @@ class LocalCluster:
             # cluster's token; a client without it is refused.
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(self.auth_token_path),
+            # what local_processes finds the cluster's own processes by (with markers)
+            TAG_ENV: str(self.root),
         })
         env.pop("RAY_AUTH_TOKEN", None)
         return env
@@ -149,6 +152,10 @@ class LocalCluster:
     def markers(self) -> list[str]:
         """Command-line text that names this cluster's processes (see local_processes)."""
         return [str(self.root), f"--address={self.address}"]
+
+    def tag(self) -> str:
+        """The environment entry every process this cluster starts holds."""
+        return f"{TAG_ENV}={self.root}"
 
     # ------------------------------------------------------------------ nodes
 
@@ -238,7 +245,7 @@ class LocalCluster:
 
     def down(self) -> set[int]:
         """Stop this cluster's processes and delete its files; the stopped pids."""
-        stopped = stop_processes(self.markers())
+        stopped = stop_processes(self.markers(), self.tag())
         shutil.rmtree(self.root, ignore_errors=True)
         with _records() as clusters:
             clusters[:] = [cluster for cluster in clusters if cluster != self]

@@ -34,6 +34,7 @@ from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
+from infra.private_files import write_private_file
 from infra.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
@@ -266,11 +267,16 @@ def state_file() -> Path:
 def _records() -> Iterator[list[LocalCluster]]:
     """The recorded clusters, to read or change under an exclusive lock."""
     path = state_file()
-    with open(path.with_suffix(".lock"), "w") as lock:
+    lock = os.open(path.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                   | os.O_CLOEXEC, 0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         clusters = load_states()
         yield clusters
-        path.write_text(json.dumps([{**asdict(c), "root": str(c.root)} for c in clusters]))
+        write_private_file(path, json.dumps([{**asdict(c), "root": str(c.root)}
+                                             for c in clusters]))
+    finally:
+        os.close(lock)
 
 
 def load_states() -> list[LocalCluster]:

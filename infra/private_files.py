@@ -20,8 +20,9 @@ FILE_MODE = 0o600
 
 def private_folder(path: Path) -> Path:
     """`path`, made 0700 with every missing folder above it, and tightened to 0700 when it is
-    ours (never a shared folder with the sticky bit, such as /tmp, nor through a link). An
-    OSError when it cannot be made."""
+    ours; never a shared folder with the sticky bit (such as /tmp), one everyone may write
+    (someone else may have put things there: ops.paths refuses it, naming the fix), nor
+    through a link. An OSError when it cannot be made."""
     missing: list[Path] = []
     current = path
     while not current.exists() and current != current.parent:
@@ -36,7 +37,7 @@ def private_folder(path: Path) -> Path:
                          | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(descriptor)
-        if info.st_uid == os.getuid() and not info.st_mode & stat.S_ISVTX \
+        if info.st_uid == os.getuid() and not info.st_mode & (stat.S_ISVTX | stat.S_IWOTH) \
                 and stat.S_IMODE(info.st_mode) != FOLDER_MODE:
             os.fchmod(descriptor, FOLDER_MODE)
     finally:

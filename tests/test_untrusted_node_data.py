@@ -242,7 +242,8 @@ def test_an_sftp_answer_past_paramikos_packet_limit_is_one_line(tmp_path):
 
 def test_a_filter_file_of_many_megabytes_is_read_only_to_its_cap(tmp_path):
     """A node's .gitignore of 8 MB: its first MiB is read (rules past it are not), the rest
-    never asked for."""
+    never asked for (the file itself excluded: paramiko's prefetch of a fetched file would
+    be measured too)."""
     rules = b"secret.txt\n" + b"#" * (8 << 20) + b"\nkept.txt\n"
     tree = Tree({"src": [Entry(".gitignore", FILE | 0o644, rules),
                          Entry("secret.txt", FILE | 0o644, b"s"),
@@ -252,7 +253,8 @@ def test_a_filter_file_of_many_megabytes_is_read_only_to_its_cap(tmp_path):
         sftp = client.open_sftp()
         try:
             tracemalloc.start()
-            sync_down(sftp, "src", tmp_path / "dest", filters=[".gitignore"])
+            sync_down(sftp, "src", tmp_path / "dest", excludes=[".gitignore"],
+                      filters=[".gitignore"])
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -261,3 +263,34 @@ def test_a_filter_file_of_many_megabytes_is_read_only_to_its_cap(tmp_path):
     assert (tmp_path / "dest" / "kept.txt").read_bytes() == b"k"
     assert not (tmp_path / "dest" / "secret.txt").exists()
     assert peak < 6 << 20, f"{peak} bytes held for an 8 MB filter file"
+
+
+def test_a_folder_that_becomes_a_link_while_its_file_is_fetched_is_not_followed(tmp_path):
+    """The node lists `x/` and `x/id_ed25519`; once `x` is made here, as the node lists it,
+    it is swapped for a link to the user's ~/.ssh (a race the node cannot win alone, but
+    nothing on the way to a file is ever followed): the user's key is left as it was, the
+    file refused by name."""
+    keys = tmp_path / "home" / ".ssh"
+    keys.mkdir(parents=True)
+    (keys / "id_ed25519").write_text("the user's key")
+    destination = tmp_path / "dest"
+
+    def swap(path: str) -> None:
+        if path == "src/x" and not (destination / "x").is_symlink():
+            (destination / "x").rmdir()
+            (destination / "x").symlink_to(keys)
+
+    tree = Tree({"src": [Entry("x", stat.S_IFDIR | 0o755)],
+                 "src/x": [Entry("id_ed25519", FILE | 0o600, b"from the node")]}, on_serve=swap)
+    with hostile_node(tree) as node:
+        client = node.client()
+        sftp = client.open_sftp()
+        try:
+            report = sync_down(sftp, "src", destination)
+        finally:
+            sftp.close()
+            client.close()
+    assert (keys / "id_ed25519").read_text() == "the user's key"
+    assert sorted(path.name for path in keys.iterdir()) == ["id_ed25519"]
+    assert report.sent == [] and len(report.refused) == 1
+    assert "x is a link here" in report.refused[0]

@@ -505,3 +505,17 @@ def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_ta
     assert (destination / "d" / "a.txt").read_text() == "a"
     assert not (destination / "d" / "l").exists() and not (destination / "d" / "l").is_symlink()
     assert not list(destination.glob(".ray-gcp-fetch-*"))
+
+
+@BOTH_TARS
+def test_endless_members_not_asked_for_end_the_fetch_in_one_line(local_tar, tmp_path,
+                                                                monkeypatch):
+    """Every member left out is named, so a node sending members nobody asked for without end
+    would grow that list without end: past 10,000 the stream is refused in one line."""
+    members = [(f"unasked-{index}", tarfile.REGTYPE, b"", "", 0o644) for index in range(10_001)]
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "a.txt", "")],
+        lying_archive(members), tmp_path / "dest", gnu_here=local_tar == "GNU's")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "could not be read (over 10000 members that could not be taken)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr[:2000]

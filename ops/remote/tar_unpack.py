@@ -65,6 +65,8 @@ from ops.remote.untrusted import (
 )
 
 TAR_PARTIAL = {1, 2}  # the node's GNU tar: a file changed while read / some not read
+MAX_REFUSED = 10_000  # members left out, named, before the stream is refused whole
+NAME_SHOWN = 200  # characters of a name left out that are shown
 TRAILER_CAP = 1 << 20  # bytes read after the archive's end (GNU tar pads to 10 KiB)
 NAMES_PER_FLUSH = 256  # names sent to the node's tar at once while the walk goes on
 
@@ -190,9 +192,11 @@ class Unpacker:
             while (member := reader.next()) is not None:
                 why = _refusal(member, self.wanted, sent)
                 if why is not None:
-                    self.report.refused.append(f"{member.name!r}: {why}")
-                    if member.name not in sent:  # said here, not again as never arrived
-                        self.wanted.pop(member.name, None)
+                    self._refuse(member.name, why)
+                    if member.name in self.wanted and member.name not in sent:
+                        # said here, not again as never arrived (a file sent twice keeps
+                        # its first, still to be placed)
+                        del self.wanted[member.name]
                         sent.add(member.name)
                     _skip(source, member.data_blocks)
                     continue
@@ -213,6 +217,14 @@ class Unpacker:
         if _skip(source, TRAILER_CAP) >= TRAILER_CAP:
             raise OpsError(f"{self.session.node.name} sent more after its tar's end: refusing "
                            "the rest")
+
+    def _refuse(self, name: str, why: str) -> None:
+        """A member left out, named (its name cut to NAME_SHOWN); past MAX_REFUSED of them
+        the stream is not read on (a node sending endless members not asked for)."""
+        if len(self.report.refused) >= MAX_REFUSED:
+            raise StreamRefused(f"over {MAX_REFUSED} members that could not be taken")
+        shown = name if len(name) <= NAME_SHOWN else f"{name[:NAME_SHOWN]}..."
+        self.report.refused.append(f"{shown!r}: {why}")
 
     def _finish_tar(self) -> int:
         """The local tar's end: its status; what it said kept in `said`."""
@@ -263,6 +275,10 @@ class Unpacker:
         except OSError as error:  # this disk: full, say
             self.failure = OpsError(f"writing what {self.session.node.name} sent failed: "
                                     f"{error.strerror or error}")
+        except StreamRefused as refused:
+            self.session.process.kill()  # what is left is not read out: it may not end
+            self.failure = OpsError(f"the tar stream from {self.session.node.name} could not "
+                                    f"be read ({refused}): the rest refused")
         finally:
             # tar's padding after its end, or what is left after a failure, read out: ssh
             # must not wait on a full pipe
@@ -284,7 +300,7 @@ class Unpacker:
                     if self.progress is not None:
                         self.progress.add_bytes(len(chunk))
         except RefusedEntry as exc:
-            self.report.refused.append(f"{member.name!r}: {exc}")
+            self._refuse(member.name, str(exc))
             self.wanted.pop(member.name, None)  # said once, here
             return
         del self.wanted[member.name]

@@ -8,24 +8,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_ops_warm_ssh import daemon_pid
 from waiting import wait_for
 
 from ops.background import PROJECT_ROOT, minimal_environment, request_line, start_detached
-
-
-def peer_pid(path: Path) -> int:
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.connect(str(path))
-        credentials = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                       struct.calcsize("3i"))
-    return struct.unpack("3i", credentials)[0]
 
 
 def test_the_environment_kept_is_where_things_are_and_our_own_settings():
@@ -56,7 +47,7 @@ def test_the_outputs_keeper_holds_no_secret_of_the_tasks_environment(tmp_path, m
                                           "slot": "s", "key": "k", "outputs": {"a": 1}})
     sock = folder / "keeper.sock"
     wait_for(lambda: request_line(sock, {"get": "s", "key": "k"}), "the keeper answering")
-    pid = peer_pid(sock)
+    pid = daemon_pid(sock)
     try:
         environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         names = {entry.split(b"=", 1)[0].decode() for entry in environment if entry}

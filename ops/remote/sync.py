@@ -24,7 +24,7 @@ import posixpath
 import shlex
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -41,6 +41,7 @@ from ops.remote.untrusted import (
     RefusedEntry,
     check_entry_name,
     drain,
+    sftp_answers,
 )
 from ops.stack import Node
 
@@ -111,22 +112,7 @@ def _read_remote(sftp: paramiko.SFTPClient, directory: str, names: set[str]):
     return read
 
 
-@contextlib.contextmanager
-def _sftp_refusals(doing: str) -> Iterator[None]:
-    """What paramiko raises when the node's SFTP answers are not SFTP (a reply over its 16 MB
-    packet limit is "Garbage packet received") or end mid-way: one line, not a bug."""
-    from paramiko.sftp import SFTPError
-
-    try:
-        yield
-    except SFTPError as exc:
-        raise OpsError(f"{doing}: the node's answer could not be read ({exc}): the rest "
-                       "refused") from None
-    except EOFError:
-        raise OpsError(f"{doing}: the node's SFTP session ended mid-way; run again") from None
-
-
-@_sftp_refusals("sending over SFTP")
+@sftp_answers("sending over SFTP")
 def sync_up(
     sftp: paramiko.SFTPClient,
     source: Path,
@@ -263,7 +249,7 @@ def _listing(
     return sorted(entries.values(), key=lambda a: a.filename)
 
 
-@_sftp_refusals("fetching over SFTP")
+@sftp_answers("fetching over SFTP")
 def sync_down(
     sftp: paramiko.SFTPClient,
     source: str,

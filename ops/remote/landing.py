@@ -111,15 +111,34 @@ def file_target(destination: Path, name: str) -> Path:
     return target
 
 
-def folder(root: Path, relative: str) -> None:
-    """A folder of the destination: made, or already a real folder (not a link, not a
-    file)."""
+def folder(root: Path, relative: str) -> int:
+    """A folder of the destination, made or already a real folder (not a link, not a file):
+    a handle on it, which the caller closes."""
     if not relative:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RefusedEntry(f"{root} cannot be made ({exc.strerror})") from None
-    os.close(open_folder(root, relative, make=True))
+    return open_folder(root, relative, make=True)
+
+
+class Folders:
+    """Handles on the folders under one root (a handle), each opened once as open_folder
+    opens it, all closed by `close`: many files of one folder cost one walk to it."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.handles: dict[str, int] = {}
+
+    def __call__(self, relative_dir: str) -> int:
+        if relative_dir not in self.handles:
+            self.handles[relative_dir] = open_folder(self.root, relative_dir)
+        return self.handles[relative_dir]
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            os.close(handle)
+        self.handles.clear()
 
 
 def link(target: str, relative_dir: str, root: Path, relative: str) -> None:

@@ -285,7 +285,7 @@ def sync_down(
         relative_dir = pending.pop()
         remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
         try:
-            landing.folder(destination, relative_dir)
+            os.close(landing.folder(destination, relative_dir))
         except RefusedEntry as exc:
             report.refused.append(f"{relative_dir!r}: {exc}")
             continue

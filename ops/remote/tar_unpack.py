@@ -248,12 +248,14 @@ class Unpacker:
             stack.callback(os.close, staging)
             here = landing.open_folder(self.here, "")
             stack.callback(os.close, here)
+            sources = stack.enter_context(contextlib.closing(landing.Folders(staging)))
+            targets = stack.enter_context(contextlib.closing(landing.Folders(here)))
             for name in self.whole:
                 local = self.wanted.pop(name, None)
                 if local is None:
                     continue
                 try:
-                    _move(staging, name, here, local)
+                    _move(sources, name, targets, local)
                 except (OSError, RefusedEntry) as exc:
                     self.report.refused.append(
                         f"{name!r}: {getattr(exc, 'strerror', None) or exc}")
@@ -323,28 +325,29 @@ def _refusal(member: Member, wanted: dict[str, str], sent: set[str]) -> str | No
     return None
 
 
-def _move(staging: int, name: str, here: int, local: str) -> None:
-    """`name` in the private folder (handle `staging`) to `local` under the destination
-    (handle `here`), each folder on both ways opened with O_NOFOLLOW; renamed, or copied as
+def _move(sources: landing.Folders, name: str, targets: landing.Folders, local: str) -> None:
+    """`name` in the private folder to `local` under the destination, each folder on both
+    ways opened with O_NOFOLLOW (`sources`, `targets`); renamed, or copied as
     ops.remote.landing writes a file when `local` is on another file system (a mount inside
     the destination)."""
-    with landing.parent_of(staging, name) as (source_folder, source_name), \
-            landing.parent_of(here, local) as (target_folder, target_name):
-        descriptor = os.open(source_name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=source_folder)
-        with os.fdopen(descriptor, "rb") as source:
-            st = os.fstat(descriptor)
-            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                raise RefusedEntry("the node sent it as something other than a file")
-            try:
-                os.rename(source_name, target_name, src_dir_fd=source_folder,
-                          dst_dir_fd=target_folder)
-                return
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:
-                    raise
-            with landing.landed_file(target_folder, target_name, st.st_mode, st.st_mtime,
-                                     st.st_atime) as sink:
-                shutil.copyfileobj(source, sink, COPY_BUFFER)
+    source_dir, _, source_name = name.rpartition("/")
+    target_dir, _, target_name = local.rpartition("/")
+    source_folder, target_folder = sources(source_dir), targets(target_dir)
+    descriptor = os.open(source_name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=source_folder)
+    with os.fdopen(descriptor, "rb") as source:
+        st = os.fstat(descriptor)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise RefusedEntry("the node sent it as something other than a file")
+        try:
+            os.rename(source_name, target_name, src_dir_fd=source_folder,
+                      dst_dir_fd=target_folder)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+        with landing.landed_file(target_folder, target_name, st.st_mode, st.st_mtime,
+                                 st.st_atime) as sink:
+            shutil.copyfileobj(source, sink, COPY_BUFFER)
 
 
 def _read_exact(source: int, count: int) -> bytes:

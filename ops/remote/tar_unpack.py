@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import shutil
 import stat
@@ -185,8 +184,8 @@ class Unpacker:
         the bytes; the others are left out by name and their data skipped. A stream that
         cannot be read on is a one-line OpsError. After the archive's end, what the node's tar
         pads it with is read out (no more than TRAILER_CAP)."""
-        source = self.session.stdout.fileno()
-        reader = HeaderReader(functools.partial(_read_exact, source))
+        source = _Relay(self.session.stdout.fileno(), sink.fileno(), self.progress)
+        reader = HeaderReader(source.read_exact)
         sent: set[str] = set()
         try:
             while (member := reader.next()) is not None:
@@ -198,23 +197,24 @@ class Unpacker:
                         # its first, still to be placed)
                         del self.wanted[member.name]
                         sent.add(member.name)
-                    _skip(source, member.data_blocks)
+                    source.skip(member.data_blocks)
                     continue
                 sent.add(member.name)
                 header = rewritten_header(member.name, safe_mode(member.mode), member.size,
                                           member.mtime)
-                _write_all(sink.fileno(), header)
-                _move_exactly(source, sink.fileno(), padded(member.size), self.progress)
+                source.write(header)
+                source.move(padded(member.size))
                 self.whole.append(member.name)
                 if self.progress is not None:
                     self.progress.add_file(member.name)
-            _write_all(sink.fileno(), bytes(2 * BLOCK))
+            source.write(bytes(2 * BLOCK))
+            source.flush()
         except StreamRefused as refused:
             raise OpsError(f"the tar stream from {self.session.node.name} could not be read "
                            f"({refused}): the rest refused") from None
         except BrokenPipeError:  # the local tar ended early: its status and stderr say why
             pass
-        if _skip(source, TRAILER_CAP) >= TRAILER_CAP:
+        if source.skip(TRAILER_CAP) >= TRAILER_CAP:
             raise OpsError(f"{self.session.node.name} sent more after its tar's end: refusing "
                            "the rest")
 
@@ -350,39 +350,63 @@ def _move(sources: landing.Folders, name: str, targets: landing.Folders, local: 
             shutil.copyfileobj(source, sink, COPY_BUFFER)
 
 
-def _read_exact(source: int, count: int) -> bytes:
-    """`count` bytes from `source`, fewer only at its end."""
-    data = bytearray()
-    while len(data) < count and (chunk := os.read(source, count - len(data))):
-        data += chunk
-    return bytes(data)
+class _Relay:
+    """The node's stream (`source`) read in large pieces and what goes on written to the local
+    tar (`target`) in large pieces: many small files cost a few system calls, not four each;
+    a file's data past what was read ahead goes pipe to pipe in the kernel (Linux's splice)."""
 
+    def __init__(self, source: int, target: int, progress: Transfers | None) -> None:
+        self.source, self.target, self.progress = source, target, progress
+        self.ahead = bytearray()  # read from the node, not yet taken
+        self.out = bytearray()  # for the local tar, not yet written
 
-def _skip(source: int, count: int) -> int:
-    """Up to `count` bytes read from `source` and dropped; how many there were."""
-    skipped = 0
-    while skipped < count and (chunk := os.read(source, min(COPY_BUFFER, count - skipped))):
-        skipped += len(chunk)
-    return skipped
+    def read_exact(self, count: int) -> bytes:
+        """`count` bytes of the stream, fewer only at its end."""
+        while len(self.ahead) < count and (chunk := os.read(self.source, COPY_BUFFER)):
+            self.ahead += chunk
+        taken = bytes(self.ahead[:count])
+        del self.ahead[:count]
+        return taken
 
+    def skip(self, count: int) -> int:
+        """Up to `count` bytes of the stream dropped; how many there were."""
+        skipped = min(count, len(self.ahead))
+        del self.ahead[:skipped]
+        while skipped < count and (chunk := os.read(self.source,
+                                                    min(COPY_BUFFER, count - skipped))):
+            skipped += len(chunk)
+        return skipped
 
-def _write_all(target: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(target, view):]
+    def write(self, data: bytes) -> None:
+        self.out += data
+        if len(self.out) >= COPY_BUFFER:
+            self.flush()
 
+    def move(self, count: int) -> None:
+        """Exactly `count` bytes of the stream to the local tar; a stream that ends first is a
+        StreamRefused (the member is not whole)."""
+        if self.progress is not None:
+            self.progress.add_bytes(count)
+        taken = min(count, len(self.ahead))
+        self.write(self.ahead[:taken])
+        del self.ahead[:taken]
+        count -= taken
+        if not count:
+            return
+        self.flush()
+        move = getattr(os, "splice", _read_and_write)
+        while count:
+            moved = move(self.source, self.target, min(COPY_BUFFER, count))
+            if not moved:
+                raise StreamRefused("it ends inside a file")
+            count -= moved
 
-def _move_exactly(source: int, target: int, count: int, progress: Transfers | None) -> None:
-    """Exactly `count` bytes from `source` to `target`, in the kernel where it can; a stream
-    that ends first is a StreamRefused (the member is not whole)."""
-    move = getattr(os, "splice", _read_and_write)
-    while count:
-        moved = move(source, target, min(COPY_BUFFER, count))
-        if not moved:
-            raise StreamRefused("it ends inside a file")
-        count -= moved
-        if progress is not None:
-            progress.add_bytes(moved)
+    def flush(self) -> None:
+        view = memoryview(self.out)
+        while view:
+            view = view[os.write(self.target, view):]
+        view.release()
+        self.out.clear()
 
 
 def _read_and_write(source: int, target: int, count: int) -> int:

@@ -206,11 +206,13 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
         "stack": _STACK_HELP,
         "all-nodes": "send to every node, not only the head",
         "checksum": "skip files by size and content (SHA-256, rsync's -c), not size and mtime",
+        "copy-links": "send what a link leading outside SOURCE names (rsync's --copy-links); "
+                      "without it such a link is left out, named",
         "trust-first-use": _TRUST_HELP,
     }
 )
 def rsync_up(c, source, target, stack=None, all_nodes=False, checksum=False,
-             trust_first_use=False):
+             copy_links=False, trust_first_use=False):
     """Send changed files to the head (or every node).
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped;
@@ -219,7 +221,7 @@ def rsync_up(c, source, target, stack=None, all_nodes=False, checksum=False,
     from ops.remote.sync import rsync_up as send
 
     with user_errors():
-        send(stack, source, target, all_nodes, trust_first_use, checksum)
+        send(stack, source, target, all_nodes, trust_first_use, checksum, copy_links)
 
 
 @task(help={"stack": _STACK_HELP, "trust-first-use": _TRUST_HELP})

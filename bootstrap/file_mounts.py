@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.config import ClusterConfig, ConfigError, expand_local_path
+from infra.private_files import private_folder, write_private_file
 from infra.sync_filter import DirMergeFilters, is_excluded
 
 MOUNT_SIZE_LIMIT = 256 * 1024 * 1024
@@ -57,13 +58,15 @@ class FileMountArchive:
         return f"{OBJECT_PREFIX}{self.digest}.tar.gz"
 
     def write(self, folder: Path) -> Path:
-        """The archive as a file in `folder` (the program's asset; the local cluster's bucket)."""
-        folder.mkdir(parents=True, exist_ok=True)
+        """The archive as a file in `folder` (the program's asset; the local cluster's bucket):
+        it holds the mounted files (secrets among them), so the folder is 0700 and the file
+        0600 (infra.private_files), an older one tightened."""
+        private_folder(folder)
         path = folder / Path(self.object_name).name
-        if not path.is_file() or path.read_bytes() != self.content:
-            partial = path.with_suffix(f".{os.getpid()}.partial")
-            partial.write_bytes(self.content)
-            partial.replace(path)
+        if path.is_file() and not path.is_symlink() and path.read_bytes() == self.content:
+            path.chmod(0o600)
+        else:
+            write_private_file(path, self.content)
         return path
 
 

@@ -34,11 +34,13 @@ from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
 from infra.config import ClusterConfig
+from infra.private_files import write_private_file
 from infra.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "stacks" / "clusters" / "local.yaml"
+TAG_ENV = "RAY_GCP_LOCAL_CLUSTER"  # in every process a local cluster starts: its folder
 
 
 class LocalClusterError(RuntimeError):
@@ -142,6 +144,8 @@ class LocalCluster:
             # cluster's token; a client without it is refused.
             "RAY_AUTH_MODE": "token",
             "RAY_AUTH_TOKEN_PATH": str(self.auth_token_path),
+            # what local_processes finds the cluster's own processes by (with markers)
+            TAG_ENV: str(self.root),
         })
         env.pop("RAY_AUTH_TOKEN", None)
         return env
@@ -149,6 +153,10 @@ class LocalCluster:
     def markers(self) -> list[str]:
         """Command-line text that names this cluster's processes (see local_processes)."""
         return [str(self.root), f"--address={self.address}"]
+
+    def tag(self) -> str:
+        """The environment entry every process this cluster starts holds."""
+        return f"{TAG_ENV}={self.root}"
 
     # ------------------------------------------------------------------ nodes
 
@@ -238,7 +246,7 @@ class LocalCluster:
 
     def down(self) -> set[int]:
         """Stop this cluster's processes and delete its files; the stopped pids."""
-        stopped = stop_processes(self.markers())
+        stopped = stop_processes(self.markers(), self.tag())
         shutil.rmtree(self.root, ignore_errors=True)
         with _records() as clusters:
             clusters[:] = [cluster for cluster in clusters if cluster != self]
@@ -259,11 +267,16 @@ def state_file() -> Path:
 def _records() -> Iterator[list[LocalCluster]]:
     """The recorded clusters, to read or change under an exclusive lock."""
     path = state_file()
-    with open(path.with_suffix(".lock"), "w") as lock:
+    lock = os.open(path.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                   | os.O_CLOEXEC, 0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         clusters = load_states()
         yield clusters
-        path.write_text(json.dumps([{**asdict(c), "root": str(c.root)} for c in clusters]))
+        write_private_file(path, json.dumps([{**asdict(c), "root": str(c.root)}
+                                             for c in clusters]))
+    finally:
+        os.close(lock)
 
 
 def load_states() -> list[LocalCluster]:

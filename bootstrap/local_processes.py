@@ -2,8 +2,13 @@
 
 `ray stop` kills every Ray process on the machine. A local cluster instead runs with its own
 `RAY_TMPDIR`, so its daemons name that directory on their command line (session, log and
-socket paths) and the Ray client server names the cluster's GCS address; their children (Ray
-workers, agents) are found through the process tree.
+socket paths) and the Ray client server names the cluster's GCS address; and every process it
+starts carries its tag in its environment (`RAY_GCP_LOCAL_CLUSTER=<its folder>`). A process is
+the cluster's only if it is the caller's own (its real and effective uid), names a marker on
+its command line and, given a tag, holds that exact entry in its environment (a `tail -f` of
+the cluster's log names the folder too, but was not started by it); their children (Ray
+workers, agents), the caller's own too, are found through the process tree. Another user's
+process is never looked into nor signalled.
 """
 
 from __future__ import annotations
@@ -40,13 +45,35 @@ def _all_pids() -> list[int]:
     return [int(entry.name) for entry in PROC.iterdir() if entry.name.isdigit()]
 
 
-def processes_matching(markers: list[str]) -> set[int]:
-    """Processes whose command line contains one of `markers`, with all their descendants."""
-    own = os.getpid()
-    pids = _all_pids()
+def _is_ours(pid: int, uid: int) -> bool:
+    """Whether the process's real and effective uids are `uid` (/proc/<pid>/status)."""
+    try:
+        status = (PROC / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    line = next((line for line in status.splitlines() if line.startswith("Uid:")), "")
+    return line.split()[1:3] == [str(uid), str(uid)]
+
+
+def _holds(pid: int, entry: str) -> bool:
+    """Whether the process's environment holds exactly `entry` (`NAME=value`)."""
+    try:
+        environment = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return False
+    return entry.encode() in environment.split(b"\0")
+
+
+def processes_matching(markers: list[str], tag: str | None = None) -> set[int]:
+    """The caller's own processes whose command line contains one of `markers` (and, given
+    `tag`, whose environment holds that entry), with all their descendants that are the
+    caller's own too."""
+    own, uid = os.getpid(), os.getuid()
+    pids = [pid for pid in _all_pids() if pid != own and _is_ours(pid, uid)]
     found = {
         pid for pid in pids
-        if pid != own and any(marker in _cmdline(pid) for marker in markers)
+        if any(marker in _cmdline(pid) for marker in markers)
+        and (tag is None or _holds(pid, tag))
     }
     parents = {pid: _parent(pid) for pid in pids}
     grew = True
@@ -75,12 +102,14 @@ def become_subreaper() -> None:
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def stop_processes(markers: list[str], grace_seconds: float = 10.0) -> set[int]:
-    """SIGTERM the cluster's processes, SIGKILL what is left after the grace period; return
-    the pids that were stopped (callers can check none of them is alive)."""
+def stop_processes(markers: list[str], tag: str | None = None,
+                   grace_seconds: float = 10.0) -> set[int]:
+    """SIGTERM the cluster's processes (processes_matching's), SIGKILL what is left after the
+    grace period; return the pids that were stopped (callers can check none of them is
+    alive)."""
     stopped: set[int] = set()
     for _ in range(3):  # daemons may fork while being stopped; sweep until none remain
-        pids = processes_matching(markers) - stopped
+        pids = processes_matching(markers, tag) - stopped
         if not pids:
             break
         _signal(pids, signal.SIGTERM)
@@ -108,5 +137,6 @@ def _reap(pids: set[int]) -> None:
 
 def _signal(pids: set[int], signum: int) -> None:
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
+        # gone, or (a pid reused meanwhile by another user's process) not ours to signal
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)

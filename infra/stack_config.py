@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from infra.private_files import private_folder
 from infra.yaml_text import YamlFileError, read_yaml_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -162,10 +163,10 @@ def state_base() -> Path:
 
 
 def writable_folder(path: Path) -> Path:
-    """`path`, created (private) when missing; one line naming it and $RAY_GCP_STATE_DIR when
-    it cannot be."""
+    """`path`, created when missing and private (0700, tightened on every use:
+    infra.private_files); one line naming it and $RAY_GCP_STATE_DIR when it cannot be."""
     try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_folder(path)
     except OSError as exc:
         raise StateDirError(f"cannot create {path} ({exc.strerror}): set {STATE_DIR_ENV} to a "
                             "writable folder") from None

@@ -3,6 +3,13 @@ connections, ops.outputs_keeper's stack outputs): how long they outlive their la
 ($RAY_GCP_SSH_PERSIST), their unix sockets (0600 from their creation, in a 0700 folder of
 ours, reached through the folder's descriptor), who may ask (SO_PEERCRED: only our uid), and
 starting one detached, its settings (secrets among them) over stdin, never argv or disk.
+
+They hold the stack's private key, the Ray token and the outputs, so each starts with a
+minimal environment (`minimal_environment`: where things are, the locale, our own RAY_GCP_
+settings, gcloud's and the proxy's; never PULUMI_CONFIG_PASSPHRASE or any other secret the
+task's shell holds), and its first act (`main_with_settings`) is to make itself undumpable:
+no core file (RLIMIT_CORE 0) and, on Linux, PR_SET_DUMPABLE 0 (no core, no ptrace or
+/proc/<pid>/mem by another process of the user, /proc/<pid>/environ root's only).
 """
 
 from __future__ import annotations
@@ -21,6 +28,14 @@ from typing import Any
 
 from ops.errors import OpsError
 
+KEPT_ENV = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "XDG_RUNTIME_DIR",
+    "GOOGLE_APPLICATION_CREDENTIALS",  # a path: gcloud's IAP tunnel (a ProxyCommand) reads it
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+})
+KEPT_ENV_PREFIXES = ("LC_", "RAY_GCP_", "CLOUDSDK_")  # the locale; ours; gcloud's settings
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 PERSIST_ENV = "RAY_GCP_SSH_PERSIST"
 DEFAULT_IDLE_SECONDS = 600.0  # what OpenSSH users often give ControlPersist
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -118,9 +133,36 @@ def serving(name: str) -> Iterator[socket.socket]:
         listener.close()
 
 
+def minimal_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """What of `environ` (the task's) a background process starts with: KEPT_ENV and the
+    KEPT_ENV_PREFIXES names, nothing else."""
+    environ = dict(os.environ if environ is None else environ)
+    return {name: value for name, value in environ.items()
+            if name in KEPT_ENV or name.startswith(KEPT_ENV_PREFIXES)}
+
+
+def undumpable() -> None:
+    """No core file of this process, and (Linux) not dumpable: nothing it holds can be read
+    from a core or by another process of the user (ptrace, /proc/<pid>/mem)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
 def main_with_settings(serve: Callable[[dict[str, Any]], None]) -> None:
-    """A background process's main: its settings from stdin, then `serve(settings)`; any
-    failure ends it quietly (the task that started it does without it)."""
+    """A background process's main: made undumpable before it reads anything, then its
+    settings from stdin, then `serve(settings)`; any failure ends it quietly (the task that
+    started it does without it), a failure to be made undumpable before anything is read."""
+    try:
+        undumpable()
+    except OSError:
+        return
     settings = json.loads(sys.stdin.read())
     sys.stdin.close()
     with contextlib.suppress(Exception):
@@ -141,12 +183,13 @@ def listen_private(name: str) -> socket.socket:
 
 
 def start_detached(module: str, settings: dict[str, Any]) -> None:
-    """Run `python -m module` in the background, in a session of its own, `settings` as JSON
-    on its stdin (a pipe made large enough to hold them, up to the system's 1 MiB default
-    limit); it outlives the task and is never waited for."""
+    """Run `python -m module` in the background, in a session of its own, with a minimal
+    environment, `settings` as JSON on its stdin (a pipe made large enough to hold them, up
+    to the system's 1 MiB default limit); it outlives the task and is never waited for."""
     process = subprocess.Popen(
         [sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True, cwd=PROJECT_ROOT, close_fds=True,
+        env=minimal_environment(),
     )
     data = json.dumps(settings).encode()
     with contextlib.suppress(OSError):  # room for it all: the task does not wait on the reader

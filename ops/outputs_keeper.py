@@ -12,7 +12,8 @@ It listens on `keeper.sock` in the state folder's `.outputs-keeper/` (ops.paths.
 - `{"stop": true}`: `{"bye": true}`, then it exits.
 It exits when no request came for `idle_seconds`, or when another keeper already serves the
 folder (a lock file beside the socket). Its first outputs reach it on stdin; nothing it holds
-is written anywhere (no output streams, no core dumps).
+is written anywhere (no output streams; ops.background makes it undumpable, with a minimal
+environment).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import resource
 import socket
 import threading
 import time
@@ -81,7 +81,6 @@ class Keeper:
 
 def serve_folder(settings: dict[str, Any]) -> None:
     """Keep the outputs `settings` brings, and serve the folder's socket until idle."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file holding the secrets
     os.chdir(settings["folder"])  # bind by name: a full path can pass the 108-byte limit
     if not only_one(LOCK_NAME):
         return  # another keeper serves this folder

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from infra.private_files import write_private_file
 from infra.stack_config import STATE_DIR_ENV, state_base, writable_folder
 from ops.errors import OpsError
 
@@ -83,8 +84,8 @@ def local_backend_url() -> str:
 
 
 def mark_local_backend(stack: str) -> None:
-    (state_dir(stack) / BACKEND_MARKER).write_text(
-        "stack created by `invoke up -c` in the file backend of this state folder\n")
+    write_private_file(state_dir(stack) / BACKEND_MARKER,
+                       "stack created by `invoke up -c` in the file backend of this state folder\n")
 
 
 def uses_local_backend(stack: str) -> bool:
@@ -162,6 +163,8 @@ def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> Iterator[Binary
                            "elsewhere); remove it and run again") from None
         raise OpsError(f"cannot open {path}: {exc.strerror}") from None
     writes = flags & (os.O_WRONLY | os.O_RDWR)
+    if writes:
+        os.fchmod(fd, mode)  # a file an older version left readable is tightened too
     with os.fdopen(fd, ("ab" if flags & os.O_APPEND else "wb") if writes else "rb") as handle:
         yield handle
 

@@ -38,6 +38,9 @@ class Tree:
     found by the path the client joins (`folder/name`), whatever the name holds."""
 
     folders: dict[str, list[Entry]] = field(default_factory=dict)
+    on_serve: Callable[[str], None] | None = None
+    """Called with the path each time the client lists a folder or opens a file, before it is
+    served: what a race on the client's machine does meanwhile (a folder swapped for a link)."""
 
     def entry(self, path: str) -> Entry | None:
         """The first entry of that name in its folder's listing, else a scripted folder."""
@@ -68,6 +71,8 @@ def _sftp_for(tree: Tree) -> type[paramiko.SFTPServerInterface]:
         def list_folder(self, path: str):  # type: ignore[override]
             if path not in tree.folders:
                 return paramiko.SFTP_NO_SUCH_FILE
+            if tree.on_serve is not None:
+                tree.on_serve(path)
             return [_attributes(entry) for entry in tree.folders[path]]
 
         def stat(self, path: str):  # type: ignore[override]
@@ -80,6 +85,8 @@ def _sftp_for(tree: Tree) -> type[paramiko.SFTPServerInterface]:
             entry = tree.entry(path)
             if entry is None or stat.S_ISDIR(entry.mode):
                 return paramiko.SFTP_NO_SUCH_FILE
+            if tree.on_serve is not None:
+                tree.on_serve(path)
             return _Handle(entry.content)
 
         def readlink(self, path: str):  # type: ignore[override]

@@ -155,6 +155,18 @@ def test_a_single_file_lands_in_a_folder_or_as_the_name_given(way, tmp_path):
     assert "0 file(s) sent, 1 unchanged" in fetch(way, remote, tmp_path / "renamed.bin")
 
 
+def test_files_hard_linked_on_the_node_both_arrive_whole(way, tmp_path):
+    """Only plain files are taken from the stream: the node's tar sends the second name of a
+    hard link whole too, not as a link to the first."""
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    remote.mkdir()
+    (remote / "a.txt").write_text("shared\n")
+    os.link(remote / "a.txt", remote / "b.txt")
+    assert "2 file(s) sent" in fetch(way, remote, local)
+    assert (local / "a.txt").read_text() == (local / "b.txt").read_text() == "shared\n"
+    assert (local / "b.txt").stat().st_nlink == 1
+
+
 def test_a_source_that_is_not_there_is_one_line(way, tmp_path):
     result = way.invoke("rsync-down", str(tmp_path / "nothing-here"), str(tmp_path / "local"))
     assert result.returncode != 0 and "Traceback" not in result.stderr
@@ -334,11 +346,12 @@ def test_a_hostile_nodes_listing_and_archive_land_nothing_outside(local_tar, tmp
     left_out = [line.removeprefix("rsync-down: left out ") for line in
                 result.stderr.splitlines() if line.startswith("rsync-down: left out ")]
     named = ["'../../escaped-too.txt'", "'nowhere/x.txt'", "'sub/deep.txt'", "'link-out'",
-             "'link-up'", "'fifo'", "'asked-link'", "'trap'"]  # the listing's, the asked's
-    if local_tar == "not GNU's":  # the members not asked for (`trap` was not), or twice
-        named += ["'../escaped.txt'", "'/tmp/ray-gcp-absolute.txt'", "'unasked.txt'",
-                  "'sub/deep.txt'", "'trap'", "'escape'", "'escape/pwned.txt'", "'up'",
-                  "'up/pwned-too.txt'", "'hard'"]
+             "'link-up'", "'fifo'", "'asked-link'", "'trap'",  # the listing's, the asked's
+             # the members not asked for (`trap` was not), or sent twice: read here first,
+             # whichever tar unpacks
+             "'../escaped.txt'", "'/tmp/ray-gcp-absolute.txt'", "'unasked.txt'",
+             "'sub/deep.txt'", "'trap'", "'escape'", "'escape/pwned.txt'", "'up'",
+             "'up/pwned-too.txt'", "'hard'"]
     assert sorted(line.split(":")[0] for line in left_out) == sorted(named)
     assert not list(destination.glob(".ray-gcp-fetch-*")), "the unpacking folder is gone"
     assert "listed twice" in result.stderr and "it is a fifo" in result.stderr
@@ -375,16 +388,134 @@ def test_without_splice_the_relay_carries_the_stream_whole():
     assert moved == len(data) and bytes(received) == data
 
 
-def test_a_name_of_many_megabytes_ends_the_tarfile_read_in_one_line(tmp_path, monkeypatch):
-    """Python's tarfile (where the local tar is not GNU's) reads a long-name header whole
-    into memory: one of 16 MiB from a lying node is refused at its size."""
+def lying_archive(members: list[tuple[str, bytes, bytes, str, int]], cut: int = 0) -> bytes:
+    """A tar of (name, kind, data, link target, mode) members, less its last `cut` bytes."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for name, kind, data, link, mode in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.size, info.linkname, info.mode = kind, len(data), link, mode
+            info.mtime = 1_700_000_000
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()[:len(buffer.getvalue()) - cut]
+
+
+BOTH_TARS = pytest.mark.parametrize("local_tar", ["GNU's", "not GNU's"])
+
+
+@BOTH_TARS
+def test_a_listed_folder_that_arrives_as_a_link_moves_nothing_of_yours(local_tar, tmp_path,
+                                                                      monkeypatch):
+    """The node lists `x/` and `x/id_ed25519`, then its tar makes `x` a link to the user's
+    ~/.ssh before (and after) the file under it: the user's key stays where it is."""
+    ssh_folder = tmp_path / "home" / ".ssh"
+    ssh_folder.mkdir(parents=True)
+    (ssh_folder / "id_ed25519").write_text("the user's key")
+    link = (str(ssh_folder), tarfile.SYMTYPE, b"", 0o777)
+    archive = lying_archive([("x", link[1], b"", link[0], 0o777),
+                             ("x/id_ed25519", tarfile.REGTYPE, b"from the node", "", 0o600),
+                             ("x", link[1], b"", link[0], 0o777)])
+    destination = tmp_path / "dest"
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "x", ""),
+                                ("f", "600", "x/id_ed25519", "")],
+        archive, destination, gnu_here=local_tar == "GNU's")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (ssh_folder / "id_ed25519").read_text() == "the user's key"
+    assert (destination / "x").is_dir() and not (destination / "x").is_symlink()
+    assert (destination / "x" / "id_ed25519").read_text() == "from the node"
+    assert "left out 'x': the node sent" in result.stderr
+    assert not list(destination.glob(".ray-gcp-fetch-*"))
+
+
+@BOTH_TARS
+def test_a_member_the_listing_did_not_promise_never_hangs_the_fetch(local_tar, tmp_path,
+                                                                   monkeypatch):
+    """A folder arrives as a link (an empty stand-in under GNU tar) with a file under it, then
+    names enough to fill any pipe: the fetch ends, with what was asked for."""
+    members = [("x", tarfile.SYMTYPE, b"", "/nowhere", 0o777),
+               ("x/a.txt", tarfile.REGTYPE, b"a", "", 0o644),
+               *((f"unasked-{index:05d}-{'n' * 60}", tarfile.REGTYPE, b"", "", 0o644)
+                 for index in range(3000))]
+    destination = tmp_path / "dest"
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "x", ""),
+                                ("f", "644", "x/a.txt", "")],
+        lying_archive(members), destination, gnu_here=local_tar == "GNU's")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert (destination / "x" / "a.txt").read_text() == "a"
+    assert "left out 'x': the node sent" in result.stderr
+
+
+@BOTH_TARS
+def test_a_file_the_stream_breaks_off_in_is_never_placed(local_tar, tmp_path, monkeypatch):
+    """The stream ends inside the second file's data: the first (whole) may land, the second
+    never does, and the break is one line."""
+    archive = lying_archive([("whole.txt", tarfile.REGTYPE, b"w" * 1000, "", 0o644),
+                             ("cut.sh", tarfile.REGTYPE, b"c" * 100_000, "", 0o6755)],
+                            cut=60_000)
+    destination = tmp_path / "dest"
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "whole.txt", ""),
+                                ("f", "755", "cut.sh", "")],
+        archive, destination, gnu_here=local_tar == "GNU's")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (destination / "cut.sh").exists()
+    assert not list(destination.glob(".ray-gcp-fetch-*"))
+
+
+@BOTH_TARS
+def test_a_name_of_many_megabytes_is_refused_in_one_line_by_either_tar(local_tar, tmp_path,
+                                                                      monkeypatch):
+    """A long-name header of 16 MiB from a lying node is refused at its size, before it is
+    read, whichever tar unpacks here (GNU tar would hold it whole in memory too)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
         info = tarfile.TarInfo("n" * (16 << 20))
         archive.addfile(info, io.BytesIO(b""))
     result = fetch_from_a_lying_node(tmp_path, monkeypatch, [("d", "755", "", ""),
                                                              ("f", "644", "a.txt", "")],
-                                     buffer.getvalue(), tmp_path / "dest", gnu_here=False)
+                                     buffer.getvalue(), tmp_path / "dest",
+                                     gnu_here=local_tar == "GNU's")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "could not be read (a name or pax header of 16777217 bytes" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@BOTH_TARS
+def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_tar, tmp_path,
+                                                                     monkeypatch):
+    """An unwritable folder with a link inside, aimed at a file of the user's: the cleanup of
+    what was unpacked here (TemporaryDirectory's chmodded through links before Python
+    3.11.8, CVE-2023-6597) leaves the user's file as it was."""
+    mine = tmp_path / "mine.txt"
+    mine.write_text("mine")
+    mine.chmod(0o444)
+    archive = lying_archive([("d", tarfile.DIRTYPE, b"", "", 0o555),
+                             ("d/l", tarfile.SYMTYPE, b"", str(mine), 0o777),
+                             ("d/a.txt", tarfile.REGTYPE, b"a", "", 0o644)])
+    destination = tmp_path / "dest"
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "d", ""),
+                                ("f", "644", "d/a.txt", ""), ("f", "644", "d/l", "")],
+        archive, destination, gnu_here=local_tar == "GNU's")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o444 and mine.read_text() == "mine"
+    assert (destination / "d" / "a.txt").read_text() == "a"
+    assert not (destination / "d" / "l").exists() and not (destination / "d" / "l").is_symlink()
+    assert not list(destination.glob(".ray-gcp-fetch-*"))
+
+
+@BOTH_TARS
+def test_endless_members_not_asked_for_end_the_fetch_in_one_line(local_tar, tmp_path,
+                                                                monkeypatch):
+    """Every member left out is named, so a node sending members nobody asked for without end
+    would grow that list without end: past 10,000 the stream is refused in one line."""
+    members = [(f"unasked-{index}", tarfile.REGTYPE, b"", "", 0o644) for index in range(10_001)]
+    result = fetch_from_a_lying_node(
+        tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "a.txt", "")],
+        lying_archive(members), tmp_path / "dest", gnu_here=local_tar == "GNU's")
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "could not be read (over 10000 members that could not be taken)" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr[:2000]

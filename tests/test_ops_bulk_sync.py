@@ -3,9 +3,9 @@
 fallback, forced here with RAY_GCP_SYNC=sftp, and taken for a node without tar). Either way:
 unchanged files are skipped by size and mtime, `--checksum` catches a same-size change, modes
 and mtimes are kept, a link to a file arrives as the file and a link to a folder as an empty
-folder, a link on the node is replaced and not written through, folders on the node keep
-their modes, nothing is deleted, and a host key other than the pinned one stops the
-transfer."""
+folder (one leading outside the folder sent is left out unless --copy-links), a link on the
+node is replaced and not written through, folders on the node keep their modes, nothing is
+deleted, and a host key other than the pinned one stops the transfer."""
 
 from __future__ import annotations
 
@@ -105,18 +105,42 @@ def test_modes_and_mtimes_are_kept(way, tmp_path):
 
 
 def test_links_arrive_as_the_file_and_as_an_empty_folder(way, tmp_path):
-    source, remote, elsewhere = tmp_path / "src", tmp_path / "remote", tmp_path / "elsewhere"
-    source.mkdir()
-    elsewhere.mkdir()
-    (elsewhere / "inside.txt").write_text("not sent\n")
+    source, remote = tmp_path / "src", tmp_path / "remote"
+    (source / "folder").mkdir(parents=True)
+    (source / "folder" / "inside.txt").write_text("sent once\n")
     (source / "real.txt").write_text("real\n")
     (source / "to-file").symlink_to("real.txt")
-    (source / "to-folder").symlink_to(elsewhere)
+    (source / "to-folder").symlink_to("folder")
     send(way, source, remote)
     assert not (remote / "to-file").is_symlink()
     assert (remote / "to-file").read_text() == "real\n"
     assert (remote / "to-folder").is_dir() and not (remote / "to-folder").is_symlink()
     assert list((remote / "to-folder").iterdir()) == []
+
+
+def test_a_link_leading_outside_the_folder_is_left_out_unless_copy_links(way, tmp_path):
+    """A repo's `creds -> ~/.aws/credentials` never lands on the head (which every job can
+    read) unless --copy-links asks for what it names; rsync -a would send the link."""
+    source, remote, home = tmp_path / "src", tmp_path / "remote", tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("secret\n")
+    (source / "sub").mkdir(parents=True)
+    (source / "kept.txt").write_text("kept\n")
+    (source / "creds").symlink_to(home / ".aws" / "credentials")
+    (source / "sub" / "up").symlink_to("../../home/.aws/credentials")
+    (source / "sub" / "chain").symlink_to("../creds")  # inside, then out
+    (source / "aws").symlink_to(home / ".aws")
+    result = way.invoke("rsync-up", str(source), str(remote))
+    assert result.returncode == 0, result.stderr
+    assert "1 file(s) sent, 0 unchanged, 4 left out" in result.stdout
+    assert sorted(path.relative_to(remote).as_posix() for path in remote.rglob("*")) == [
+        "kept.txt", "sub"]
+    for name in ("'creds'", "'sub/up'", "'sub/chain'", "'aws'"):
+        assert f"left out {source}/{name}: it links to" in result.stderr, name
+    assert "--copy-links" in result.stderr
+    assert "3 file(s) sent" in send(way, source, remote, "--copy-links")
+    assert (remote / "creds").read_text() == "secret\n"
+    assert (remote / "sub" / "chain").read_text() == "secret\n"
 
 
 def test_nothing_is_deleted_on_the_node(way, tmp_path):

@@ -206,3 +206,28 @@ def test_a_long_command_gets_its_warm_connection_while_it_runs(warm_stack):
     finally:
         running.kill()
         running.wait()
+
+
+def process_environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+
+
+def core_file_limit(pid: int) -> list[str]:
+    """/proc/<pid>/limits' "Max core file size" soft and hard limits."""
+    line = next(line for line in Path(f"/proc/{pid}/limits").read_text().splitlines()
+                if line.startswith("Max core file size"))
+    return line.split()[4:6]
+
+
+def test_the_daemon_holds_no_secret_of_the_tasks_environment_and_dumps_no_core(warm_stack):
+    """It holds the key and the Ray token: it starts with a minimal environment (not the
+    task's PULUMI_CONFIG_PASSPHRASE) and can write no core file."""
+    warm_stack.env = {**warm_stack.env, "PULUMI_CONFIG_PASSPHRASE": "the-passphrase",
+                      "AWS_SECRET_ACCESS_KEY": "aws-secret", "LC_ALL": "C.UTF-8"}
+    pid = daemon_pid(warm_up(warm_stack))
+    environment = process_environment(pid)
+    assert "PULUMI_CONFIG_PASSPHRASE" not in environment
+    assert "AWS_SECRET_ACCESS_KEY" not in environment
+    assert environment["RAY_GCP_SSH_PERSIST"] == "60" and environment["LC_ALL"] == "C.UTF-8"
+    assert core_file_limit(pid) == ["0", "0"]

@@ -3,15 +3,18 @@ commands driven through a hostile SSH/SFTP server on 127.0.0.1 (tests/hostile_no
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
 import tarfile
 import threading
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import paramiko
 import pytest
 from hostile_node import Entry, Tree, hostile_node
 
@@ -44,6 +47,19 @@ def hostile_tree() -> Tree:
     })
 
 
+@contextlib.contextmanager
+def sftp_to(tree: Tree) -> Iterator[paramiko.SFTPClient]:
+    """An SFTP session with a hostile node serving `tree`, closed with its connection."""
+    with hostile_node(tree) as node:
+        client = node.client()
+        sftp = client.open_sftp()
+        try:
+            yield sftp
+        finally:
+            sftp.close()
+            client.close()
+
+
 def files_under(root: Path) -> set[Path]:
     return {path for path in root.rglob("*")}
 
@@ -56,14 +72,8 @@ def test_rsync_down_writes_nothing_outside_the_destination_and_no_special_bit(tm
     (destination / "trap").symlink_to(outside)
     before = files_under(tmp_path) - files_under(destination)
 
-    with hostile_node(hostile_tree()) as node:
-        client = node.client()
-        sftp = client.open_sftp()
-        try:
-            report = sync_down(sftp, "src", destination)
-        finally:
-            sftp.close()
-            client.close()
+    with sftp_to(hostile_tree()) as sftp:
+        report = sync_down(sftp, "src", destination)
 
     assert files_under(tmp_path) - files_under(destination) == before
     assert outside.read_text() == "mine"
@@ -209,15 +219,66 @@ def test_captured_output_is_bounded_whatever_the_node_floods(tmp_path):
 
 @pytest.mark.parametrize("name", ["a/b", "", "x\0y", "./"])
 def test_a_listed_name_that_is_not_one_file_name_is_refused(tmp_path, name):
-    with hostile_node(Tree({"src": [Entry(name, FILE | 0o644, b"x"),
-                                    Entry("fine.txt", FILE | 0o644, b"ok")]})) as node:
-        client = node.client()
-        sftp = client.open_sftp()
-        try:
-            report = sync_down(sftp, "src", tmp_path / "dest")
-        finally:
-            sftp.close()
-            client.close()
+    with sftp_to(Tree({"src": [Entry(name, FILE | 0o644, b"x"),
+                               Entry("fine.txt", FILE | 0o644, b"ok")]})) as sftp:
+        report = sync_down(sftp, "src", tmp_path / "dest")
 
     assert (tmp_path / "dest" / "fine.txt").read_bytes() == b"ok"
     assert len(report.refused) == 1 and "not a file name" in report.refused[0]
+
+
+def test_an_sftp_answer_past_paramikos_packet_limit_is_one_line(tmp_path):
+    """A listing whose one name is 17 MB: paramiko refuses a packet over 16 MB ("Garbage
+    packet received"); the fetch says so in one line, not as a bug."""
+    from ops.errors import OpsError
+
+    with sftp_to(Tree({"src": [Entry("n" * (17 << 20), FILE | 0o644, b"x")]})) as sftp, \
+            pytest.raises(OpsError, match=r"^fetching over SFTP: the node's answer could not "
+                                          r"be read \(Garbage packet received\)"):
+        sync_down(sftp, "src", tmp_path / "dest")
+
+
+def test_a_filter_file_of_many_megabytes_is_read_only_to_its_cap(tmp_path):
+    """A node's .gitignore of 8 MB: its first MiB is read (rules past it are not), the rest
+    never asked for (the file itself excluded: paramiko's prefetch of a fetched file would
+    be measured too)."""
+    rules = b"secret.txt\n" + b"#" * (8 << 20) + b"\nkept.txt\n"
+    tree = Tree({"src": [Entry(".gitignore", FILE | 0o644, rules),
+                         Entry("secret.txt", FILE | 0o644, b"s"),
+                         Entry("kept.txt", FILE | 0o644, b"k")]})
+    with sftp_to(tree) as sftp:
+        tracemalloc.start()
+        try:
+            sync_down(sftp, "src", tmp_path / "dest", excludes=[".gitignore"],
+                      filters=[".gitignore"])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert (tmp_path / "dest" / "kept.txt").read_bytes() == b"k"
+    assert not (tmp_path / "dest" / "secret.txt").exists()
+    assert peak < 6 << 20, f"{peak} bytes held for an 8 MB filter file"
+
+
+def test_a_folder_that_becomes_a_link_while_its_file_is_fetched_is_not_followed(tmp_path):
+    """The node lists `x/` and `x/id_ed25519`; once `x` is made here, as the node lists it,
+    it is swapped for a link to the user's ~/.ssh (a race the node cannot win alone, but
+    nothing on the way to a file is ever followed): the user's key is left as it was, the
+    file refused by name."""
+    keys = tmp_path / "home" / ".ssh"
+    keys.mkdir(parents=True)
+    (keys / "id_ed25519").write_text("the user's key")
+    destination = tmp_path / "dest"
+
+    def swap(path: str) -> None:
+        if path == "src/x" and not (destination / "x").is_symlink():
+            (destination / "x").rmdir()
+            (destination / "x").symlink_to(keys)
+
+    tree = Tree({"src": [Entry("x", stat.S_IFDIR | 0o755)],
+                 "src/x": [Entry("id_ed25519", FILE | 0o600, b"from the node")]}, on_serve=swap)
+    with sftp_to(tree) as sftp:
+        report = sync_down(sftp, "src", destination)
+    assert (keys / "id_ed25519").read_text() == "the user's key"
+    assert sorted(path.name for path in keys.iterdir()) == ["id_ed25519"]
+    assert report.sent == [] and len(report.refused) == 1
+    assert "x is a link here" in report.refused[0]

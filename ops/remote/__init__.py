@@ -12,7 +12,7 @@ tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;
 one tar stream through the system's ssh (`openssh`) per node, the node's side and the
 requests in `tar_session`: up in `tar_stream`, written by `tar_writer`, down in `tar_fetch`,
-unpacked by `tar_unpack`;
+unpacked by `tar_unpack`, every header read first by `tar_headers`;
 `sync`, SFTP and the choice between them; `landing`, where a fetched file, folder or link
 lands here; `cluster_file`, `progress`),
 what a node sends checked as untrusted data (`untrusted`: names, modes, capped output; also

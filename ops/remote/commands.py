@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
 from ops.remote.ray_auth import with_ray_auth
-from ops.remote.untrusted import OUTPUT_CAP, CappedTail, drain, drain_in_background
+from ops.remote.untrusted import (
+    OUTPUT_CAP,
+    CappedTail,
+    drain,
+    drain_in_background,
+    sftp_answers,
+)
 
 if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is made
     import paramiko
@@ -238,11 +244,12 @@ def submit(
         raise OpsError(f"{script} is not a file: pass the path of a Python script")
     client = connector.head()
     remote_name = posixpath.basename(script.name)
-    sftp = client.open_sftp()
-    try:
-        sftp.put(str(script), remote_name)
-    finally:
-        sftp.close()
+    with sftp_answers(f"uploading {script.name}"):
+        sftp = client.open_sftp()
+        try:
+            sftp.put(str(script), remote_name)
+        finally:
+            sftp.close()
     shell = node_shell(submit_command(connector.outputs, remote_name, args, docker), login)
     return stream_command(
         client, wrap(shell) if wrap else shell, sys.stdout.buffer, sys.stderr.buffer

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from infra.private_files import write_private_file
 from ops.paths import in_existing_folder, open_no_follow, state_dir
 from ops.remote.ssh import connect_stack
 from ops.remote.ssh_proxy import head_host, proxy_command
@@ -58,7 +59,8 @@ def write_ssh_config(
     key_path = key_path or write_private_key(outputs.ssh_private_key, directory / "id_ssh")
     dest = dest or directory / "ssh_config"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve(), user))
+    write_private_file(dest, host_block(outputs, key_path.resolve(), known_hosts.resolve(),
+                                        user))
     return dest
 
 

@@ -36,10 +36,12 @@ from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
 from ops.remote.untrusted import (
+    FILTER_CAP,
     CappedTail,
     RefusedEntry,
     check_entry_name,
     drain,
+    sftp_answers,
 )
 from ops.stack import Node
 
@@ -103,13 +105,14 @@ def _read_remote(sftp: paramiko.SFTPClient, directory: str, names: set[str]):
             return None
         try:
             with sftp.open(posixpath.join(directory, name)) as remote_file:
-                return remote_file.read().decode(errors="replace")
+                return remote_file.read(FILTER_CAP).decode(errors="replace")
         except OSError:  # a directory of that name, or unreadable: no rules, as rsync
             return None
 
     return read
 
 
+@sftp_answers("sending over SFTP")
 def sync_up(
     sftp: paramiko.SFTPClient,
     source: Path,
@@ -118,13 +121,15 @@ def sync_up(
     filters: Iterable[str] = (),
     progress: Transfers | None = None,
     checksum_client: Any | None = None,
+    copy_links: bool = False,
 ) -> SyncReport:
     """Local `source` (file or directory) -> remote `destination`.
 
     `excludes` are rsync_exclude patterns; `filters` are rsync_filter file names (.gitignore);
     `progress` hears of every byte and file sent. Given `checksum_client` (the node's client),
     a file of the same size is compared by SHA-256 (hashed on the node in one exec per
-    folder), not by mtime, as rsync's --checksum.
+    folder), not by mtime, as rsync's --checksum. A link under `source` that leads outside it
+    is left out (named in the report's `refused`) unless `copy_links`.
     """
     excludes = list(excludes)
     merge = DirMergeFilters(filters)
@@ -157,7 +162,8 @@ def sync_up(
             _sent(report, source.name, progress)
         return report
     _remote_makedirs(sftp, destination.rstrip("/") or ".")
-    for relative_dir, directory, subdirs, files in walk_filtered(source, excludes, merge):
+    for relative_dir, directory, subdirs, files in walk_filtered(
+            source, excludes, merge, None if copy_links else report.refused):
         remote_dir = posixpath.join(destination, relative_dir) if relative_dir else destination
         listing = _remote_listing(sftp, remote_dir)
         for name in subdirs:
@@ -216,10 +222,11 @@ def _is_remote_dir(sftp: paramiko.SFTPClient, path: str) -> bool:
         return False
 
 
-def _get(sftp: paramiko.SFTPClient, remote: str, local: Path, attr: paramiko.SFTPAttributes,
-         progress: Transfers | None = None) -> None:
-    """Fetch into `local` itself, as ops.remote.landing writes it."""
-    with landing.landed_file(local, attr.st_mode, attr.st_mtime or 0, attr.st_atime) as sink:
+def _get(sftp: paramiko.SFTPClient, remote: str, root: Path, relative: str,
+         attr: paramiko.SFTPAttributes, progress: Transfers | None = None) -> None:
+    """Fetch into `relative` under `root` itself, as ops.remote.landing writes it."""
+    with landing.landed_file(root, relative, attr.st_mode, attr.st_mtime or 0,
+                             attr.st_atime) as sink:
         sftp.getfo(remote, sink, callback=_byte_counter(progress))
 
 
@@ -242,6 +249,7 @@ def _listing(
     return sorted(entries.values(), key=lambda a: a.filename)
 
 
+@sftp_answers("fetching over SFTP")
 def sync_down(
     sftp: paramiko.SFTPClient,
     source: str,
@@ -263,10 +271,11 @@ def sync_down(
     if not stat.S_ISDIR(top.st_mode or 0):
         target = landing.file_target(destination, posixpath.basename(source))
         try:
-            if landing.unchanged(target, top.st_size or 0, top.st_mtime or 0):
+            if landing.unchanged(target.parent, target.name, top.st_size or 0,
+                                 top.st_mtime or 0):
                 report.unchanged += 1
             else:
-                _get(sftp, source, target, top, progress)
+                _get(sftp, source, target.parent, target.name, top, progress)
                 _sent(report, posixpath.basename(source), progress)
         except RefusedEntry as exc:
             report.refused.append(f"{source!r}: {exc}")
@@ -276,7 +285,7 @@ def sync_down(
         relative_dir = pending.pop()
         remote_dir = posixpath.join(source, relative_dir) if relative_dir else source
         try:
-            landing.folder(destination / relative_dir)
+            os.close(landing.folder(destination, relative_dir))
         except RefusedEntry as exc:
             report.refused.append(f"{relative_dir!r}: {exc}")
             continue
@@ -310,16 +319,15 @@ def _fetch_entry(
 ) -> None:
     """One file or link of a listing; RefusedEntry says why it was left out."""
     relative = posixpath.join(relative_dir, attr.filename)
-    local = destination / relative
     remote = posixpath.join(remote_dir, attr.filename)
     try:
         if stat.S_ISLNK(attr.st_mode or 0):
-            landing.link(sftp.readlink(remote) or "", relative_dir, local)
+            landing.link(sftp.readlink(remote) or "", relative_dir, destination, relative)
             return
-        if landing.unchanged(local, attr.st_size or 0, attr.st_mtime or 0):
+        if landing.unchanged(destination, relative, attr.st_size or 0, attr.st_mtime or 0):
             report.unchanged += 1
             return
-        _get(sftp, remote, local, attr, progress)
+        _get(sftp, remote, destination, relative, attr, progress)
     except OSError as exc:  # the node refused to read it, or it vanished meanwhile
         raise RefusedEntry(f"cannot be copied ({exc})") from None
     _sent(report, relative, progress)
@@ -333,11 +341,13 @@ def rsync_up_nodes(
     filters: list[str] | None = None,
     err: TextIO | None = None,
     checksum: bool = False,
+    copy_links: bool = False,
 ) -> dict[str, SyncReport]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
     counting files and bytes on `err` (a bar of nodes when there are several): as one tar
     stream over the system's OpenSSH when it is installed (ops.remote.tar_stream), else, or
-    for a node without tar, over SFTP. `checksum` compares same-size files by content."""
+    for a node without tar, over SFTP. `checksum` compares same-size files by content;
+    `copy_links` sends what a link leading outside its folder names (else it is left out)."""
     from ops.remote.openssh import open_ssh, system_ssh
 
     ssh = system_ssh()
@@ -355,6 +365,7 @@ def rsync_up_nodes(
             report = send_one(Path(local), remote)
             total.sent += [posixpath.join(remote, path) for path in report.sent]
             total.unchanged += report.unchanged
+            total.refused += [f"{local}/{line}" for line in report.refused]
         return total
 
     def over_tar(openssh: OpenSsh, node: Node) -> SyncReport | None:
@@ -363,7 +374,8 @@ def rsync_up_nodes(
 
         try:
             return every_pair(lambda local, remote: send_as_tar(
-                openssh, node, local, remote, excludes, filters or [], checksum, progress))
+                openssh, node, local, remote, excludes, filters or [], checksum, progress,
+                copy_links))
         except NoRemoteTar:
             return None
 
@@ -373,7 +385,7 @@ def rsync_up_nodes(
         try:
             return every_pair(lambda local, remote: sync_up(
                 sftp, local, remote, excludes, filters or (), progress,
-                client if checksum else None))
+                client if checksum else None, copy_links))
         finally:
             sftp.close()
 
@@ -431,9 +443,11 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
 
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool,
-                   trust_first_use: bool = False, checksum: bool = False) -> None:
+                   trust_first_use: bool = False, checksum: bool = False,
+                   copy_links: bool = False) -> None:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts;
-    `checksum`: same-size files compared by content (rsync's -c), not mtime."""
+    `checksum`: same-size files compared by content (rsync's -c), not mtime; `copy_links`:
+    a link leading outside its folder sent as what it names (else left out, named)."""
     from ops.remote.cluster_file import file_mounts, sync_rules
     from ops.remote.ssh import connect_stack
 
@@ -447,17 +461,20 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
         nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [outputs.head]
         rules = sync_rules(outputs)
         reports = rsync_up_nodes(connector, nodes, pairs, rules.excludes, rules.filters,
-                                 checksum=checksum)
+                                 checksum=checksum, copy_links=copy_links)
         for name, report in reports.items():
+            for refused in report.refused:
+                print(f"rsync-up: {name}: left out {refused}", file=sys.stderr)
             print(f"{name}: {report.summary()}")
 
 
 def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool,
-             trust_first_use: bool = False, checksum: bool = False) -> None:
+             trust_first_use: bool = False, checksum: bool = False,
+             copy_links: bool = False) -> None:
     """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
     if not Path(source).exists():
         raise OpsError(f"{source} does not exist: pass a local file or directory")
-    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum)
+    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum, copy_links)
 
 
 def rsync_down(stack: str | None, source: str, target: str,

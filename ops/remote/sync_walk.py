@@ -63,11 +63,16 @@ def _read_local(directory: Path) -> Callable[[str], str | None]:
     return read
 
 
-def walk_filtered(source: Path, excludes: list[str], merge: DirMergeFilters
+def walk_filtered(source: Path, excludes: list[str], merge: DirMergeFilters,
+                  left_out: list[str] | None = None
                   ) -> Iterator[tuple[str, Path, list[str], list[str]]]:
     """The folders under `source` the filters keep, top down: (its path relative to `source`,
     "" at the top; its local path; its kept subfolders; its kept files), names sorted. A
-    link to a folder is listed as a folder and not walked into; a link to a file as a file."""
+    link to a folder is listed as a folder and not walked into; a link to a file as a file.
+    Given `left_out`, a link that leads outside `source` (`creds -> ~/.aws/credentials`) is
+    not listed but named there, as rsync -a would never send what it names (None: every link
+    followed, rsync's --copy-links)."""
+    inside = os.path.realpath(source)
     for directory, subdirs, files in os.walk(source):
         relative_dir = Path(directory).relative_to(source).as_posix()
         relative_dir = "" if relative_dir == "." else relative_dir
@@ -77,8 +82,25 @@ def walk_filtered(source: Path, excludes: list[str], merge: DirMergeFilters
             name for name in subdirs
             if not is_excluded(posixpath.join(relative_dir, name), excludes)
             and not merge.excluded(posixpath.join(relative_dir, name), is_dir=True)
+            and _stays_inside(directory, name, inside, relative_dir, left_out)
         )
         kept = [name for name in sorted(files)
                 if not is_excluded(posixpath.join(relative_dir, name), excludes)
-                and not merge.excluded(posixpath.join(relative_dir, name), is_dir=False)]
+                and not merge.excluded(posixpath.join(relative_dir, name), is_dir=False)
+                and _stays_inside(directory, name, inside, relative_dir, left_out)]
         yield relative_dir, Path(directory), list(subdirs), kept
+
+
+def _stays_inside(directory: str, name: str, inside: str, relative_dir: str,
+                  left_out: list[str] | None) -> bool:
+    """Whether `name` may be sent: not a link, or one whose whole chain ends inside the
+    synced folder `inside` (its real path), or any link when `left_out` is None."""
+    path = os.path.join(directory, name)
+    if left_out is None or not os.path.islink(path):
+        return True
+    real = os.path.realpath(path)
+    if real == inside or real.startswith(inside.rstrip("/") + "/"):
+        return True
+    left_out.append(f"{posixpath.join(relative_dir, name)!r}: it links to {os.readlink(path)!r}, "
+                    "outside the folder sent (pass --copy-links to send what it names)")
+    return False

@@ -9,12 +9,13 @@ each answer but the last ends with a record `Z` (no record of any answer starts 
 - `sum`: `sha256sum -z` records of the paths;
 - `list`: every entry under a folder (or the file) as GNU find sees it, the start followed
   if it is a link: `type mode(octal) size mtime path` then `L` + a link's target;
-- `read`: each path's first READ_CAP bytes, base64, in the order asked (empty when unreadable);
+- `read`: each path's first FILTER_CAP bytes, base64, in the order asked (empty when unreadable);
 - `send` (last): a tar on stdin unpacked in the folder by GNU tar, owned by whoever logs in,
   folders already there keeping their modes and times;
 - `pack` (last): in the folder, the NUL-separated names that follow to the end of stdin (sent
   as they are found) as one GNU tar on stdout, each as it is read, a link sent as what it
-  names; tar's status is the run's (1 or 2: some could not be read).
+  names, a file hard-linked to another sent whole (as the files they are: only files are
+  taken here); tar's status is the run's (1 or 2: some could not be read).
 
 A node without GNU tar (or, for `list`, GNU find) ends the run with NO_TOOLS_STATUS and
 NoRemoteTar is raised: the caller serves that node over SFTP. The node's key is checked by
@@ -31,7 +32,7 @@ from typing import IO
 
 from ops.errors import OpsError
 from ops.remote.openssh import OpenSsh
-from ops.remote.untrusted import CappedTail, drain_in_background
+from ops.remote.untrusted import FILTER_CAP, CappedTail, drain_in_background
 from ops.stack import Node
 
 NO_TOOLS = "ray-gcp: no GNU tar or find on the node"
@@ -40,7 +41,6 @@ STDERR_LINES = 5  # enough to say why the node refused
 STDERR_CAP = 8192  # bytes of the node's stderr kept to say it from
 STAT_FORMAT = "%f %s %Y %n\\0"  # raw mode (hex), size, mtime (s), the path as asked
 LIST_FORMAT = "%y %m %s %T@ %P\\0L%l\\0"  # type, mode, size, mtime, path; L + link target
-READ_CAP = 1 << 20  # bytes read of one filter file
 ANSWER_END = b"Z\n"
 _REFUSE = f"echo '{NO_TOOLS}' >&2; exit {NO_TOOLS_STATUS}"
 SCRIPT = f"""case $(tar --version 2>/dev/null) in
@@ -58,14 +58,14 @@ while read -r verb size; do
     esac
     find -H "$start" -printf '{LIST_FORMAT}' 2>/dev/null ;;
   read) head -c "$size" | xargs -0r sh -c 'for f; do
-      head -c {READ_CAP} -- "$f" 2>/dev/null | base64 -w0; printf "\\0"; done' sh ;;
+      head -c {FILTER_CAP} -- "$f" 2>/dev/null | base64 -w0; printf "\\0"; done' sh ;;
   send) folder=$(head -c "$size"; echo x); folder=${{folder%x}}
     mkdir -p -- "$folder" && cd -- "$folder" &&
     exec tar -x -p --no-same-owner --no-overwrite-dir -f -
     exit 1 ;;
   pack) folder=$(head -c "$size"; echo x); folder=${{folder%x}}
-    exec tar -c -f - -C "$folder" --format=gnu --dereference --no-recursion --null \\
-      --verbatim-files-from -T -
+    exec tar -c -f - -C "$folder" --format=gnu --dereference --hard-dereference \\
+      --no-recursion --null --verbatim-files-from -T -
     exit 1 ;;
   *) exit 0 ;;
   esac

@@ -45,9 +45,11 @@ class RemoteEntry:
 
 
 def send(openssh: OpenSsh, node: Node, local: Path, destination: str, excludes: list[str],
-         filters: list[str], checksum: bool, progress: Transfers | None) -> SyncReport:
+         filters: list[str], checksum: bool, progress: Transfers | None,
+         copy_links: bool = False) -> SyncReport:
     """Local `local` (file or folder) -> `destination` on `node`, as ops.remote.sync's
-    sync_up sends it."""
+    sync_up sends it (a link leading outside the folder left out unless `copy_links`)."""
+    left_out: list[str] = []
     destination = remote_path(destination)
     root = None if local.is_file() else local  # the local folder the names are under
     with Session(openssh, node, "sending to") as session:
@@ -55,7 +57,8 @@ def send(openssh: OpenSsh, node: Node, local: Path, destination: str, excludes: 
             folder, candidates, there = _file_target(session, local, destination)
         else:
             folder = destination.rstrip("/") or "."
-            candidates = _walk(local, excludes, DirMergeFilters(filters))
+            candidates = _walk(local, excludes, DirMergeFilters(filters),
+                               None if copy_links else left_out)
             there = _stats(session, folder, [candidate.name for candidate in candidates])
         files = [candidate for candidate in candidates if not candidate.is_folder]
         if checksum:  # rsync's -c: a file the same size is judged by its content alone
@@ -68,7 +71,7 @@ def send(openssh: OpenSsh, node: Node, local: Path, destination: str, excludes: 
         chosen = [candidate for candidate in candidates
                   if (not candidate.is_folder and candidate.name not in alike)
                   or (candidate.is_folder and not _is_folder(there.get(candidate.name)))]
-        report = SyncReport(unchanged=len(alike))
+        report = SyncReport(unchanged=len(alike), refused=left_out)
         if chosen:
             _stream(session, folder, root, chosen, progress)
             report.sent = [candidate.name for candidate in chosen if not candidate.is_folder]
@@ -90,11 +93,13 @@ def _file_target(session: Session, local: Path, destination: str
     return posixpath.dirname(target) or ".", [Candidate(name, local, False)], found
 
 
-def _walk(local: Path, excludes: list[str], merge: DirMergeFilters) -> list[Candidate]:
+def _walk(local: Path, excludes: list[str], merge: DirMergeFilters,
+          left_out: list[str] | None) -> list[Candidate]:
     """Every folder and file under `local` the filters keep, folders before what is in
-    them."""
+    them (links leading outside named in `left_out` instead, unless it is None)."""
     candidates: list[Candidate] = []
-    for relative_dir, directory, subdirs, files in walk_filtered(local, excludes, merge):
+    for relative_dir, directory, subdirs, files in walk_filtered(local, excludes, merge,
+                                                                 left_out):
         candidates += [Candidate(posixpath.join(relative_dir, name), directory / name, True)
                        for name in subdirs]
         candidates += [Candidate(posixpath.join(relative_dir, name), directory / name, False)

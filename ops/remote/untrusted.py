@@ -11,20 +11,25 @@ functions:
 - a mode keeps its permission bits only: never setuid, setgid or sticky; nothing is chowned;
 - output is read to its end but only its last `cap` bytes are kept (the channel is drained, so
   the remote never blocks on a full window, and memory stays bounded);
+- an SFTP answer paramiko cannot read ends the transfer in one line (sftp_answers);
 - an archive is read with CappedHeaders: a long-name or pax header (which tarfile holds whole
   in memory) past EXTENDED_HEADER_CAP ends the reading, so no name can take gigabytes here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import stat
 import tarfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+from ops.errors import OpsError
 
 OUTPUT_CAP = 1024 * 1024  # bytes kept of one captured stream
 EXTENDED_HEADER_CAP = 1024 * 1024  # bytes of one long-name or pax header (a name is < 4 KiB)
+FILTER_CAP = 1024 * 1024  # bytes read of one filter file (a .gitignore) a node holds
 _EXTENDED = {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
              tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
 _CHUNK = 32768
@@ -126,3 +131,19 @@ def drain_in_background(
     reader = threading.Thread(target=drain, args=(receive, sink), daemon=True)
     reader.start()
     return reader
+
+
+@contextlib.contextmanager
+def sftp_answers(doing: str) -> Iterator[None]:
+    """What paramiko raises when a node's SFTP answers are not SFTP (a reply over its 16 MB
+    packet limit is "Garbage packet received") or end mid-way: one line, not a bug (also a
+    decorator)."""
+    from paramiko.sftp import SFTPError
+
+    try:
+        yield
+    except SFTPError as exc:
+        raise OpsError(f"{doing}: the node's answer could not be read ({exc}): the rest "
+                       "refused") from None
+    except EOFError:
+        raise OpsError(f"{doing}: the node's SFTP session ended mid-way; run again") from None

@@ -19,7 +19,9 @@ host keys, the same refusals, nothing pinned here: the task that started it pinn
 the socket is named for), before the socket exists: it serves nothing it did not verify. It
 exits when idle for `idle_seconds` with no request running, when the transport dies, or
 when another daemon already serves the same socket (a lock file beside it). The stack
-outputs, the private key among them, reach it on stdin.
+outputs, the private key among them, reach it on stdin; ops.background starts it with a
+minimal environment and makes it undumpable (no core file, PR_SET_DUMPABLE 0) before it reads
+them.
 """
 
 from __future__ import annotations

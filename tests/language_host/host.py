@@ -44,7 +44,8 @@ print(json.dumps(found))
 """
 DISTRIBUTIONS_SCRIPT = """
 import importlib.metadata, json
-print(json.dumps(sorted({(d.metadata["Name"], d.version) for d in importlib.metadata.distributions()})))
+found = {(dist.metadata["Name"], dist.version) for dist in importlib.metadata.distributions()}
+print(json.dumps(sorted(found)))
 """
 
 
@@ -174,8 +175,9 @@ class PythonLanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
 
     def About(self, request: Any, context: Any) -> Any:  # noqa: N802
         python = project_python(request.info) if request.HasField("info") else sys.executable
-        version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        version = subprocess.run(
+            [python, "-c", "import platform; print(platform.python_version())"],
+            capture_output=True, text=True, check=True).stdout.strip()
         return language_pb2.AboutResponse(executable=python, version=version)
 
     def GetProgramDependencies(self, request: Any, context: Any) -> Any:  # noqa: N802

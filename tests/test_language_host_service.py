@@ -66,3 +66,11 @@ def test_program_dependencies_are_the_virtualenvs_distributions(host) -> None:
     answer = host.GetProgramDependencies(language_pb2.GetProgramDependenciesRequest(
         info=program_info(PROJECT_ROOT, toolchain="uv")))
     assert "pulumi" in {d.name for d in answer.dependencies}
+
+
+def test_install_dependencies_makes_the_named_virtualenv(host, tmp_path) -> None:
+    (tmp_path / "requirements.txt").write_text("")
+    replies = list(host.InstallDependencies(language_pb2.InstallDependenciesRequest(
+        directory=str(tmp_path), info=program_info(tmp_path, virtualenv="venv"))))
+    assert replies  # the commands' output, streamed to the engine
+    assert (tmp_path / "venv" / "bin" / "python").is_file()

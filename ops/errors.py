@@ -42,7 +42,7 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         raise Exit("interrupted", code=130) from None
     except Exception as exc:
-        if _is_user_error(exc):
+        if is_user_error(exc):
             raise Exit(f"error: {exc}", code=1) from None
         if os.environ.get(TRACEBACK_ENV):
             raise
@@ -50,7 +50,10 @@ def user_errors() -> Iterator[None]:
                    f"{TRACEBACK_ENV}=1 and report the traceback)", code=1) from None
 
 
-def _is_user_error(exc: Exception) -> bool:
+def is_user_error(exc: BaseException) -> bool:
+    """OpsError, or a user error of a layer this process has loaded."""
+    if isinstance(exc, OpsError):
+        return True
     # Only a task that loaded a layer can raise its errors: `exec` never pays for importing
     # pydantic just to check.
     for module, name in _USER_ERRORS:

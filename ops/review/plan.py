@@ -16,15 +16,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.config.errors import ConfigError
 from infra.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
     STATE_DIR_ENV,
-    StackFileError,
     check_stack,
 )
-from ops.errors import OpsError
+from ops.errors import OpsError, is_user_error
 from ops.paths import in_existing_folder
 from ops.review.guardrails import pack_config, plan_findings, refuse_over_cap, table_lines
 from ops.stack import (
@@ -115,7 +113,7 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
             "spend_cap": projection,
-            "warnings": cluster.review_warnings, "node_types": node_type_rows(cluster, counts),
+            "warnings": run.warnings, "node_types": node_type_rows(cluster, counts),
             "policy": plan_findings(resources, pack_config(config, root))
             + cap_findings(projection, config_source(config, stack, root))}
 
@@ -133,12 +131,21 @@ def plan_stack_isolated(
 ) -> subprocess.Popen[str]:
     """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
     the result with `collect_plan`. Two can run at once. `state`: the local state folder the
-    plan uses (its stack's plan secret, ops.review.plan_engine.plan_secret), else the usual."""
+    plan reads (the stack's backend record), else the usual."""
+    return _isolated(["--stack", stack, "--root", str(root)], state)
+
+
+def _isolated(arguments: list[str], state: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, **({STATE_DIR_ENV: str(state)} if state is not None else {})}
     return subprocess.Popen(
-        [sys.executable, "-m", "ops.review.plan", "--stack", stack, "--root", str(root)],
+        [sys.executable, "-m", "ops.review.plan", *arguments],
         cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+
+
+USER_ERROR_EXIT = 2
+"""`python -m ops.review.plan`'s exit status for a problem the user can fix: its stderr is then
+the one message `invoke plan` shows, and nothing else."""
 
 
 def collect_plan(process: subprocess.Popen[str], stack: str, where: str = "") -> Plan:
@@ -147,11 +154,39 @@ def collect_plan(process: subprocess.Popen[str], stack: str, where: str = "") ->
     place = f" {where}" if where else ""
     if process.returncode != 0:
         raise OpsError(f"planning stack {stack!r}{place} failed:\n{stderr.strip()}")
+    return _parsed(stdout, stderr, f"planning stack {stack!r}{place}")
+
+
+def _parsed(stdout: str, stderr: str, what: str) -> Plan:
     try:
         return json.loads(stdout)
     except json.JSONDecodeError:
-        raise OpsError(f"planning stack {stack!r}{place} printed no plan: "
-                       f"{stderr.strip() or stdout[:200]}") from None
+        raise OpsError(f"{what} printed no plan: {stderr.strip() or stdout[:200]}") from None
+
+
+def check_before_create(stack: str, cluster_yaml: str | None = None,
+                    refuse_cap: bool = True) -> Plan:
+    """Every check `invoke plan` makes, by the code `invoke plan` runs (`plan_cluster_yaml`'s
+    `plan_yaml` for a cluster YAML, else `plan_stack`), before `invoke up` (or a first
+    `preview -c`) writes a stack file or the engine creates anything: a refusal is `invoke
+    plan`'s own message, once. The plan runs in a fresh interpreter: the pulumi runtime it
+    mocks is process-global, and the up runs the real one here. Then (`refuse_cap`) a plan
+    whose pinned nodes alone cost more an hour than the spend cap is refused, as `invoke plan`
+    refuses it. Returns the plan (its policy findings judge what the engine's preview
+    cannot)."""
+    arguments = ["--config", cluster_yaml] if cluster_yaml else ["--stack", stack]
+    process = _isolated(arguments)
+    stdout, stderr = process.communicate()
+    if process.returncode == USER_ERROR_EXIT:
+        raise OpsError(stderr.strip())
+    if process.returncode != 0:
+        raise OpsError(f"planning stack {stack!r} before the up failed (a bug: report it):\n"
+                       f"{stderr.strip()}")
+    plan = _parsed(stdout, stderr, f"planning stack {stack!r}")
+    if refuse_cap:
+        refuse_over_cap(plan["stack"], plan["policy"],
+                        "before the up: nothing was created or changed")
+    return plan
 
 
 def render_json(plan: Plan) -> str:
@@ -221,6 +256,12 @@ def plan_cluster_yaml(stack: str | None, cluster_yaml: str, root: str | None,
         raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
     if output:
         in_existing_folder(output, "--output")
+    return plan_yaml(cluster_yaml)
+
+
+def plan_yaml(cluster_yaml: str) -> Plan:
+    """The stack `cluster_yaml` deploys as, planned as `invoke up -c` deploys it: with its
+    stack file's settings when it has one, else with the YAML alone."""
     found = stack_for_cluster_yaml(cluster_yaml)
     if found.exists:
         return plan_stack(found.name)
@@ -228,17 +269,24 @@ def plan_cluster_yaml(stack: str | None, cluster_yaml: str, root: str | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ops.review.plan --stack S [--root DIR]`: canonical JSON on stdout (one plan per
-    interpreter, which is how `invoke diff` isolates its two runs)."""
+    """`python -m ops.review.plan --stack S [--root DIR]` or `--config YAML`: canonical JSON on
+    stdout (one plan per interpreter, which is how `invoke diff` isolates its two runs and
+    `invoke up` checks before it creates). A problem the user can fix: its one message on
+    stderr, exit status USER_ERROR_EXIT."""
     parser = argparse.ArgumentParser(prog="python -m ops.review.plan")
-    parser.add_argument("--stack", required=True)
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--stack")
+    chosen.add_argument("--config")
     parser.add_argument("--root", type=Path, default=PROJECT_ROOT)
     args = parser.parse_args(argv)
     try:
-        sys.stdout.write(render_json(plan_stack(args.stack, args.root)))
-    except (ConfigError, OpsError, StackFileError) as error:
+        plan = plan_yaml(args.config) if args.config else plan_stack(args.stack, args.root)
+    except Exception as error:
+        if not is_user_error(error):
+            raise
         print(error, file=sys.stderr)
-        return 2
+        return USER_ERROR_EXIT
+    sys.stdout.write(render_json(plan))
     return 0
 
 

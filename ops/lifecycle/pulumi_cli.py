@@ -37,7 +37,7 @@ def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) ->
             found = stack_for_cluster_yaml(cluster_yaml)
             if not found.exists:  # the preview would write its stack file
                 require_cli()
-                check_before_create(found.name, cluster_yaml, refuse_cap=False)
+                check_before_create(None, cluster_yaml, refuse_cap=False)
         return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
@@ -60,7 +60,7 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
         if stack:
             stack_from_yaml(stack, cluster_yaml, create=False)  # refuses both, one line
         require_cli()
-        checked = check_before_create(stack_for_cluster_yaml(cluster_yaml).name, cluster_yaml)
+        checked = check_before_create(None, cluster_yaml)
     run_operation(choose(stack, cluster_yaml, "up"), "up", checked=checked)
 
 

@@ -164,8 +164,8 @@ def _parsed(stdout: str, stderr: str, what: str) -> Plan:
         raise OpsError(f"{what} printed no plan: {stderr.strip() or stdout[:200]}") from None
 
 
-def check_before_create(stack: str, cluster_yaml: str | None = None,
-                    refuse_cap: bool = True) -> Plan:
+def check_before_create(stack: str | None, cluster_yaml: str | None = None,
+                        refuse_cap: bool = True) -> Plan:
     """Every check `invoke plan` makes, by the code `invoke plan` runs (`plan_cluster_yaml`'s
     `plan_yaml` for a cluster YAML, else `plan_stack`), before `invoke up` (or a first
     `preview -c`) writes a stack file or the engine creates anything: a refusal is `invoke
@@ -175,14 +175,14 @@ def check_before_create(stack: str, cluster_yaml: str | None = None,
     refuses it. Returns the plan (its policy findings judge what the engine's preview
     cannot)."""
     arguments = ["--config", cluster_yaml] if cluster_yaml else ["--stack", stack]
+    what = f"planning {cluster_yaml}" if cluster_yaml else f"planning stack {stack!r}"
     process = _isolated(arguments)
     stdout, stderr = process.communicate()
     if process.returncode == USER_ERROR_EXIT:
         raise OpsError(stderr.strip())
     if process.returncode != 0:
-        raise OpsError(f"planning stack {stack!r} before the up failed (a bug: report it):\n"
-                       f"{stderr.strip()}")
-    plan = _parsed(stdout, stderr, f"planning stack {stack!r}")
+        raise OpsError(f"{what} before the up failed (a bug: report it):\n{stderr.strip()}")
+    plan = _parsed(stdout, stderr, what)
     if refuse_cap:
         refuse_over_cap(plan["stack"], plan["policy"],
                         "before the up: nothing was created or changed")

@@ -43,6 +43,14 @@ Plan = dict[str, Any]
 FORMATS = ("json", "table")
 
 
+def plan_format(given: str | None, as_json: bool) -> str:
+    """`invoke plan`'s format: the table for people unless --format json (or --json) asks
+    for the document tools read."""
+    if as_json and given not in (None, "json"):
+        raise OpsError(f"--json and --format {given} disagree: give one")
+    return "json" if as_json else given or "table"
+
+
 def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
                       output: str | None, missing_ok: bool = False) -> tuple[str, Path]:
     """Check `invoke plan`/`diff` arguments before the slow plan: the stack (chosen as every
@@ -196,7 +204,8 @@ def render_json(plan: Plan) -> str:
 
 def render_table(plan: Plan) -> str:
     """For people: the node types (role, machine, zones, counts, spot, disk, price) and the
-    cluster's total, then one line per resource: kind, logical name, parent, type token."""
+    cluster's total, then one line per resource (kind, logical name, parent, type token), the
+    spend cap, each warning once and the policy findings; every line ends in a newline."""
     from ops.review.plan_node_types import render_node_types
     from ops.review.spend_cap import table_lines as cap_table_lines
 
@@ -209,18 +218,13 @@ def render_table(plan: Plan) -> str:
         + "  " + row[3]
         for row in rows
     ]
-    price = plan["price_per_hour"]
-    floor = "at least " if price["unpriced"] else ""
-    types = render_node_types(plan["node_types"]) if "node_types" in plan else []
-    warnings = "".join(f"warning: {line}\n" for line in plan.get("warnings", []))
+    types = render_node_types(plan.get("node_types", []), plan["price_per_hour"])
+    closing = [*cap_table_lines(plan.get("spend_cap")),
+               *(f"warning: {line}" for line in plan.get("warnings", [])),
+               *table_lines(plan["policy"])]
     return f"stack {plan['stack']} ({plan['cluster_file']}): " \
         f"{len(plan.get('node_types', []))} node types, {len(plan['resources'])} resources\n" \
-        + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
-        + f"price: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}" \
-        f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of " \
-        f"{price['prices_as_of']})\n" \
-        + "".join(f"{line}\n" for line in cap_table_lines(plan.get("spend_cap"))) \
-        + warnings + "\n".join(table_lines(plan["policy"])) + "\n"
+        + "".join(f"{line}\n" for line in [*types, "", *lines, *closing])
 
 
 def render(plan: Plan, output_format: str) -> str:

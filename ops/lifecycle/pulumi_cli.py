@@ -53,7 +53,11 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
        cluster_yaml: str | None = None) -> None:
     """`invoke up`: the re-apply request for the node watchers, then the up. With a cluster
     YAML, every check `invoke plan -c` makes comes before its stack file is written or its
-    stack created (`check_before_create`); `run_operation` makes them for a stack it is given."""
+    stack created (`check_before_create`); `run_operation` makes them for a stack it is given.
+    It ends with the head's address, whether Ray is up on it and what to type next
+    (ops/lifecycle/up_summary.py)."""
+    from ops.lifecycle.up_summary import print_summary
+
     export_request(reapply_request(restart_only, no_restart))
     checked = None
     if cluster_yaml:
@@ -61,7 +65,14 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
             stack_from_yaml(stack, cluster_yaml, create=False)  # refuses both, one line
         require_cli()
         checked = check_before_create(None, cluster_yaml)
-    run_operation(choose(stack, cluster_yaml, "up"), "up", checked=checked)
+    chosen = choose(stack, cluster_yaml, "up")
+    run_operation(chosen, "up", checked=checked)
+    try:
+        outputs = Stack.of(chosen.name).outputs
+    except OpsError as exc:
+        print(f"the up is done, but its outputs could not be read: {exc}", flush=True)
+        return
+    print_summary(outputs)
 
 
 def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
 from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
-from ops.errors import OpsError
+from ops.errors import OpsError, environment_fix
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
@@ -193,7 +193,7 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
         yield
     except auto.CommandError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
-        reason = lines[-1] if lines else "see the messages above"
+        reason = environment_fix(str(exc)) or (lines[-1] if lines else "see the messages above")
         raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None
 
 

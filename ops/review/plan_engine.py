@@ -7,6 +7,7 @@ program's look-ups with plausible values, and records every resource the program
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -295,9 +296,31 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.run = mocks.run
         self.urn_names: dict[str, str] = {}
+        self.thread_loops: set[asyncio.AbstractEventLoop] = set()
+        """The loops pulumi's mock monitor makes in the worker threads it is called on (one
+        a thread, never closed by pulumi): `_own_event_loop` closes them."""
+
+    def _thread_loop(self) -> None:
+        with contextlib.suppress(RuntimeError):  # this thread has none
+            self.thread_loops.add(asyncio.get_event_loop_policy().get_event_loop())
+
+    def Invoke(self, request):  # noqa: N802  (the gRPC method name)
+        try:
+            return super().Invoke(request)
+        finally:
+            self._thread_loop()
+
+    def ReadResource(self, request):  # noqa: N802  (the gRPC method name)
+        try:
+            return super().ReadResource(request)
+        finally:
+            self._thread_loop()
 
     def RegisterResource(self, request):  # noqa: N802  (the gRPC method name)
-        response = super().RegisterResource(request)
+        try:
+            response = super().RegisterResource(request)
+        finally:
+            self._thread_loop()
         self.urn_names[response.urn] = request.name
         self.run.urns[request.name] = response.urn
         if request.type != "pulumi:pulumi:Stack":
@@ -365,6 +388,29 @@ class _WarningsKept(logging.Handler):
             self.run.warnings.append(message)
 
 
+@contextlib.contextmanager
+def _own_event_loop(monitor: _RecordingMonitor) -> Iterator[None]:
+    """The run on an event loop of its own, closed after it with those `monitor` made in its
+    worker threads. Pulumi's `_sync_await` makes loops and leaves them open: at exit their
+    `__del__` warns of unclosed loops, and while the interpreter shuts down that can end
+    `invoke plan` with "Exception ignored in: <function BaseEventLoop.__del__ ...>" and a
+    traceback. A fresh event loop policy after the run forgets the closed loops, so a later
+    run in this process (a test's, a benchmark's) makes new ones."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            for used in {loop, *monitor.thread_loops}:
+                if not used.is_running():
+                    used.close()
+            asyncio.set_event_loop_policy(None)
+
+
 def _program_log(run: ProgramRun) -> logging.Logger:
     """A logger of this run alone (not the root logger, which prints to stderr)."""
     logger = logging.getLogger(f"{__name__}.program")
@@ -380,13 +426,6 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
     from infra.program import define_cluster
 
     run = ProgramRun()
-    mocks = RecordingMocks(run, stack)
-    set_root_resource(None)  # a fresh root stack, so exports of an earlier run do not leak in
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT_NAME, stack=stack, preview=preview,
-        monitor=_RecordingMonitor(mocks), logger=_program_log(run),
-    )
-    pulumi.runtime.set_all_config(config, [])
 
     async def program() -> None:
         define_cluster()
@@ -396,7 +435,16 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
             secret = await output.is_secret()
             run.outputs[name] = SECRET_MASK if secret else await output.future(with_unknowns=True)
 
-    with _pickler_restored(), _scratch_state():
+    mocks = RecordingMocks(run, stack)
+    monitor = _RecordingMonitor(mocks)
+    # The loop first: the mocks' root stack already makes futures on it.
+    with _own_event_loop(monitor), _pickler_restored(), _scratch_state():
+        set_root_resource(None)  # a fresh root stack: exports of an earlier run do not leak in
+        pulumi.runtime.set_mocks(
+            mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor,
+            logger=_program_log(run),
+        )
+        pulumi.runtime.set_all_config(config, [])
         _sync_await(run_pulumi_func(program))
     run.resources.sort(key=lambda r: (r.type, r.name))
     return run

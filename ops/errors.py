@@ -73,7 +73,8 @@ ENVIRONMENT_FIXES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]],
                 r"run `pulumi login`", re.IGNORECASE),
      lambda _: "pulumi has no backend to keep the stack's state in: run `pulumi login` "
                "(Pulumi Cloud) or `pulumi login --local`, or set PULUMI_BACKEND_URL (e.g. "
-               "file://~/.pulumi-state); `invoke up -c cluster.yaml` needs none"),
+               "file://~/.pulumi-state); a stack `invoke up -c` created keeps its state in the "
+               "state folder: if that folder moved, set RAY_GCP_STATE_DIR to where it is now"),
     (_INSTALL_PLUGIN,
      lambda found: f"the {found[1]} provider plugin {found[2]} is not installed and could not "
                    f"be downloaded: run `pulumi plugin install resource {found[1]} "

@@ -174,3 +174,26 @@ def test_plan_leaves_no_event_loop_for_the_interpreter_to_complain_about(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     assert "unclosed event loop" not in done.stderr
     assert "Exception ignored" not in done.stderr
+
+
+def test_a_plan_closes_every_event_loop_it_made(monkeypatch, tmp_path):
+    """Pulumi's mock runtime makes a loop here and one in each worker thread of its monitor and
+    closes none; one left for the interpreter's shutdown is what printed the BaseEventLoop
+    traceback. The plan closes each, and a second plan in the process still runs."""
+    import asyncio.base_events
+
+    from ops.review.plan_engine import run_program
+
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path / "state"))
+    made: list[asyncio.AbstractEventLoop] = []
+    original = asyncio.base_events.BaseEventLoop.__init__
+
+    def recording(self, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+        made.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "__init__", recording)
+    config = {"ray-gcp:cluster": str(PROJECT_ROOT / "stacks/clusters/minimal.yaml")}
+    for _ in range(2):
+        assert run_program(config, stack="loops").resources
+    assert made and [loop for loop in made if not loop.is_closed()] == []

@@ -312,19 +312,22 @@ def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documente
         "config": "a Ray cluster YAML instead of --stack: planned as the stack `invoke up -c` "
                   "would deploy it as (nothing is written)",
         "output": "write to this file instead of stdout",
-        "format": "json (canonical, byte-identical for the same input) or table",
+        "format": "table (default: node types, prices, resources, warnings) or json (the "
+                  "canonical document, byte-identical for the same input, for tools)",
+        "json": "the same as --format json",
         "root": "directory holding the stacks/ to plan (default: this checkout)",
     }
 )
-def plan(c, stack=None, config=None, output=None, format="json", root=None):  # noqa: A002
+def plan(c, stack=None, config=None, output=None, format=None, json=False,  # noqa: A002
+         root=None):
     """Offline plan: every resource the program would register.
 
-    Runs the real program under a mock engine: no cloud, no pulumi CLI."""
+    Runs the real program under a mock engine: no cloud, no pulumi CLI; writes nothing."""
     from ops.errors import user_errors
-    from ops.review.plan import write_plan
+    from ops.review.plan import plan_format, write_plan
 
     with user_errors():
-        write_plan(stack, output, format, root, config)
+        write_plan(stack, output, plan_format(format, json), root, config)
 
 
 @task(

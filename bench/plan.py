@@ -98,7 +98,8 @@ def main() -> int:
         roots = {"full": PROJECT_ROOT, "generated": work / "generated"}
         commands: dict[str, list[str]] = {}
         for stack, root in roots.items():
-            plan = [sys.executable, "-m", "invoke", "plan", "--stack", stack, "--root", str(root)]
+            plan = [sys.executable, "-m", "invoke", "plan", "--json", "--stack", stack, "--root",
+                    str(root)]
             subprocess.run([*plan, "--output", str(work / f"{stack}.json")], cwd=PROJECT_ROOT,
                            check=True)
             commands[f"{stack} floor"] = [sys.executable, str(PROJECT_ROOT / "bench/plan_floor.py"),

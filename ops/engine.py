@@ -67,8 +67,14 @@ def pinned_version() -> str:
 def engine_root(version: str | None = None) -> Path:
     """`<cache>/ray-gcp-pulumi/engine/<version>`: what PulumiCommand calls the install root
     (the CLI is `bin/pulumi` below it)."""
+    return cache_root() / "engine" / (version or pinned_version())
+
+
+def cache_root() -> Path:
+    """`$XDG_CACHE_HOME/ray-gcp-pulumi` (default `~/.cache/ray-gcp-pulumi`): what this tool
+    keeps on the machine that can be made again (the engine, a plan's key)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "ray-gcp-pulumi" / "engine" / (version or pinned_version())
+    return Path(cache) / "ray-gcp-pulumi"
 
 
 def installed_bin() -> Path | None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 TRACEBACK_ENV = "RAY_GCP_TRACEBACK"
@@ -30,9 +32,12 @@ def user_errors() -> Iterator[None]:
     """Inside a task: OpsError and the user errors of other layers (a cluster YAML's
     ConfigError, a stack file's StackFileError, a local cluster that did not start) become
     invoke's Exit, so the user sees the message, not a trace. Anything else is a bug: one
-    line says so, and $RAY_GCP_TRACEBACK=1 shows its traceback."""
+    line says so, and $RAY_GCP_TRACEBACK=1 shows its traceback; but a problem of this
+    machine's set-up (`environment_fix`: no pulumi backend, no or expired Google credentials,
+    a provider plugin missing, a wrong passphrase) is one line with its fix."""
     from invoke.exceptions import Exit, UnexpectedExit
 
+    quiet_library_logs()
     try:
         yield
     except (Exit, UnexpectedExit):
@@ -42,15 +47,86 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         raise Exit("interrupted", code=130) from None
     except Exception as exc:
-        if _is_user_error(exc):
+        if is_user_error(exc):
             raise Exit(f"error: {exc}", code=1) from None
+        fix = environment_fix(f"{type(exc).__name__}: {exc}")
+        if fix and not os.environ.get(TRACEBACK_ENV):
+            raise Exit(f"error: {fix}", code=1) from None
         if os.environ.get(TRACEBACK_ENV):
             raise
         raise Exit(f"error: unexpected {type(exc).__name__}: {exc} (a bug: rerun with "
                    f"{TRACEBACK_ENV}=1 and report the traceback)", code=1) from None
 
 
-def _is_user_error(exc: Exception) -> bool:
+_INSTALL_PLUGIN = re.compile(r"pulumi plugin install resource ([\w-]+) (v?[\w.+-]+)")
+_NO_PLUGIN = re.compile(r"no resource plugin '?pulumi-resource-([\w-]+)'? found.*?"
+                        r"(?:version|at version) (v?\d[\w.+-]*)", re.DOTALL)
+_ADC_FIX = ("run `gcloud auth application-default login`, or set provider.gcp_credentials in "
+            "the cluster YAML")
+ENVIRONMENT_FIXES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
+    (re.compile(r"incorrect passphrase"),
+     lambda _: "the passphrase does not open this stack's secrets: set "
+               "PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the one the stack "
+               "was created with (a stack `invoke up -c` created uses .pulumi-passphrase in "
+               "the state folder: set RAY_GCP_STATE_DIR to that folder if it moved)"),
+    (re.compile(r"PULUMI_ACCESS_TOKEN must be set for login|not logged in|"
+                r"run `pulumi login`", re.IGNORECASE),
+     lambda _: "pulumi has no backend to keep the stack's state in: run `pulumi login` "
+               "(Pulumi Cloud) or `pulumi login --local`, or set PULUMI_BACKEND_URL (e.g. "
+               "file://~/.pulumi-state); a stack `invoke up -c` created keeps its state in the "
+               "state folder: if that folder moved, set RAY_GCP_STATE_DIR to where it is now"),
+    (_INSTALL_PLUGIN,
+     lambda found: f"the {found[1]} provider plugin {found[2]} is not installed and could not "
+                   f"be downloaded: run `pulumi plugin install resource {found[1]} "
+                   f"{found[2]}` where the network is reachable, then run this again"),
+    (_NO_PLUGIN,
+     lambda found: f"the {found[1]} provider plugin {found[2]} is not installed and could not "
+                   f"be downloaded: run `pulumi plugin install resource {found[1]} "
+                   f"{found[2].removeprefix('v')}` where the network is reachable, then run "
+                   "this again"),
+    (re.compile(r"invalid_grant|expired or revoked|Reauthentication is needed|"
+                r"invalid authentication credentials|UNAUTHENTICATED|RefreshError",
+                re.IGNORECASE),
+     lambda _: "Google refused the credentials (expired or revoked): run `gcloud auth "
+               "application-default login` again, or renew provider.gcp_credentials"),
+    (re.compile(r"DefaultCredentialsError|could not find default credentials|default "
+                r"credentials were not found", re.IGNORECASE),
+     lambda _: f"no Google credentials on this machine: {_ADC_FIX}"),
+)
+"""Problems of this machine's set-up, known by what the pulumi CLI or Google's libraries say
+(the real texts: tests/test_environment_fixes.py), each with the line that fixes it."""
+
+
+def environment_fix(text: str) -> str | None:
+    """The fix of the first set-up problem `text` (an error's text) shows, else None."""
+    for pattern, fix in ENVIRONMENT_FIXES:
+        found = pattern.search(text)
+        if found:
+            return fix(found)
+    return None
+
+
+QUIET_LOGGERS = ("paramiko",)
+"""Libraries that log a failure they also raise: paramiko's transport thread logs "Error
+reading SSH protocol banner" with its traceback (ERROR, which Python's last-resort handler
+prints to the terminal when nothing is configured) and then raises it to the caller, which says
+it in one line."""
+
+
+def quiet_library_logs() -> None:
+    """The logging set-up of a task: the QUIET_LOGGERS' records go nowhere (the errors they
+    describe reach the task as exceptions)."""
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        if not any(isinstance(handler, logging.NullHandler) for handler in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """OpsError, or a user error of a layer this process has loaded."""
+    if isinstance(exc, OpsError):
+        return True
     # Only a task that loaded a layer can raise its errors: `exec` never pays for importing
     # pydantic just to check.
     for module, name in _USER_ERRORS:

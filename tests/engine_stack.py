@@ -132,6 +132,9 @@ class EngineWorkspace:
             # No outputs keeper outliving a task (tests/test_engine_kept_outputs.py turns it on
             # and stops it).
             "RAY_GCP_SSH_PERSIST": "0",
+            # `invoke up` asks the head whether Ray is up once, without waiting: the fake's
+            # nodes run no bootstrap (tests/test_up_summary.py waits for one that reports).
+            "RAY_GCP_UP_WAIT_S": "0",
             **(extra_env or {}),
         }
         (self.root / "env.json").write_text(json.dumps(self.env))

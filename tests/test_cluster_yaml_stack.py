@@ -161,7 +161,7 @@ def test_down_with_a_yaml_no_stack_deploys_says_so_and_writes_nothing(tmp_path):
 
 def test_plan_with_a_yaml_plans_its_stack_and_writes_nothing(tmp_path):
     mine = cluster_yaml(tmp_path, "planned-from-yaml")
-    done = run_task("plan", "-c", str(mine), state=tmp_path / "state")
+    done = run_task("plan", "-c", str(mine), "--format", "json", state=tmp_path / "state")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert (plan["stack"], plan["cluster_file"]) == ("planned-from-yaml", str(mine))

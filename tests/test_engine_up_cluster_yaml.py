@@ -2,7 +2,8 @@
 backend and no passphrase of the user's, the stack named after the YAML's cluster_name is
 created in the file backend under the state folder (here $RAY_GCP_STATE_DIR in a temp dir) with
 a generated 0600 passphrase, runs against the fake cloud and the stand-in gcp plugin, is
-reused by a second `up -c`, and `down -c -y` deletes the cluster."""
+reused by a second `up -c`, and `down -c -y` deletes the cluster. `up` ends with the head's
+address, whether Ray is up on it, and what to type next."""
 
 from __future__ import annotations
 
@@ -88,6 +89,12 @@ def test_up_with_a_cluster_yaml_creates_its_stack_locally_and_down_deletes_it(us
     assert created.get(CLUSTER, 0) > 0, created
     first = heads(fake)
     assert len(first) == 1, first
+    [head] = first
+    ip = fake.instances(PROJECT, ZONE)[head]["networkInterfaces"][0]["accessConfigs"][0]["natIP"]
+    *_, state, next_commands = said.strip().splitlines()
+    assert state == f"head {head} at {ip}: Ray is not up yet (the head has not reported yet)"
+    for command in ("attach", "dashboard", "down"):
+        assert f"`invoke {command} -s {CLUSTER}`" in next_commands
 
     said = invoke(env, "up", "--config", str(cluster_yaml), "--yes")
     assert "wrote" not in said

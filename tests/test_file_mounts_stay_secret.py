@@ -14,6 +14,7 @@ import copy
 import gzip
 import hashlib
 import hmac
+import io
 import json
 import stat
 import tarfile
@@ -92,6 +93,7 @@ def assert_no_material(text: str, paths: dict[str, Path]) -> None:
 @pytest.fixture(autouse=True)
 def _archives_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def test_key_files_travel_in_the_archive_and_the_plan_names_it_by_hash_only(tmp_path):
@@ -104,8 +106,9 @@ def test_key_files_travel_in_the_archive_and_the_plan_names_it_by_hash_only(tmp_
     archive = resource(plan, BUCKET_OBJECT, "ray-full-bucket-file-mounts")["inputs"]
     digest = archive["name"].removeprefix("file-mounts/")
     assert archive["source"] == f"[file {digest}]"
-    [stored] = (tmp_path / "state" / "file-mounts" / "sec").glob("*.tar.gz")
-    with tarfile.open(stored) as tar:  # what the engine uploads: every file, keys included
+    assert not (tmp_path / "state").exists()  # a plan names the archive, it keeps nothing
+    packed = pack_file_mounts(parse_cluster_config(cluster_mounting(files)))
+    with tarfile.open(fileobj=io.BytesIO(packed.tar)) as tar:  # every file, keys included
         assert sorted(m.name for m in tar.getmembers()) == ["0", "1", "2"]
         assert tar.extractfile("1").read() == files["id_rsa"].read_bytes()
 
@@ -173,8 +176,8 @@ def test_the_archive_name_is_keyed_per_stack_stable_and_follows_the_content(tmp_
 def test_a_pin_file_cannot_be_checked_against_the_plan_without_the_stacks_key(tmp_path):
     """What the metadata once carried, the sha256 of the packed files, lets anyone test the
     10^4 PINs offline: no bare hash of the content is anywhere in the plan (metadata, bucket
-    object, exports), and the stack's key, kept 0600 beside the stack's other local state, is
-    not in it either."""
+    object, exports), and the stack's key, kept 0600 in this machine's cache, is not in it
+    either."""
     cluster = _pin_cluster(tmp_path / "pin", "4821")
     plan = plan_of(tmp_path / "root", "sec", cluster)
     text = render_json(plan)
@@ -186,7 +189,7 @@ def test_a_pin_file_cannot_be_checked_against_the_plan_without_the_stacks_key(tm
         assert plain[:16] not in text
     head = resource(plan, INSTANCE)["inputs"]["metadata"]
     assert _archive_name(plan) in head["startup-script"]
-    key_file = tmp_path / "state" / "sec" / PLAN_SECRET_FILE
+    key_file = tmp_path / "cache" / "ray-gcp-pulumi" / "plans" / "sec" / PLAN_SECRET_FILE
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert key_file.read_text() not in text
     # The name is the HMAC under that key, so whoever holds it (and only they) can check it.

@@ -19,8 +19,9 @@ FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 
 def _table(data: dict) -> tuple[list[dict], list[str]]:
     config = parse_cluster_config(data)
-    rows = node_type_rows(config, resolve_worker_counts(config, None))
-    return rows, render_node_types(rows)
+    counts = resolve_worker_counts(config, None)
+    rows = node_type_rows(config, counts)
+    return rows, render_node_types(rows, cluster_price(config, counts).as_dict())
 
 
 def test_each_type_shows_role_machine_zones_counts_provisioning_disk_and_price():

@@ -83,7 +83,7 @@ CAP_CHANGE = {"max_usd_per_hour": 0.13, "max_usd_total": 100}
 
 COMMANDS = {
     "within_table": ["plan", "-s", "within", "--format", "table"],
-    "within_json": ["plan", "-s", "within"],
+    "within_json": ["plan", "-s", "within", "--json"],
     "maxonly_table": ["plan", "-s", "maxonly", "--format", "table"],
     "over_plan": ["plan", "-s", "over", "--format", "table"],
     "over_up": ["up", "-s", "over"],

@@ -47,6 +47,7 @@ STACK_TASKS = [
 # Wrong arguments: (command line, text the one-line message must hold).
 WRONG_ARGUMENTS = [
     (["plan", "-s", "full", "--format", "yaml"], "unknown --format 'yaml': use json or table"),
+    (["plan", "-s", "full", "--json", "--format", "table"], "--json and --format table disagree"),
     (["plan", "-s", "full", "--root", "/no/such/dir"], "--root /no/such/dir has no stacks/"),
     (["plan", "-s", "full", "-o", "/no/such/dir/plan.json"], "--output /no/such/dir/plan.json"),
     (["plan", "-s", "nope"], "stacks/Pulumi.nope.yaml: no stack 'nope'"),

@@ -12,31 +12,15 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import Any, Literal, TextIO
 
-from infra.stack_config import (
-    CONFIG_KEY,
-    POLICY_KEY,
-    PROJECT_ROOT,
-    STACKS_DIR,
-    resolve_cluster_path,
-)
-from ops.errors import OpsError
+from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
+from ops.errors import OpsError, environment_fix
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
-from ops.stack import (
-    Stack,
-    StackOutputs,
-    cluster_from_settings,
-    require_cli,
-    select_stack,
-    stack_for_cluster_yaml,
-    stack_settings,
-)
-
-if TYPE_CHECKING:
-    from infra.config import ClusterConfig
+from ops.review.plan import Plan, check_before_create
+from ops.stack import Stack, StackOutputs, require_cli, select_stack, stack_for_cluster_yaml
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
 POLICY_PACK = PROJECT_ROOT / "policy" / "analyzer"
@@ -47,10 +31,13 @@ language host needed) and reads PulumiPolicy.yaml beside it."""
 def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) -> Stack:
     """The stack --stack names (its file checked first) and the CLI check; or, with
     --config, the stack the cluster YAML deploys as, made first by `up` and `preview`
-    (ops/lifecycle/cluster_yaml.py)."""
+    (ops/lifecycle/cluster_yaml.py) once the YAML passed every check `invoke plan` makes."""
     if cluster_yaml:
-        if operation == "up" and not stack:
-            _refuse_yaml_over_cap(cluster_yaml)
+        if operation == "preview" and not stack:
+            found = stack_for_cluster_yaml(cluster_yaml)
+            if not found.exists:  # the preview would write its stack file
+                require_cli()
+                check_before_create(None, cluster_yaml, refuse_cap=False)
         return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
@@ -64,12 +51,31 @@ def operate(stack: str | None, operation: Operation, cluster_yaml: str | None = 
 
 def up(stack: str | None, restart_only: bool, no_restart: bool,
        cluster_yaml: str | None = None) -> None:
-    """`invoke up`: the re-apply request for the node watchers, then the up; with OS Login,
-    then the cluster's key out of your OS Login profile (ops.remote.os_login)."""
+    """`invoke up`: the re-apply request for the node watchers, then the up. With a cluster
+    YAML, every check `invoke plan -c` makes comes before its stack file is written or its
+    stack created (`check_before_create`); `run_operation` makes them for a stack it is given.
+    With OS Login, the cluster's key then leaves your OS Login profile (ops.remote.os_login).
+    It ends with the head's address, whether Ray is up on it and what to type next
+    (ops/lifecycle/up_summary.py)."""
+    from ops.lifecycle.up_summary import print_summary
+
     export_request(reapply_request(restart_only, no_restart))
+    checked = None
+    if cluster_yaml:
+        if stack:
+            stack_from_yaml(stack, cluster_yaml, create=False)  # refuses both, one line
+        require_cli()
+        checked = check_before_create(None, cluster_yaml)
     chosen = choose(stack, cluster_yaml, "up")
-    run_operation(chosen, "up")
-    clean_os_login(deployed_os_login(chosen), own_key=False)
+    run_operation(chosen, "up", checked=checked)
+    try:
+        outputs = Stack.of(chosen.name).outputs
+    except OpsError as exc:
+        print(f"the up is done, but its outputs could not be read: {exc}", flush=True)
+        return
+    if chosen.cluster.provider.os_login is not None:
+        clean_os_login(outputs, own_key=False)
+    print_summary(outputs)
 
 
 def deployed_os_login(chosen: Stack) -> StackOutputs | None:
@@ -102,11 +108,13 @@ def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:
 
 
 def run_operation(
-    stack: str | Stack, operation: Operation, out: TextIO = sys.stdout, **options: Any
+    stack: str | Stack, operation: Operation, out: TextIO = sys.stdout,
+    checked: Plan | None = None, **options: Any
 ) -> None:
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
-    `options` go to the Automation API call (e.g. destroy's `target`). `up` is refused before
-    anything when the pinned nodes alone exceed the spend cap; else it refreshes first and
+    `options` go to the Automation API call (e.g. destroy's `target`). `up` first makes every
+    check `invoke plan` makes (`check_before_create`, unless the caller did: `checked` is that
+    plan), the spend cap included, before the engine runs; then it refreshes first and
     replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
     run the policy pack when the stack file names its config (`policy_options`); an `up` then
     previews with it first (`_mandatory_violations`), and what that preview could not judge
@@ -116,7 +124,7 @@ def run_operation(
     chosen = Stack.of(stack)
     name = chosen.name
     if operation == "up":
-        _refuse_over_cap(name, chosen.settings, chosen.cluster, chosen.worker_counts)
+        checked = checked or check_before_create(name)
         from ops.lifecycle.apis import quota_apis
         from ops.lifecycle.network_check import network_warnings, render_warnings
         from ops.lifecycle.up_quota import check_tpu_quota_before_up
@@ -145,40 +153,19 @@ def run_operation(
                                                      "changed"):
                 automation_stack.preview(on_event=printer.policies_only, **policy)
             if any(level == "not run" for level, _, _, _ in printer.violations):
-                _judge_offline(name, out)
+                _judge_offline(name, checked["policy"], out)
         with _mandatory_violations(printer, name, "the policy pack's messages are above"):
             actions[operation](on_event=printer, **options)
 
 
-def _refuse_over_cap(name: str, settings: dict[str, str], cluster: ClusterConfig,
-                     counts: dict[str, int]) -> None:
-    """A cluster whose pinned nodes alone cost more an hour than its spend cap is refused
-    before the engine runs, with the line `invoke plan` and `invoke diff` refuse it with."""
-    from ops.review.guardrails import refuse_over_cap
-    from ops.review.spend_cap import cap_findings, cap_projection, config_source
-
-    findings = cap_findings(cap_projection(cluster, counts),
-                            config_source(settings, name, PROJECT_ROOT))
-    refuse_over_cap(name, findings, "before the up: nothing was created or changed")
-
-
-def _refuse_yaml_over_cap(cluster_yaml: str) -> None:
-    """`invoke up -c`: the cap judged before the stack is made (its stack file's worker counts
-    when it has one, as `invoke plan -c` reads them)."""
-    found = stack_for_cluster_yaml(cluster_yaml)
-    settings = stack_settings(found.name) if found.exists else {CONFIG_KEY: found.setting}
-    _refuse_over_cap(found.name, settings, *cluster_from_settings(settings))
-
-
-def _judge_offline(name: str, out: TextIO) -> None:
+def _judge_offline(name: str, findings: list[dict[str, str]], out: TextIO) -> None:
     """The rules the engine's preview could not run (a new stack's node labels and pinned
     WorkerGroup bodies wait on values made during the up; the engine would judge them only
-    as it creates each, after the ones before it exist), judged on the offline plan, which
-    knows every input: a mandatory violation stops the up before anything is created."""
+    as it creates each, after the ones before it exist), judged on the offline plan the up
+    was checked with, which knows every input: a mandatory violation stops the up before
+    anything is created."""
     from ops.review.guardrails import mandatory_policies, table_lines
-    from ops.review.plan import collect_plan, plan_stack_isolated
 
-    findings = collect_plan(plan_stack_isolated(name), name)["policy"]
     broken = mandatory_policies(findings)
     if broken:
         print("the offline plan judges what the preview could not:", file=out)
@@ -228,7 +215,7 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
         yield
     except auto.CommandError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
-        reason = lines[-1] if lines else "see the messages above"
+        reason = environment_fix(str(exc)) or (lines[-1] if lines else "see the messages above")
         raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None
 
 

@@ -16,17 +16,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.config.errors import ConfigError
 from infra.identities import NodeIdentity, check_identities
 from infra.plan import plan_cluster
 from infra.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
     STATE_DIR_ENV,
-    StackFileError,
     check_stack,
 )
-from ops.errors import OpsError
+from ops.errors import OpsError, is_user_error
 from ops.paths import in_existing_folder
 from ops.review.guardrails import pack_config, plan_findings, refuse_over_cap, table_lines
 from ops.stack import (
@@ -45,6 +43,14 @@ Plan = dict[str, Any]
 
 
 FORMATS = ("json", "table")
+
+
+def plan_format(given: str | None, as_json: bool) -> str:
+    """`invoke plan`'s format: the table for people unless --format json (or --json) asks
+    for the document tools read."""
+    if as_json and given not in (None, "json"):
+        raise OpsError(f"--json and --format {given} disagree: give one")
+    return "json" if as_json else given or "table"
 
 
 def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
@@ -118,7 +124,8 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
             "spend_cap": projection,
-            "warnings": cluster.review_warnings + check_identities(identities),
+            "warnings": run.warnings + [line for line in check_identities(identities)
+                                        if line not in run.warnings],
             "node_types": node_type_rows(cluster, counts),
             "identities": [identity_row(identity) for identity in identities],
             "policy": plan_findings(resources, pack_config(config, root))
@@ -138,12 +145,21 @@ def plan_stack_isolated(
 ) -> subprocess.Popen[str]:
     """Start planning `stack` in a fresh interpreter (set_mocks is process-global); collect
     the result with `collect_plan`. Two can run at once. `state`: the local state folder the
-    plan uses (its stack's plan secret, ops.review.plan_engine.plan_secret), else the usual."""
+    plan reads (the stack's backend record), else the usual."""
+    return _isolated(["--stack", stack, "--root", str(root)], state)
+
+
+def _isolated(arguments: list[str], state: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, **({STATE_DIR_ENV: str(state)} if state is not None else {})}
     return subprocess.Popen(
-        [sys.executable, "-m", "ops.review.plan", "--stack", stack, "--root", str(root)],
+        [sys.executable, "-m", "ops.review.plan", *arguments],
         cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+
+
+USER_ERROR_EXIT = 2
+"""`python -m ops.review.plan`'s exit status for a problem the user can fix: its stderr is then
+the one message `invoke plan` shows, and nothing else."""
 
 
 def collect_plan(process: subprocess.Popen[str], stack: str, where: str = "") -> Plan:
@@ -152,11 +168,39 @@ def collect_plan(process: subprocess.Popen[str], stack: str, where: str = "") ->
     place = f" {where}" if where else ""
     if process.returncode != 0:
         raise OpsError(f"planning stack {stack!r}{place} failed:\n{stderr.strip()}")
+    return _parsed(stdout, stderr, f"planning stack {stack!r}{place}")
+
+
+def _parsed(stdout: str, stderr: str, what: str) -> Plan:
     try:
         return json.loads(stdout)
     except json.JSONDecodeError:
-        raise OpsError(f"planning stack {stack!r}{place} printed no plan: "
-                       f"{stderr.strip() or stdout[:200]}") from None
+        raise OpsError(f"{what} printed no plan: {stderr.strip() or stdout[:200]}") from None
+
+
+def check_before_create(stack: str | None, cluster_yaml: str | None = None,
+                        refuse_cap: bool = True) -> Plan:
+    """Every check `invoke plan` makes, by the code `invoke plan` runs (`plan_cluster_yaml`'s
+    `plan_yaml` for a cluster YAML, else `plan_stack`), before `invoke up` (or a first
+    `preview -c`) writes a stack file or the engine creates anything: a refusal is `invoke
+    plan`'s own message, once. The plan runs in a fresh interpreter: the pulumi runtime it
+    mocks is process-global, and the up runs the real one here. Then (`refuse_cap`) a plan
+    whose pinned nodes alone cost more an hour than the spend cap is refused, as `invoke plan`
+    refuses it. Returns the plan (its policy findings judge what the engine's preview
+    cannot)."""
+    arguments = ["--config", cluster_yaml] if cluster_yaml else ["--stack", stack]
+    what = f"planning {cluster_yaml}" if cluster_yaml else f"planning stack {stack!r}"
+    process = _isolated(arguments)
+    stdout, stderr = process.communicate()
+    if process.returncode == USER_ERROR_EXIT:
+        raise OpsError(stderr.strip())
+    if process.returncode != 0:
+        raise OpsError(f"{what} before the up failed (a bug: report it):\n{stderr.strip()}")
+    plan = _parsed(stdout, stderr, what)
+    if refuse_cap:
+        refuse_over_cap(plan["stack"], plan["policy"],
+                        "before the up: nothing was created or changed")
+    return plan
 
 
 def render_json(plan: Plan) -> str:
@@ -166,7 +210,8 @@ def render_json(plan: Plan) -> str:
 
 def render_table(plan: Plan) -> str:
     """For people: the node types (role, machine, zones, counts, spot, disk, price) and the
-    cluster's total, then one line per resource: kind, logical name, parent, type token."""
+    cluster's total, then one line per resource (kind, logical name, parent, type token), the
+    spend cap, each warning once and the policy findings; every line ends in a newline."""
     from ops.review.plan_node_types import render_node_types
     from ops.review.spend_cap import table_lines as cap_table_lines
 
@@ -179,19 +224,14 @@ def render_table(plan: Plan) -> str:
         + "  " + row[3]
         for row in rows
     ]
-    price = plan["price_per_hour"]
-    floor = "at least " if price["unpriced"] else ""
-    types = render_node_types(plan["node_types"]) if "node_types" in plan else []
-    warnings = "".join(f"warning: {line}\n" for line in plan.get("warnings", []))
+    types = render_node_types(plan.get("node_types", []), plan["price_per_hour"])
     types += identity_lines(plan.get("identities", []))
+    closing = [*cap_table_lines(plan.get("spend_cap")),
+               *(f"warning: {line}" for line in plan.get("warnings", [])),
+               *table_lines(plan["policy"])]
     return f"stack {plan['stack']} ({plan['cluster_file']}): " \
         f"{len(plan.get('node_types', []))} node types, {len(plan['resources'])} resources\n" \
-        + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
-        + f"price: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}" \
-        f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of " \
-        f"{price['prices_as_of']})\n" \
-        + "".join(f"{line}\n" for line in cap_table_lines(plan.get("spend_cap"))) \
-        + warnings + "\n".join(table_lines(plan["policy"])) + "\n"
+        + "".join(f"{line}\n" for line in [*types, "", *lines, *closing])
 
 
 def identity_row(identity: NodeIdentity) -> dict[str, Any]:
@@ -240,6 +280,12 @@ def plan_cluster_yaml(stack: str | None, cluster_yaml: str, root: str | None,
         raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
     if output:
         in_existing_folder(output, "--output")
+    return plan_yaml(cluster_yaml)
+
+
+def plan_yaml(cluster_yaml: str) -> Plan:
+    """The stack `cluster_yaml` deploys as, planned as `invoke up -c` deploys it: with its
+    stack file's settings when it has one, else with the YAML alone."""
     found = stack_for_cluster_yaml(cluster_yaml)
     if found.exists:
         return plan_stack(found.name)
@@ -247,17 +293,24 @@ def plan_cluster_yaml(stack: str | None, cluster_yaml: str, root: str | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ops.review.plan --stack S [--root DIR]`: canonical JSON on stdout (one plan per
-    interpreter, which is how `invoke diff` isolates its two runs)."""
+    """`python -m ops.review.plan --stack S [--root DIR]` or `--config YAML`: canonical JSON on
+    stdout (one plan per interpreter, which is how `invoke diff` isolates its two runs and
+    `invoke up` checks before it creates). A problem the user can fix: its one message on
+    stderr, exit status USER_ERROR_EXIT."""
     parser = argparse.ArgumentParser(prog="python -m ops.review.plan")
-    parser.add_argument("--stack", required=True)
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--stack")
+    chosen.add_argument("--config")
     parser.add_argument("--root", type=Path, default=PROJECT_ROOT)
     args = parser.parse_args(argv)
     try:
-        sys.stdout.write(render_json(plan_stack(args.stack, args.root)))
-    except (ConfigError, OpsError, StackFileError) as error:
+        plan = plan_yaml(args.config) if args.config else plan_stack(args.stack, args.root)
+    except Exception as error:
+        if not is_user_error(error):
+            raise
         print(error, file=sys.stderr)
-        return 2
+        return USER_ERROR_EXIT
+    sys.stdout.write(render_json(plan))
     return 0
 
 

@@ -175,10 +175,10 @@ def _start(stack: str, tree: Path, state: Path) -> subprocess.Popen[str]:
 
 def plan_both(stack: str, ref: str, root: Path = PROJECT_ROOT) -> PlanPair:
     """The plan at `ref` (its tree, its program) and of the working tree at `root`, planned
-    in parallel subprocesses. Both use the working tree's local state folder: the stack's
-    plan secret there names the file_mounts archive alike on both sides (a base tree planned
-    in its temp folder would otherwise make a secret of its own, and every mount would show as
-    changed)."""
+    in parallel subprocesses. Both use the working tree's local state folder (a base tree
+    planned in its temp folder would otherwise use its own), and this machine's cache: the
+    stack's plan secret there names the file_mounts archive alike on both sides (a base tree
+    whose planner predates the cache keeps its secret in the state folder instead)."""
     state = Path(os.environ.get(STATE_DIR_ENV) or root / ".ray-gcp")
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="ray-gcp-base-") as tmp:

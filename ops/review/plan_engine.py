@@ -7,11 +7,14 @@ program's look-ups with plausible values, and records every resource the program
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import pickle
 import secrets
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +29,11 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.dynamic_types import DYNAMIC_TYPES, STACK_SECRET_TYPE
+from infra.stack_config import STATE_DIR_ENV, writable_folder
 from infra.stack_secret import ARCHIVE_KEY_PURPOSE
+from ops.engine import cache_root
 from ops.errors import OpsError
-from ops.paths import open_no_follow, state_dir
+from ops.paths import open_no_follow
 
 SECRET_MASK = "[secret]"
 PLAN_SECRET_FILE = "plan-secret"
@@ -54,6 +59,9 @@ class ProgramRun:
     resources: list[RecordedResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     urns: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """What the program said with `pulumi.log.warn` (an engine shows it as a diagnostic), once
+    each, in order: the plan shows them, nothing prints them to stderr."""
 
     def of_type(self, type_token: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -116,13 +124,15 @@ def _fake_ip(seed: str, prefix: str) -> str:
 
 
 def plan_secret(stack: str) -> str:
-    """The stack's random secret as plans on this machine know it: made once, kept 0600 in the
-    stack's state folder (`.ray-gcp/<stack>/plan-secret`), never in a plan. The real one is in
-    the stack's Pulumi state, which a plan does not read; this one keys the file_mounts
-    archive's name in plans the same way, so two plans of a stack here (the base and the head
-    of `invoke diff`) name the same files alike and changed files differently, and a published
-    plan lets nobody test guesses of a secret file's content."""
-    path = state_dir(stack) / PLAN_SECRET_FILE
+    """The stack's random secret as plans on this machine know it: made once, kept 0600 in
+    this machine's cache (`~/.cache/ray-gcp-pulumi/plans/<stack>/plan-secret`, under
+    $XDG_CACHE_HOME when set; a plan writes nothing into the stack's state folder), never in
+    a plan. The real one is in the stack's Pulumi state, which a plan does not read; this one
+    keys the file_mounts archive's name in plans the same way, so two plans of a stack here
+    (the base and the head of `invoke diff`) name the same files alike and changed files
+    differently, and a published plan lets nobody test guesses of a secret file's content."""
+    folder = writable_folder(cache_root() / "plans" / stack)
+    path = folder / PLAN_SECRET_FILE
     if not os.path.lexists(path):
         # Written whole, then linked into place: the two sides of `invoke diff` start at once,
         # and neither may read a file the other has created but not yet written.
@@ -140,6 +150,23 @@ def plan_secret(stack: str) -> str:
     if len(value) < 32:
         raise OpsError(f"{path} holds no key: delete it and plan again")
     return value
+
+
+@contextlib.contextmanager
+def _scratch_state() -> Iterator[None]:
+    """What the program stores for the engine (the file_mounts archive it uploads, under the
+    state folder: infra.bucket.stored_archive) goes to a temporary folder while a plan runs,
+    removed after it: a plan names the archive, it keeps nothing."""
+    saved = os.environ.get(STATE_DIR_ENV)
+    with tempfile.TemporaryDirectory(prefix="ray-gcp-plan-") as scratch:
+        os.environ[STATE_DIR_ENV] = scratch
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop(STATE_DIR_ENV, None)
+            else:
+                os.environ[STATE_DIR_ENV] = saved
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -269,9 +296,31 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.run = mocks.run
         self.urn_names: dict[str, str] = {}
+        self.thread_loops: set[asyncio.AbstractEventLoop] = set()
+        """The loops pulumi's mock monitor makes in the worker threads it is called on (one
+        a thread, never closed by pulumi): `_own_event_loop` closes them."""
+
+    def _thread_loop(self) -> None:
+        with contextlib.suppress(RuntimeError):  # this thread has none
+            self.thread_loops.add(asyncio.get_event_loop_policy().get_event_loop())
+
+    def Invoke(self, request):  # noqa: N802  (the gRPC method name)
+        try:
+            return super().Invoke(request)
+        finally:
+            self._thread_loop()
+
+    def ReadResource(self, request):  # noqa: N802  (the gRPC method name)
+        try:
+            return super().ReadResource(request)
+        finally:
+            self._thread_loop()
 
     def RegisterResource(self, request):  # noqa: N802  (the gRPC method name)
-        response = super().RegisterResource(request)
+        try:
+            response = super().RegisterResource(request)
+        finally:
+            self._thread_loop()
         self.urn_names[response.urn] = request.name
         self.run.urns[request.name] = response.urn
         if request.type != "pulumi:pulumi:Stack":
@@ -326,18 +375,57 @@ def _pickler_restored() -> Iterator[None]:
 _PATCHED_PICKLER = ("_batch_setitems", "save_dict")
 
 
+class _WarningsKept(logging.Handler):
+    """The mock engine's log (`pulumi.log.warn` and above) into `ProgramRun.warnings`."""
+
+    def __init__(self, run: ProgramRun) -> None:
+        super().__init__(logging.WARNING)
+        self.run = run
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message not in self.run.warnings:
+            self.run.warnings.append(message)
+
+
+@contextlib.contextmanager
+def _own_event_loop(monitor: _RecordingMonitor) -> Iterator[None]:
+    """The run on an event loop of its own, closed after it with those `monitor` made in its
+    worker threads. Pulumi's `_sync_await` makes loops and leaves them open: at exit their
+    `__del__` warns of unclosed loops, and while the interpreter shuts down that can end
+    `invoke plan` with "Exception ignored in: <function BaseEventLoop.__del__ ...>" and a
+    traceback. A fresh event loop policy after the run forgets the closed loops, so a later
+    run in this process (a test's, a benchmark's) makes new ones."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        yield
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            for used in {loop, *monitor.thread_loops}:
+                if not used.is_running():
+                    used.close()
+            asyncio.set_event_loop_policy(None)
+
+
+def _program_log(run: ProgramRun) -> logging.Logger:
+    """A logger of this run alone (not the root logger, which prints to stderr)."""
+    logger = logging.getLogger(f"{__name__}.program")
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    logger.handlers = [_WarningsKept(run)]
+    return logger
+
+
 def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = True) -> ProgramRun:
     """Run `infra` under the recording engine with the given stack config (`ray-gcp:...`
     keys, values as pulumi gives them: strings, objects as JSON text)."""
     from infra.program import define_cluster
 
     run = ProgramRun()
-    mocks = RecordingMocks(run, stack)
-    set_root_resource(None)  # a fresh root stack, so exports of an earlier run do not leak in
-    pulumi.runtime.set_mocks(
-        mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=_RecordingMonitor(mocks)
-    )
-    pulumi.runtime.set_all_config(config, [])
 
     async def program() -> None:
         define_cluster()
@@ -347,7 +435,16 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
             secret = await output.is_secret()
             run.outputs[name] = SECRET_MASK if secret else await output.future(with_unknowns=True)
 
-    with _pickler_restored():
+    mocks = RecordingMocks(run, stack)
+    monitor = _RecordingMonitor(mocks)
+    # The loop first: the mocks' root stack already makes futures on it.
+    with _own_event_loop(monitor), _pickler_restored(), _scratch_state():
+        set_root_resource(None)  # a fresh root stack: exports of an earlier run do not leak in
+        pulumi.runtime.set_mocks(
+            mocks, project=PROJECT_NAME, stack=stack, preview=preview, monitor=monitor,
+            logger=_program_log(run),
+        )
+        pulumi.runtime.set_all_config(config, [])
         _sync_await(run_pulumi_func(program))
     run.resources.sort(key=lambda r: (r.type, r.name))
     return run

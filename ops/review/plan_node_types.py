@@ -40,9 +40,10 @@ def node_type_rows(config: ClusterConfig, counts: dict[str, int]) -> list[dict[s
     return rows
 
 
-def render_node_types(rows: list[dict[str, Any]]) -> list[str]:
-    """The table, then the total at the pinned size and at each type's max (unpriced types
-    make it a floor)."""
+def render_node_types(rows: list[dict[str, Any]], price: dict[str, Any]) -> list[str]:
+    """The table, then the cluster's total from `price` (the plan's `price_per_hour`): at the
+    pinned size and at max_workers, where the cluster's max_workers caps the sum of the types'
+    (unpriced types make it a floor)."""
     cells = [HEADERS] + [(
         row["node_type"], row["role"], row["machine"], row["zones"],
         "1" if row["role"] == "head" else f"{row['pinned']} / {row['max']}",
@@ -52,13 +53,12 @@ def render_node_types(rows: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(line[i]) for line in cells) for i in range(len(HEADERS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
              .rstrip() for line in cells]
-    pinned = sum((row["price_per_hour"] or 0.0) * row["pinned"] for row in rows)
-    most = sum((row["price_per_hour"] or 0.0) * row["max"] for row in rows)
-    unknown = sorted({item for row in rows for item in row["unpriced"]})
+    unknown = price["unpriced"]
     floor = "at least " if unknown else ""
-    lines.append(f"total: {floor}${pinned:.2f}/h at the pinned size, {floor}${most:.2f}/h with "
-                 "every type at its max" + (f" (unpriced: {', '.join(unknown)})" if unknown
-                                            else ""))
+    lines.append(f"total: {floor}${price['pinned']:.2f}/h at the pinned size, up to {floor}"
+                 f"${price['at_max_workers']:.2f}/h at max_workers (approximate, prices as of "
+                 f"{price['prices_as_of']})"
+                 + (f" (unpriced: {', '.join(unknown)})" if unknown else ""))
     return lines
 
 

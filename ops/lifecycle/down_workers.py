@@ -23,7 +23,7 @@ from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import operate, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
-from ops.stack import Stack, cluster_credentials, require_cli, select_stack
+from ops.stack import Stack, cluster_credentials, require_cli, select_stack, stack_file_path
 
 
 def worker_urns(deployment: dict[str, Any]) -> list[str]:
@@ -39,7 +39,8 @@ def worker_urns(deployment: dict[str, Any]) -> list[str]:
 
 def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, int]:
     """Write each worker type's min_workers as its count; the counts written."""
-    config = load_cluster_config(cluster_path_for_stack(stack, stacks_dir))
+    config = load_cluster_config(
+        cluster_path_for_stack(stack, stacks_dir or stack_file_path(stack).parent))
     counts = {name: node_type.min_workers for name, node_type in config.worker_types.items()}
     try:
         for name, count in counts.items():

@@ -18,7 +18,6 @@ from infra.stack_config import (
     CONFIG_KEY,
     POLICY_KEY,
     PROJECT_ROOT,
-    STACKS_DIR,
     resolve_cluster_path,
 )
 from ops.errors import OpsError
@@ -30,6 +29,7 @@ from ops.stack import (
     cluster_from_settings,
     require_cli,
     select_stack,
+    stack_file_path,
     stack_for_cluster_yaml,
     stack_settings,
 )
@@ -103,7 +103,7 @@ def run_operation(
         if found:
             print(render_warnings(found), file=out, flush=True)
     policy: dict[str, list[str]] = {}
-    if operation in ("up", "preview") and (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
+    if operation in ("up", "preview") and stack_file_path(name).is_file():
         policy = policy_options(chosen.settings)
         options = {**policy, **options}
     automation_stack = select_stack(name)

@@ -11,10 +11,10 @@ from pathlib import Path
 import yaml
 
 from infra.config import ConfigError, load_cluster_config
-from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
+from infra.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation
-from ops.stack import Stack, require_cli
+from ops.stack import Stack, engine_stack_file, engine_workspace, require_cli, stack_file_path
 
 
 class ScaleError(OpsError):
@@ -24,7 +24,8 @@ class ScaleError(OpsError):
 def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None = None) -> None:
     """`count` must be within the type's [min_workers, max_workers] in the stack's cluster YAML."""
     try:
-        cluster = load_cluster_config(cluster_path_for_stack(stack, stacks_dir or STACKS_DIR))
+        cluster = load_cluster_config(
+            cluster_path_for_stack(stack, stacks_dir or stack_file_path(stack).parent))
     except (ConfigError, StackFileError) as exc:
         raise ScaleError(" ".join(str(exc).split())) from None
     types = cluster.worker_types
@@ -40,9 +41,15 @@ def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None 
 
 def set_worker_count(stack: str, node_type: str, count: int,
                      stacks_dir: Path | None = None) -> Path:
-    """Validate, then write the count into the stack file, keeping every other key."""
+    """Validate, then write the count into the stack file the engine reads, keeping every other
+    key: `stacks_dir`'s, else the state folder's (for a tracked stack its copy there: the
+    tracked file is never written)."""
     check_count(stack, node_type, count, stacks_dir)
-    path = (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
+    if stacks_dir:
+        path = stacks_dir / f"Pulumi.{stack}.yaml"
+    else:
+        engine_workspace(stack)
+        path = engine_stack_file(stack)
     document = yaml.safe_load(path.read_text()) or {}
     settings = document.setdefault("config", {}) or {}
     document["config"] = settings

@@ -23,6 +23,11 @@ PROMPT = "A random node will be killed. Confirm [y/N]: "
 
 
 def confirmed(ask: Callable[[str], str] = input) -> bool:
+    """The user's yes; with no terminal to ask on (and `ask` the terminal's) one line saying
+    to add --yes."""
+    if ask is input and not sys.stdin.isatty():
+        raise OpsError("nothing killed: no terminal to ask on; add -y (--yes) to go ahead "
+                       "without the question")
     try:
         return ask(PROMPT).strip().lower() in ("y", "yes")
     except EOFError:  # no terminal to answer on: not confirmed

@@ -12,6 +12,7 @@ import yaml
 
 from infra.config import ConfigError, load_cluster_config
 from infra.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
+from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation
 from ops.stack import Stack, engine_stack_file, engine_workspace, require_cli, stack_file_path
@@ -62,14 +63,22 @@ def set_worker_count(stack: str, node_type: str, count: int,
     return path
 
 
-def scale(stack: str | None, node_type: str, count: str) -> None:
+def scale(stack: str | None, node_type: str, count: str, yes: bool = False) -> None:
     """`invoke scale`: write the count (checked against the type's limits), then up as `invoke
-    up` does (refresh first, progress as it goes)."""
+    up` does (refresh first, progress as it goes); fewer workers than the stack has pinned are
+    deleted only once confirmed (ops.confirm)."""
     if not str(count).isdigit():
         raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
     chosen = Stack.choose(stack, require_file=True)
     check_count(chosen.name, node_type, int(count))  # every check before the file is written
     require_cli()
+    now = chosen.worker_counts.get(node_type, 0)
+    if int(count) < now:
+        cluster = chosen.cluster
+        confirm(f"stack {chosen.name!r}: cluster {cluster.cluster_name!r} in project "
+                f"{cluster.provider.project}, zone {cluster.provider.availability_zone}: "
+                f"{now - int(count)} {node_type} worker(s) will be deleted ({now} -> {count})",
+                yes)
     path = set_worker_count(chosen.name, node_type, int(count))
     print(f"{node_type}: count {count} written to {path}")
     run_operation(chosen, "up")

@@ -18,10 +18,10 @@ PROMPT = "Continue? [y/N]: "
 
 
 def confirm(what: str, yes: bool, ask: Callable[[str], str] = input,
-            out: TextIO = sys.stdout) -> None:
+            out: TextIO | None = None) -> None:
     """Print `what`, then go on only when `yes` or the user answers y; else OpsError. `ask`
     other than `input` is an answerer of its own (a test's), asked whatever stdin is."""
-    print(what, file=out, flush=True)
+    print(what, file=out or sys.stdout, flush=True)
     if yes:
         return
     if ask is input and not sys.stdin.isatty():

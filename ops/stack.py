@@ -334,8 +334,8 @@ def _cli_reason(output: str) -> str:
 
 
 def _no_such_stack(name: str) -> OpsError:
-    return OpsError(f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
-                    f"`pulumi stack init {name}`")
+    return OpsError(f"no such stack {name!r} in the backend: see `pulumi stack ls`, or create "
+                    f"it with `up -s {name}`")
 
 
 def pulumi_outputs(name: str, env: dict[str, str]) -> dict[str, Any]:

@@ -53,6 +53,8 @@ WRONG_ARGUMENTS = [
     # No stack named and several in the folder: never pulumi's selected stack (issue 43).
     (["plan"], "which cluster? this folder has"),
     (["status"], "which cluster? this folder has"),
+    (["down"], "which cluster? this folder has"),
+    (["up"], "which cluster? this folder has"),
     (["scale", "-s", "full", "--type", "ray_worker_small", "--count", "two"],
      "--count 'two' is not a whole number"),
     (["scale", "-s", "full", "--type", "ray_worker_huge", "--count", "1"],

@@ -44,15 +44,17 @@ language host needed) and reads PulumiPolicy.yaml beside it."""
 
 
 def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) -> Stack:
-    """The stack --stack names (its file checked first) and the CLI check; or, with
-    --config, the stack the cluster YAML deploys as, made first by `up` and `preview`
-    (ops/lifecycle/cluster_yaml.py)."""
+    """The stack --stack names (its file checked first; `up` and `preview` create the stack
+    when its file has none yet) and the CLI check; or, with --config, the stack the cluster
+    YAML deploys as, made first by `up` and `preview` (ops/lifecycle/cluster_yaml.py)."""
     if cluster_yaml:
         if operation == "up" and not stack:
             _refuse_yaml_over_cap(cluster_yaml)
         return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
+    if operation in ("up", "preview"):  # a stack file with no stack yet: made, as `-c` makes it
+        select_stack(chosen.name, create=True)
     return chosen
 
 

@@ -416,7 +416,7 @@ def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
     else:
         path = stack_file_path(stack)
         if not path.is_file():
-            raise OpsError(f"no stack {stack!r} here (no {shown(path)}): use one of "
+            raise OpsError(f"{shown(path)}: no stack {stack!r} here: use one of "
                            f"{', '.join(project_stacks()) or 'none'}, or create it with "
                            "`up -c CLUSTER.yaml`")
         settings = check_stack(stack, path.parent, root)

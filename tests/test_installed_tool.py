@@ -11,6 +11,7 @@ tool's own code, data files and entry point come from the wheel only."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,6 +113,8 @@ def test_the_installed_command_runs_a_cluster_from_the_users_own_folder(installe
         assert any(name.endswith("train.csv") for name in mounts.getnames())
 
     # No stack named: the folder's only one.
+    succeeded(ray_gcp(env, folder, "plan", "-o", "plan.json"))
+    assert json.loads((folder / "plan.json").read_text())["stack"] == CLUSTER
     assert succeeded(ray_gcp(env, folder, "get-head-ip")).strip()
     status = ray_gcp(env, folder, "status")  # the fake head has no sshd: the table only
     assert f"ray-{CLUSTER}-head-" in status.stdout

@@ -27,8 +27,8 @@ _TRUST_HELP = ("when GCE publishes no host key for a node (a TPU VM, an agent th
 
 
 _CONFIG_HELP = ("a Ray cluster YAML instead of --stack: its stack is named after its "
-                "cluster_name (`up`/`preview` write stacks/Pulumi.<NAME>.yaml and create the "
-                "stack on first use; README: Use it on GCP)")
+                "cluster_name (`up`/`preview` write .ray-gcp/stacks/Pulumi.<NAME>.yaml here and "
+                "create the stack on first use; README: Use it on GCP)")
 _YES_HELP = ("accepted as `ray {} -y` users type it; changes nothing: this task never asks "
              "(`invoke preview` shows the change)")
 _DELETE_YES_HELP = ("do not ask before deleting (without a terminal to ask on, this flag is "

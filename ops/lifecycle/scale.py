@@ -1,7 +1,8 @@
 """`invoke scale`: set one worker type's count in a stack file, then run `pulumi up`.
 
-The count lives under `ray-gcp:workerCounts` (node type -> count) in
-`stacks/Pulumi.<stack>.yaml`; the program reads it and sets each WorkerGroup's `count`.
+The count lives under `ray-gcp:workerCounts` (node type -> count) in the stack file the engine
+reads (`.ray-gcp/stacks/Pulumi.<stack>.yaml`: for a tracked stack, its copy there, never the
+tracked file); the program reads it and sets each WorkerGroup's `count`.
 """
 
 from __future__ import annotations

@@ -41,13 +41,11 @@ def _named(stack: str | None, config: str | None) -> str | None:
     stack is chosen later)."""
     if not config:
         return stack
-    from ops.errors import user_errors
+    from ops.errors import OpsError, user_errors
     from ops.stack import stack_for_cluster_yaml
 
     with user_errors():
         if stack:
-            from ops.errors import OpsError
-
             raise OpsError(f"--stack {stack} and --config {config} both choose the stack: "
                            "give one")
         found = stack_for_cluster_yaml(config)

@@ -107,3 +107,18 @@ def test_the_engine_works_on_a_copy_of_a_tracked_stack_file(folder):
     assert yaml.safe_load((folder / "state" / "Pulumi.yaml").read_text())[
         "stackConfigDir"] == "stacks"
     assert tracked.read_bytes() == before
+
+
+def test_a_day_two_task_takes_the_cluster_yaml_as_its_stack(folder):
+    from invoke.exceptions import Exit
+
+    import tasks
+
+    yaml_path = str(folder / "cluster.yaml")
+    with pytest.raises(Exit, match="no stack deploys it yet .stack 'mine'.: `up -c"):
+        tasks._named(None, yaml_path)
+    own_stack(folder, "mine")
+    assert tasks._named(None, yaml_path) == "mine"
+    assert tasks._named("other", None) == "other"
+    with pytest.raises(Exit, match="both choose the stack"):
+        tasks._named("mine", yaml_path)

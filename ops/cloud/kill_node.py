@@ -46,6 +46,10 @@ def kill_random_node(
     if not workers:
         print("No worker nodes detected.")
         return None
+    outputs = connector.outputs
+    print(f"stack {outputs.stack!r}: cluster {outputs.cluster_name!r} in project "
+          f"{outputs.project or '?'}, zone {outputs.zone or '?'}: one of its {len(workers)} "
+          f"worker(s) will be {'deleted' if hard else 'stopped (ray stop)'}", flush=True)
     if not yes and not confirmed(ask):
         raise OpsError("aborted: nothing was killed (pass --yes to skip the question)")
     node = choose(workers)

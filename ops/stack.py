@@ -245,8 +245,9 @@ def engine_workspace(name: str) -> Path:
     """The folder the engine runs in for stack `name`: the state folder, with a Pulumi.yaml
     (the project, its stacks in `stacks/`) and the stack's file. A tracked stack file is copied
     there first (its paths made absolute), keeping what the engine or a task wrote into the
-    copy (the encryption salt, secrets set with `pulumi config set --secret`, worker counts),
-    so the tracked file is never written; the project folder's own file is the engine's."""
+    copy (the encryption salt, unless the tracked file has its own; secrets set with `pulumi
+    config set --secret`; worker counts), so the tracked file is never written; the project
+    folder's own file is the engine's."""
     import yaml
 
     base = state_root()
@@ -269,7 +270,8 @@ def engine_workspace(name: str) -> Path:
         for key, value in (kept.get("config") or {}).items():
             if key in ENGINE_KEPT or (isinstance(value, dict) and "secure" in value):
                 config[key] = value
-        document = {**source, **{key: value for key, value in kept.items() if key != "config"},
+        # The copy's salt, unless the tracked file carries one (`pulumi stack init` by hand)
+        document = {**{key: value for key, value in kept.items() if key != "config"}, **source,
                     "config": config}
         text = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
         if not copy.is_file() or copy.read_text() != text:

@@ -255,6 +255,9 @@ def engine_workspace(name: str) -> Path:
                "stackConfigDir": "stacks",
                "description": "written by ray-gcp: the stacks of this folder"}
     text = yaml.safe_dump(project, sort_keys=False)
+    ignore = base / ".gitignore"  # the user's own git never takes the state (keys, passphrase)
+    if not ignore.is_file():
+        ignore.write_text("# written by ray-gcp: the cluster state of this folder\n*\n")
     settings_file = base / "Pulumi.yaml"
     if not settings_file.is_file() or settings_file.read_text() != text:
         settings_file.write_text(text)

@@ -103,6 +103,7 @@ def test_the_installed_command_runs_a_cluster_from_the_users_own_folder(installe
     succeeded(ray_gcp(env, folder, "plan", "-c", "cluster.yaml"))
     succeeded(ray_gcp(env, folder, "up", "-c", "cluster.yaml"))
     state = folder / ".ray-gcp"
+    assert (state / ".gitignore").read_text().splitlines()[-1] == "*"  # never in the user's git
     stack_file = yaml.safe_load((state / "stacks" / f"Pulumi.{CLUSTER}.yaml").read_text())
     assert stack_file["config"]["ray-gcp:cluster"] == str(folder / "cluster.yaml")
     nodes = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)

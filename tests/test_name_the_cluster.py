@@ -122,3 +122,19 @@ def test_a_day_two_task_takes_the_cluster_yaml_as_its_stack(folder):
     assert tasks._named("other", None) == "other"
     with pytest.raises(Exit, match="both choose the stack"):
         tasks._named("mine", yaml_path)
+
+
+def test_scaling_to_fewer_workers_is_said_and_asked_first(folder, monkeypatch, capsys):
+    import ops.lifecycle.scale as scale_module
+
+    path = own_stack(folder, "mine")
+    path.write_text(yaml.safe_dump({"config": {"ray-gcp:cluster": str(folder / "cluster.yaml"),
+                                               "ray-gcp:workerCounts": {"small": 2}}}))
+    before = path.read_text()
+    monkeypatch.setattr(scale_module, "require_cli", lambda: None)  # no engine needed to refuse
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # piped: no terminal to ask on
+    with pytest.raises(OpsError, match="nothing deleted: no terminal to ask on"):
+        scale_module.scale("mine", "small", "1")
+    assert capsys.readouterr().out == ("stack 'mine': cluster 'mine' in project p, zone "
+                                       "us-west1-a: 1 small worker(s) will be deleted (2 -> 1)\n")
+    assert path.read_text() == before

@@ -587,6 +587,26 @@ def cost(c, stack=None, config=None):
         print(stack_cost_report(_named(stack, config)), end="")
 
 
+@task(help={"project": "project whose APIs to read (default: the credentials' own)"})
+def catalog_refresh(c, project=None):
+    """Refresh the machine/GPU/TPU catalog and list prices.
+
+    Reads the Compute, Cloud TPU and Cloud Billing Catalog APIs with your application-default
+    credentials and rewrites infra/config/catalog.yaml and infra/price_table.yaml, dated."""
+    from invoke.exceptions import Exit
+
+    from infra.config.catalog_refresh import CatalogRefreshError, live_getter, refresh
+
+    try:
+        get, own_project = live_getter()
+        if not (project or own_project):
+            raise CatalogRefreshError("the credentials name no project: pass --project PROJECT")
+        for written in refresh(get, project or own_project):
+            print(f"wrote {written}")
+    except CatalogRefreshError as exc:
+        raise Exit(f"catalog-refresh: {exc}", 1) from None
+
+
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
@@ -596,7 +616,7 @@ TASK_GROUPS = (
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),
     ("Health and debugging", (status, monitor, cluster_dump, kill_random_node)),
-    ("Plans, review and cost", (plan, diff, changed_stacks, cost)),
+    ("Plans, review and cost", (plan, diff, changed_stacks, cost, catalog_refresh)),
     ("Local cluster", (local_up, local_down)),
 )
 list_in_groups(TASK_GROUPS)

@@ -3,8 +3,9 @@
 It holds the file_mounts archive (bootstrap/file_mounts.py) and the head's autoscaler config,
 neither of which belongs in instance metadata (anyone who may view an instance reads its
 metadata, and GCE caps one value at 256 KB). Uniform bucket-level access and enforced public
-access prevention leave IAM as the only way in: the cluster's service account (and any other
-account a node type runs as) may read objects, nothing more. Each object is named after its
+access prevention leave IAM as the only way in: each account a node runs as (the head's, the
+cluster's worker account, any a node_config names) may read objects of this bucket alone
+(roles/storage.objectViewer on the bucket), nothing more. Each object is named after its
 content's hash, so a change is one new object and the old one goes once the nodes name the new;
 the archive's hash is keyed with the stack's secret (bootstrap/file_mounts.py), the autoscaler
 config's is plain (it holds no secret).
@@ -21,10 +22,10 @@ import pulumi_gcp as gcp
 from bootstrap.file_mounts import FileMountArchive, bucket_name
 from infra.component_options import waits_for
 from infra.config import ClusterConfig
+from infra.identities import OBJECT_VIEWER
 from infra.labels import CLUSTER_NAME, STACK
 from infra.stack_config import state_base
 
-READER_ROLE = "roles/storage.objectViewer"
 CONFIG_PREFIX = "autoscaler/"
 
 
@@ -61,7 +62,7 @@ class ClusterBucket(pulumi.ComponentResource):
             gcp.storage.BucketIAMMember(
                 f"{name}-reader-{index}",
                 bucket=self.bucket.name,
-                role=READER_ROLE,
+                role=OBJECT_VIEWER,
                 member=pulumi.Output.from_input(email).apply(
                     lambda address: f"serviceAccount:{address}"
                 ),

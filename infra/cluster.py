@@ -12,7 +12,7 @@ from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
 from infra.config import ClusterConfig
-from infra.iam import ClusterServiceAccount, OsLoginGrants
+from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
 from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash
 from infra.metadata import (
@@ -80,9 +80,19 @@ class RayCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
         stack_labels = {STACK: stack} if stack else {}
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
+        # Who each node runs as (infra.identities): the head as the account above unless its
+        # node_config names one, workers as the cluster's own account unless theirs does.
+        head_email = self._head_email(plan)
+        self.worker_account = WorkerServiceAccount(
+            f"ray-{config.cluster_name}-worker", plan, head_email, child)
+        node_accounts = _node_accounts(plan, {
+            config.autoscaler_service_account_email: self.service_account.email,
+            plan.worker_account_email: self.worker_account.email,
+        })
         if config.provider.os_login:
             self.os_login = OsLoginGrants(
-                f"{name}-os-login", plan, depends_on=[self.service_account], opts=child
+                f"{name}-os-login", plan,
+                depends_on=[self.service_account, self.worker_account], opts=child
             )
         self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
         self.network = ClusterNetwork(f"{name}-network", plan, child)
@@ -90,12 +100,12 @@ class RayCluster(pulumi.ComponentResource):
             f"ray-{config.cluster_name}-ssh-key",
             config,
             self.ssh_key.private_key,
-            self.service_account.email,
+            head_email,
             child,
             stack=stack,
         )
         # Every node reads the Ray auth token with its own service account, as the head reads
-        # the key; off when the YAML says `provider.ray_token_auth: false`.
+        # the key, and nothing else's; off when the YAML says `provider.ray_token_auth: false`.
         self.ray_token: RayTokenSecret | None = None
         token_metadata: dict[str, pulumi.Input[str]] = {}
         token_after_version: dict[str, pulumi.Input[str]] = {}
@@ -103,7 +113,7 @@ class RayCluster(pulumi.ComponentResource):
             self.ray_token = RayTokenSecret(
                 f"ray-{config.cluster_name}-auth-token",
                 config,
-                [self.service_account.email, *_other_node_accounts(plan)],
+                node_accounts,
                 pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.key_secret]),
                 stack=stack,
             )
@@ -126,7 +136,7 @@ class RayCluster(pulumi.ComponentResource):
         self.bucket = ClusterBucket(
             f"ray-{config.cluster_name}-bucket",
             config,
-            [self.service_account.email, *_other_node_accounts(plan)],
+            node_accounts,
             mounts_archive,
             child,
             stack=stack,
@@ -175,12 +185,13 @@ class RayCluster(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[self.sweeper, self.service_account, self.network, self.key_secret,
-                            *token_dependencies, *self.bucket.dependencies],
+                depends_on=[self.sweeper, self.service_account, self.worker_account,
+                            self.network, self.key_secret, *token_dependencies,
+                            *self.bucket.dependencies],
             ),
         )
-        after_head: list[pulumi.Resource] = [self.sweeper, self.head, *self.bucket.dependencies,
-                                             *token_dependencies]
+        after_head: list[pulumi.Resource] = [self.sweeper, self.head, self.worker_account,
+                                             *self.bucket.dependencies, *token_dependencies]
         self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
         for group in plan.workers:
             body = worker_bodies[group.node_type]
@@ -219,6 +230,13 @@ class RayCluster(pulumi.ComponentResource):
                 )
         self.register_outputs({"head_name": head_name})
 
+    def _head_email(self, plan: ClusterPlan) -> pulumi.Input[str]:
+        """The head's account: the autoscaler account's output (a grant to it waits for it),
+        or the one its node_config names."""
+        if plan.head.account_from_node_config:
+            return plan.head.service_account_email
+        return self.service_account.email
+
 
 def sweeper_name(name: str) -> str:
     """Worker groups, the sweeper's siblings of the same Pulumi type, are `<name>-<node type>`
@@ -254,11 +272,15 @@ def _body(
     )
 
 
-def _other_node_accounts(plan: ClusterPlan) -> list[str]:
-    """Service accounts a node_config names besides the cluster's: they read the bucket too."""
-    own = plan.config.autoscaler_service_account_email
-    emails = {group.service_account_email for group in [plan.head, *plan.node_types.values()]}
-    return sorted(email for email in emails if email and email != own)
+def _node_accounts(
+    plan: ClusterPlan, own: dict[str, pulumi.Output[str]]
+) -> list[pulumi.Input[str]]:
+    """Every account a node runs as, each once, the head's first: the program's own by their
+    resources' outputs (`own`: a grant to them waits for the account), a node_config's by its
+    email."""
+    emails = dict.fromkeys(group.service_account_email
+                           for group in [plan.head, *plan.node_types.values()])
+    return [own.get(email, email) for email in emails]
 
 
 def _with_labels(body: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:

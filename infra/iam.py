@@ -1,4 +1,7 @@
-"""Ray's autoscaler service account and its project roles (SPEC 2.2); OS Login's grants."""
+"""The nodes' service accounts and their grants (infra.identities says who gets what): Ray's
+autoscaler account for the head with its project roles (SPEC 2.2, trimmed to what the head's
+autoscaler uses), the cluster's own worker account, the head's actAs on the worker accounts;
+OS Login's grants."""
 
 from __future__ import annotations
 
@@ -8,13 +11,13 @@ import pulumi_gcp as gcp
 from infra.component_options import waits_for
 from infra.config import ClusterConfig
 from infra.config.cluster import AUTOSCALER_ACCOUNT_ID
+from infra.identities import SERVICE_ACCOUNT_USER, head_project_roles, worker_account_id
 from infra.plan import ClusterPlan
-
-SERVICE_ACCOUNT_USER = "roles/iam.serviceAccountUser"
 
 
 class ClusterServiceAccount(pulumi.ComponentResource):
-    """`ray-autoscaler-sa-v1` with the roles the head's autoscaler needs to manage nodes.
+    """`ray-autoscaler-sa-v1` with the project roles the head's autoscaler needs to create and
+    delete workers.
 
     Every cluster of a project shares the account and its role bindings, as with Ray's
     launcher: each stack adopts them if they exist and retains them on delete, so destroying
@@ -50,7 +53,45 @@ class ClusterServiceAccount(pulumi.ComponentResource):
                 # pair for every cluster: deleting it would revoke it from all of them.
                 opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
-            for role in config.autoscaler_roles
+            for role in head_project_roles(config)
+        ]
+        self.register_outputs({"email": self.email})
+
+
+class WorkerServiceAccount(pulumi.ComponentResource):
+    """The cluster's own worker account (`ray-<cluster>-worker`), made and deleted with the
+    stack, and the head's `roles/iam.serviceAccountUser` on each account workers run as (its
+    autoscaler launches workers as them: GCE asks the caller for `iam.serviceAccounts.actAs`).
+    What workers may read is granted where it is kept (infra.bucket, infra.ray_token)."""
+
+    email: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        plan: ClusterPlan,
+        head_email: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("ray-gcp:index:WorkerServiceAccount", name, None, opts)
+        account = gcp.serviceaccount.Account(
+            name,
+            account_id=worker_account_id(plan.config.cluster_name),
+            display_name=f"Ray workers of cluster {plan.config.cluster_name}",
+            project=plan.project,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts)),
+        )
+        self.email = account.email
+        self.account_users = [
+            gcp.serviceaccount.IAMMember(
+                f"{name}-head-acts-as-{email.split('@')[0]}",
+                service_account_id=f"projects/{plan.project}/serviceAccounts/{email}",
+                role=SERVICE_ACCOUNT_USER,
+                member=pulumi.Output.concat("serviceAccount:", head_email),
+                # Named as text (a preview shows it), after the cluster's own account exists.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[account]),
+            )
+            for email in plan.worker_accounts
         ]
         self.register_outputs({"email": self.email})
 

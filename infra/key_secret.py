@@ -2,7 +2,7 @@
 
 Ray's autoscaler on the head SSHes into the workers it launches, so the head needs the private
 key. Instance metadata is readable by anyone who may view the instance and by every process on
-it; a secret readable only by the autoscaler account (which the head runs as) is not.
+it; a secret readable only by the head's service account is not.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
 from infra.config import ClusterConfig
+from infra.identities import SECRET_ACCESSOR, key_secret_id
 from infra.labels import CLUSTER_NAME, STACK
 
 SECRET_MANAGER_API = "secretmanager.googleapis.com"
-ACCESSOR_ROLE = "roles/secretmanager.secretAccessor"
 
 
 class BootstrapKeySecret(pulumi.ComponentResource):
-    """A secret holding the private key, readable by the autoscaler service account."""
+    """A secret holding the private key, readable by the head's service account."""
 
     version_name: pulumi.Output[str]
 
@@ -46,7 +46,7 @@ class BootstrapKeySecret(pulumi.ComponentResource):
         secret = gcp.secretmanager.Secret(
             name,
             project=project,
-            secret_id=f"ray-{config.cluster_name}-ssh-key",
+            secret_id=key_secret_id(config),
             replication={"auto": {}},
             labels={CLUSTER_NAME: config.cluster_name, **({STACK: stack} if stack else {})},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api]),
@@ -58,7 +58,7 @@ class BootstrapKeySecret(pulumi.ComponentResource):
             f"{name}-accessor",
             project=project,
             secret_id=secret.secret_id,
-            role=ACCESSOR_ROLE,
+            role=SECRET_ACCESSOR,
             member=pulumi.Output.concat("serviceAccount:", service_account_email),
             opts=child,
         )

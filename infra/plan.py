@@ -12,12 +12,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from infra.config import ClusterConfig, ComputeNodeConfig, ConfigError, TpuNodeConfig
-from infra.config.cluster import CLOUD_PLATFORM_SCOPE
+from infra.identities import (
+    NodeIdentity,
+    Role,
+    check_identities,
+    head_grants,
+    node_account,
+    node_reads,
+    worker_account_email,
+)
 from infra.labels import identity_labels, ray_labels, short_hash
 
-Role = Literal["head", "worker"]
 WORKER_COUNTS_KEY = "ray-gcp:workerCounts"
-STORAGE_READ_ONLY_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,10 @@ class NodeGroupPlan:
     resources: dict[str, int | float]
     external_ip: bool
     network_tags: tuple[str, ...]
-    service_account_email: str | None
+    service_account_email: str
     service_account_scopes: tuple[str, ...]
+    account_from_node_config: bool
+    """The node_config names the account (else it is the cluster's head or worker account)."""
 
     @property
     def kind(self) -> Literal["compute", "tpu"]:
@@ -94,6 +102,40 @@ class ClusterPlan:
     @property
     def region(self) -> str:
         return self.config.provider.region
+
+    @property
+    def worker_account_email(self) -> str:
+        """The cluster's own worker account (infra.identities), made with the stack."""
+        return worker_account_email(self.config)
+
+    @property
+    def worker_accounts(self) -> list[str]:
+        """Every account a worker-role node runs as: the head launches workers as each."""
+        return sorted({group.service_account_email for group in self.node_types.values()})
+
+    @property
+    def identities(self) -> list[NodeIdentity]:
+        """Per node role and account: its scopes and every grant it holds (infra.identities).
+        The head's first."""
+        found: dict[tuple[str, str], list[NodeGroupPlan]] = {}
+        for group in [self.head, *self.node_types.values()]:
+            found.setdefault((group.role, group.service_account_email), []).append(group)
+        return [
+            NodeIdentity(
+                role=groups[0].role,
+                node_types=tuple(group.node_type for group in groups),
+                email=groups[0].service_account_email,
+                scopes=groups[0].service_account_scopes,
+                grants=head_grants(self.config, self.worker_accounts)
+                if groups[0].role == "head" else node_reads(self.config),
+                named_by_node_config=groups[0].account_from_node_config,
+            )
+            for groups in found.values()
+        ]
+
+    @property
+    def identity_warnings(self) -> list[str]:
+        return check_identities(self.identities)
 
 
 def resolve_worker_counts(
@@ -169,7 +211,7 @@ def _group(
     node_config = spec.node_config
     labels = {**node_config.labels, **ray_labels(config.cluster_name, role, node_type)}
     tags = (firewall.cluster_tag, *([firewall.head_tag] if role == "head" else ()))
-    email, scopes = _service_account(config, role, node_config)
+    email, scopes, named = node_account(config, role, node_config)
     return NodeGroupPlan(
         node_type=node_type,
         role=role,
@@ -183,24 +225,8 @@ def _group(
         network_tags=tuple(dict.fromkeys([*node_config.tags, *tags])),
         service_account_email=email,
         service_account_scopes=scopes,
+        account_from_node_config=named,
     )
-
-
-def _service_account(
-    config: ClusterConfig, role: Role, node_config: ComputeNodeConfig | TpuNodeConfig
-) -> tuple[str | None, tuple[str, ...]]:
-    """The head runs as Ray's autoscaler account; workers as their node_config says, else, when
-    the cluster has file_mounts, as the same account with a token that can only read storage."""
-    if isinstance(node_config, ComputeNodeConfig) and node_config.service_accounts:
-        account = node_config.service_accounts[0]
-        return account.email, tuple(account.scopes)
-    if isinstance(node_config, TpuNodeConfig) and node_config.service_account:
-        return node_config.service_account.email, tuple(node_config.service_account.scope)
-    if role == "head":
-        return config.autoscaler_service_account_email, (CLOUD_PLATFORM_SCOPE,)
-    if config.file_mounts:  # the node fetches them from the cluster's bucket, and nothing else
-        return config.autoscaler_service_account_email, (STORAGE_READ_ONLY_SCOPE,)
-    return None, ()
 
 
 def check_boot_disks(plan: ClusterPlan) -> None:

@@ -6,7 +6,9 @@ into its metadata (bootstrap.spend_metadata).
 
 A hint, not a bill. Compute Engine bills predefined machine types as vCPU-hours plus GiB-hours
 of memory, so a machine's price is vCPUs x the family's vCPU rate + GiB x its memory rate; the
-table holds those rates, accelerator and disk prices, region factors, its source and its date.
+table holds those rates, the shapes of types not named <family>-<shape>-<vCPUs> and the GPUs
+a2/a3/g2 types come with, accelerator and disk prices, region factors, its source and its
+date. `policy.prices` reads the same file for the policy pack (which imports nothing of ours).
 """
 
 from __future__ import annotations
@@ -43,10 +45,17 @@ def region_factor(region: str) -> tuple[float, str | None]:
 
 
 def machine_price(machine_type: str, spot: bool = False) -> float | None:
-    """USD per hour of a predefined or custom machine type in the reference region."""
+    """USD per hour of a machine type in the reference region, GPUs that come with it apart
+    (`bundled_gpus`): the table's own figure for the type, else vCPUs x the family's vCPU
+    rate + GiB x its memory rate; None when the table has neither."""
     name = short_name(machine_type)
-    families = price_table()["machine_families"]
-    if match := _CUSTOM.match(name):
+    entry = price_table().get("machine_types", {}).get(name, {})
+    kind = "spot" if spot else "on_demand"
+    if kind in entry:
+        return float(entry[kind])
+    if "vcpus" in entry:
+        family, vcpus, memory = name.split("-", 1)[0], float(entry["vcpus"]), float(entry["gib"])
+    elif match := _CUSTOM.match(name):
         family, vcpus = match["family"] or "n1", int(match["vcpus"])
         memory = int(match["mb"]) / 1024
     elif (match := _PREDEFINED.match(name)) and (
@@ -56,11 +65,17 @@ def machine_price(machine_type: str, spot: bool = False) -> float | None:
         memory = vcpus * float(per_vcpu)
     else:
         return None
-    rates = families.get(family)
-    if rates is None:
-        return None
+    rates = price_table()["machine_families"].get(family) or {}
     prefix = "spot_" if spot else ""
+    if f"{prefix}vcpu" not in rates:
+        return None
     return round(vcpus * rates[f"{prefix}vcpu"] + memory * rates[f"{prefix}gib"], 6)
+
+
+def bundled_gpus(machine_type: str) -> list[tuple[str, int]]:
+    """The GPUs a machine type comes with (a2, a3, g2): (type, count)."""
+    entry = price_table().get("machine_types", {}).get(short_name(machine_type), {})
+    return [(str(entry["gpus"][0]), int(entry["gpus"][1]))] if "gpus" in entry else []
 
 
 @dataclass
@@ -111,14 +126,14 @@ def _compute_price(config: ComputeNodeConfig, factor: float, spot: bool) -> Node
         price.unpriced.append(short_name(config.machine_type))
     else:
         price.machine = round(machine * factor, 6)
-    gpus = price_table()["gpus"]
-    for accelerator in config.guest_accelerators:
-        name = short_name(accelerator.accelerator_type)
-        if name not in gpus:
+    gpus, kind = price_table()["gpus"], "spot" if spot else "on_demand"
+    attached = bundled_gpus(config.machine_type) or [
+        (short_name(a.accelerator_type), a.accelerator_count) for a in config.guest_accelerators]
+    for name, count in attached:
+        if kind not in gpus.get(name, {}):
             price.unpriced.append(name)
             continue
-        rate = gpus[name]["spot" if spot else "on_demand"]
-        price.accelerators += round(accelerator.accelerator_count * rate * factor, 6)
+        price.accelerators += round(count * gpus[name][kind] * factor, 6)
     disks, per_month = price_table()["disks"], price_table()["hours_per_month"]
     for disk in config.disks or []:
         params = disk.initialize_params

@@ -4,7 +4,8 @@ Ray's token authentication (`RAY_AUTH_MODE=token`) makes every GCS, raylet and d
 client present one shared token. A StackSecret (infra.stack_secret) makes it once and state
 keeps it (a secret output, encrypted); a token made in the program itself would change on every
 run. Every node reads it at boot, as the head reads the SSH key (infra.key_secret), from a
-secret only the nodes' service accounts may access: it is never in instance metadata.
+secret only the nodes' service accounts may access (each by a grant on this secret alone): it
+is never in instance metadata.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
 from infra.config import ClusterConfig
-from infra.key_secret import ACCESSOR_ROLE
+from infra.identities import SECRET_ACCESSOR, token_secret_id
 from infra.labels import CLUSTER_NAME, STACK
 from infra.stack_secret import StackSecret
 
@@ -54,7 +55,7 @@ class RayTokenSecret(pulumi.ComponentResource):
         first = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
         generated = StackSecret(f"{name}-value", TOKEN_PURPOSE, first)
         self.token = pulumi.Output.secret(generated.value)
-        secret_id = f"ray-{config.cluster_name}-auth-token"
+        secret_id = token_secret_id(config)
         secret = gcp.secretmanager.Secret(
             name,
             project=project,
@@ -71,7 +72,7 @@ class RayTokenSecret(pulumi.ComponentResource):
                 f"{name}-accessor" if index == 0 else f"{name}-accessor-{index}",
                 project=project,
                 secret_id=secret.secret_id,
-                role=ACCESSOR_ROLE,
+                role=SECRET_ACCESSOR,
                 member=pulumi.Output.concat("serviceAccount:", reader),
                 opts=child,
             )

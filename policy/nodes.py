@@ -21,6 +21,9 @@ TPU_VM_TYPE = "gcp:tpu/v2Vm:V2Vm"
 DYNAMIC_PREFIX = "pulumi-python:dynamic"
 FIREWALL_TYPE = "gcp:compute/firewall:Firewall"
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+# The metadata key naming the Ray token's secret version: the node reads Secret Manager, whose
+# only scope is cloud-platform.
+RAY_TOKEN_SECRET_KEY = "ray-auth-token-secret"
 # v2-v4 and v5p name a slice by TensorCores, two a chip; v5e (v5litepod) and v6e by chips.
 CORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2}
 
@@ -40,6 +43,8 @@ class Node:
     spot: bool = False
     external_ip: bool = False
     scopes: tuple[str, ...] = ()
+    reads_secret_manager: bool = False
+    """Its metadata names the Ray token's secret: it needs the cloud-platform scope."""
     boot_disk_cmek: bool | None = None  # None: the node has no boot disk of ours (TPU)
     on_demand_fallback: bool = False
     """A WorkerGroup whose spot nodes become on-demand when spot is out (its `capacity`)."""
@@ -105,8 +110,11 @@ def _tpu_version_and_chips(body: Mapping[str, Any]) -> tuple[str, int]:
 
 
 def _common(body: Mapping[str, Any], zone: Any, count: int) -> dict[str, Any]:
+    metadata = body.get("metadata")
+    keys = {str(_dict(item).get("key")) for item in _list(_dict(metadata).get("items"))} \
+        if "items" in _dict(metadata) else set(_dict(metadata))
     return {"label_source": lambda: body.get("labels"), "count": count,
-            "zone": short(str(zone or ""))}
+            "zone": short(str(zone or "")), "reads_secret_manager": RAY_TOKEN_SECRET_KEY in keys}
 
 
 def _instance(inputs: Mapping[str, Any]) -> Node:

@@ -27,7 +27,14 @@ def load_table(path: str = str(DEFAULT_TABLE)) -> dict[str, Any]:
 
 
 def _machine(table: dict[str, Any], machine_type: str, spot: bool) -> float | None:
-    if match := _CUSTOM.match(machine_type):
+    """As infra.prices.machine_price: the table's figure for the type, else vCPUs and GiB at
+    the family's rates (GPUs that come with the type apart)."""
+    entry = table.get("machine_types", {}).get(machine_type, {})
+    if (kind := "spot" if spot else "on_demand") in entry:
+        return float(entry[kind])
+    if "vcpus" in entry:
+        family, vcpus, memory = machine_type.split("-", 1)[0], entry["vcpus"], entry["gib"]
+    elif match := _CUSTOM.match(machine_type):
         family, vcpus = match["family"] or "n1", int(match["vcpus"])
         memory = int(match["mb"]) / 1024
     elif (match := _PREDEFINED.match(machine_type)) and (
@@ -36,10 +43,10 @@ def _machine(table: dict[str, Any], machine_type: str, spot: bool) -> float | No
         memory = vcpus * float(per_vcpu)
     else:
         return None
-    rates = table["machine_families"].get(family)
-    if rates is None:
-        return None
+    rates = table["machine_families"].get(family) or {}
     prefix = "spot_" if spot else ""
+    if f"{prefix}vcpu" not in rates:
+        return None
     return vcpus * rates[f"{prefix}vcpu"] + memory * rates[f"{prefix}gib"]
 
 
@@ -47,8 +54,8 @@ def node_price(table: dict[str, Any], node: Node) -> tuple[float, list[str]]:
     """USD per hour of one such node, and what the table has no price for."""
     kind = "spot" if node.spot else "on_demand"
     price, unpriced = 0.0, []
-    if node.tpu_version:
-        chip = table["tpu_chips"].get(node.tpu_version)
+    if node.tpu_version:  # acceleratorConfig's V5LITE_POD is the table's v5litepod
+        chip = table["tpu_chips"].get(node.tpu_version.replace("_", ""))
         if chip is None:
             unpriced.append(f"TPU {node.tpu_version}")
         else:
@@ -59,8 +66,9 @@ def node_price(table: dict[str, Any], node: Node) -> tuple[float, list[str]]:
             unpriced.append(node.machine_type)
         else:
             price += machine
-    for gpu, count in node.gpus:
-        if gpu not in table["gpus"]:
+    bundled = table.get("machine_types", {}).get(node.machine_type, {}).get("gpus")
+    for gpu, count in [tuple(bundled)] if bundled else node.gpus:
+        if kind not in table["gpus"].get(gpu, {}):
             unpriced.append(gpu)
         else:
             price += table["gpus"][gpu][kind] * count

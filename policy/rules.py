@@ -92,7 +92,11 @@ def _allowed(node: Node, params: Params) -> list[str]:
 
 
 def _scope(node: Node, params: Params) -> list[str]:
+    """Secret Manager takes only cloud-platform: a node that reads the Ray token needs it (its
+    account is limited by IAM instead), so only a node that reads no secret is flagged."""
     if not any(scope in (CLOUD_PLATFORM, "cloud-platform") for scope in node.scopes):
+        return []
+    if node.reads_secret_manager:
         return []
     if node.head and not params["includeHead"]:
         return []

@@ -2,7 +2,8 @@
 
 Each stub appends one line `<name> <args>` to a calls file, so tests read back exactly which
 commands the script ran and in what order. User commands in the test configs call `record`.
-`FakeGoogle` stands in, on 127.0.0.1, for the metadata server and Secret Manager.
+`FakeGoogle` stands in, on 127.0.0.1, for the metadata server, Secret Manager, Cloud Storage's
+object reads and Compute's guest attributes, each checking the node's identity as Google does.
 
 Ray's token auth is on by default: `run_script` (local mode) gives the node a token file in
 RAY_AUTH_TOKEN_PATH as the local cluster does; `gce_env` serves the token from the fake's Secret
@@ -21,8 +22,9 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from secrets import token_urlsafe
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from bootstrap import node_metadata, pack_file_mounts
 from bootstrap.node_metadata import RAY_AUTH_TOKEN_SECRET_KEY
@@ -34,6 +36,10 @@ HEAD_INTERNAL_IP = "10.128.0.7"
 # The Ray auth token the stubbed nodes get, and its secret version on the fake Secret Manager.
 STUB_RAY_TOKEN = "f00d" * 16
 STUB_TOKEN_VERSION = "projects/my-gcp-project/secrets/ray-stubbed-auth-token/versions/1"
+# The account a stubbed node runs as, as the program gives one to the cluster's workers.
+STUB_ACCOUNT = "ray-stubbed-worker@my-gcp-project.iam.gserviceaccount.com"
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+OBJECT_VIEWER = "roles/storage.objectViewer"
 
 _RECORD = 'printf \'%s\\n\' "$(basename "$0") $*" >> "$STUB_CALLS"\n'
 STUBS = {
@@ -225,6 +231,8 @@ def gce_env(tmp_path: Path, fake: FakeGoogle, head_name: str) -> dict[str, str]:
     token's secret; the stubs first on PATH, the node's log, state and guest attributes under
     tmp_path. Root: no user is created."""
     fake.secrets.setdefault(STUB_TOKEN_VERSION, STUB_RAY_TOKEN.encode())
+    if fake.service_account:  # the program grants every node's account its token's secret
+        fake.grant(secret_of(STUB_TOKEN_VERSION), SECRET_ACCESSOR)
     if RAY_AUTH_TOKEN_SECRET_KEY not in fake.attributes:
         fake.set_attribute(RAY_AUTH_TOKEN_SECRET_KEY, STUB_TOKEN_VERSION)
     stubs = tmp_path / "stubs"
@@ -246,11 +254,36 @@ def gce_env(tmp_path: Path, fake: FakeGoogle, head_name: str) -> dict[str, str]:
 
 @dataclass
 class FakeGoogle:
-    """The metadata server (token, attributes with ETag long polls) and Secret Manager's
-    `versions/*:access`, on 127.0.0.1. Point the script at it with `env()`."""
+    """One GCE instance's view of Google, on 127.0.0.1: the metadata server (its token,
+    attributes with ETag long polls), Secret Manager's `versions/*:access`, Cloud Storage's
+    `objects.get` (`alt=media`) and Compute's `getGuestAttributes`. Point the script at it
+    with `env()`.
 
-    token: str = "ya29.fake-token"
+    Identity as GCE gives it. The instance runs as `service_account` (None: none) with
+    `scopes`; the metadata server hands out a token, its email and scopes only then, and 404s
+    `service-accounts/default/*` otherwise, as GCE does for a VM created without a service
+    account: its `instance/service-accounts/` lists none, so `default` is no entry
+    (https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys#instance-metadata,
+    https://cloud.google.com/compute/docs/access/create-enable-service-accounts-for-instances).
+    The token is bound to that account and those scopes.
+
+    Each API checks, as Google does
+    (https://cloud.google.com/compute/docs/access/service-accounts#accesscopesiam: a call
+    needs both the scope and the IAM permission): first the token (401 UNAUTHENTICATED), then
+    its scopes (403 with Google's ErrorInfo reason ACCESS_TOKEN_SCOPE_INSUFFICIENT,
+    https://cloud.google.com/apis/design/errors#error_info), then a permission the IAM
+    bindings give the account on the resource or an ancestor (the project), 403
+    PERMISSION_DENIED naming the permission
+    (https://cloud.google.com/iam/docs/troubleshooting-access). `bindings` are
+    (resource, role, member): `projects/P`, `projects/P/secrets/S`, `projects/_/buckets/B`.
+    """
+
+    service_account: str | None = None
+    scopes: tuple[str, ...] = ()
+    bindings: list[tuple[str, str, str]] = field(default_factory=list)
     secrets: dict[str, bytes] = field(default_factory=dict)
+    objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    """(bucket, object name) -> content: the buckets Cloud Storage serves."""
     attributes: dict[str, str] = field(default_factory=dict)
     denials: int = 0  # answer the next N access calls 403, as before IAM has propagated
     requests: list[str] = field(default_factory=list)
@@ -267,6 +300,7 @@ class FakeGoogle:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.token = f"ya29.{token_urlsafe(24)}" if self.service_account else None
 
     @property
     def url(self) -> str:
@@ -276,7 +310,19 @@ class FakeGoogle:
         return {
             "RAY_BOOTSTRAP_METADATA_URL": f"{self.url}/computeMetadata/v1",
             "RAY_BOOTSTRAP_SECRET_MANAGER_URL": f"{self.url}/v1",
+            "RAY_BOOTSTRAP_STORAGE_URL": f"{self.url}/storage/v1",
         }
+
+    def grant(self, resource: str, role: str, member: str | None = None) -> None:
+        """Bind `role` on `resource` to `member` (default: this instance's account)."""
+        self.bindings.append((resource, role, member or f"serviceAccount:{self.service_account}"))
+
+    def permitted(self, permission: str, resource: str) -> bool:
+        """Whether this instance's account holds `permission` on `resource` or its project."""
+        member = f"serviceAccount:{self.service_account}"
+        held = {resource, f"projects/{self.project}"}
+        return any(where in held and who == member and permission in ROLE_PERMISSIONS.get(role, ())
+                   for where, role, who in self.bindings)
 
     def set_attribute(self, key: str, value: str) -> None:
         with self._changed:
@@ -305,6 +351,68 @@ class FakeGoogle:
             )
 
 
+def secret_of(version: str) -> str:
+    """`projects/P/secrets/S` of a version name `projects/P/secrets/S/versions/V`."""
+    return version.split("/versions/")[0]
+
+
+def granted_node(**fields: Any) -> FakeGoogle:
+    """A node as the program makes one: running as STUB_ACCOUNT with the cloud-platform
+    scope, which may access each secret in `secrets` and read each bucket in `objects` (the
+    program's SecretIamMember and BucketIAMMember for the node's account)."""
+    fake = FakeGoogle(service_account=STUB_ACCOUNT, scopes=(CLOUD_PLATFORM,), **fields)
+    for version in fake.secrets:
+        fake.grant(secret_of(version), SECRET_ACCESSOR)
+    for bucket in {bucket for bucket, _ in fake.objects}:
+        fake.grant(f"projects/_/buckets/{bucket}", OBJECT_VIEWER)
+    return fake
+
+
+def grant_head_reader(fake: FakeGoogle, head_name: str) -> None:
+    """Let the node read the head's guest attributes (a worker's re-apply follows the head
+    through them). The program grants no such role to the worker account yet: on Google a
+    worker's re-apply then neither waits for the head nor follows its restarts (README)."""
+    fake.grant(f"projects/{fake.project}/zones/{fake.zone}/instances/{head_name}",
+               "roles/compute.viewer")
+
+
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+CLOUD_PLATFORM_READ_ONLY = "https://www.googleapis.com/auth/cloud-platform.read-only"
+# The scopes each API accepts for the call, from its reference's "Authorization scopes".
+# Secret Manager's access takes cloud-platform alone:
+# https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/access
+SECRET_ACCESS_SCOPES = frozenset({CLOUD_PLATFORM})
+# Cloud Storage reads (https://cloud.google.com/storage/docs/oauth-scopes,
+# https://cloud.google.com/storage/docs/json_api/v1/objects/get).
+STORAGE_READ_SCOPES = frozenset({
+    CLOUD_PLATFORM, CLOUD_PLATFORM_READ_ONLY,
+    "https://www.googleapis.com/auth/devstorage.read_only",
+    "https://www.googleapis.com/auth/devstorage.read_write",
+    "https://www.googleapis.com/auth/devstorage.full_control",
+})
+# https://cloud.google.com/compute/docs/reference/rest/v1/instances/getGuestAttributes
+COMPUTE_READ_SCOPES = frozenset({
+    CLOUD_PLATFORM, CLOUD_PLATFORM_READ_ONLY,
+    "https://www.googleapis.com/auth/compute",
+    "https://www.googleapis.com/auth/compute.readonly",
+})
+# The permissions each role the program grants gives for the calls above, from Google's
+# predefined roles reference (https://cloud.google.com/iam/docs/understanding-roles):
+# secretmanager.secretAccessor (https://cloud.google.com/secret-manager/docs/access-control),
+# storage.objectViewer and objectAdmin (https://cloud.google.com/storage/docs/access-control/
+# iam-roles), compute.admin and compute.viewer (https://cloud.google.com/compute/docs/access/
+# iam#compute.admin). A role not listed gives none of them (tpu.admin, iam.serviceAccountUser).
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    "roles/secretmanager.secretAccessor": frozenset({"secretmanager.versions.access"}),
+    "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
+    "roles/storage.objectAdmin": frozenset({
+        "storage.objects.get", "storage.objects.list", "storage.objects.create",
+        "storage.objects.delete", "storage.objects.update"}),
+    "roles/compute.admin": frozenset({"compute.instances.getGuestAttributes"}),
+    "roles/compute.viewer": frozenset({"compute.instances.getGuestAttributes"}),
+}
+
+
 def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_: object) -> None:
@@ -320,17 +428,40 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
                 return self._metadata(url.path.removeprefix("/computeMetadata/v1/"), query)
             if url.path.startswith("/v1/") and url.path.endswith(":access"):
                 return self._access(url.path.removeprefix("/v1/").removesuffix(":access"))
+            if url.path.startswith("/storage/v1/b/") and query.get("alt") == "media":
+                return self._object(url.path.removeprefix("/storage/v1/b/"))
             if url.path.startswith("/compute/v1/") and url.path.endswith("/getGuestAttributes"):
                 return self._guest_attribute(url.path, query.get("variableKey", ""))
             return self._send(404, "not found")
 
+        def _refused(self, service: str, scopes: frozenset[str], permission: str,
+                     resource: str) -> bool:
+            """Answer the first check the call fails (token, scope, IAM) and say so."""
+            if fake.token is None or self.headers.get("Authorization") != f"Bearer {fake.token}":
+                self._send(401, _error(401, "Request had invalid authentication credentials.",
+                                       "UNAUTHENTICATED"))
+                return True
+            if not scopes & set(fake.scopes):
+                self._send(403, _scope_error(service))
+                return True
+            if not fake.permitted(permission, resource):
+                self._send(403, _error(
+                    403, f"Permission '{permission}' denied for resource '{resource}' (or it "
+                    "may not exist).", "PERMISSION_DENIED",
+                    [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                      "reason": "IAM_PERMISSION_DENIED", "domain": "iam.googleapis.com",
+                      "metadata": {"permission": permission, "resource": resource}}]))
+                return True
+            return False
+
         def _guest_attribute(self, path: str, key: str) -> None:
             """compute.instances.getGuestAttributes with variableKey (one value)."""
-            if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                return self._send(401, _error(401, "Request had invalid authentication "
-                                              "credentials.", "UNAUTHENTICATED"))
             parts = path.split("/")  # /compute/v1/projects/P/zones/Z/instances/NAME/get...
             instance = parts[-2]
+            resource = f"projects/{parts[4]}/zones/{parts[6]}/instances/{instance}"
+            if self._refused("compute.googleapis.com", COMPUTE_READ_SCOPES,
+                             "compute.instances.getGuestAttributes", resource):
+                return None
             values = fake.guest_attributes.get(instance, {})
             if parts[4] != fake.project or parts[6] != fake.zone or key not in values:
                 return self._send(404, _error(404, f"The resource '{key}' was not found",
@@ -344,9 +475,8 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, fake.project)
             if path == "instance/zone":
                 return self._send(200, f"projects/123456789/zones/{fake.zone}")
-            if path == "instance/service-accounts/default/token":
-                return self._send(200, json.dumps(
-                    {"access_token": fake.token, "expires_in": 3599, "token_type": "Bearer"}))
+            if path.startswith("instance/service-accounts/"):
+                return self._account(path.removeprefix("instance/service-accounts/"))
             key = path.removeprefix("instance/attributes/")
             if query.get("wait_for_change") == "true":
                 fake.wait_for_change(key, query.get("last_etag", ""),
@@ -355,10 +485,24 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
                 return self._send(404, "not found")
             return self._send(200, fake.attributes[key], {"ETag": fake.etag(key)})
 
+        def _account(self, path: str) -> None:
+            """`default/token|email|scopes`: only for an instance with a service account."""
+            if fake.service_account is None or fake.token is None:
+                return self._send(404, "not found")
+            answers = {
+                "default/token": json.dumps({"access_token": fake.token, "expires_in": 3599,
+                                             "token_type": "Bearer"}),
+                "default/email": fake.service_account,
+                "default/scopes": "".join(f"{scope}\n" for scope in fake.scopes),
+            }
+            if path not in answers:
+                return self._send(404, "not found")
+            return self._send(200, answers[path])
+
         def _access(self, name: str) -> None:
-            if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                return self._send(401, _error(401, "Request had invalid authentication "
-                                              "credentials.", "UNAUTHENTICATED"))
+            if self._refused("secretmanager.googleapis.com", SECRET_ACCESS_SCOPES,
+                             "secretmanager.versions.access", secret_of(name)):
+                return None
             if fake.denials > 0:
                 fake.denials -= 1
                 return self._send(403, _error(403, f"Permission 'secretmanager.versions."
@@ -369,6 +513,23 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
                                               "NOT_FOUND"))
             data = base64.b64encode(fake.secrets[name]).decode()
             return self._send(200, json.dumps({"name": name, "payload": {"data": data}}))
+
+        def _object(self, path: str) -> None:
+            """objects.get with alt=media: `b/{bucket}/o/{object, /-escaped}`."""
+            bucket, _, name = path.partition("/o/")
+            name = unquote(name)
+            if self._refused("storage.googleapis.com", STORAGE_READ_SCOPES,
+                             "storage.objects.get", f"projects/_/buckets/{bucket}"):
+                return None
+            if (bucket, name) not in fake.objects:
+                return self._send(404, _error(404, "No such object: "
+                                              f"{bucket}/{name}", "NOT_FOUND"))
+            encoded = fake.objects[(bucket, name)]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(encoded)))
+            self.end_headers()
+            self.wfile.write(encoded)
+            return None
 
         def _send(self, code: int, body: str, headers: dict[str, str] | None = None) -> None:
             encoded = body.encode()
@@ -382,5 +543,16 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _error(code: int, message: str, status: str) -> str:
-    return json.dumps({"error": {"code": code, "message": message, "status": status}})
+def _scope_error(service: str) -> str:
+    """What a Google API answers a token whose scopes do not cover the call."""
+    return _error(403, "Request had insufficient authentication scopes.", "PERMISSION_DENIED",
+                  [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "domain": "googleapis.com",
+                    "metadata": {"service": service}}])
+
+
+def _error(code: int, message: str, status: str, details: list[dict[str, Any]] | None = None
+           ) -> str:
+    """Google's error body (https://cloud.google.com/apis/design/errors#http_mapping)."""
+    return json.dumps({"error": {"code": code, "message": message, "status": status,
+                                 **({"details": details} if details else {})}})

@@ -43,9 +43,12 @@ class LocalSshd:
 
     `set_env` goes to sshd's SetEnv, which overrides the session's defaults: HOME there gives
     the remote shells a home of the test's own (its .profile, tmux sockets), PATH a known PATH.
+    `keys_lines` replace the authorized_keys file (e.g. an AuthorizedKeysCommand, as an OS
+    Login VM's guest agent sets).
     """
 
-    def __init__(self, workdir: Path, set_env: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, set_env: dict[str, str] | None = None,
+                 keys_lines: list[str] | None = None) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.user = getpass.getuser()
@@ -63,7 +66,7 @@ class LocalSshd:
                 "ListenAddress 127.0.0.1",
                 f"HostKey {self.host_key}",
                 f"PidFile {workdir / 'sshd.pid'}",
-                f"AuthorizedKeysFile {workdir / 'authorized_keys'}",
+                *(keys_lines or [f"AuthorizedKeysFile {workdir / 'authorized_keys'}"]),
                 "StrictModes no",
                 "UsePAM no",
                 "PermitRootLogin prohibit-password",

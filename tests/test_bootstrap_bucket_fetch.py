@@ -12,24 +12,31 @@ import threading
 from pathlib import Path
 
 import yaml
-from bootstrap_stubs import MOUNTS_KEY, FakeGoogle, cluster, gce_env, stop_watchers
+from bootstrap_stubs import (
+    CLOUD_PLATFORM,
+    MOUNTS_KEY,
+    OBJECT_VIEWER,
+    STUB_ACCOUNT,
+    FakeGoogle,
+    cluster,
+    gce_env,
+    granted_node,
+    stop_watchers,
+)
 from waiting import wait_for
 
 from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
 from bootstrap.file_mounts import bucket_name
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
-from tests.fake_compute import FakeComputeServer, Faults
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
-TOKEN = FakeGoogle.token
 
 
-def _boot(tmp_path: Path, google: FakeGoogle, storage: FakeComputeServer,
+def _boot(tmp_path: Path, google: FakeGoogle,
           extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     script = tmp_path / "startup-script"
     script.write_text(google.attributes["startup-script"])
     env = {**gce_env(tmp_path, google, HEAD_NAME),
-           "RAY_BOOTSTRAP_STORAGE_URL": f"http://{storage.endpoint}/storage/v1",
            "RAY_BOOTSTRAP_FETCH_DELAY": "0.2", **(extra_env or {})}
     return subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
                           timeout=60)
@@ -44,21 +51,15 @@ def _mounted_cluster(tmp_path: Path, **overrides):
                    setup_commands=["record setup-saw-$(cat ~/proj/flag)"], **overrides)
 
 
-def _stock(storage: FakeComputeServer, bucket: str, objects: dict[str, bytes]) -> None:
-    storage.storage.buckets[bucket] = {"name": bucket}
-    for name, data in objects.items():
-        storage.storage.objects[(bucket, name)] = data
-
-
 def test_a_worker_fetches_and_unpacks_its_mounts_before_initialization_and_setup(tmp_path):
     config = _mounted_cluster(tmp_path)
     mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
-    with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
-        _stock(storage, bucket_name(config), {mounts.object_name: mounts.content})
+    with granted_node(attributes={**entries, "ray-head-address": "10.0.0.9"},
+                      objects={(bucket_name(config), mounts.object_name): mounts.content}
+                      ) as google:
         try:
-            boot = _boot(tmp_path, google, storage)
+            boot = _boot(tmp_path, google)
         finally:
             stop_watchers(tmp_path)
     log = (tmp_path / "bootstrap.log").read_text()
@@ -67,9 +68,9 @@ def test_a_worker_fetches_and_unpacks_its_mounts_before_initialization_and_setup
     assert calls[:2] == ["record init-saw-present", "record setup-saw-present"]
     assert (tmp_path / "proj" / "flag").read_text() == "present"
     encoded = mounts.object_name.replace("/", "%2F")
-    assert storage.storage.requests == [
-        ("storage.objects.get", f"/storage/v1/b/{bucket_name(config)}/o/{encoded}")]
-    assert f"Bearer {TOKEN}" not in boot.stdout + boot.stderr + log
+    assert [r for r in google.requests if r.startswith("/storage/")] == [
+        f"/storage/v1/b/{bucket_name(config)}/o/{encoded}?alt=media"]
+    assert f"Bearer {google.token}" not in boot.stdout + boot.stderr + log
 
 
 def test_a_node_waits_for_its_read_grant_to_reach_iam(tmp_path):
@@ -77,25 +78,27 @@ def test_a_node_waits_for_its_read_grant_to_reach_iam(tmp_path):
     mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
     bucket = bucket_name(config)
-    with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
-        _stock(storage, bucket, {mounts.object_name: mounts.content})
-        storage.storage.readers[bucket] = {"ya29.someone-else"}
+    # The node's account, with no grant on the bucket yet.
+    with FakeGoogle(service_account=STUB_ACCOUNT, scopes=(CLOUD_PLATFORM,),
+                    attributes={**entries, "ray-head-address": "10.0.0.9"},
+                    objects={(bucket, mounts.object_name): mounts.content}) as google:
 
         def grant() -> None:
-            wait_for(lambda: len(storage.storage.requests) >= 2, "two refused reads")
-            storage.storage.readers[bucket].add(TOKEN)
+            wait_for(lambda: sum(r.startswith("/storage/") for r in google.requests) >= 2,
+                     "two refused reads")
+            google.grant(f"projects/_/buckets/{bucket}", OBJECT_VIEWER)
 
         granting = threading.Thread(target=grant)
         granting.start()
         try:
-            boot = _boot(tmp_path, google, storage)
+            boot = _boot(tmp_path, google)
         finally:
             granting.join()
             stop_watchers(tmp_path)
     log = (tmp_path / "bootstrap.log").read_text()
     assert boot.returncode == 0, log
     assert "Cloud Storage answered HTTP 403" in log
+    assert "Permission 'storage.objects.get' denied" in log
     assert (tmp_path / "proj" / "flag").read_text() == "present"
 
 
@@ -103,11 +106,10 @@ def test_a_node_that_cannot_read_the_bucket_fails_its_file_mounts_stage_and_says
     config = _mounted_cluster(tmp_path)
     mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
-    with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
-        _stock(storage, bucket_name(config), {})
+    with granted_node(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
+        google.grant(f"projects/_/buckets/{bucket_name(config)}", OBJECT_VIEWER)
         try:
-            boot = _boot(tmp_path, google, storage, {"RAY_BOOTSTRAP_FETCH_TRIES": "2"})
+            boot = _boot(tmp_path, google, {"RAY_BOOTSTRAP_FETCH_TRIES": "2"})
         finally:
             stop_watchers(tmp_path)
     log = (tmp_path / "bootstrap.log").read_text()
@@ -138,17 +140,16 @@ def test_the_head_reads_a_50_type_autoscaler_config_from_the_bucket_and_follows_
     entries = node_metadata(config, "head", "head_t")
     reference = f"gs://{bucket}/autoscaler/v1.yaml"
     config_file = tmp_path / "ray_bootstrap_config.yaml"
-    with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, BOOTSTRAP_CONFIG_KEY: reference}) as google:
-        _stock(storage, bucket, {"autoscaler/v1.yaml": text.encode()})
+    with granted_node(attributes={**entries, BOOTSTRAP_CONFIG_KEY: reference},
+                      objects={(bucket, "autoscaler/v1.yaml"): text.encode()}) as google:
         try:
-            boot = _boot(tmp_path, google, storage, {"RAY_HEAD_IP": "10.0.0.2"})
+            boot = _boot(tmp_path, google, {"RAY_HEAD_IP": "10.0.0.2"})
             assert boot.returncode == 0, (tmp_path / "bootstrap.log").read_text()
             assert config_file.read_text() == text
             assert len(yaml.safe_load(config_file.read_text())["available_node_types"]) == 51
             changed = text.replace("idle_timeout_minutes: 5", "idle_timeout_minutes: 9")
             assert changed != text
-            _stock(storage, bucket, {"autoscaler/v2.yaml": changed.encode()})
+            google.objects[(bucket, "autoscaler/v2.yaml")] = changed.encode()
             google.set_attribute(BOOTSTRAP_CONFIG_KEY, f"gs://{bucket}/autoscaler/v2.yaml")
             wait_for(lambda: config_file.read_text() == changed, "the new config installed")
         finally:

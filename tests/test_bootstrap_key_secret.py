@@ -6,7 +6,7 @@ from __future__ import annotations
 import stat
 
 import pytest
-from bootstrap_stubs import FakeGoogle, cluster, run_script
+from bootstrap_stubs import cluster, granted_node, run_script
 
 from bootstrap import render_startup_script
 from bootstrap.node_metadata import BOOTSTRAP_SSH_KEY_KEY, BOOTSTRAP_SSH_KEY_SECRET_KEY
@@ -25,7 +25,7 @@ def _head(tmp_path, fake, metadata=None, env=None):
 @pytest.mark.parametrize("key", [PEM, PEM.rstrip(b"\n"), PEM + b"\n"],
                          ids=["one-newline", "no-newline", "two-newlines"])
 def test_key_file_is_byte_identical_to_the_secret_and_private(tmp_path, key):
-    with FakeGoogle(secrets={VERSION: key}) as fake:
+    with granted_node(secrets={VERSION: key}) as fake:
         run = _head(tmp_path, fake)
     assert run.returncode == 0, run.log
     key_file = run.home / "ray_bootstrap_key.pem"
@@ -36,7 +36,7 @@ def test_key_file_is_byte_identical_to_the_secret_and_private(tmp_path, key):
 
 
 def test_access_is_retried_until_iam_lets_the_head_read_the_secret(tmp_path):
-    with FakeGoogle(secrets={VERSION: PEM}, denials=2) as fake:
+    with granted_node(secrets={VERSION: PEM}, denials=2) as fake:
         run = _head(tmp_path, fake)
     assert run.returncode == 0, run.log
     assert (run.home / "ray_bootstrap_key.pem").read_bytes() == PEM
@@ -45,7 +45,7 @@ def test_access_is_retried_until_iam_lets_the_head_read_the_secret(tmp_path):
 
 
 def test_unreadable_secret_fails_the_bootstrap_files_stage_before_ray_starts(tmp_path):
-    with FakeGoogle(secrets={VERSION: PEM}, denials=100) as fake:
+    with granted_node(secrets={VERSION: PEM}, denials=100) as fake:
         run = _head(tmp_path, fake, env={"RAY_BOOTSTRAP_SECRET_TRIES": "3"})
     assert run.returncode == 5
     assert run.status == "failed:bootstrap-files:5"
@@ -56,7 +56,7 @@ def test_unreadable_secret_fails_the_bootstrap_files_stage_before_ray_starts(tmp
 
 
 def test_the_token_from_the_metadata_server_is_the_bearer(tmp_path):
-    with FakeGoogle(secrets={VERSION: PEM}) as fake:
+    with granted_node(secrets={VERSION: PEM}) as fake:
         fake.token = "ya29.another-token"  # the fake checks the bearer against this one
         run = _head(tmp_path, fake)
     assert run.returncode == 0, run.log
@@ -65,7 +65,7 @@ def test_the_token_from_the_metadata_server_is_the_bearer(tmp_path):
 
 
 def test_key_in_metadata_wins_and_secret_manager_is_not_called(tmp_path):
-    with FakeGoogle(secrets={VERSION: PEM}) as fake:
+    with granted_node(secrets={VERSION: PEM}) as fake:
         run = _head(tmp_path, fake, metadata={BOOTSTRAP_SSH_KEY_KEY: "local-key\n",
                                               BOOTSTRAP_SSH_KEY_SECRET_KEY: VERSION})
     assert run.returncode == 0, run.log

@@ -9,7 +9,16 @@ from __future__ import annotations
 import stat
 
 import pytest
-from bootstrap_stubs import FakeGoogle, cluster, run_script
+from bootstrap_stubs import (
+    CLOUD_PLATFORM,
+    SECRET_ACCESSOR,
+    STUB_ACCOUNT,
+    FakeGoogle,
+    cluster,
+    granted_node,
+    run_script,
+    secret_of,
+)
 
 from bootstrap import render_startup_script
 from bootstrap.node_metadata import RAY_AUTH_TOKEN_FILE, RAY_AUTH_TOKEN_SECRET_KEY
@@ -17,6 +26,7 @@ from bootstrap.node_metadata import RAY_AUTH_TOKEN_FILE, RAY_AUTH_TOKEN_SECRET_K
 VERSION = "projects/my-gcp-project/secrets/ray-stubbed-auth-token/versions/1"
 TOKEN = "5e3c" * 16
 ROLES = [("head", "head_t"), ("worker", "worker_t")]
+STORAGE_READ_ONLY = "https://www.googleapis.com/auth/devstorage.read_only"
 
 
 def _node(tmp_path, fake, role, node_type, config=None, metadata=None, env=None):
@@ -32,7 +42,7 @@ def _node(tmp_path, fake, role, node_type, config=None, metadata=None, env=None)
 @pytest.mark.parametrize(("role", "node_type"), ROLES)
 def test_every_ray_command_runs_with_the_token_read_from_secret_manager(tmp_path, role,
                                                                         node_type):
-    with FakeGoogle(secrets={VERSION: TOKEN.encode()}) as fake:
+    with granted_node(secrets={VERSION: TOKEN.encode()}) as fake:
         run = _node(tmp_path, fake, role, node_type)
     assert run.returncode == 0, run.log
     assert f"/v1/{VERSION}:access" in fake.requests
@@ -46,7 +56,7 @@ def test_every_ray_command_runs_with_the_token_read_from_secret_manager(tmp_path
 
 
 def test_a_worker_waits_until_iam_lets_it_read_the_token(tmp_path):
-    with FakeGoogle(secrets={VERSION: TOKEN.encode()}, denials=2) as fake:
+    with granted_node(secrets={VERSION: TOKEN.encode()}, denials=2) as fake:
         run = _node(tmp_path, fake, "worker", "worker_t")
     assert run.returncode == 0, run.log
     assert run.log.count("Secret Manager answered HTTP 403") == 2
@@ -54,7 +64,7 @@ def test_a_worker_waits_until_iam_lets_it_read_the_token(tmp_path):
 
 
 def test_an_unreadable_token_fails_the_node_before_ray_starts(tmp_path):
-    with FakeGoogle(secrets={VERSION: TOKEN.encode()}, denials=100) as fake:
+    with granted_node(secrets={VERSION: TOKEN.encode()}, denials=100) as fake:
         run = _node(tmp_path, fake, "worker", "worker_t", env={"RAY_BOOTSTRAP_SECRET_TRIES": "2"})
     assert run.returncode == 8
     assert run.status == "failed:ray-auth:8"
@@ -63,7 +73,7 @@ def test_an_unreadable_token_fails_the_node_before_ray_starts(tmp_path):
 
 
 def test_a_node_without_the_token_secret_in_metadata_refuses_to_start_ray(tmp_path):
-    with FakeGoogle() as fake:
+    with granted_node() as fake:
         run = _node(tmp_path, fake, "worker", "worker_t", metadata={},
                     env={"RAY_AUTH_TOKEN_PATH": ""})
     assert run.returncode == 8
@@ -75,7 +85,7 @@ def test_with_docker_the_token_is_installed_in_the_container_for_its_user(tmp_pa
     config = cluster(docker={"image": "rayproject/ray:2.9", "container_name": "rc"})
     root = tmp_path / "container"
     root.mkdir()
-    with FakeGoogle(secrets={VERSION: TOKEN.encode()}) as fake:
+    with granted_node(secrets={VERSION: TOKEN.encode()}) as fake:
         run = _node(tmp_path, fake, "worker", "worker_t", config=config,
                     env={"STUB_CONTAINER_ROOT": str(root), "STUB_CONTAINER_UID": "1000",
                          "STUB_CONTAINER_GID": "100"})
@@ -95,10 +105,41 @@ def test_turned_off_no_token_is_read_and_ray_runs_without_auth(tmp_path):
     config = cluster(provider={"type": "gcp", "region": "us-west1",
                                "availability_zone": "us-west1-a",
                                "project_id": "my-gcp-project", "ray_token_auth": False})
-    with FakeGoogle(secrets={VERSION: TOKEN.encode()}) as fake:
+    with granted_node(secrets={VERSION: TOKEN.encode()}) as fake:
         run = _node(tmp_path, fake, "head", "head_t", config=config, metadata={},
                     env={"RAY_AUTH_TOKEN_PATH": ""})
     assert run.returncode == 0, run.log
     assert fake.requests == []
     assert not (run.home / RAY_AUTH_TOKEN_FILE).exists()
     assert all(call[1] == "-" for call in run.ray_auth), run.ray_auth
+
+
+def test_a_worker_without_a_service_account_gets_no_token_and_never_starts_ray(tmp_path):
+    """GCE's metadata server has no `default` account for such a VM: 404, no token."""
+    with FakeGoogle(secrets={VERSION: TOKEN.encode()}) as fake:
+        run = _node(tmp_path, fake, "worker", "worker_t", env={"RAY_BOOTSTRAP_SECRET_TRIES": "2"})
+    assert run.returncode == 8
+    assert "no access token from the metadata server" in run.log
+    assert not any(r.endswith(":access") for r in fake.requests)
+    assert not any(call.startswith("ray start") for call in run.calls)
+
+
+def test_a_storage_read_only_token_is_refused_by_secret_manager(tmp_path):
+    with FakeGoogle(service_account=STUB_ACCOUNT, scopes=(STORAGE_READ_ONLY,),
+                    secrets={VERSION: TOKEN.encode()}) as fake:
+        fake.grant(secret_of(VERSION), SECRET_ACCESSOR)
+        run = _node(tmp_path, fake, "worker", "worker_t", env={"RAY_BOOTSTRAP_SECRET_TRIES": "2"})
+    assert run.returncode == 8
+    assert "ACCESS_TOKEN_SCOPE_INSUFFICIENT" in run.log
+    assert not any(call.startswith("ray start") for call in run.calls)
+
+
+def test_an_account_without_the_accessor_grant_on_this_secret_is_refused(tmp_path):
+    """A grant on another cluster's secret gives nothing on this one."""
+    with FakeGoogle(service_account=STUB_ACCOUNT, scopes=(CLOUD_PLATFORM,),
+                    secrets={VERSION: TOKEN.encode()}) as fake:
+        fake.grant("projects/my-gcp-project/secrets/ray-other-auth-token", SECRET_ACCESSOR)
+        run = _node(tmp_path, fake, "worker", "worker_t", env={"RAY_BOOTSTRAP_SECRET_TRIES": "2"})
+    assert run.returncode == 8
+    assert "Permission 'secretmanager.versions.access' denied" in run.log
+    assert TOKEN not in run.log

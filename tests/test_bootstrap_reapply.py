@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from bootstrap_stubs import (
-    FakeGoogle,
     cluster,
     gce_env,
+    grant_head_reader,
+    granted_node,
     node_entries,
     node_watcher_pid_file,
     run_script,
@@ -271,8 +272,9 @@ def test_on_gce_the_watcher_long_polls_its_version_and_follows_the_head_through_
     script.write_text(entries["startup-script"])
     calls = tmp_path / "calls"
     head = {"ray-bootstrap/status": "ready", "ray-bootstrap/ray-started": "aaaa t0 1"}
-    with FakeGoogle(attributes={**entries, "ray-head-address": HEAD_NAME},
-                    guest_attributes={HEAD_NAME: head}) as fake:
+    with granted_node(attributes={**entries, "ray-head-address": HEAD_NAME},
+                      guest_attributes={HEAD_NAME: head}) as fake:
+        grant_head_reader(fake, HEAD_NAME)
         env = gce_env(tmp_path, fake, HEAD_NAME)
         try:
             boot = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,

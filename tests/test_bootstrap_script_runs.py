@@ -175,7 +175,9 @@ def test_a_missing_archive_fails_the_file_mounts_stage(tmp_path):
 
 
 def _tpu_pod_config():
-    return cluster(available_node_types={
+    return cluster(provider={"type": "gcp", "region": "us-central2",
+                             "availability_zone": "us-central2-b", "project_id": "my-gcp-project"},
+                   available_node_types={
         "head_t": {"resources": {"CPU": 2}, "node_config": {"machineType": "n1-standard-2"}},
         "worker_t": {"resources": {"TPU": 4}, "min_workers": 1, "node_config": {
             "acceleratorType": "v4-16", "runtimeVersion": "tpu-ubuntu2204-base"}},

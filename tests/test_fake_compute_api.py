@@ -26,6 +26,8 @@ SERVICE_USAGE_DOC = json.loads((DOCUMENTS / "serviceusage.v1beta1.json").read_te
 # What a gcp provider creates beside nodes (tests/fake_compute/platform.py).
 PLATFORM_DOCS = [json.loads((DOCUMENTS / f"{api}.v1.json").read_text())
                  for api in ("cloudresourcemanager", "iam", "serviceusage", "secretmanager")]
+# What `invoke catalog-refresh` reads beside Compute and TPU (tests/fake_compute/listings.py).
+PLATFORM_DOCS.append(json.loads((DOCUMENTS / "cloudbilling.v1.json").read_text()))
 PROJECT, ZONE = "my-proj", "us-west1-a"
 
 

@@ -26,7 +26,7 @@ from ops.review.prices import (
 )
 from tests.fake_compute import FakeComputeServer
 
-PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "priced"
+PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-c", "priced"  # us-west1-c offers TPU v5e
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
 CONFIG_DATA = {
     "cluster_name": CLUSTER,
@@ -44,7 +44,7 @@ CONFIG_DATA = {
                                    "acceleratorCount": 1}],
             "scheduling": [{"preemptible": True}, {"onHostMaintenance": "TERMINATE"}]}},
         "tpu": {"resources": {"TPU": 4}, "max_workers": 1, "node_config": {
-            "acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"}},
+            "acceleratorType": "v5litepod-4", "runtimeVersion": "v2-alpha-tpuv5-lite"}},
     },
     "head_node_type": "head",
 }
@@ -126,7 +126,7 @@ def test_head_disk_type_size_and_tpu_chips_are_priced(fake):
     costs = {c.name: c for c in node_costs(CONFIG, NOW, fake.endpoint)}
     assert costs["head-1"].price.disks == pytest.approx(
         100 * table["disks"]["pd-ssd"] / table["hours_per_month"], abs=1e-6)
-    assert costs["tpu-1"].price.accelerators == pytest.approx(4 * table["tpu_chips"]["v4"]
+    assert costs["tpu-1"].price.accelerators == pytest.approx(4 * table["tpu_chips"]["v5litepod"]
                                                               ["on_demand"])
 
 

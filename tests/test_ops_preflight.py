@@ -157,3 +157,40 @@ def test_preflight_task_exits_1_with_the_table_when_the_tpu_quota_is_short(
     assert exited.value.code == 1
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tpu-v2 "))
     assert line.split()[4:9] == ["56", "8", "8", "0", "SHORT"]
+
+
+def test_types_the_zone_does_not_offer_are_named_from_the_live_api(fake):
+    """The catalog says a name exists; only the live API knows what a zone has today."""
+    fake.cloud.catalogue.unoffered["us-west1-b"] = {"nvidia-tesla-t4"}  # gpu-docker's zone
+
+    report = check(fake, "gpu-docker")
+
+    assert report.unoffered == ["GPU nvidia-tesla-t4 (ray_head_gpu)",
+                                "GPU nvidia-tesla-t4 (ray_worker_gpu)"]
+    assert report.rows == [] or all(row.metric != "NVIDIA_T4_GPUS" for row in report.rows)
+    assert "zone us-west1-b does not offer GPU nvidia-tesla-t4 (ray_head_gpu)" in render(report)
+
+
+def test_a_tpu_type_the_zone_does_not_offer_is_named(tpu_fake):
+    tpu_fake.cloud.catalogue.unoffered[TPU_ZONE] = {"v2-8"}
+
+    report = tpu_stack_check(tpu_fake)
+
+    assert report.unoffered == ["TPU type v2-8 (ray_tpu)"]
+    assert not any(row.metric == V2_ROW for row in report.rows)
+
+
+def test_a_machine_type_the_zone_does_not_offer_fails_the_task(fake, monkeypatch, capsys):
+    from invoke import Collection, Program
+
+    import tasks
+
+    fake.cloud.catalogue.unoffered["us-west1-a"] = {"n1-standard-2"}
+    monkeypatch.setenv("RAY_GCP_API_ENDPOINT", fake.endpoint)
+
+    with pytest.raises(SystemExit) as exited:
+        Program(namespace=Collection.from_module(tasks)).run(
+            ["invoke", "preflight", "-s", "minimal"])
+
+    assert exited.value.code == 1
+    assert "does not offer machine type n1-standard-2" in capsys.readouterr().out

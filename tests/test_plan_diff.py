@@ -28,6 +28,8 @@ from ops.review.plan_markdown import change_lines, render_markdown
 from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
+# In us-west1-c, which offers the TPU the TPU scenarios add (v5e; us-west1-a offers no TPU).
+BASE_YAML["provider"]["availability_zone"] = "us-west1-c"
 WORKER = "ray_worker_small"
 HEAD_TYPE = BASE_YAML["head_node_type"]
 IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
@@ -79,7 +81,7 @@ TPU_TYPE = {
     "min_workers": 1,
     "max_workers": 1,
     "resources": {"TPU": 4},
-    "node_config": {"acceleratorType": "v4-8", "runtimeVersion": "tpu-ubuntu2204-base"},
+    "node_config": {"acceleratorType": "v5litepod-4", "runtimeVersion": "v2-alpha-tpuv5-lite"},
 }
 
 def _queued_tpu(cluster: dict[str, Any], wait_minutes: int) -> None:

@@ -122,15 +122,16 @@ def test_machine_families_and_regions_outside_the_allow_lists_are_flagged(plans)
     assert flagged(queued) == set(by_kind(plans["tpu-queued"], "QueuedTpuSlice"))
 
 
-def test_cloud_platform_scope_is_flagged_on_workers_and_on_the_head_only_when_asked(plans):
+def test_cloud_platform_scope_is_flagged_only_where_no_secret_is_read(plans):
+    """Every node of a stack with Ray's token auth reads Secret Manager (cloud-platform only):
+    none is flagged; a worker body that reads no secret is, and the head only when asked."""
     tpu = resources(plans["tpu"])
-    assert evaluate(tpu, only("no-cloud-platform-scope")) == []
-    assert flagged(evaluate(tpu, only("no-cloud-platform-scope", includeHead=True))) == set(
-        by_kind(plans["tpu"], "Instance"))
+    assert evaluate(tpu, only("no-cloud-platform-scope", includeHead=True)) == []
     full = resources(plans["full"])
     (group,) = by_kind(plans["full"], "WorkerGroup")
-    edit_body(full, group, lambda body: body.update(serviceAccounts=[
-        {"email": "default", "scopes": [CLOUD_PLATFORM]}]))
+    edit_body(full, group, lambda body: body.update(metadata={"items": [
+        item for item in body["metadata"]["items"]
+        if item["key"] != "ray-auth-token-secret"]}))
     assert flagged(evaluate(full, only("no-cloud-platform-scope"))) == {group}
 
 

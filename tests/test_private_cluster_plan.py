@@ -204,12 +204,15 @@ def test_os_login_grants_are_additive_members_for_the_principal():
                 if m.inputs["member"] == principal]
     assert login.inputs == {"project": project, "role": "roles/compute.osAdminLogin",
                             "member": principal}
-    (account_user,) = run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
-    assert account_user.inputs == {
-        "serviceAccountId": f"projects/{project}/serviceAccounts/"
-                            f"ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com",
-        "role": "roles/iam.serviceAccountUser", "member": principal}
-    assert set(account_user.inputs) <= _pulumi_gcp_inputs(gcp.serviceaccount.IAMMemberArgs)
+    # On each account the nodes run as: the head's, the cluster's worker account.
+    account_users = [m for m in run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+                     if m.inputs["member"] == principal]
+    assert sorted(m.inputs["serviceAccountId"] for m in account_users) == [
+        f"projects/{project}/serviceAccounts/{account}@{project}.iam.gserviceaccount.com"
+        for account in ("ray-autoscaler-sa-v1", f"ray-{raw['cluster_name']}-worker")]
+    for account_user in account_users:
+        assert account_user.inputs["role"] == "roles/iam.serviceAccountUser"
+        assert set(account_user.inputs) <= _pulumi_gcp_inputs(gcp.serviceaccount.IAMMemberArgs)
     # Whole-policy resources would drop everyone else's bindings: none is used.
     types = {r.type for r in run.resources}
     assert not {t for t in types if t.endswith(("IAMPolicy", "IAMBinding"))}

@@ -14,6 +14,7 @@ SPEC_ROLES = {
     "roles/iam.serviceAccountUser",
     "roles/iam.roleViewer",
 }
+HEAD_ROLES = {"roles/compute.admin"}
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 INSTANCE = "gcp:compute/instance:Instance"
 WORKER_GROUP = "pulumi-python:dynamic/ray-gcp:WorkerGroup"
@@ -34,21 +35,40 @@ def worker_types(raw: dict) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_service_account_and_roles_follow_the_spec(stack: str):
+def test_head_and_worker_accounts_hold_only_what_their_nodes_need(stack: str):
+    """The head: Ray's autoscaler account with the project roles its autoscaler needs to
+    create and delete workers (none of Ray's storage.objectAdmin, project-wide
+    serviceAccountUser or roleViewer), actAs on the worker account only. Workers: the
+    cluster's own account, no project role, reading only this cluster's token and bucket."""
     run, raw = run_stack(stack), stack_yaml(stack)
-    project = raw["provider"]["project_id"]
-    (account,) = run.of_type("gcp:serviceaccount/account:Account")
-    assert account.inputs["accountId"] == "ray-autoscaler-sa-v1"
-    account_member = f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com"
+    project, cluster = raw["provider"]["project_id"], raw["cluster_name"]
+    accounts = {a.inputs["accountId"] for a in run.of_type("gcp:serviceaccount/account:Account")}
+    assert accounts == {"ray-autoscaler-sa-v1", f"ray-{cluster}-worker"}
+    head = f"serviceAccount:ray-autoscaler-sa-v1@{project}.iam.gserviceaccount.com"
+    worker = f"serviceAccount:ray-{cluster}-worker@{project}.iam.gserviceaccount.com"
     members = run.of_type("gcp:projects/iAMMember:IAMMember")
-    roles = {m.inputs["role"] for m in members if m.inputs["member"] == account_member}
+    roles = {m.inputs["role"] for m in members if m.inputs["member"] == head}
     has_tpu = any(is_tpu(t["node_config"]) for t in worker_types(raw).values())
-    assert roles == SPEC_ROLES | ({"roles/tpu.admin"} if has_tpu else set())
+    assert roles == HEAD_ROLES | ({"roles/tpu.admin"} if has_tpu else set())
+    assert not roles & (SPEC_ROLES - HEAD_ROLES)
     # Anyone else is granted only OS Login's role, and only when the YAML asks for it.
     os_login = raw["provider"].get("os_login")
     others = [(m.inputs["member"], m.inputs["role"]) for m in members
-              if m.inputs["member"] != account_member]
+              if m.inputs["member"] != head]
     assert others == ([(os_login["principal"], "roles/compute.osAdminLogin")] if os_login else [])
+    acts_as = [(m.inputs["serviceAccountId"], m.inputs["member"])
+               for m in run.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+               if m.inputs["role"] == "roles/iam.serviceAccountUser" and m.inputs["member"] == head]
+    assert acts_as == [(f"projects/{project}/serviceAccounts/{worker.split(':')[1]}", head)]
+    secrets = {m.inputs["secretId"] for m in
+               run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+               if m.inputs["member"] == worker}
+    assert secrets == {f"ray-{cluster}-auth-token"}
+    buckets = {(m.inputs["bucket"], m.inputs["role"]) for m in
+               run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+               if m.inputs["member"] == worker}
+    (bucket,) = run.of_type("gcp:storage/bucket:Bucket")
+    assert buckets == {(bucket.inputs["name"], "roles/storage.objectViewer")}
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -73,7 +73,11 @@ def test_each_kept_tpu_slice_is_a_v2vm_with_the_yamls_inputs(stack: str):
             assert labels.pop("ray-launch-config")
             assert labels.pop("ray-gcp-stack") == stack_label(run)
             assert labels == group.labels
-            assert "schedulingConfig" not in inputs and "serviceAccount" not in inputs
+            assert "schedulingConfig" not in inputs
+            # Each TPU host runs as the cluster's worker account: it reads the Ray token.
+            assert inputs["serviceAccount"] == {
+                "email": f"ray-{cluster}-worker@{project}.iam.gserviceaccount.com",
+                "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
 
 
 @pytest.mark.parametrize("stack", TPU_STACKS)

@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bootstrap_stubs import FakeGoogle, cluster, gce_env, stop_watchers
+from bootstrap_stubs import (
+    FakeGoogle,
+    cluster,
+    gce_env,
+    grant_head_reader,
+    granted_node,
+    stop_watchers,
+)
 
 from bootstrap import node_metadata
 from bootstrap.node_metadata import VERSION_KEY
@@ -214,7 +221,8 @@ def test_the_node_watcher_of_a_running_worker_applies_the_script_set_by_set_meta
     outs = provider.create(group_props(fake.endpoint, 1, body=worker_body())).outs
     (name,) = outs["instance_names"]
     head = {"ray-bootstrap/status": "ready", "ray-bootstrap/ray-started": "aaaa t0 1"}
-    with FakeGoogle(guest_attributes={HEAD_NAME: head}) as google:
+    with granted_node(guest_attributes={HEAD_NAME: head}) as google:
+        grant_head_reader(google, HEAD_NAME)
         serve_as_metadata_server(seen_through_the_api(fake)[name], google)
         script = tmp_path / "startup-script"
         script.write_text(google.attributes["startup-script"])

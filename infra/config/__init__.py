@@ -1,4 +1,6 @@
-"""Cluster YAML -> validated model: defaults, normalisation and every config check live here.
+"""Cluster YAML -> validated model: defaults, normalisation and every config check live here,
+the offline checks of Google Cloud names against the shipped catalog (catalog.py, catalog.yaml)
+and the script that rebuilds that catalog from Google's APIs (catalog_refresh.py) included.
 
 No pulumi imports: the model is shared by the program, the bootstrap renderer and the tasks.
 """

@@ -30,6 +30,8 @@ from pydantic import (
     model_validator,
 )
 
+from infra.config.catalog import Findings, region_problem, zone_problem
+from infra.config.catalog_checks import check_cluster
 from infra.config.errors import PathError
 from infra.config.head_instance import head_unsupported
 from infra.config.local_paths import expand_local_path
@@ -55,13 +57,6 @@ from infra.config.urls import (
 DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
 AUTOSCALER_ACCOUNT_ID = "ray-autoscaler-sa-v1"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-AUTOSCALER_ROLES = (
-    "roles/storage.objectAdmin",
-    "roles/compute.admin",
-    "roles/iam.serviceAccountUser",
-    "roles/iam.roleViewer",
-)
-TPU_ROLE = "roles/tpu.admin"
 # Far above any cluster GCE quotas allow; a bound keeps a typo'd count from planning 2**70 nodes.
 MAX_NODES = 10_000
 
@@ -425,14 +420,11 @@ class Provider(StrictModel):
                     "project_id must be set in the provider section: set it to your GCP project id",
                 )
             )
-        if not self.availability_zone.startswith(f"{self.region}-"):
-            problems.append(
-                (
-                    "availability_zone",
-                    f"zone {self.availability_zone!r} is not in "
-                    f"region {self.region!r}: pick a zone such as {self.region}-a",
-                )
-            )
+        wrong_region = region_problem(self.region)
+        if wrong_region:
+            problems.append(("region", wrong_region))
+        elif wrong_zone := zone_problem(self.availability_zone, self.region):
+            problems.append(("availability_zone", wrong_zone))
         if problems:
             raise PathError(problems)
         return self
@@ -659,6 +651,14 @@ class ClusterConfig(StrictModel):
         config._warnings = warnings
         return config
 
+    def _catalog_findings(self) -> Findings:
+        """Names Google Cloud does not have (errors) or the catalog does not list (warnings)."""
+        return check_cluster(
+            self.provider.region, self.provider.availability_zone,
+            self.provider.fallback_zones or [],
+            {name: t.node_config for name, t in self.available_node_types.items()},
+        )
+
     @property
     def warnings(self) -> list[str]:
         """Keys Ray would drop from this YAML (legacy, unused provider keys): one line each."""
@@ -666,9 +666,10 @@ class ClusterConfig(StrictModel):
 
     @property
     def review_warnings(self) -> list[str]:
-        """What a reviewer of the plan should see: SSH open to every address, Ray's token
-        authentication turned off."""
-        warnings = []
+        """What a reviewer of the plan should see: names missing from the shipped catalog
+        (infra/config/catalog.yaml), SSH open to every address, Ray's token authentication
+        turned off."""
+        warnings = [f"{path}: {message}" for path, message in self._catalog_findings().warnings]
         whole = covers_everything(self.provider.ssh_ranges)
         if whole is not None:
             given = ", ".join(self.provider.ssh_ranges)
@@ -787,6 +788,7 @@ class ClusterConfig(StrictModel):
                     "lower a min_workers",
                 )
             )
+        problems += self._catalog_findings().errors
         if problems:
             raise PathError(problems)
         self._normalise_urls()
@@ -915,10 +917,6 @@ class ClusterConfig(StrictModel):
     @property
     def autoscaler_service_account_email(self) -> str:
         return service_account_email(AUTOSCALER_ACCOUNT_ID, self.provider.project)
-
-    @property
-    def autoscaler_roles(self) -> tuple[str, ...]:
-        return AUTOSCALER_ROLES + ((TPU_ROLE,) if self.has_tpu else ())
 
     @property
     def uses_explicit_network(self) -> bool:

@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from infra.config.catalog import generation_of_config_type
 from infra.config.errors import PathError
 
 
@@ -530,7 +531,9 @@ class TpuNodeConfig(ApiModel):
 
     def _version_and_chips(self) -> tuple[str, int]:
         if self.accelerator_config is not None:
-            return self.accelerator_config.type.lower(), self.accelerator_config.chips
+            config_type = self.accelerator_config.type
+            generation = generation_of_config_type(config_type) or config_type.lower()
+            return generation, self.accelerator_config.chips
         version, _, size = (self.accelerator_type or "").partition("-")
         count = int(size) if size.isdigit() else 1
         # v2-v4 and v5p name slices by TensorCores (2 per chip); v5e/v6e by chips.

@@ -25,7 +25,7 @@ from ops.cloud.cloud_api import api_errors, nodes_api
 from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.preempted import SLICE_KINDS
-from ops.lifecycle.pulumi_cli import choose, run_operation
+from ops.lifecycle.pulumi_cli import choose, clean_os_login, deployed_os_login, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
 from ops.stack import Stack, cluster_credentials, require_cli, select_stack, stack_file_path
 
@@ -56,9 +56,10 @@ def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, in
 
 def down(stack: str | None, workers_only: bool, keep_min: bool,
          cluster_yaml: str | None = None, yes: bool = False) -> None:
-    """`invoke down`: the whole cluster (pulumi destroy), or only its workers; the stack named
-    by --stack, or (--config) the one the cluster YAML deploys as, or the project folder's
-    only one; asked first unless `yes`."""
+    """`invoke down`: the whole cluster (pulumi destroy; with OS Login then your login key and
+    the cluster's out of your OS Login profile), or only its workers; the stack named by
+    --stack, or (--config) the one the cluster YAML deploys as, or the project folder's only
+    one; asked first unless `yes`."""
     if keep_min and not workers_only:
         raise OpsError("--keep-min-workers only goes with --workers-only (without it `down` "
                        "deletes the whole cluster): add --workers-only")
@@ -66,7 +67,9 @@ def down(stack: str | None, workers_only: bool, keep_min: bool,
     deployment = select_stack(chosen.name).export_stack().deployment or {}
     confirm(what_is_deleted(chosen, deployment, workers_only, keep_min), yes)
     if not workers_only:
+        login = deployed_os_login(chosen)  # read before the outputs are gone
         run_operation(chosen, "destroy")
+        clean_os_login(login, own_key=True)
     else:
         down_workers(chosen, keep_min, deployment)
 

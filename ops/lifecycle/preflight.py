@@ -1,6 +1,7 @@
 """`invoke preflight`: the whole cluster at its largest (the head plus every worker type at its
-`max_workers`) against the region's Compute quotas and the zone's Cloud TPU quotas, as a table.
-Reads only: nothing is created.
+`max_workers`) against the region's Compute quotas and the zone's Cloud TPU quotas, as a table,
+after asking the live APIs whether the zone offers each machine, GPU and TPU type (the config
+model checked the names offline against the shipped catalog). Reads only: nothing is created.
 
 The same arithmetic as each WorkerGroup's pre-flight before it inserts (infra/workers/quota.py)
 and as the TPU check `invoke up` runs at the size Pulumi keeps (up_quota.py); this one
@@ -34,6 +35,7 @@ from infra.workers.tpu_quota import (
     tpu_quota_rows,
     zone_usage,
 )
+from infra.workers.zones import bare
 from ops.lifecycle.apis import QuotaApis, quota_apis
 from ops.lifecycle.network_check import network_warnings, render_warnings
 from ops.stack import Stack
@@ -50,6 +52,8 @@ class PreflightReport:
     tpu_checked: bool = False
     unchecked: list[str] = field(default_factory=list)
     """TPU node types of a generation this check does not know."""
+    unoffered: list[str] = field(default_factory=list)
+    """What the zone does not offer, as the live API says: "machine type X (node_type)"."""
 
     @property
     def short(self) -> list[QuotaRow]:
@@ -102,16 +106,50 @@ def tpu_quota_check(
     return list(rows.values()), {row.metric: users[key] for key, row in rows.items()}, unchecked
 
 
+def unoffered_types(config: ClusterConfig, apis: QuotaApis) -> dict[str, list[str]]:
+    """Node type -> the machine, GPU and TPU types of it that the zone does not offer, asked
+    of the live Compute and TPU APIs (the offline catalog cannot know a zone's stock)."""
+    from google.api_core.exceptions import NotFound
+
+    project, zone = config.provider.project, config.provider.availability_zone
+    clients, found = apis.clients, {}
+    for name, node_type in sorted(config.available_node_types.items()):
+        node_config = node_type.node_config
+        asks: list[tuple[str, Any]] = []
+        if isinstance(node_config, TpuNodeConfig):
+            if node_config.accelerator_type:
+                path = f"projects/{project}/locations/{zone}/acceleratorTypes/" \
+                       f"{node_config.accelerator_type}"
+                asks.append((f"TPU type {node_config.accelerator_type}",
+                             lambda path=path: clients.tpu.get_accelerator_type(name=path,
+                                                                                retry=None)))
+        else:
+            machine = bare(node_config.machine_type)
+            asks.append((f"machine type {machine}", lambda machine=machine: (
+                clients.machine_types.get(project=project, zone=zone, machine_type=machine,
+                                          retry=None))))
+            for gpu in {bare(a.accelerator_type) for a in node_config.guest_accelerators}:
+                asks.append((f"GPU {gpu}", lambda gpu=gpu: clients.accelerator_types.get(
+                    project=project, zone=zone, accelerator_type=gpu, retry=None)))
+        for what, ask in asks:
+            try:
+                call_with_retry(ask, apis.retry)
+            except NotFound:
+                found.setdefault(name, []).append(what)
+    return found
+
+
 def preflight(
     config: ClusterConfig, api_endpoint: str | None = None, retry: RetryPolicy | None = None
 ) -> PreflightReport:
     provider = config.provider
     apis = quota_apis(config, api_endpoint, retry)
+    unoffered = unoffered_types(config, apis)
     reader = QuotaReader(provider.project, apis.clients, apis.retry)
     quotas = reader.region_quotas(provider.region)
     totals: Counter = Counter()
     users: dict[str, list[str]] = {}
-    nodes = largest_cluster(config)
+    nodes = [node for node in largest_cluster(config) if node[1] not in unoffered]
     tpu_rows, tpu_users, unchecked = tpu_quota_check(config, nodes, apis)
     for label, node_type, count in nodes:
         node_config = config.available_node_types[node_type].node_config
@@ -130,6 +168,7 @@ def preflight(
     return PreflightReport(
         provider.project, provider.region, rows, users, provider.availability_zone,
         bool(tpu_rows), unchecked,
+        [f"{what} ({node_type})" for node_type, whats in unoffered.items() for what in whats],
     )
 
 
@@ -199,6 +238,13 @@ def render(report: PreflightReport) -> str:
             f"not checked: TPU types {', '.join(report.unchecked)} (a TPU generation this "
             "check does not know)"
         )
+    if report.unoffered:
+        lines.append(
+            f"zone {report.zone} does not offer {', '.join(report.unoffered)} (the live API "
+            "says so; those node types are left out of the quota check): pick a zone that "
+            "offers them (`gcloud compute machine-types list` / `accelerator-types list` / "
+            "`gcloud compute tpus accelerator-types list`) or other types"
+        )
     if report.tpu_checked:
         lines.append(
             f"TPU quotas: zone {report.zone}'s limits of service {TPU_SERVICE} (`gcloud alpha "
@@ -228,4 +274,4 @@ def preflight_stack(stack: str | None) -> bool:
     found = network_warnings(config, quota_apis(config, None, None))
     if found:
         print(render_warnings(found))
-    return bool(report.short)
+    return bool(report.short or report.unoffered)

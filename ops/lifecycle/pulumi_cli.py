@@ -26,6 +26,7 @@ from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.stack import (
     Stack,
+    StackOutputs,
     cluster_from_settings,
     require_cli,
     select_stack,
@@ -65,9 +66,31 @@ def operate(stack: str | None, operation: Operation, cluster_yaml: str | None = 
 
 def up(stack: str | None, restart_only: bool, no_restart: bool,
        cluster_yaml: str | None = None) -> None:
-    """`invoke up`: the re-apply request for the node watchers, then the up."""
+    """`invoke up`: the re-apply request for the node watchers, then the up; with OS Login,
+    then the cluster's key out of your OS Login profile (ops.remote.os_login)."""
     export_request(reapply_request(restart_only, no_restart))
-    operate(stack, "up", cluster_yaml)
+    chosen = choose(stack, cluster_yaml, "up")
+    run_operation(chosen, "up")
+    clean_os_login(deployed_os_login(chosen), own_key=False)
+
+
+def deployed_os_login(chosen: Stack) -> StackOutputs | None:
+    """The deployed stack's outputs when its cluster logs in through OS Login; None when it
+    does not, or nothing is deployed."""
+    if chosen.cluster.provider.os_login is None:
+        return None
+    try:
+        return chosen.outputs
+    except OpsError:
+        return None
+
+
+def clean_os_login(outputs: StackOutputs | None, own_key: bool) -> None:
+    """The cluster's key (and with `own_key`, your login key) out of your OS Login profile."""
+    if outputs is not None:
+        from ops.remote.os_login import clean_profile
+
+        clean_profile(outputs, sys.stdout, own_key)
 
 
 def policy_options(settings: dict[str, str]) -> dict[str, list[str]]:

@@ -6,7 +6,7 @@ side, imported only for a direct connection; `known_hosts`: the pins read as tex
 `host_keys`: what GCE publishes), the warm connections (`warm`, the task's side, and
 `warm_daemon`, the per-user background process holding one transport per node, over
 ops.background's sockets), the ProxyCommand a tunnelled head is dialled through (`ssh_proxy`,
-IAP for a private cluster), the OS Login user (`os_login`), running commands in the right
+IAP for a private cluster), your OS Login key and user (`os_login`), running commands in the right
 shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
 tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;

@@ -158,7 +158,7 @@ def open_ssh(connector: Connector, ssh: str) -> Iterator[OpenSsh]:
         key = os.memfd_create("ray-gcp-ssh-key", os.MFD_CLOEXEC)
         try:
             os.fchmod(key, 0o600)
-            os.write(key, (connector.outputs.ssh_private_key.rstrip("\n") + "\n").encode())
+            os.write(key, (connector.login_key_text().rstrip("\n") + "\n").encode())
             openssh.key_path = f"/proc/{os.getpid()}/fd/{key}"
             yield openssh
         finally:

@@ -32,7 +32,7 @@ from ops.errors import OpsError
 from ops.paths import known_hosts_path, open_no_follow
 from ops.remote.host_keys import PublishedKeys, published_host_keys
 from ops.remote.known_hosts import host_key_name
-from ops.remote.os_login import os_login_user
+from ops.remote.os_login import LoginKey, login_key, os_login_user
 from ops.remote.warm import RelayClient, live_daemon, socket_path, start_daemon
 from ops.stack import Node, StackOutputs, load_outputs, stack_credentials
 
@@ -74,12 +74,13 @@ class Connector:
         self.key_lookup = key_lookup
         self.warm = warm and idle_seconds() > 0
         self._key: paramiko.PKey | None = None
+        self._login_key: LoginKey | None = None
+        self._lock = threading.RLock()
         if not self.warm:  # checked at once; a warm connector parses it when it must
             self._private_key()
         self._login: str | None = None
         self._clients: dict[str, paramiko.SSHClient] = {}
         self._relays: dict[str, RelayClient] = {}
-        self._lock = threading.RLock()
         self._daemons: dict[str, str] = {}  # node -> address, warm daemons still to start
         self._daemon_timer: threading.Timer | None = None
 
@@ -100,8 +101,21 @@ class Connector:
         if self._key is None:
             from ops.remote.ssh_direct import load_private_key
 
-            self._key = load_private_key(self.outputs.ssh_private_key)
+            self._key = load_private_key(self.login_key_text())
         return self._key
+
+    def login_key_text(self) -> str:
+        """The private key the tasks log in with: the stack's, or with OS Login your own
+        (ops.remote.os_login: the stack's key sits on the head, so never in your profile)."""
+        return self.os_login_key().private if self.outputs.os_login else \
+            self.outputs.ssh_private_key
+
+    def os_login_key(self) -> LoginKey:
+        """Your OS Login key for this stack, made on first use (ops.remote.os_login)."""
+        with self._lock:
+            if self._login_key is None:
+                self._login_key = login_key(self.outputs.stack)
+            return self._login_key
 
     def head(self) -> paramiko.SSHClient | RelayClient:
         """The head's client: its warm connection when this connector uses one and it is
@@ -125,15 +139,14 @@ class Connector:
             return self._clients[name]
 
     def login_user(self) -> str:
-        """auth.ssh_user; with OS Login, the POSIX user OS Login gives the stack's key (asked
-        once per Connector, before the first connection)."""
+        """auth.ssh_user; with OS Login, the POSIX user OS Login gives your key, which is put
+        in (or kept in) your profile first (asked once per Connector, before the first
+        connection)."""
         with self._lock:
             if self._login is None and not self.outputs.os_login:
                 self._login = self.outputs.ssh_user  # no key to parse (nor paramiko to load)
             if self._login is None:
-                key = self._private_key()
-                self._login = os_login_user(self.outputs,
-                                            f"{key.get_name()} {key.get_base64()}")
+                self._login = os_login_user(self.outputs, self.os_login_key(), self.announce)
             return self._login
 
     def node(self, node: Node) -> paramiko.SSHClient | RelayClient:

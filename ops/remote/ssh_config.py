@@ -1,8 +1,9 @@
 """`invoke ssh-config`: a Host block for the head that plain `ssh`/`scp`/VS Code can use.
 
 It points at the same pinned known_hosts file with StrictHostKeyChecking yes, at a copy of
-the stack's key written 0600 (OpenSSH refuses keys other users can read), and through the
-same ProxyCommand the tasks use (IAP for a private cluster).
+the stack's key written 0600 (OpenSSH refuses keys other users can read), or with OS Login at
+your own key (ops.remote.os_login: it expires within hours, any task renews it), and through
+the same ProxyCommand the tasks use (IAP for a private cluster).
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from ops.remote.ssh_proxy import head_host, proxy_command
 from ops.stack import StackOutputs
 
 
-def write_private_key(outputs: StackOutputs, path: Path) -> Path:
+def write_private_key(key_text: str, path: Path) -> Path:
     """Create the key file 0600 from the start (no window where it is world-readable), and
     never through a symlink planted where it goes."""
     with open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) as key_file:
         os.fchmod(key_file.fileno(), 0o600)
-        key_file.write((outputs.ssh_private_key.rstrip("\n") + "\n").encode())
+        key_file.write((key_text.rstrip("\n") + "\n").encode())
     return path
 
 
@@ -48,11 +49,13 @@ def host_block(outputs: StackOutputs, key_path: Path, known_hosts: Path, user: s
 
 
 def write_ssh_config(
-    outputs: StackOutputs, known_hosts: Path, user: str, dest: Path | None = None
+    outputs: StackOutputs, known_hosts: Path, user: str, dest: Path | None = None,
+    key_path: Path | None = None,
 ) -> Path:
-    """Write key + Host block under the stack's state dir (or `dest`); returns the block's path."""
+    """Write the Host block under the stack's state dir (or `dest`), and the stack's key
+    beside it unless the block names `key_path` (your OS Login key); the block's path."""
     directory = state_dir(outputs.stack)
-    key_path = write_private_key(outputs, directory / "id_ssh")
+    key_path = key_path or write_private_key(outputs.ssh_private_key, directory / "id_ssh")
     dest = dest or directory / "ssh_config"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(host_block(outputs, key_path.resolve(), known_hosts.resolve(), user))
@@ -66,7 +69,8 @@ def stack_ssh_config(stack: str | None, output: str | None,
     chosen = in_existing_folder(output, "--output") if output else None
     with connect_stack(stack, trust_first_use) as connector:
         connector.head()  # pins the head's host key, so the block can say StrictHostKeyChecking
+        own = connector.os_login_key().path if connector.outputs.os_login else None
         path = write_ssh_config(connector.outputs, connector.known_hosts,
-                                connector.login_user(), chosen)
+                                connector.login_user(), chosen, own)
     return (f"wrote {path}: add `Include {path.resolve()}` to ~/.ssh/config, then "
             f"`ssh {host_alias(connector.outputs)}`")

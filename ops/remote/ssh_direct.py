@@ -156,8 +156,9 @@ def open_client(
     except paramiko.AuthenticationException:
         client.close()
         raise OpsError(
-            f"ssh auth refused by {what} for {user}@{host}:{port}: the stack's key is not "
-            "authorized there (still booting, or ssh_user changed?)"
+            f"ssh auth refused by {what} for {user}@{host}:{port}: the key is not authorized "
+            "there (still booting, or ssh_user changed? With provider.os_login: has your "
+            "account roles/compute.osAdminLogin on the project?)"
         ) from None
     except TimeoutError:
         client.close()

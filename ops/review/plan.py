@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.config.errors import ConfigError
+from infra.identities import NodeIdentity, check_identities
+from infra.plan import plan_cluster
 from infra.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
@@ -114,10 +116,13 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
 
     cluster, counts = cluster_from_settings(config)
     projection = cap_projection(cluster, counts)
+    identities = plan_cluster(cluster, counts).identities
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
             "spend_cap": projection,
-            "warnings": cluster.review_warnings, "node_types": node_type_rows(cluster, counts),
+            "warnings": cluster.review_warnings + check_identities(identities),
+            "node_types": node_type_rows(cluster, counts),
+            "identities": [identity_row(identity) for identity in identities],
             "policy": plan_findings(resources, pack_config(config, root))
             + cap_findings(projection, config_source(config, stack, root))}
 
@@ -180,6 +185,7 @@ def render_table(plan: Plan) -> str:
     floor = "at least " if price["unpriced"] else ""
     types = render_node_types(plan["node_types"]) if "node_types" in plan else []
     warnings = "".join(f"warning: {line}\n" for line in plan.get("warnings", []))
+    types += identity_lines(plan.get("identities", []))
     return f"stack {plan['stack']} ({plan['cluster_file']}): " \
         f"{len(plan.get('node_types', []))} node types, {len(plan['resources'])} resources\n" \
         + "".join(f"{line}\n" for line in types) + "\n" + "\n".join(lines) + "\n" \
@@ -188,6 +194,19 @@ def render_table(plan: Plan) -> str:
         f"{price['prices_as_of']})\n" \
         + "".join(f"{line}\n" for line in cap_table_lines(plan.get("spend_cap"))) \
         + warnings + "\n".join(table_lines(plan["policy"])) + "\n"
+
+
+def identity_row(identity: NodeIdentity) -> dict[str, Any]:
+    return {"role": identity.role, "node_types": list(identity.node_types),
+            "account": identity.email, "scopes": list(identity.scopes),
+            "grants": [str(grant) for grant in identity.grants]}
+
+
+def identity_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per node role and account: who the nodes run as, their scopes, what they may do."""
+    return [f"{row['role']} ({', '.join(row['node_types'])}) runs as {row['account']}, "
+            f"scopes {', '.join(s.rsplit('/', 1)[-1] for s in row['scopes']) or 'none'}: "
+            f"{'; '.join(row['grants'])}" for row in rows]
 
 
 def render(plan: Plan, output_format: str) -> str:

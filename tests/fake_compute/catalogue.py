@@ -1,11 +1,11 @@
 """What the fake cloud offers: regions and their zones, machine and accelerator types, quotas.
 
 Answers `zones.list`, `machineTypes.get`, `acceleratorTypes.get` and `regions.get` in the
-shapes of compute.v1's discovery document, and the TPU service's quota limits as Service Usage
-v1beta1 `consumerQuotaMetrics.list` answers them (serviceusage.v1beta1.json). By default a
-region has one zone (`<region>-a`), so a test that wants failover says which zones exist;
-every zone offers every machine type and every `nvidia-*` accelerator unless `unoffered` says
-otherwise.
+shapes of compute.v1's discovery document, the TPU v2 API's `acceleratorTypes.get`, and the
+TPU service's quota limits as Service Usage v1beta1 `consumerQuotaMetrics.list` answers them
+(serviceusage.v1beta1.json). By default a region has one zone (`<region>-a`), so a test that
+wants failover says which zones exist; every zone offers every machine type, every `nvidia-*`
+accelerator and every TPU type unless `unoffered` says otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ COMPUTE = "https://www.googleapis.com/compute/v1"
 _SHARED_CORE = {"e2-micro": 2, "e2-small": 2, "e2-medium": 2, "f1-micro": 1, "g1-small": 1}
 _STANDARD = re.compile(r"^[a-z][a-z0-9]*-[a-z]+(?:gpu)?-(\d+)[a-z]*$")
 _CUSTOM = re.compile(r"^(?:[a-z0-9]+-)?custom-(\d+)-(\d+)(?:-ext)?$")
+_TPU_TYPE = re.compile(r"v[0-9][a-z0-9]*-[0-9]+")
 
 
 def _generous() -> dict[str, float]:
@@ -122,6 +123,14 @@ class Catalogue:
             "zone": f"{COMPUTE}/projects/{project}/zones/{zone}",
             "selfLink": f"{COMPUTE}/projects/{project}/zones/{zone}/acceleratorTypes/{name}",
         }
+
+    def tpu_accelerator_type_json(self, project: str, zone: str,
+                                  name: str) -> dict[str, Any] | None:
+        """TPU v2 `acceleratorTypes.get`: a `<generation>-<size>` type the zone offers."""
+        if not _TPU_TYPE.fullmatch(name) or not self.offers(zone, name):
+            return None
+        return {"name": f"projects/{project}/locations/{zone}/acceleratorTypes/{name}",
+                "type": name}
 
     def region_json(self, project: str, region: str) -> dict[str, Any]:
         quotas = [

@@ -23,6 +23,8 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
 from tests.fake_compute.faults import Faults
 from tests.fake_compute.filters import FilterError, Predicate, compile_filter
+from tests.fake_compute.listings import ROUTES as LISTING_ROUTES
+from tests.fake_compute.listings import Listings
 from tests.fake_compute.peers import peer_process
 from tests.fake_compute.platform import ROUTES as PLATFORM_ROUTES
 from tests.fake_compute.platform import Platform
@@ -92,6 +94,8 @@ ROUTES += [
         ("GET", r"/regions/(?P<region>[^/]+)", "regions.get"),
     ]
 ]
+ROUTES += [("GET", re.compile(_TPU + r"/acceleratorTypes/(?P<name>[^/]+)$"),
+            "tpu.acceleratorTypes.get")]
 
 # The network a cluster joins: its subnet (Private Google Access) and the firewall rules.
 ROUTES += [
@@ -111,6 +115,8 @@ ROUTES += [
 
 # Firewalls, disks, service accounts, IAM policies, services and secrets (a gcp provider's).
 ROUTES += PLATFORM_ROUTES
+# What `invoke catalog-refresh` lists: regions, machine/GPU/TPU types, Compute's billing SKUs.
+ROUTES += LISTING_ROUTES
 # Calls whose caller process is recorded (`FakeComputeServer.creators`): what creates nodes.
 CREATING_METHODS = frozenset({"insert", "bulkInsert", "tpu.create"})
 
@@ -145,6 +151,7 @@ class FakeComputeServer:
         self.cloud = FakeCloud(self.faults)
         self.queued = QueuedResources(self.cloud)
         self.platform = Platform()
+        self.listings = Listings()
         # (method, pid, command line of the calling process) of every node-creating call
         self.creators: list[tuple[str, int | None, str]] = []
         self.storage = FakeStorage()
@@ -220,6 +227,8 @@ class FakeComputeServer:
             self.cloud.settle()
             if method.startswith("platform."):
                 return self.platform.handle(method, match.groupdict(), query, body)
+            if method.startswith("listing."):
+                return self.listings.handle(method, match.groupdict(), query, body)
             return getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query, body)
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
 
@@ -411,6 +420,14 @@ class FakeComputeServer:
     def _acceleratorTypes_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         found = self.cloud.catalogue.accelerator_type_json(p["project"], p["zone"], p["name"])
         return found or self._not_found(p, "acceleratorTypes")
+
+    def _tpu_acceleratorTypes_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        found = self.cloud.catalogue.tpu_accelerator_type_json(p["project"], p["zone"],
+                                                               p["name"])
+        if found is None:
+            raise ApiError(404, f"Resource 'projects/{p['project']}/locations/{p['zone']}/"
+                                f"acceleratorTypes/{p['name']}' was not found", "notFound")
+        return found
 
     def _regions_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self.cloud.catalogue.region_json(p["project"], p["region"])

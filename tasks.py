@@ -19,18 +19,40 @@ from ops.task_groups import list_in_groups  # noqa: E402
 # --- lifecycle (ops/lifecycle) and day two over SSH (ops/remote) -----------------------------
 # ops modules are imported inside the tasks: `invoke exec` should not pay for pulumi's import.
 
-_STACK_HELP = "Pulumi stack, stacks/Pulumi.<STACK>.yaml (default: $PULUMI_STACK, else the " \
-    "selected stack)"
+_STACK_HELP = ("the cluster's stack, named after its cluster_name (default: $PULUMI_STACK, else "
+               "the only stack of this folder; never pulumi's selected stack)")
 _TRUST_HELP = ("when GCE publishes no host key for a node (a TPU VM, an agent that has not "
                "written them yet), accept the key it offers once and pin it, instead of "
                "refusing")
 
 
 _CONFIG_HELP = ("a Ray cluster YAML instead of --stack: its stack is named after its "
-                "cluster_name (`up`/`preview` write stacks/Pulumi.<NAME>.yaml and create the "
-                "stack on first use; README: Use it on GCP)")
+                "cluster_name (`up`/`preview` write .ray-gcp/stacks/Pulumi.<NAME>.yaml here and "
+                "create the stack on first use; README: Use it on GCP)")
 _YES_HELP = ("accepted as `ray {} -y` users type it; changes nothing: this task never asks "
              "(`invoke preview` shows the change)")
+_DELETE_YES_HELP = ("do not ask before deleting (without a terminal to ask on, this flag is "
+                    "required)")
+_DAY_TWO_CONFIG_HELP = "a Ray cluster YAML instead of --stack: the stack `up -c` made for it"
+
+
+def _named(stack: str | None, config: str | None) -> str | None:
+    """The stack a day-two task's --stack or --config names (None: neither, the folder's only
+    stack is chosen later)."""
+    if not config:
+        return stack
+    from ops.errors import OpsError, user_errors
+    from ops.stack import stack_for_cluster_yaml
+
+    with user_errors():
+        if stack:
+            raise OpsError(f"--stack {stack} and --config {config} both choose the stack: "
+                           "give one")
+        found = stack_for_cluster_yaml(config)
+        if not found.exists:
+            raise OpsError(f"{config}: no stack deploys it yet (stack {found.name!r}): "
+                           f"`up -c {config}` creates it")
+        return found.name
 
 
 def _lifecycle(stack: str | None, operation: str, config: str | None) -> None:
@@ -84,15 +106,18 @@ def preview(c, stack=None, config=None, diff=False):
     "config": _CONFIG_HELP,
     "workers-only": "only delete the workers (groups, TPU slices, the autoscaler's); keep the head",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
-    "yes": _YES_HELP.format("down"),
+    "yes": _DELETE_YES_HELP,
 })
 def down(c, stack=None, config=None, workers_only=False, keep_min_workers=False, yes=False):
-    """Delete the cluster (pulumi destroy), or only its workers."""
+    """Delete the cluster (pulumi destroy), or only its workers.
+
+    Says what it deletes (cluster, project, zones, nodes, resources) and asks first, as `ray
+    down` does; -y skips the question."""
     from ops.errors import user_errors
     from ops.lifecycle.down_workers import down as down_stack
 
     with user_errors():
-        down_stack(stack, workers_only, keep_min_workers, config)
+        down_stack(stack, workers_only, keep_min_workers, config, yes)
 
 
 @task(help={"stack": _STACK_HELP, "config": _CONFIG_HELP})
@@ -117,7 +142,7 @@ def engine(c):
 
 @task(
     help={
-        "stack": _STACK_HELP,
+        "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
         "tmux": "attach to (or start) the tmux session `ray`",
         "screen": "attach to (or start) the screen session `ray`",
         "port-forward": "PORT[:REMOTE] forward local PORT to the node's REMOTE port (default "
@@ -128,14 +153,15 @@ def engine(c):
     },
     iterable=["port_forward"],
 )
-def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None, new=False,
-           trust_first_use=False):
+def attach(c, stack=None, config=None, tmux=False, screen=False, port_forward=None, node=None,
+           new=False, trust_first_use=False):
     """A shell on the head (or --node), with port forwards."""
     from ops.errors import exit_status, user_errors
     from ops.remote.shell import attach as attach_shell
 
     with user_errors():
-        status = attach_shell(stack, tmux, screen, port_forward, node, new, trust_first_use)
+        status = attach_shell(_named(stack, config), tmux, screen, port_forward, node, new,
+                              trust_first_use)
     exit_status(status)
 
 
@@ -143,7 +169,7 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     name="exec",
     help={
         "cmd": "shell command to run (quote it)",
-        "stack": _STACK_HELP,
+        "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
         "all-nodes": "run on every node in parallel, output prefixed by node",
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
@@ -156,22 +182,22 @@ def attach(c, stack=None, tmux=False, screen=False, port_forward=None, node=None
     },
     iterable=["port_forward"],
 )
-def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=False,
+def exec_(c, cmd, stack=None, config=None, all_nodes=False, node=None, docker=False, login=False,
           tmux=False, screen=False, port_forward=None, trust_first_use=False):
     """Run a command on the head or every node, with its status."""
     from ops.errors import exit_status, user_errors
     from ops.remote.shell import exec_command
 
     with user_errors():
-        status = exec_command(stack, cmd, all_nodes, node, docker, login, tmux, screen,
-                              port_forward, trust_first_use)
+        status = exec_command(_named(stack, config), cmd, all_nodes, node, docker, login, tmux,
+                              screen, port_forward, trust_first_use)
     exit_status(status)
 
 
 @task(
     help={
         "script": "local Python script; arguments for it go after `--`",
-        "stack": _STACK_HELP,
+        "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
         "docker": "run it inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
         "tmux": "run it detached in a window of the tmux session `ray` (see `attach --tmux`)",
@@ -183,7 +209,7 @@ def exec_(c, cmd, stack=None, all_nodes=False, node=None, docker=False, login=Fa
     },
     iterable=["port_forward"],
 )
-def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=False,
+def submit(c, script, stack=None, config=None, docker=False, login=False, tmux=False, screen=False,
            port_forward=None, args=None, trust_first_use=False):
     """Upload a Python script and run it on the head.
 
@@ -194,8 +220,8 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     from ops.remote.shell import submit as submit_script
 
     with user_errors():
-        status = submit_script(stack, script, c.remainder, sys.argv, args, docker, login, tmux,
-                               screen, port_forward, trust_first_use)
+        status = submit_script(_named(stack, config), script, c.remainder, sys.argv, args,
+                               docker, login, tmux, screen, port_forward, trust_first_use)
     exit_status(status)
 
 
@@ -203,7 +229,7 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
     help={
         "source": "local file or directory (a directory sends its contents)",
         "target": "remote path (~/ is the login's home)",
-        "stack": _STACK_HELP,
+        "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
         "all-nodes": "send to every node, not only the head",
         "checksum": "skip files by size and content (SHA-256, rsync's -c), not size and mtime",
         "copy-links": "send what a link leading outside SOURCE names (rsync's --copy-links); "
@@ -211,7 +237,7 @@ def submit(c, script, stack=None, docker=False, login=False, tmux=False, screen=
         "trust-first-use": _TRUST_HELP,
     }
 )
-def rsync_up(c, source, target, stack=None, all_nodes=False, checksum=False,
+def rsync_up(c, source, target, stack=None, config=None, all_nodes=False, checksum=False,
              copy_links=False, trust_first_use=False):
     """Send changed files to the head (or every node).
 
@@ -221,28 +247,29 @@ def rsync_up(c, source, target, stack=None, all_nodes=False, checksum=False,
     from ops.remote.sync import rsync_up as send
 
     with user_errors():
-        send(stack, source, target, all_nodes, trust_first_use, checksum, copy_links)
+        send(_named(stack, config), source, target, all_nodes, trust_first_use, checksum,
+             copy_links)
 
 
-@task(help={"stack": _STACK_HELP, "trust-first-use": _TRUST_HELP})
-def file_mounts(c, stack=None, trust_first_use=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP})
+def file_mounts(c, stack=None, config=None, trust_first_use=False):
     """Sync the cluster YAML's file_mounts to every node."""
     from ops.errors import user_errors
     from ops.remote.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(stack, None, all_nodes=True, trust_first_use=trust_first_use)
+        rsync_up_stack(_named(stack, config), None, all_nodes=True, trust_first_use=trust_first_use)
 
 
 @task(
     help={
         "source": "remote file or directory on the head",
         "target": "local path",
-        "stack": _STACK_HELP,
+        "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
         "trust-first-use": _TRUST_HELP,
     }
 )
-def rsync_down(c, source, target, stack=None, trust_first_use=False):
+def rsync_down(c, source, target, stack=None, config=None, trust_first_use=False):
     """Fetch changed files from the head.
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped."""
@@ -250,11 +277,11 @@ def rsync_down(c, source, target, stack=None, trust_first_use=False):
     from ops.remote.sync import rsync_down as fetch
 
     with user_errors():
-        fetch(stack, source, target, trust_first_use)
+        fetch(_named(stack, config), source, target, trust_first_use)
 
 
-@task(help={"stack": _STACK_HELP, "trust-first-use": _TRUST_HELP})
-def status(c, stack=None, trust_first_use=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP})
+def status(c, stack=None, config=None, trust_first_use=False):
     """The stack's nodes, their script versions, `ray status`.
 
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
@@ -264,23 +291,23 @@ def status(c, stack=None, trust_first_use=False):
     from ops.errors import user_errors
 
     with user_errors():
-        show_status(stack, trust_first_use)
+        show_status(_named(stack, config), trust_first_use)
 
 
 @task(
     help={
-        "stack": _STACK_HELP,
+        "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
         "output": "file to write (default: .ray-gcp/<stack>/ssh_config)",
         "trust-first-use": _TRUST_HELP,
     }
 )
-def ssh_config(c, stack=None, output=None, trust_first_use=False):
+def ssh_config(c, stack=None, config=None, output=None, trust_first_use=False):
     """Write an ssh Host block for the head to Include."""
     from ops.errors import user_errors
     from ops.remote.ssh_config import stack_ssh_config
 
     with user_errors():
-        message = stack_ssh_config(stack, output, trust_first_use)
+        message = stack_ssh_config(_named(stack, config), output, trust_first_use)
     print(message)
 
 
@@ -289,19 +316,22 @@ def ssh_config(c, stack=None, output=None, trust_first_use=False):
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _DAY_TWO_CONFIG_HELP,
     "type": "worker node type from available_node_types, e.g. ray_worker_small",
     "count": "desired number of workers of that type, within its [min_workers, max_workers]",
+    "yes": _DELETE_YES_HELP,
 })
-def scale(c, type, count, stack=None):  # noqa: A002 - `--type` is the documented flag
+def scale(c, type, count, stack=None, config=None, yes=False):  # noqa: A002 - documented flag
     """Set a worker type's count, then run `pulumi up`.
 
-    The count is written under `ray-gcp:workerCounts` in stacks/Pulumi.<stack>.yaml; the up
-    runs as `invoke up` does (refresh first, progress as it goes)."""
+    The count is written under `ray-gcp:workerCounts` in the stack file; the up runs as
+    `invoke up` does (refresh first, progress as it goes). Fewer workers than now: asks first
+    unless -y."""
     from ops.errors import user_errors
     from ops.lifecycle.scale import scale as scale_stack
 
     with user_errors():
-        scale_stack(stack, type, count)
+        scale_stack(_named(stack, config), type, count, yes)
 
 
 # --- offline plan and diff for reviews: ops/review ---------------------------------------------
@@ -398,12 +428,13 @@ def local_down(c):
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _DAY_TWO_CONFIG_HELP,
     "port": "local port to forward (default 8265; the next free one if busy; 0: any)",
     "remote-port": "the dashboard's port on the head (default 8265)",
     "trust-first-use": _TRUST_HELP,
     "show-token": "also print Ray's auth token (the page asks for it; default: only its file)",
 })
-def dashboard(c, stack=None, port=8265, remote_port=8265, trust_first_use=False,
+def dashboard(c, stack=None, config=None, port=8265, remote_port=8265, trust_first_use=False,
               show_token=False):
     """Forward the head's Ray dashboard here and print its URL.
 
@@ -413,11 +444,13 @@ def dashboard(c, stack=None, port=8265, remote_port=8265, trust_first_use=False,
     from ops.remote.dashboard import serve_dashboard
 
     with user_errors():
-        serve_dashboard(stack, int(port), int(remote_port), trust_first_use, show_token)
+        serve_dashboard(_named(stack, config), int(port), int(remote_port), trust_first_use,
+                        show_token)
 
 
-@task(help={"stack": _STACK_HELP, "internal": "print the internal IP, not the external one"})
-def get_head_ip(c, stack=None, internal=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
+            "internal": "print the internal IP, not the external one"})
+def get_head_ip(c, stack=None, config=None, internal=False):
     """Print the head's IP, for scripts.
 
     External unless --internal."""
@@ -426,11 +459,12 @@ def get_head_ip(c, stack=None, internal=False):
     from ops.stack import load_outputs
 
     with user_errors():
-        print(head_ip(load_outputs(stack), internal))
+        print(head_ip(load_outputs(_named(stack, config)), internal))
 
 
-@task(help={"stack": _STACK_HELP, "internal": "print internal IPs, not external ones"})
-def get_worker_ips(c, stack=None, internal=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
+            "internal": "print internal IPs, not external ones"})
+def get_worker_ips(c, stack=None, config=None, internal=False):
     """Print each worker's IP, one a line.
 
     External, or internal where a node has none (or with --internal)."""
@@ -439,13 +473,14 @@ def get_worker_ips(c, stack=None, internal=False):
     from ops.stack import load_outputs
 
     with user_errors():
-        for ip in worker_ips(load_outputs(stack), internal):
+        for ip in worker_ips(load_outputs(_named(stack, config)), internal):
             print(ip)
 
 
-@task(help={"stack": _STACK_HELP, "lines": "number of lines to show first (default 100)",
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
+            "lines": "number of lines to show first (default 100)",
             "trust-first-use": _TRUST_HELP})
-def monitor(c, stack=None, lines=100, trust_first_use=False):
+def monitor(c, stack=None, config=None, lines=100, trust_first_use=False):
     """Follow the autoscaler's log on the head.
 
     The head's monitor.* logs, as `ray monitor` follows them."""
@@ -453,12 +488,13 @@ def monitor(c, stack=None, lines=100, trust_first_use=False):
     from ops.remote.monitor import monitor_stack
 
     with user_errors():
-        status = monitor_stack(stack, int(lines), trust_first_use)
+        status = monitor_stack(_named(stack, config), int(lines), trust_first_use)
     exit_status(status)
 
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _DAY_TWO_CONFIG_HELP,
     "output": "archive to write (default collected_logs_<date>_<time>.tar.gz)",
     "logs": "the session's Ray logs (default on; --no-logs skips them)",
     "debug-state": "Ray's debug_state*.txt (default on; part of the logs)",
@@ -467,7 +503,7 @@ def monitor(c, stack=None, lines=100, trust_first_use=False):
     "processes-verbose": "the full command lines in it (default on)",
     "trust-first-use": _TRUST_HELP,
 })
-def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=True,
+def cluster_dump(c, stack=None, config=None, output=None, logs=True, debug_state=True, pip=True,
                  processes=True, processes_verbose=True, trust_first_use=False):
     """Collect every node's Ray logs into one local archive.
 
@@ -476,17 +512,19 @@ def cluster_dump(c, stack=None, output=None, logs=True, debug_state=True, pip=Tr
     from ops.errors import user_errors
 
     with user_errors():
-        dump_stack(stack, output, DumpParts(logs, debug_state, pip, processes, processes_verbose),
+        dump_stack(_named(stack, config), output,
+                   DumpParts(logs, debug_state, pip, processes, processes_verbose),
                    trust_first_use)
 
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _DAY_TWO_CONFIG_HELP,
     "yes": "do not ask for confirmation",
     "hard": "delete the instance through the API instead of `ray stop` on it",
     "trust-first-use": _TRUST_HELP,
 })
-def kill_random_node(c, stack=None, yes=False, hard=False, trust_first_use=False):
+def kill_random_node(c, stack=None, config=None, yes=False, hard=False, trust_first_use=False):
     """Stop Ray on a random worker, for failure drills.
 
     `ray stop` on it (--hard: delete its instance); asks first unless --yes."""
@@ -494,14 +532,14 @@ def kill_random_node(c, stack=None, yes=False, hard=False, trust_first_use=False
     from ops.errors import user_errors
 
     with user_errors():
-        kill_stack_node(stack, yes, hard, trust_first_use)
+        kill_stack_node(_named(stack, config), yes, hard, trust_first_use)
 
 
 # ---------------------------------------------------------------- capacity (ops/lifecycle)
 
 
-@task(help={"stack": _STACK_HELP})
-def preflight(c, stack=None):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP})
+def preflight(c, stack=None, config=None):
     """Check the largest cluster against the region's quotas.
 
     The head plus every type at max_workers against the region's Compute quotas and the
@@ -514,7 +552,7 @@ def preflight(c, stack=None):
     from ops.lifecycle.preflight import preflight_stack
 
     with user_errors():
-        short = preflight_stack(stack)
+        short = preflight_stack(_named(stack, config))
     if short:
         raise Exit(code=1)
 
@@ -524,12 +562,14 @@ def preflight(c, stack=None):
 
 @task(help={
     "stack": _STACK_HELP,
+    "config": _DAY_TWO_CONFIG_HELP,
     "minutes": "idle minutes after which the head stops every node of the cluster",
     "down": "delete the nodes instead of stopping them",
     "cancel": "turn autostop off",
     "trust-first-use": _TRUST_HELP,
 })
-def autostop(c, stack=None, minutes=None, down=False, cancel=False, trust_first_use=False):
+def autostop(c, stack=None, config=None, minutes=None, down=False, cancel=False,
+             trust_first_use=False):
     """Change a running cluster's autostop.
 
     --minutes N [--down], or --cancel; no node is recreated."""
@@ -537,11 +577,11 @@ def autostop(c, stack=None, minutes=None, down=False, cancel=False, trust_first_
     from ops.errors import user_errors
 
     with user_errors():
-        print(change_autostop(stack, minutes, down, cancel, trust_first_use))
+        print(change_autostop(_named(stack, config), minutes, down, cancel, trust_first_use))
 
 
-@task(help={"stack": _STACK_HELP})
-def cost(c, stack=None):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP})
+def cost(c, stack=None, config=None):
     """What the stack's cluster costs, so far and per hour.
 
     Per node type its hourly price, per node its hours run (from the instances' timestamps),
@@ -550,7 +590,7 @@ def cost(c, stack=None):
     from ops.errors import user_errors
 
     with user_errors():
-        print(stack_cost_report(stack), end="")
+        print(stack_cost_report(_named(stack, config)), end="")
 
 
 @task(help={"project": "project whose APIs to read (default: the credentials' own)"})
@@ -586,3 +626,15 @@ TASK_GROUPS = (
     ("Local cluster", (local_up, local_down)),
 )
 list_in_groups(TASK_GROUPS)
+
+
+def main() -> None:
+    """`ray-gcp`, the installed command (`uv tool install .`): these tasks, flags and `--list`
+    through invoke's own Program with this module as its collection, run in the user's own
+    folder (its `.ray-gcp/` holds the stacks and state)."""
+    from importlib.metadata import version
+
+    from invoke import Collection, Program
+
+    Program(namespace=Collection.from_module(sys.modules[__name__]), name="ray-gcp",
+            binary="ray-gcp", version=version("ray-gcp-pulumi")).run()

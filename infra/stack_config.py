@@ -7,10 +7,12 @@ pack config the review and the engine judge it with). Every task reads a stack f
 `read_stack_config`, so a typo there is one line naming the file, the key and the fix. No
 pydantic here: `invoke exec` checks the stack file too and must start fast.
 
-Local state lives in `.ray-gcp/` in the project (git-ignored), or the folder $RAY_GCP_STATE_DIR
-names: `ops` keeps each stack's pinned host keys and key file there (and, for the stacks
-`invoke up -c` creates, pulumi's file backend in `.pulumi/` and the generated passphrase),
-`bootstrap.local_cluster` its record of running local clusters.
+Local state lives in `.ray-gcp/` in the folder the task runs in (the user's project folder, as `ray
+up` resolves the YAML's relative paths there; in a checkout of this repository it is git-ignored),
+or the folder $RAY_GCP_STATE_DIR names, never inside the installed tool: `ops` keeps each stack's
+pinned host keys and key file there (and, for the stacks `invoke up -c` creates, pulumi's file
+backend in `.pulumi/` and the generated passphrase), `bootstrap.local_cluster` its record of running
+local clusters.
 """
 
 from __future__ import annotations
@@ -159,7 +161,8 @@ class StateDirError(Exception):
 
 
 def state_base() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV) or PROJECT_ROOT / ".ray-gcp")
+    """$RAY_GCP_STATE_DIR, else `.ray-gcp/` in the folder the task runs in."""
+    return Path(os.environ.get(STATE_DIR_ENV) or Path.cwd() / ".ray-gcp").absolute()
 
 
 def writable_folder(path: Path) -> Path:

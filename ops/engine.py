@@ -106,6 +106,8 @@ def runtime_env(project_dir: Path = PROJECT_ROOT) -> dict[str, str]:
     environment instead, which the plugin inherits."""
     import yaml
 
+    if not (project_dir / "Pulumi.yaml").is_file():  # installed as a tool: its own virtualenv
+        return {"PULUMI_RUNTIME_VIRTUALENV": sys.prefix} if sys.prefix != sys.base_prefix else {}
     runtime = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()).get("runtime")
     options = (runtime.get("options") or {}) if isinstance(runtime, dict) else {}
     env = {f"PULUMI_RUNTIME_{key.upper()}": str(value) for key, value in options.items()}

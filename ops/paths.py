@@ -46,6 +46,13 @@ def state_dir(stack: str) -> Path:
     return path
 
 
+def own_stacks_dir() -> Path:
+    """`stacks/` in the state folder: the stack files `up -c` writes (each naming its YAML), and
+    the engine's copy of a repository stack's file (its encryption salt and worker counts), so
+    no task writes to the files git tracks."""
+    return state_base() / "stacks"
+
+
 def state_root() -> Path:
     """The state folder itself (`.ray-gcp/`, or $RAY_GCP_STATE_DIR), created 0700 when missing,
     checked as `state_dir` checks a stack folder's parent."""

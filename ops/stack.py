@@ -1,18 +1,22 @@
 """The stack a task works on: which one, its file's settings, its cluster, its outputs.
 
-Every task chooses its stack here (`Stack.choose`: --stack, $PULUMI_STACK, the outputs file's
-name, pulumi's selected stack) and hands the one `Stack` down; the stack file is read once,
-the cluster YAML and the outputs when first asked for. The outputs come from one pulumi
-CLI run, or from the outputs keeper while the stack's state is unchanged (ops.kept_outputs),
-or in test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file holding one stack's
-outputs, or a directory of `<stack>.json`. The pulumi CLI check is here
-too: choosing the selected stack and reading outputs need it. `stack_credentials` is the one
-identity of every day-two Google call (the YAML's gcp_credentials, else ADC). A cluster YAML
-given to a task (`-c`) names its stack too (`stack_for_cluster_yaml`): its cluster_name. Where a
-stack lives (`backend_env`): the user's PULUMI_BACKEND_URL, else the local file backend when
-`invoke up -c` created the stack there, else pulumi's own login; its secrets are unlocked with
-the user's passphrase, else the generated one in the state folder. Light on purpose (pulumi
-and pydantic are imported where used): `invoke exec` must start fast.
+Every task chooses its stack here (`Stack.choose`: --stack, $PULUMI_STACK, the outputs file's name,
+else the only stack of the project folder; never pulumi's "selected" stack, which a bare `down`
+would otherwise delete unasked) and hands the one `Stack` down; the stack file is read once, the
+cluster YAML and the outputs when first asked for. The outputs come from one pulumi CLI run, or from
+the outputs keeper while the stack's state is unchanged (ops.kept_outputs), or in test/offline mode
+from JSON named by $RAY_GCP_STACK_OUTPUTS: a file holding one stack's outputs, or a directory of
+`<stack>.json`. The pulumi CLI check is here too: reading outputs
+needs it. `stack_credentials` is the one identity of every day-two Google call (the YAML's
+gcp_credentials, else ADC). A cluster YAML given to a task (`-c`) names its stack too
+(`stack_for_cluster_yaml`): its cluster_name. Where a stack's file is: `.ray-gcp/stacks/` of the
+folder the task runs in (`up -c` writes it there), else the repository's tracked `stacks/` (a fork's
+stacks), whose file the engine never writes: it works on a copy in `.ray-gcp/stacks/`
+(`engine_workspace`) that keeps the stack's encryption salt and worker counts. Where a stack lives
+(`backend_env`): the user's PULUMI_BACKEND_URL, else the local file backend when `invoke up -c`
+created the stack there, else pulumi's own login; its secrets are unlocked with the user's
+passphrase, else the generated one in the state folder. Light on purpose (pulumi and pydantic are
+imported where used): `invoke exec` must start fast.
 """
 
 from __future__ import annotations
@@ -27,12 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 from infra.stack_config import (
     CONFIG_KEY,
+    COUNTS_KEY,
     INLINE_KEY,
+    POLICY_KEY,
     PROJECT_ROOT,
     STACKS_DIR,
     read_stack_config,
     resolve_cluster_path,
     shown,
+    stack_names,
 )
 from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
@@ -42,7 +49,9 @@ from ops.paths import (
     PASSPHRASE_ENV,
     PASSPHRASE_FILE_ENV,
     local_backend_url,
+    own_stacks_dir,
     passphrase_file,
+    state_root,
     uses_local_backend,
     write_new_file,
 )
@@ -186,28 +195,91 @@ def require_cli() -> None:
         raise missing_cli()
 
 
-def selected_stack_name() -> str:
-    """What `pulumi stack --show-name` says: the stack selected for this project."""
-    if not has_cli():
-        from infra.stack_config import stack_names
+def project_stacks() -> list[str]:
+    """The stacks of the project folder: its own (`.ray-gcp/stacks/`) and, in a checkout of
+    this repository, the tracked ones (`stacks/`)."""
+    own = stack_names(own_stacks_dir()) if own_stacks_dir().is_dir() else []
+    return sorted({*own, *stack_names(STACKS_DIR)})
 
-        raise OpsError("no stack given: pass --stack/-s NAME or set PULUMI_STACK (stacks here: "
-                       f"{', '.join(stack_names()) or 'none'})")
-    from pulumi import automation as auto
 
-    try:
-        summary = auto.LocalWorkspace(work_dir=str(PROJECT_ROOT),
-                                      pulumi_command=pulumi_command()).stack()
-    except auto.CommandError as exc:
-        raise OpsError("no stack given, and pulumi cannot say which is selected "
-                       f"({_cli_reason(str(exc))}): "
-                       "pass --stack/-s NAME or set PULUMI_STACK") from None
-    if summary is None:
-        raise OpsError(
-            "no stack given and none selected: pass --stack/-s NAME, set PULUMI_STACK or run "
-            "`pulumi stack select`"
-        )
-    return summary.name
+def only_stack() -> str:
+    """The project folder's one stack, the stack a task names none of; else one line listing
+    them (a task never falls back to pulumi's selected stack)."""
+    known = project_stacks()
+    if len(known) == 1:
+        return known[0]
+    if not known:
+        raise OpsError("no cluster here: `-c CLUSTER.yaml` names one (`up -c` creates it), or "
+                       "run in the folder you ran `up -c` in")
+    raise OpsError(f"which cluster? this folder has {len(known)}: {', '.join(known)}: name one "
+                   "with `-s NAME` (or `-c CLUSTER.yaml`)")
+
+
+def stack_file_path(name: str) -> Path:
+    """The file stack `name`'s settings are read from: the repository's tracked one when there
+    is one, else the project folder's own (`.ray-gcp/stacks/`, which need not exist yet)."""
+    tracked = STACKS_DIR / f"Pulumi.{name}.yaml"
+    return tracked if tracked.is_file() else own_stacks_dir() / f"Pulumi.{name}.yaml"
+
+
+def engine_stack_file(name: str) -> Path:
+    """The file the engine reads and writes as stack `name`'s (`.ray-gcp/stacks/`)."""
+    return own_stacks_dir() / f"Pulumi.{name}.yaml"
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        return {}
+    document = yaml.safe_load(path.read_text())
+    return document if isinstance(document, dict) else {}
+
+
+ENGINE_KEPT = (COUNTS_KEY,)
+"""What a task writes into the engine's copy of a tracked stack file (`invoke scale`), kept
+over the tracked file's value."""
+
+
+def engine_workspace(name: str) -> Path:
+    """The folder the engine runs in for stack `name`: the state folder, with a Pulumi.yaml
+    (the project, its stacks in `stacks/`) and the stack's file. A tracked stack file is copied
+    there first (its paths made absolute), keeping what the engine or a task wrote into the
+    copy (the encryption salt, unless the tracked file has its own; secrets set with `pulumi
+    config set --secret`; worker counts), so the tracked file is never written; the project
+    folder's own file is the engine's."""
+    import yaml
+
+    base = state_root()
+    project = {"name": PROJECT_NAME, "runtime": "python", "main": str(PROJECT_ROOT / "infra"),
+               "stackConfigDir": "stacks",
+               "description": "written by ray-gcp: the stacks of this folder"}
+    text = yaml.safe_dump(project, sort_keys=False)
+    ignore = base / ".gitignore"  # the user's own git never takes the state (keys, passphrase)
+    if not ignore.is_file():
+        ignore.write_text("# written by ray-gcp: the cluster state of this folder\n*\n")
+    settings_file = base / "Pulumi.yaml"
+    if not settings_file.is_file() or settings_file.read_text() != text:
+        settings_file.write_text(text)
+    tracked = STACKS_DIR / f"Pulumi.{name}.yaml"
+    if tracked.is_file():
+        copy = engine_stack_file(name)
+        copy.parent.mkdir(mode=0o700, exist_ok=True)
+        source, kept = _read_document(tracked), _read_document(copy)
+        config = dict(source.get("config") or {})
+        for key in (CONFIG_KEY, POLICY_KEY):
+            if isinstance(config.get(key), str):
+                config[key] = str(resolve_cluster_path(config[key]))
+        for key, value in (kept.get("config") or {}).items():
+            if key in ENGINE_KEPT or (isinstance(value, dict) and "secure" in value):
+                config[key] = value
+        # The copy's salt, unless the tracked file carries one (`pulumi stack init` by hand)
+        document = {**{key: value for key, value in kept.items() if key != "config"}, **source,
+                    "config": config}
+        text = yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+        if not copy.is_file() or copy.read_text() != text:
+            copy.write_text(text)
+    return base
 
 
 def _program() -> None:
@@ -249,7 +321,7 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
     require_cli()
     from pulumi import automation as auto
 
-    options = auto.LocalWorkspaceOptions(work_dir=str(PROJECT_ROOT),
+    options = auto.LocalWorkspaceOptions(work_dir=str(engine_workspace(name)),
                                          pulumi_command=pulumi_command(),
                                          env_vars={**runtime_env(), **backend_env(name)})
     opener = auto.create_or_select_stack if create else auto.select_stack
@@ -267,8 +339,8 @@ def _cli_reason(output: str) -> str:
 
 
 def _no_such_stack(name: str) -> OpsError:
-    return OpsError(f"no such stack {name!r}: see `pulumi stack ls`, or create it with "
-                    f"`pulumi stack init {name}`")
+    return OpsError(f"no such stack {name!r} in the backend: see `pulumi stack ls`, or create "
+                    f"it with `up -s {name}`")
 
 
 def pulumi_outputs(name: str, env: dict[str, str]) -> dict[str, Any]:
@@ -285,7 +357,7 @@ def pulumi_outputs(name: str, env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(
         [cli, "stack", "output", "--json", "--show-secrets", "--non-interactive",
          "--stack", name],
-        cwd=PROJECT_ROOT, env=env, capture_output=True,
+        cwd=engine_workspace(name), env=env, capture_output=True,
         text=True, check=False)
     if done.returncode != 0:
         if "no stack named" in done.stderr:
@@ -308,7 +380,7 @@ def _chosen_stack(stack: str | None) -> str:
     source = os.environ.get(OUTPUTS_ENV)
     if source and Path(source).is_file():
         return Path(source).stem
-    return selected_stack_name()
+    return only_stack()
 
 
 def _read_outputs_file(stack: str, source: Path) -> dict[str, Any]:
@@ -344,7 +416,18 @@ def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
     stack materialised from another git ref plans its own cluster YAML."""
     from infra.stack_config import check_stack
 
-    settings = check_stack(stack, root / "stacks", root)
+    if root != PROJECT_ROOT:
+        settings = check_stack(stack, root / "stacks", root)
+    else:
+        path = stack_file_path(stack)
+        if not path.is_file():
+            raise OpsError(f"{shown(path)}: no stack {stack!r} here: use one of "
+                           f"{', '.join(project_stacks()) or 'none'}, or create it with "
+                           "`up -c CLUSTER.yaml`")
+        settings = check_stack(stack, path.parent, root)
+        if path.parent == STACKS_DIR:
+            kept = _read_document(engine_stack_file(stack)).get("config") or {}
+            settings.update({key: kept[key] for key in ENGINE_KEPT if key in kept})
     config: dict[str, str] = {}
     for key, value in settings.items():
         if not str(key).startswith(CONFIG_NAMESPACE):
@@ -400,7 +483,7 @@ def stack_credentials(outputs: StackOutputs) -> str | None:
     from infra.stack_config import StackFileError
 
     try:
-        if (STACKS_DIR / f"Pulumi.{outputs.stack}.yaml").is_file():
+        if stack_file_path(outputs.stack).is_file():
             return cluster_credentials(Stack(outputs.stack).settings)
         if not outputs.cluster_config_file:
             return None
@@ -431,10 +514,8 @@ class ClusterYamlStack:
 
     @property
     def setting(self) -> str:
-        """Its `ray-gcp:cluster` value: relative to the project when the YAML is inside it,
-        as the shipped stack files write it, else absolute."""
-        if self.cluster_yaml.is_relative_to(PROJECT_ROOT):
-            return str(self.cluster_yaml.relative_to(PROJECT_ROOT))
+        """Its `ray-gcp:cluster` value: the YAML's absolute path (the stack file lives in the
+        state folder, the YAML in the user's)."""
         return str(self.cluster_yaml)
 
     def write_stack_file(self) -> bool:
@@ -446,10 +527,11 @@ class ClusterYamlStack:
             return False
         text = yaml.safe_dump({"config": {CONFIG_KEY: self.setting}},
                               default_flow_style=False)
+        self.stack_file.parent.mkdir(mode=0o700, exist_ok=True)
         return write_new_file(self.stack_file, text, 0o644)
 
 
-def stack_for_cluster_yaml(path: str, stacks_dir: Path = STACKS_DIR,
+def stack_for_cluster_yaml(path: str, stacks_dir: Path | None = None,
                            root: Path = PROJECT_ROOT) -> ClusterYamlStack:
     """The stack a cluster YAML (`-c`, relative to where the task runs) deploys as. The YAML is
     read and checked whole first, and a stack file of that name that deploys another cluster
@@ -459,7 +541,7 @@ def stack_for_cluster_yaml(path: str, stacks_dir: Path = STACKS_DIR,
     cluster_yaml = Path(path).expanduser().absolute()
     config = load_cluster_config(cluster_yaml)
     name = config.cluster_name
-    stack_file = stacks_dir / f"Pulumi.{name}.yaml"
+    stack_file = stacks_dir / f"Pulumi.{name}.yaml" if stacks_dir else stack_file_path(name)
     if not stack_file.exists():
         return ClusterYamlStack(name, cluster_yaml, stack_file, exists=False)
     named = read_stack_config(stack_file, root).get(CONFIG_KEY)
@@ -481,12 +563,12 @@ class Stack:
 
     @classmethod
     def choose(cls, stack: str | None, require_file: bool = False) -> Stack:
-        """--stack, else $PULUMI_STACK, else the outputs file's name, else pulumi's selected
-        stack; every task picks its stack here. The stack file, when there is one (or
-        `require_file`), is read and checked first, so its mistakes show before any slow work;
-        it is not read again."""
+        """--stack, else $PULUMI_STACK, else the outputs file's name, else the project folder's only
+        stack (`only_stack`); every task picks its stack here. The stack file, when there is
+        one (or `require_file`), is read and checked first, so its mistakes show before any
+        slow work; it is not read again."""
         chosen = cls(_chosen_stack(stack))
-        if require_file or (STACKS_DIR / f"Pulumi.{chosen.name}.yaml").exists():
+        if require_file or stack_file_path(chosen.name).exists():
             chosen.settings  # noqa: B018 - read (and checked) now, kept for later
         return chosen
 

@@ -189,6 +189,9 @@ class EngineWorkspace:
             yield path
         finally:
             path.unlink(missing_ok=True)
+            # and the engine's copy of it in the state folder (ops.stack.engine_workspace)
+            state = Path(self.env.get("RAY_GCP_STATE_DIR") or PROJECT_ROOT / ".ray-gcp")
+            (state / "stacks" / path.name).unlink(missing_ok=True)
 
     def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`invoke <args>` in the project, as a user runs it, against this workspace."""

@@ -55,9 +55,12 @@ def test_the_stack_is_the_cluster_name_and_its_new_file_names_the_yaml(tmp_path,
     assert stack_for_cluster_yaml(str(mine), stacks).exists  # the next run reuses it
 
 
-def test_a_yaml_inside_the_project_is_named_relative_to_it(tmp_path, state_dir):
-    found = stack_for_cluster_yaml(str(MINIMAL), tmp_path)
-    assert found.setting == "stacks/clusters/minimal.yaml"
+def test_a_yaml_is_named_by_its_absolute_path_from_the_state_folder(tmp_path, state_dir):
+    # The stack file lives in the state folder, the YAML in the user's: a relative path would
+    # be read against the installed tool's folder.
+    found = stack_for_cluster_yaml("stacks/clusters/../clusters/minimal.yaml", tmp_path)
+    assert Path(found.setting).is_absolute()
+    assert Path(found.setting).resolve() == MINIMAL
 
 
 def test_another_yaml_with_a_taken_cluster_name_is_refused_naming_both(tmp_path, state_dir):

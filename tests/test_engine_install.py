@@ -157,9 +157,9 @@ def test_a_state_of_the_shared_dynamic_type_previews_as_the_same_resource(
     assert stack("Where").preview().change_summary == {"same": 2}
 
 
-def test_no_stack_given_where_pulumi_cannot_tell_the_selected_one_is_one_line(engine_bin,
-                                                                               tmp_path):
-    """The engine installed, but no backend logged in: the task says what to pass."""
+def test_no_stack_given_never_asks_pulumi_for_its_selected_one(engine_bin, tmp_path):
+    """The engine installed, but no stack named in a folder of several: the task lists them
+    in one line (issue 43: a bare `down` once deleted pulumi's selected stack unasked)."""
     env = {key: value for key, value in os.environ.items()
            if not key.startswith("PULUMI_") and key != "RAY_GCP_STACK_OUTPUTS"}
     env.update(PULUMI_HOME=str(tmp_path), PULUMI_SKIP_UPDATE_CHECK="true")
@@ -167,7 +167,8 @@ def test_no_stack_given_where_pulumi_cannot_tell_the_selected_one_is_one_line(en
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pass --stack/-s NAME or set PULUMI_STACK" in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("error: which cluster? this folder has"), lines
+    assert "full, gpu-docker, head-only" in lines[0]
 
 
 def test_a_stack_the_backend_does_not_have_is_named_in_one_line(engine_bin, tmp_path):
@@ -182,5 +183,5 @@ def test_a_stack_the_backend_does_not_have_is_named_in_one_line(engine_bin, tmp_
                             timeout=300)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "error: no such stack 'minimal': see `pulumi stack ls`, or create it with "
-        "`pulumi stack init minimal`"]
+        "error: no such stack 'minimal' in the backend: see `pulumi stack ls`, or create it "
+        "with `up -s minimal`"]

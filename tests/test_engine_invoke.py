@@ -29,7 +29,7 @@ def user_stack(tmp_path) -> Iterator[tuple[EngineWorkspace, FakeComputeServer]]:
 def test_invoke_lifecycle_tasks_drive_the_engine(user_stack) -> None:
     space, fake = user_stack
     for task in ("preview", "up", "refresh", "down"):
-        done = space.invoke(task, "-s", STACK)
+        done = space.invoke(task, "-s", STACK, *(["-y"] if task == "down" else []))
         assert done.returncode == 0, f"invoke {task}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
         if task == "preview":
             assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}

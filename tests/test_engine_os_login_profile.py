@@ -69,7 +69,7 @@ def test_up_and_down_take_the_cluster_key_and_yours_out_of_your_profile(
     assert yours is not None
     fake.seed(ACCOUNT, yours.public, PROJECT, expiry_usec=2**62)
     fake.seed(ACCOUNT, shared, PROJECT)
-    done = space.invoke("down", "-s", STACK)
+    done = space.invoke("down", "-s", STACK, "-y")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert fake.profile_keys(ACCOUNT) == {}
     assert not (Path(space.env["RAY_GCP_STATE_DIR"]) / STACK / KEY_FILE).exists()

@@ -108,7 +108,7 @@ def test_a_mandatory_violation_stops_up_before_anything_exists(policy_stack) -> 
                  for node in cluster_nodes(fake, PROJECT, ZONE, CLUSTER).values()]
         assert kinds == ["head"]
     finally:
-        down = space.invoke("down", "-s", STACK)
+        down = space.invoke("down", "-s", STACK, "-y")
         assert down.returncode == 0, f"{down.stdout[-3000:]}{down.stderr[-3000:]}"
 
 

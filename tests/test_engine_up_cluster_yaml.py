@@ -24,7 +24,7 @@ from tests.fake_compute import FakeComputeServer, Faults
 pytestmark = pytest.mark.engine
 
 CLUSTER = "engine-up-yaml"
-STACK_FILE = PROJECT_ROOT / "stacks" / f"Pulumi.{CLUSTER}.yaml"
+TRACKED_STACKS = PROJECT_ROOT / "stacks"
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 
@@ -38,16 +38,12 @@ def user(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Pa
     cluster["cluster_name"] = CLUSTER
     cluster_yaml = tmp_path / "my-cluster.yaml"
     cluster_yaml.write_text(yaml.safe_dump(cluster))
-    assert not STACK_FILE.exists()
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
         env = {key: value for key, value in {**os.environ, **space.env}.items()
                if key not in USERS_OWN}
         env["RAY_GCP_STATE_DIR"] = str(tmp_path / "state-dir")
-        try:
-            yield env, fake, cluster_yaml
-        finally:
-            STACK_FILE.unlink(missing_ok=True)
+        yield env, fake, cluster_yaml
 
 
 def invoke(env: dict[str, str], *args: str) -> str:
@@ -83,8 +79,10 @@ def test_up_with_a_cluster_yaml_creates_its_stack_locally_and_down_deletes_it(us
     passphrase = state_dir / ".pulumi-passphrase"
     assert stat.S_IMODE(passphrase.stat().st_mode) == 0o600
     assert passphrase.read_text().strip() not in said
-    assert yaml.safe_load(STACK_FILE.read_text())["config"] == {
+    stack_file = state_dir / "stacks" / f"Pulumi.{CLUSTER}.yaml"
+    assert yaml.safe_load(stack_file.read_text())["config"] == {
         "ray-gcp:cluster": str(cluster_yaml)}
+    assert not (TRACKED_STACKS / f"Pulumi.{CLUSTER}.yaml").exists()  # never in the tool's tree
     created = local_stacks(env, state_dir)
     assert created.get(CLUSTER, 0) > 0, created
     first = heads(fake)
@@ -104,3 +102,32 @@ def test_up_with_a_cluster_yaml_creates_its_stack_locally_and_down_deletes_it(us
     invoke(env, "down", "-c", str(cluster_yaml), "-y")
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
     assert local_stacks(env, state_dir)[CLUSTER] == 0
+
+
+def test_up_of_a_tracked_stack_never_writes_its_file_and_runs_again(user) -> None:
+    """`invoke up -s minimal` (a stack file git tracks) with the user's own backend and
+    passphrase: the engine's encryption salt goes to the state folder's copy, the tracked file
+    stays as git has it, and the next up unlocks the stack with that salt."""
+    env, fake, _ = user
+    env = {**env, "PULUMI_BACKEND_URL": f"file://{Path(env['RAY_GCP_STATE_DIR']).parent}",
+           "PULUMI_CONFIG_PASSPHRASE": "the-users-own"}
+    tracked = TRACKED_STACKS / "Pulumi.minimal.yaml"
+    before = tracked.read_bytes()
+    copy = Path(env["RAY_GCP_STATE_DIR"]) / "stacks" / "Pulumi.minimal.yaml"
+    try:
+        invoke(env, "up", "-s", "minimal")
+        assert tracked.read_bytes() == before
+        salt = yaml.safe_load(copy.read_text())["encryptionsalt"]
+        assert salt.startswith("v1:")
+        assert yaml.safe_load(copy.read_text())["config"]["ray-gcp:cluster"] == str(
+            PROJECT_ROOT / "stacks/clusters/minimal.yaml")
+        first = cluster_nodes(fake, PROJECT, ZONE, "minimal")
+        assert first
+
+        invoke(env, "up", "-s", "minimal")  # unlocked with the kept salt
+        assert yaml.safe_load(copy.read_text())["encryptionsalt"] == salt
+        assert tracked.read_bytes() == before
+    finally:
+        invoke(env, "down", "-s", "minimal", "-y")
+    assert cluster_nodes(fake, PROJECT, ZONE, "minimal") == {}
+    assert tracked.read_bytes() == before

@@ -146,7 +146,7 @@ def test_infra_bootstrap_and_ops_never_import_upwards():
 
 def test_ops_has_no_plain_module_besides_the_shared_few():
     shared = {path.stem for path in (PROJECT_ROOT / "ops").glob("*.py")}
-    assert shared == {"__init__", "background", "checkpoint", "engine", "errors",
+    assert shared == {"__init__", "background", "checkpoint", "confirm", "engine", "errors",
                       "kept_outputs", "outputs_keeper", "paths", "pulumi_types", "stack",
                       "task_flags", "task_groups"}
 

@@ -51,8 +51,11 @@ WRONG_ARGUMENTS = [
     (["plan", "-s", "full", "--root", "/no/such/dir"], "--root /no/such/dir has no stacks/"),
     (["plan", "-s", "full", "-o", "/no/such/dir/plan.json"], "--output /no/such/dir/plan.json"),
     (["plan", "-s", "nope"], "stacks/Pulumi.nope.yaml: no stack 'nope'"),
-    (["plan"], "no stack given: pass --stack/-s NAME or set PULUMI_STACK"),
-    (["status"], "no stack given: pass --stack/-s NAME or set PULUMI_STACK"),
+    # No stack named and several in the folder: never pulumi's selected stack (issue 43).
+    (["plan"], "which cluster? this folder has"),
+    (["status"], "which cluster? this folder has"),
+    (["down"], "which cluster? this folder has"),
+    (["up"], "which cluster? this folder has"),
     (["scale", "-s", "full", "--type", "ray_worker_small", "--count", "two"],
      "--count 'two' is not a whole number"),
     (["scale", "-s", "full", "--type", "ray_worker_huge", "--count", "1"],

@@ -13,6 +13,7 @@ import sys
 import tarfile
 import urllib.request
 
+import pexpect
 import pytest
 from sshd_server import PROJECT_ROOT, free_port, stack_outputs_for
 
@@ -229,11 +230,21 @@ def test_cluster_dump_task_names_an_unreachable_worker_and_writes_the_rest(stack
 
 
 def test_kill_random_node_asks_first_and_stops_on_no(stack):
+    child = pexpect.spawn(sys.executable, ["-m", "invoke", "kill-random-node"],
+                          cwd=str(PROJECT_ROOT), env=stack.env, encoding="utf-8", timeout=120)
+    child.expect_exact("A random node will be killed. Confirm [y/N]:")
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert "error: aborted: nothing was killed" in child.before
+
+
+def test_kill_random_node_without_a_terminal_or_yes_refuses_in_one_line(stack):
     result = subprocess.run(stack.spawn_args("kill-random-node"), cwd=PROJECT_ROOT,
-                            env=stack.env, input="n\n", capture_output=True, text=True,
+                            env=stack.env, input="y\n", capture_output=True, text=True,
                             timeout=120)
-    assert "A random node will be killed. Confirm [y/N]:" in result.stdout
-    _one_line_error(result, "aborted: nothing was killed")
+    _one_line_error(result, "nothing killed: no terminal to ask on; add -y (--yes)")
 
 
 def test_kill_random_node_with_yes_stops_ray_on_a_worker(stack, monkeypatch, capfd):
@@ -341,7 +352,7 @@ def test_new_flags_use_rays_long_names_and_no_letter_means_two_things():
         long_name, *short = argument.names
         assert all(SHORT.get(letter) == long_name for letter in short), (task_name, long_name)
     assert {argument.names[0] for name, argument in flags if name == "kill_random_node"} == {
-        "stack", "yes", "hard", "trust-first-use"}
+        "stack", "config", "yes", "hard", "trust-first-use"}
 
 
 def test_list_shows_every_new_task_with_help_and_a_stack_flag(stack):

@@ -10,7 +10,6 @@ import yaml
 from invoke import Context
 from invoke.exceptions import Exit
 
-import ops.lifecycle.scale
 import tasks
 from ops.lifecycle.scale import COUNTS_KEY, ScaleError, set_worker_count
 
@@ -67,14 +66,17 @@ def test_unknown_node_type_names_the_known_ones(stacks):
 
 def test_scale_task_without_the_cli_exits_non_zero_and_writes_nothing(stacks, monkeypatch,
                                                                      tmp_path):
-    monkeypatch.setattr(ops.lifecycle.scale, "STACKS_DIR", stacks)
+    own = tmp_path / "state" / "stacks"  # the project folder's own stack files
+    own.mkdir(parents=True)
+    (own / "Pulumi.mine.yaml").write_text((stacks / "Pulumi.full.yaml").read_text())
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no engine installed there
-    before = (stacks / "Pulumi.full.yaml").read_text()
+    before = (own / "Pulumi.mine.yaml").read_text()
 
     with pytest.raises(Exit) as exited:
-        tasks.scale(Context(), stack="full", type="ray_worker_small", count="2")
+        tasks.scale(Context(), stack="mine", type="ray_worker_small", count="2")
 
     assert exited.value.code != 0
     assert "the pulumi CLI is not on PATH nor in" in str(exited.value.message)
-    assert (stacks / "Pulumi.full.yaml").read_text() == before
+    assert (own / "Pulumi.mine.yaml").read_text() == before

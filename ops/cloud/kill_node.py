@@ -23,6 +23,11 @@ PROMPT = "A random node will be killed. Confirm [y/N]: "
 
 
 def confirmed(ask: Callable[[str], str] = input) -> bool:
+    """The user's yes; with no terminal to ask on (and `ask` the terminal's) one line saying
+    to add --yes."""
+    if ask is input and not sys.stdin.isatty():
+        raise OpsError("nothing killed: no terminal to ask on; add -y (--yes) to go ahead "
+                       "without the question")
     try:
         return ask(PROMPT).strip().lower() in ("y", "yes")
     except EOFError:  # no terminal to answer on: not confirmed
@@ -41,6 +46,10 @@ def kill_random_node(
     if not workers:
         print("No worker nodes detected.")
         return None
+    outputs = connector.outputs
+    print(f"stack {outputs.stack!r}: cluster {outputs.cluster_name!r} in project "
+          f"{outputs.project or '?'}, zone {outputs.zone or '?'}: one of its {len(workers)} "
+          f"worker(s) will be {'deleted' if hard else 'stopped (ray stop)'}", flush=True)
     if not yes and not confirmed(ask):
         raise OpsError("aborted: nothing was killed (pass --yes to skip the question)")
     node = choose(workers)

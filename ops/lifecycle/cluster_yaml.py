@@ -2,13 +2,13 @@
 `ray up cluster.yaml` takes it.
 
 The stack is named after the YAML's cluster_name (ops.stack.stack_for_cluster_yaml). The first
-`up` or `preview` writes `stacks/Pulumi.<cluster_name>.yaml` naming the YAML and creates the
-stack: in pulumi's file backend under the state folder (`.ray-gcp/.pulumi/`, or under
-$RAY_GCP_STATE_DIR) unless PULUMI_BACKEND_URL names the user's own, its secrets encrypted with a
-passphrase generated once into `.ray-gcp/.pulumi-passphrase` (0600) unless the user sets
-PULUMI_CONFIG_PASSPHRASE(_FILE). Later runs with the same YAML reuse both. Every check (the
-YAML whole, the stack name, another YAML owning that stack, the pulumi CLI) comes before
-anything is written.
+`up` or `preview` writes `.ray-gcp/stacks/Pulumi.<cluster_name>.yaml` (in the folder the task
+runs in, or under $RAY_GCP_STATE_DIR) naming the YAML and creates the stack: in pulumi's file
+backend under the state folder (`.ray-gcp/.pulumi/`, or under $RAY_GCP_STATE_DIR) unless
+PULUMI_BACKEND_URL names the user's own, its secrets encrypted with a passphrase generated once
+into `.ray-gcp/.pulumi-passphrase` (0600) unless the user sets PULUMI_CONFIG_PASSPHRASE(_FILE).
+Later runs with the same YAML reuse both. Every check (the YAML whole, the stack name, another
+YAML owning that stack, the pulumi CLI) comes before anything is written.
 """
 
 from __future__ import annotations

@@ -5,7 +5,11 @@ it keeps (targeted `pulumi destroy`, which deletes their instances and slices), 
 down --workers-only` does, the workers Ray's autoscaler launched itself (instances, and TPU
 nodes on a TPU cluster); the head and the rest stay, and the next `up` brings the workers back.
 --keep-min-workers instead scales every worker type to its `min_workers` (the counts are
-written to the stack file, as `invoke scale` does) and runs `up`."""
+written to the stack file, as `invoke scale` does) and runs `up`.
+
+Each form first says what it deletes (the cluster, its project and zones, how many nodes and
+resources, from the stack's outputs and state) and asks, as `ray down` does (ops.confirm);
+`-y` skips the question."""
 
 from __future__ import annotations
 
@@ -18,12 +22,12 @@ from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
 from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
 from ops.cloud.cloud_api import api_errors, nodes_api
+from ops.confirm import confirm
 from ops.errors import OpsError
-from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import choose, clean_os_login, deployed_os_login, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
-from ops.stack import Stack, cluster_credentials, require_cli, select_stack
+from ops.stack import Stack, cluster_credentials, require_cli, select_stack, stack_file_path
 
 
 def worker_urns(deployment: dict[str, Any]) -> list[str]:
@@ -39,7 +43,8 @@ def worker_urns(deployment: dict[str, Any]) -> list[str]:
 
 def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, int]:
     """Write each worker type's min_workers as its count; the counts written."""
-    config = load_cluster_config(cluster_path_for_stack(stack, stacks_dir))
+    config = load_cluster_config(
+        cluster_path_for_stack(stack, stacks_dir or stack_file_path(stack).parent))
     counts = {name: node_type.min_workers for name, node_type in config.worker_types.items()}
     try:
         for name, count in counts.items():
@@ -50,25 +55,54 @@ def keep_min_workers(stack: str, stacks_dir: Path | None = None) -> dict[str, in
 
 
 def down(stack: str | None, workers_only: bool, keep_min: bool,
-         cluster_yaml: str | None = None) -> None:
+         cluster_yaml: str | None = None, yes: bool = False) -> None:
     """`invoke down`: the whole cluster (pulumi destroy; with OS Login then your login key and
     the cluster's out of your OS Login profile), or only its workers; the stack named by
-    --stack, or (--config) the one the cluster YAML deploys as."""
-    if not (workers_only or keep_min):
-        chosen = choose(stack, cluster_yaml, "destroy")
+    --stack, or (--config) the one the cluster YAML deploys as, or the project folder's only
+    one; asked first unless `yes`."""
+    if keep_min and not workers_only:
+        raise OpsError("--keep-min-workers only goes with --workers-only (without it `down` "
+                       "deletes the whole cluster): add --workers-only")
+    chosen = choose(stack, cluster_yaml, "destroy")
+    deployment = select_stack(chosen.name).export_stack().deployment or {}
+    confirm(what_is_deleted(chosen, deployment, workers_only, keep_min), yes)
+    if not workers_only:
         login = deployed_os_login(chosen)  # read before the outputs are gone
         run_operation(chosen, "destroy")
         clean_os_login(login, own_key=True)
-    elif cluster_yaml:
-        down_workers(stack_from_yaml(stack, cluster_yaml, create=False), keep_min, workers_only)
     else:
-        down_workers(Stack.choose(stack), keep_min, workers_only)
+        down_workers(chosen, keep_min, deployment)
 
 
-def down_workers(stack: Stack, keep_min: bool, workers_only: bool) -> None:
-    if not workers_only:
-        raise OpsError("--keep-min-workers only goes with --workers-only (without it `down` "
-                       "deletes the whole cluster): add --workers-only")
+def what_is_deleted(stack: Stack, deployment: dict[str, Any], workers_only: bool,
+                    keep_min: bool) -> str:
+    """One line: what `down` (or its --workers-only forms) deletes, from the stack's outputs
+    and its state's resources."""
+    try:
+        outputs = stack.outputs
+    except OpsError:  # never deployed, or deleted already: the state alone says
+        outputs = None
+    resources = [resource for resource in deployment.get("resources") or []
+                 if not str(resource.get("type", "")).startswith("pulumi:")]
+    if workers_only:
+        resources = [resource for resource in resources
+                     if resource.get("urn") in set(worker_urns(deployment))]
+    nodes = [] if outputs is None else (outputs.workers if workers_only else list(outputs.nodes))
+    zones = sorted({node.zone for node in nodes if node.zone}
+                   | ({outputs.zone} if outputs is not None and outputs.zone else set()))
+    where = "" if outputs is None else (
+        f"cluster {outputs.cluster_name!r} in project {outputs.project or '?'}, "
+        f"zone{'s' if len(zones) > 1 else ''} {', '.join(zones) or '?'}: ")
+    if keep_min:
+        return (f"stack {stack.name!r}: {where}the workers above each type's min_workers will "
+                f"be deleted (of {len(nodes)} worker node(s) now)")
+    what = "its workers" if workers_only else "the cluster"
+    return (f"stack {stack.name!r}: {where}{what} will be deleted: {len(nodes)} node(s), "
+            f"{len(resources)} resource(s) in its state"
+            + (", and the workers Ray's autoscaler launched" if workers_only else ""))
+
+
+def down_workers(stack: Stack, keep_min: bool, deployment: dict[str, Any]) -> None:
     require_cli()
     if keep_min:
         counts = keep_min_workers(stack.name)
@@ -78,7 +112,7 @@ def down_workers(stack: Stack, keep_min: bool, workers_only: bool) -> None:
         return
     outputs = stack.outputs
     has_tpu = stack.cluster.has_tpu
-    urns = worker_urns(select_stack(stack.name).export_stack().deployment or {})
+    urns = worker_urns(deployment)
     if urns:
         run_operation(stack, "destroy", target=urns, target_dependents=True)
     else:

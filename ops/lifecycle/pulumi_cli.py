@@ -14,13 +14,20 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
-from infra.stack_config import POLICY_KEY, PROJECT_ROOT, STACKS_DIR, resolve_cluster_path
+from infra.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
 from ops.errors import OpsError, environment_fix
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.review.plan import Plan, check_before_create
-from ops.stack import Stack, StackOutputs, require_cli, select_stack, stack_for_cluster_yaml
+from ops.stack import (
+    Stack,
+    StackOutputs,
+    require_cli,
+    select_stack,
+    stack_file_path,
+    stack_for_cluster_yaml,
+)
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
 POLICY_PACK = PROJECT_ROOT / "policy" / "analyzer"
@@ -29,9 +36,10 @@ language host needed) and reads PulumiPolicy.yaml beside it."""
 
 
 def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) -> Stack:
-    """The stack --stack names (its file checked first) and the CLI check; or, with
-    --config, the stack the cluster YAML deploys as, made first by `up` and `preview`
-    (ops/lifecycle/cluster_yaml.py) once the YAML passed every check `invoke plan` makes."""
+    """The stack --stack names (its file checked first; `up` and `preview` create the stack
+    when its file has none yet) and the CLI check; or, with --config, the stack the cluster
+    YAML deploys as, made first by `up` and `preview` (ops/lifecycle/cluster_yaml.py) once the
+    YAML passed every check `invoke plan` makes."""
     if cluster_yaml:
         if operation == "preview" and not stack:
             found = stack_for_cluster_yaml(cluster_yaml)
@@ -41,6 +49,8 @@ def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) ->
         return stack_from_yaml(stack, cluster_yaml, create=operation in ("up", "preview"))
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
+    if operation in ("up", "preview"):  # a stack file with no stack yet: made, as `-c` makes it
+        select_stack(chosen.name, create=True)
     return chosen
 
 
@@ -134,7 +144,7 @@ def run_operation(
         if found:
             print(render_warnings(found), file=out, flush=True)
     policy: dict[str, list[str]] = {}
-    if operation in ("up", "preview") and (STACKS_DIR / f"Pulumi.{name}.yaml").exists():
+    if operation in ("up", "preview") and stack_file_path(name).is_file():
         policy = policy_options(chosen.settings)
         options = {**policy, **options}
     automation_stack = select_stack(name)

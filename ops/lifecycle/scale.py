@@ -1,7 +1,8 @@
 """`invoke scale`: set one worker type's count in a stack file, then run `pulumi up`.
 
-The count lives under `ray-gcp:workerCounts` (node type -> count) in
-`stacks/Pulumi.<stack>.yaml`; the program reads it and sets each WorkerGroup's `count`.
+The count lives under `ray-gcp:workerCounts` (node type -> count) in the stack file the engine
+reads (`.ray-gcp/stacks/Pulumi.<stack>.yaml`: for a tracked stack, its copy there, never the
+tracked file); the program reads it and sets each WorkerGroup's `count`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from pathlib import Path
 import yaml
 
 from infra.config import ConfigError, load_cluster_config
-from infra.stack_config import COUNTS_KEY, STACKS_DIR, StackFileError, cluster_path_for_stack
+from infra.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
+from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation
-from ops.stack import Stack, require_cli
+from ops.stack import Stack, engine_stack_file, engine_workspace, require_cli, stack_file_path
 
 
 class ScaleError(OpsError):
@@ -24,7 +26,8 @@ class ScaleError(OpsError):
 def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None = None) -> None:
     """`count` must be within the type's [min_workers, max_workers] in the stack's cluster YAML."""
     try:
-        cluster = load_cluster_config(cluster_path_for_stack(stack, stacks_dir or STACKS_DIR))
+        cluster = load_cluster_config(
+            cluster_path_for_stack(stack, stacks_dir or stack_file_path(stack).parent))
     except (ConfigError, StackFileError) as exc:
         raise ScaleError(" ".join(str(exc).split())) from None
     types = cluster.worker_types
@@ -40,9 +43,15 @@ def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None 
 
 def set_worker_count(stack: str, node_type: str, count: int,
                      stacks_dir: Path | None = None) -> Path:
-    """Validate, then write the count into the stack file, keeping every other key."""
+    """Validate, then write the count into the stack file the engine reads, keeping every other
+    key: `stacks_dir`'s, else the state folder's (for a tracked stack its copy there: the
+    tracked file is never written)."""
     check_count(stack, node_type, count, stacks_dir)
-    path = (stacks_dir or STACKS_DIR) / f"Pulumi.{stack}.yaml"
+    if stacks_dir:
+        path = stacks_dir / f"Pulumi.{stack}.yaml"
+    else:
+        engine_workspace(stack)
+        path = engine_stack_file(stack)
     document = yaml.safe_load(path.read_text()) or {}
     settings = document.setdefault("config", {}) or {}
     document["config"] = settings
@@ -55,14 +64,22 @@ def set_worker_count(stack: str, node_type: str, count: int,
     return path
 
 
-def scale(stack: str | None, node_type: str, count: str) -> None:
+def scale(stack: str | None, node_type: str, count: str, yes: bool = False) -> None:
     """`invoke scale`: write the count (checked against the type's limits), then up as `invoke
-    up` does (refresh first, progress as it goes)."""
+    up` does (refresh first, progress as it goes); fewer workers than the stack has pinned are
+    deleted only once confirmed (ops.confirm)."""
     if not str(count).isdigit():
         raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
     chosen = Stack.choose(stack, require_file=True)
     check_count(chosen.name, node_type, int(count))  # every check before the file is written
     require_cli()
+    now = chosen.worker_counts.get(node_type, 0)
+    if int(count) < now:
+        cluster = chosen.cluster
+        confirm(f"stack {chosen.name!r}: cluster {cluster.cluster_name!r} in project "
+                f"{cluster.provider.project}, zone {cluster.provider.availability_zone}: "
+                f"{now - int(count)} {node_type} worker(s) will be deleted ({now} -> {count})",
+                yes)
     path = set_worker_count(chosen.name, node_type, int(count))
     print(f"{node_type}: count {count} written to {path}")
     run_operation(chosen, "up")

@@ -87,11 +87,12 @@ def _rules_key(path: Path) -> str:
 
 
 def file_mounts(outputs: StackOutputs) -> dict[str, str]:
-    """remote path -> local path, local paths resolved from the project root like the YAML's."""
+    """remote path -> local path, relative local paths resolved from the folder the task runs
+    in, as `ray up` resolves them (and the program, which runs in the task's process)."""
     config = load_for_stack(outputs)
     if not config:
         return {}
     return {
-        remote: str(PROJECT_ROOT / Path(local).expanduser())  # absolute paths stay as they are
+        remote: str(Path(local).expanduser().absolute())  # absolute paths stay as they are
         for remote, local in config.file_mounts.items()
     }

@@ -60,12 +60,14 @@ def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
     if output_format not in FORMATS:
         raise OpsError(f"unknown --format {output_format!r}: use {' or '.join(FORMATS)}")
     tree = Path(root).expanduser() if root else PROJECT_ROOT
-    if not (tree / "stacks").is_dir():
+    if root and not (tree / "stacks").is_dir():
         raise OpsError(f"--root {tree} has no stacks/ folder: pass a checkout of this project")
     if output:
         in_existing_folder(output, "--output")
     name = resolve_stack_name(stack)
-    if not (missing_ok and not stack_file_path(name, tree).exists()):
+    if not root and not missing_ok:
+        stack_settings(name)  # this folder's own stack (`up -c` made it), or a tracked one
+    elif not (missing_ok and not stack_file_path(name, tree).exists()):
         check_stack(name, tree / "stacks", tree)
     return name, tree
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.errors import OpsError
 from ops.review.plan_base import materialise_tree
 
 RECORD = 10240
@@ -75,3 +76,43 @@ def test_a_base_tree_whose_end_marker_ends_a_record_is_extracted_without_killing
     dest.mkdir()
     materialise_tree("HEAD", dest, repository)
     assert (dest / "data.txt").read_bytes() == (repository / "data.txt").read_bytes()
+
+
+def committed(root: Path, links: dict[str, str]) -> Path:
+    """A repository with a file in a folder and the symbolic links `links` (name -> target)."""
+    root.mkdir()
+    (root / "infra").mkdir()
+    (root / "infra" / "program.py").write_text("print('base')\n")
+    for name, target in links.items():
+        (root / name).symlink_to(target)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], check=True)
+    return root
+
+
+def test_links_inside_the_base_tree_are_extracted_as_links(tmp_path: Path) -> None:
+    root = committed(tmp_path / "repo", {"current": "infra", "entry": "infra/program.py"})
+    dest = tmp_path / "base"
+    dest.mkdir()
+    materialise_tree("HEAD", dest, root)
+    assert os.readlink(dest / "current") == "infra"
+    assert (dest / "entry").read_text() == "print('base')\n"
+
+
+@pytest.mark.parametrize("links", [
+    {"escape": "../../outside"},
+    {"absolute": "/etc"},
+    # each link stays inside on its own; through the first, the second leaves the tree
+    {"up": "infra/..", "infra/up": "..", "far": "infra/up/../.."},
+])
+def test_a_base_tree_link_leading_out_of_the_tree_is_refused_in_one_line(
+        tmp_path: Path, links: dict[str, str]) -> None:
+    root = committed(tmp_path / "repo", links)
+    dest = tmp_path / "base"
+    dest.mkdir()
+    with pytest.raises(OpsError, match=r"could not extract the tree at HEAD: '.*' is not a "
+                                        r"file, folder or link inside the tree"):
+        materialise_tree("HEAD", dest, root)
+    assert not (tmp_path / "outside").exists()

@@ -19,7 +19,7 @@ import sys
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from infra.stack_config import CONFIG_KEY, PROJECT_ROOT, STATE_DIR_ENV
 from infra.yaml_text import YamlFileError, parse_yaml_text
@@ -94,7 +94,9 @@ def materialise_tree(ref: str, dest: Path, root: Path = PROJECT_ROOT) -> None:
     assert archive.stdout is not None
     try:
         with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
-            tar.extractall(dest, filter="data")
+            for member in tar:
+                _refuse_outside(member, dest, ref)
+                tar.extract(member, dest)
         # tarfile stops at the first end-of-archive block; git pads the archive to a whole
         # 10 KiB record after it, which may still be on its way. Closing the pipe before it
         # arrives kills git with SIGPIPE (a failure with nothing on stderr): read it out.
@@ -110,6 +112,22 @@ def materialise_tree(ref: str, dest: Path, root: Path = PROJECT_ROOT) -> None:
     if archive.returncode != 0:
         reason = stderr.strip() or f"exit status {archive.returncode}, nothing on stderr"
         raise OpsError(f"git archive {ref} failed: {reason}")
+
+
+def _refuse_outside(member: tarfile.TarInfo, dest: Path, ref: str) -> None:
+    """What a git tree can hold: plain files, folders and links, each named inside the tree
+    (resolved through the links already extracted), a link pointing down from its folder
+    (no `..`, not absolute: a chain of such links cannot leave the tree, whatever order the
+    archive lists them in). Checked here rather than with tarfile's `filter="data"`, which
+    Python 3.11 has only from 3.11.4 (Debian 12's is 3.11.2)."""
+    top = os.path.realpath(dest)
+    place = os.path.realpath(os.path.join(top, member.name))
+    downward = not member.issym() or not (
+        os.path.isabs(member.linkname) or ".." in PurePosixPath(member.linkname).parts)
+    if not (downward and os.path.commonpath([top, place]) == top and (
+            member.isfile() or member.isdir() or member.issym())):
+        raise OpsError(f"could not extract the tree at {ref}: {member.name!r} is not a file, "
+                       "folder or link inside the tree")
 
 
 def planner_module(tree: Path) -> str | None:

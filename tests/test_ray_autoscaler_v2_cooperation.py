@@ -774,6 +774,27 @@ def test_v2_a_preempted_pinned_worker_is_not_replaced_by_the_autoscaler(
     assert len(set(run.head.running()) - {run.cluster.head_name}) == 1
 
 
+def test_v2_a_pinned_worker_whose_ray_never_starts_outlives_every_v2_timeout(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    """v2 deletes an instance that stays ALLOCATED past its timeout (its own, rightly); the
+    head's provider refuses that for a node Pulumi keeps, and says so in the log."""
+    run = pinned_up("full", fake, head_for)
+    ours = run.nodes[1]
+    run.head.gcs.nodes.pop(ours)
+    run.head.gcs.withheld.add(ours)  # its Ray never starts
+
+    with caplog.at_level(logging.WARNING):
+        for _ in range(6):
+            run.head.cycle(idle_s=idle_an_hour(run.nodes), after_s=LONGEST_TIMEOUT_S / 2 + 1)
+
+    assert set(run.head.running()) == set(run.nodes)
+    assert any(f"{ours} is a worker Pulumi keeps: the autoscaler never terminates it"
+               in record.getMessage() for record in caplog.records)
+    assert run.head.gcs.drained == []
+
+
 # ------------------------------------------------------ what the design rests on (Ray's v2)
 
 

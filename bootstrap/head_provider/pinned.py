@@ -39,6 +39,7 @@ NODE_GROUP_LABEL = "ray.io/node-group"  # ray._raylet.RAY_NODE_GROUP_KEY: a Ray 
 
 
 NEVER_IDLE_S = 100 * 365 * 24 * 3600  # a twin's idle_timeout_s: a century
+HARDWARE_KEYS = ("machineType", "acceleratorType", "acceleratorConfig")  # gcp.config.get_node_type
 
 
 def twin(node_type: str) -> str:
@@ -47,9 +48,16 @@ def twin(node_type: str) -> str:
 
 
 def twin_type(node_type: Mapping[str, Any], count: int) -> dict[str, Any]:
-    """The twin of a node type (its entry in `available_node_types`) for `count` nodes."""
-    return {**copy.deepcopy(dict(node_type)), "min_workers": 0, "max_workers": count,
-            "idle_timeout_s": NEVER_IDLE_S, "priority": int(node_type.get("priority") or 0) - 1}
+    """The twin of a node type (its entry in `available_node_types`) for `count` nodes: its
+    resources and labels; of its body only what names the hardware (Ray's GCP provider reads
+    it to tell an instance from a TPU node and to add a pod's head resource), as no twin is
+    ever launched."""
+    body = node_type["node_config"]
+    return {"resources": copy.deepcopy(dict(node_type["resources"])),
+            "labels": dict(node_type.get("labels") or {}),
+            "node_config": {key: copy.deepcopy(body[key]) for key in HARDWARE_KEYS if key in body},
+            "min_workers": 0, "max_workers": count, "idle_timeout_s": NEVER_IDLE_S,
+            "priority": int(node_type.get("priority") or 0) - 1}
 
 
 def as_v2_sees_it(tags: Mapping[str, str], twins: Mapping[str, str]) -> dict[str, str]:

@@ -11,14 +11,14 @@ kept exactly as given: the autoscaler hashes it to recognise its own nodes as up
 Pulumi's workers are unmanaged nodes to Ray (infra/labels.py), and both autoscalers count them
 (resource requests, pending demand, `max_workers`) without ever terminating them. Autoscaler v1
 counts them towards their type's size, so a type's `min_workers` here is only what Pulumi does
-not already keep, and under v1 the config does not change when a worker count does (no window
-in which the head's autoscaler sees a new minimum before the worker group has made the nodes).
-Autoscaler v2 drops unmanaged instances, so under v2 every worker type also gets its pinned
-twin (bootstrap/head_provider/pinned.py): a type `<type>.pinned` with the type's resources and
-body, room for the count Pulumi keeps and no idle timeout, which the head's provider reports
-Pulumi's nodes as. The type itself keeps for the autoscaler's own workers what
-Pulumi's leave: its `max_workers` lowered by the count; the cluster's `max_workers` is the
-YAML's, Pulumi's nodes being among the nodes v2 counts.
+not already keep, and under v1 the config does not change when a worker count does (no window in
+which the head's autoscaler sees a new minimum before the worker group has made the nodes).
+Autoscaler v2 drops unmanaged instances, so under v2 every node type also gets its pinned twin
+(bootstrap/head_provider/pinned.py): a type `<type>.pinned` with the type's resources, room for
+the type's maximum, no minimum and no idle timeout, which the head's provider reports Pulumi's
+nodes as. The type itself keeps for the autoscaler's own workers what Pulumi's leave: its
+`max_workers` lowered by the count; the cluster's `max_workers` is the YAML's, Pulumi's nodes
+being among the nodes v2 counts.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ def autoscaler_config(
 
 
 def _add_pinned_twins(data: dict[str, Any], counts: Mapping[str, int]) -> None:
-    """Under v2: each node type's pinned twin (pinned.twin_type: room for the count Pulumi
-    keeps, even 0, so that a node Pulumi has yet to remove still has its type), the type's
-    maximum lowered by the count, and the provider section naming the twins. A twin's name
-    cannot be a user's type: type names are GCE label values, which have no `.`."""
+    """Under v2: each node type's pinned twin (pinned.twin_type; every type's, even one Pulumi
+    keeps none of, so that a node it has yet to remove still has its type), the type's maximum
+    lowered by the count, and the provider section naming the twins. A twin's name cannot be a
+    user's type: type names are GCE label values, which have no `.`."""
     types = data["available_node_types"]
     twins: dict[str, str] = {}
     for name in list(types):

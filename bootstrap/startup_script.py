@@ -246,8 +246,8 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str,
         # A node Pulumi keeps names itself to v2 as its type's pinned twin (still in the
         # type's node group); empty under v1, which counts it as it is.
         _assign("PINNED_TYPE_NAME", pinned.twin(node_type) if v2 else ""),
-        _assign("PINNED_LABELS_JSON", _json({**type_config.labels, pinned.NODE_GROUP_LABEL: node_type})
-                if v2 else ""),
+        _assign("PINNED_LABELS_JSON",
+                _json({**type_config.labels, pinned.NODE_GROUP_LABEL: node_type}) if v2 else ""),
         'HEAD_RESOLVE_TRIES=${RAY_BOOTSTRAP_RESOLVE_TRIES:-120}',
         'HEAD_RESOLVE_DELAY=${RAY_BOOTSTRAP_RESOLVE_DELAY:-5}',
         "",

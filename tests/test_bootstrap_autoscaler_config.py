@@ -133,24 +133,24 @@ def test_min_workers_is_what_pulumis_workers_leave_to_the_autoscaler_v1():
 
 def test_v2_counts_pulumis_workers_as_each_types_pinned_twin():
     """v2 drops unmanaged nodes: the head's provider lists them as workers of their type's
-    twin, which has room for exactly the count Pulumi keeps and is never made up to a
-    minimum or retired when idle; the type keeps what the count leaves, and the cluster's
-    maximum counts Pulumi's nodes (bootstrap/head_provider/pinned.py)."""
+    twin, which has room for the type's maximum (a lowered count never scales one down) and is
+    never made up to a minimum or retired when idle; the type keeps what the count leaves, and
+    the cluster's maximum counts Pulumi's nodes (bootstrap/head_provider/pinned.py)."""
     config = _three_types("v2")
     data = autoscaler_config(config, _bodies(config), {"worker_t": 2, "other_t": 1})
     types = data["available_node_types"]
     assert (types["worker_t"]["min_workers"], types["worker_t"]["max_workers"]) == (0, 1)
     assert (types["other_t"]["min_workers"], types["other_t"]["max_workers"]) == (0, 1)
     twin = types["worker_t.pinned"]
-    assert (twin["min_workers"], twin["max_workers"]) == (0, 2)
+    assert (twin["min_workers"], twin["max_workers"]) == (0, 3)
     assert twin["idle_timeout_s"] >= 100 * 365 * 24 * 3600
     assert twin["priority"] < types["worker_t"].get("priority", 0)
     assert twin["resources"] == types["worker_t"]["resources"]
     # Never launched: of the body only what Ray's GCP provider reads (instance or TPU node).
     assert twin["node_config"] == {
         "machineType": types["worker_t"]["node_config"]["machineType"]}
-    assert types["other_t.pinned"]["max_workers"] == 1
-    assert types["head_t.pinned"]["max_workers"] == 0  # none kept: room for none
+    assert types["other_t.pinned"]["max_workers"] == 2
+    assert types["head_t.pinned"]["max_workers"] == 0  # the head's type has no workers
     assert data["max_workers"] == 5  # the YAML's: v2 counts Pulumi's nodes
     assert data["provider"]["pinned_types"] == {
         "head_t.pinned": "head_t", "worker_t.pinned": "worker_t", "other_t.pinned": "other_t"}

@@ -774,6 +774,23 @@ def test_v2_a_preempted_pinned_worker_is_not_replaced_by_the_autoscaler(
     assert len(set(run.head.running()) - {run.cluster.head_name}) == 1
 
 
+def test_v2_scale_down_with_a_cycle_between_head_config_and_group_delete_drains_nothing(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    """`pulumi up` updates the head (its config: the count lowered) before the group deletes
+    its node: v2 runs in between and must not scale Pulumi's node down itself."""
+    before = with_one_pinned("minimal", "v2")
+    after = planned("minimal", "v2", {before.worker_type: 0})
+    nodes = start_cluster(before, fake)
+    head = head_for(after)
+
+    for _ in range(GROWN):
+        head.cycle(idle_s=idle_an_hour(nodes))
+
+    assert set(head.running()) == set(nodes)
+    assert head.gcs.drained == []
+
+
 def test_v2_a_pinned_worker_whose_ray_never_starts_outlives_every_v2_timeout(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2],
     caplog: pytest.LogCaptureFixture

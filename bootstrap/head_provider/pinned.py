@@ -3,18 +3,19 @@
 On GCE a worker group's node is Ray's `unmanaged` kind (infra/labels.py), which v2's
 NodeProviderAdapter drops: its scheduler would not count it for `request_resources`, pending
 demand or `max_workers`. So under v2 the head's provider lists each such node as a worker of its
-type's *pinned twin*, `<type>.pinned`, a node type the head's config adds (`twin_type`) with
-room for the count Pulumi keeps: `max_workers` the count (never one over it: no scale-down),
-`min_workers` 0 (v2 never launches one to make up a minimum: a missing node is Pulumi's to make,
-`invoke up`) and an idle timeout no node reaches (no idle termination). Should v2 still launch a
-twin for demand while one of Pulumi's is missing, the provider refuses it, and the twin's lower
-priority makes v2 prefer the type's own workers. The node's Ray reports the twin as its type and
-its instance id (bootstrap/node_bootstrap.sh, export_ray_identity): v2 adopts a Ray node by the
-type it reports before it reads the cloud's list, and `ray status` lists the node as
-`<type>.pinned`; its Ray label `ray.io/node-group` stays the user's type, so label selectors
-place work on it as before. The instance's GCE labels are untouched: to everything but v2 it is
-the unmanaged node Pulumi keeps. Under v1, which counts unmanaged nodes and never terminates
-them, none of this applies: no twins.
+type's *pinned twin*, `<type>.pinned`, a node type the head's config adds (`twin_type`): room
+for the type's maximum (never exceeded by Pulumi's nodes: v2 never scales one down, not even
+while an `up` lowering the count has yet to delete its node), `min_workers` 0 (v2 never launches
+one to make up a minimum: a missing node is Pulumi's to make, `invoke up`) and an idle timeout
+no node reaches (no idle termination). Should v2 still pick a twin for demand (its type at its
+maximum, the cluster not), the provider refuses the launch; the twin's lower priority makes v2
+prefer the type itself. The node's Ray reports the twin as its type and its instance id
+(bootstrap/node_bootstrap.sh, export_ray_identity): v2 adopts a Ray node by the type it reports
+before it reads the cloud's list, and `ray status` lists the node as `<type>.pinned`; its Ray
+label `ray.io/node-group` stays the user's type, so label selectors place work on it as before.
+The instance's GCE labels are untouched: to everything but v2 it is the unmanaged node Pulumi
+keeps. Under v1, which counts unmanaged nodes and never terminates them, none of this applies:
+no twins.
 
 Standard library only (autoscaler_config imports it on the operator's machine).
 """
@@ -48,15 +49,18 @@ def twin(node_type: str) -> str:
 
 
 def twin_type(node_type: Mapping[str, Any], count: int) -> dict[str, Any]:
-    """The twin of a node type (its entry in `available_node_types`) for `count` nodes: its
-    resources and labels; of its body only what names the hardware (Ray's GCP provider reads
-    it to tell an instance from a TPU node and to add a pod's head resource), as no twin is
-    ever launched."""
+    """The twin of a node type (its entry in `available_node_types`, as the YAML has it) for
+    the `count` nodes Pulumi keeps: room for the type's own maximum (Pulumi's nodes never
+    exceed it, so a lowered count never has v2 scale one down before the group removes it);
+    its resources and labels; of its body only what names the hardware (Ray's GCP provider
+    reads it to tell an instance from a TPU node and to add a pod's head resource), as no twin
+    is ever launched."""
     body = node_type["node_config"]
     return {"resources": copy.deepcopy(dict(node_type["resources"])),
             "labels": dict(node_type.get("labels") or {}),
             "node_config": {key: copy.deepcopy(body[key]) for key in HARDWARE_KEYS if key in body},
-            "min_workers": 0, "max_workers": count, "idle_timeout_s": NEVER_IDLE_S,
+            "min_workers": 0, "max_workers": max(count, int(node_type.get("max_workers") or 0)),
+            "idle_timeout_s": NEVER_IDLE_S,
             "priority": int(node_type.get("priority") or 0) - 1}
 
 

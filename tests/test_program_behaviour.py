@@ -161,7 +161,10 @@ def test_pulumis_nodes_say_they_are_unmanaged_in_metadata_and_the_autoscalers_co
         head = next(r for kind in ("gcp:compute/instance:Instance", "gcp:tpu/v2Vm:V2Vm")
                     for r in run.of_type(kind) if r.inputs["labels"]["ray-node-type"] == "head")
         bootstrap = yaml.safe_load(head_config_text(run, head))
-        for node_type in bootstrap["available_node_types"].values():
+        for name, node_type in bootstrap["available_node_types"].items():
+            if name.endswith(".pinned"):  # v2's twin of a type: never launched, no body
+                assert "metadata" not in node_type["node_config"]
+                continue
             metadata = node_type["node_config"]["metadata"]
             keys = (metadata if isinstance(metadata, dict)
                     else {i["key"]: i["value"] for i in metadata["items"]})

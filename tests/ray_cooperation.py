@@ -16,7 +16,7 @@ import copy
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -161,6 +161,24 @@ def most_workers(cluster: Cluster) -> int:
     YAML's `max_workers` and the type's."""
     config = cluster.config
     return min(config.max_workers, config.available_node_types[cluster.worker_type].max_workers)
+
+
+def start_with_one_pinned(stack: str, version: Version,
+                          fake: FakeComputeServer) -> tuple[Cluster, list[str]]:
+    """`with_one_pinned` started in the fake cloud: the cluster, and its head and worker."""
+    cluster = with_one_pinned(stack, version)
+    nodes = start_cluster(cluster, fake)
+    assert len(nodes) == 2, nodes
+    return cluster, nodes
+
+
+def idle_an_hour(names: Iterable[str]) -> dict[str, float]:
+    return {name: IDLE_FOR_AN_HOUR for name in names}
+
+
+def past_the_maximum(cluster: Cluster) -> list[dict[str, float]]:
+    """Pending work for more workers than the cluster may ever have."""
+    return [node_bundles(cluster, 1)[1]] * (most_workers(cluster) + 3)
 
 
 def node_bundles(cluster: Cluster, workers: int) -> list[dict[str, float]]:

@@ -38,18 +38,20 @@ from ray_cooperation import (
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
     hourly_cap_with_room,
+    idle_an_hour,
     install_head_provider,
     ip_of,
     market_of_instance,
     most_workers,
     node_bundles,
     node_id,
+    past_the_maximum,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
     spot_with_fallback,
     start_cluster,
-    with_one_pinned,
+    start_with_one_pinned,
 )
 
 from bootstrap.autostop import Autostop, Cloud, Metadata, RayState
@@ -371,14 +373,8 @@ def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_
 def pinned_up(stack: str, fake: FakeComputeServer,
               head_for: Callable[[Cluster], RayHead]) -> Running:
     """The stack under v1 with one worker Pulumi keeps (ray_cooperation.with_one_pinned)."""
-    cluster = with_one_pinned(stack, "v1")
-    nodes = start_cluster(cluster, fake)
-    assert len(nodes) == 2, nodes
+    cluster, nodes = start_with_one_pinned(stack, "v1", fake)
     return Running(cluster, nodes, head_for(cluster))
-
-
-def idle_an_hour(names: Any) -> dict[str, float]:
-    return {name: IDLE_FOR_AN_HOUR for name in names}
 
 
 @pytest.mark.parametrize("stack", PINNED_STACKS)
@@ -410,10 +406,8 @@ def test_request_resources_needing_one_more_node_launches_exactly_one(
 def grow_past_the_maximum(run: Running) -> set[str]:
     """Every node busy and more work waiting than the cluster may ever hold, with
     request_resources asking for the head and the pinned worker: v1's launches."""
-    per_worker = node_bundles(run.cluster, 1)[1]
-    backlog = [per_worker] * (most_workers(run.cluster) + 3)
     for _ in range(CYCLES):
-        run.head.cycle(busy=set(run.head.running()), demand=backlog,
+        run.head.cycle(busy=set(run.head.running()), demand=past_the_maximum(run.cluster),
                        requested=node_bundles(run.cluster, 1))
     return set(run.head.running()) - set(run.nodes)
 

@@ -67,16 +67,18 @@ from ray_cooperation import (
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
     hourly_cap_with_room,
+    idle_an_hour,
     install_head_provider,
     ip_of,
     most_workers,
     node_bundles,
+    past_the_maximum,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
     spot_with_fallback,
     start_cluster,
-    with_one_pinned,
+    start_with_one_pinned,
 )
 
 from infra.workers import ClusterSweeperProvider
@@ -665,14 +667,8 @@ GROWN = CYCLES + 3  # cycles enough for v2 to launch all it will at upscaling_sp
 def pinned_up(stack: str, fake: FakeComputeServer,
               head_for: Callable[[Cluster], RayHeadV2]) -> Running:
     """The stack under v2 with one worker Pulumi keeps (ray_cooperation.with_one_pinned)."""
-    cluster = with_one_pinned(stack, "v2")
-    nodes = start_cluster(cluster, fake)
-    assert len(nodes) == 2, nodes
+    cluster, nodes = start_with_one_pinned(stack, "v2", fake)
     return Running(cluster, nodes, head_for(cluster))
-
-
-def idle_an_hour(names: Iterator[str] | set[str] | list[str]) -> dict[str, float]:
-    return {name: IDLE_FOR_AN_HOUR for name in names}
 
 
 @pytest.mark.parametrize("stack", PINNED_STACKS)
@@ -712,10 +708,8 @@ def test_v2_request_resources_needing_one_more_node_launches_exactly_one(
 def grow_past_the_maximum(run: Running) -> set[str]:
     """Every node busy and more work waiting than the cluster may ever hold, with
     request_resources asking for the head and the pinned worker: v2's launches."""
-    per_worker = node_bundles(run.cluster, 1)[1]
-    backlog = [per_worker] * (most_workers(run.cluster) + 3)
     for _ in range(GROWN):
-        run.head.cycle(busy=set(run.head.running()), demand=backlog,
+        run.head.cycle(busy=set(run.head.running()), demand=past_the_maximum(run.cluster),
                        requested=node_bundles(run.cluster, 1))
     return set(run.head.running()) - set(run.nodes)
 
@@ -779,9 +773,8 @@ def test_v2_scale_down_with_a_cycle_between_head_config_and_group_delete_drains_
 ) -> None:
     """`pulumi up` updates the head (its config: the count lowered) before the group deletes
     its node: v2 runs in between and must not scale Pulumi's node down itself."""
-    before = with_one_pinned("minimal", "v2")
+    before, nodes = start_with_one_pinned("minimal", "v2", fake)
     after = planned("minimal", "v2", {before.worker_type: 0})
-    nodes = start_cluster(before, fake)
     head = head_for(after)
 
     for _ in range(GROWN):

@@ -8,13 +8,17 @@ GCPNodeProvider with our launch path, which also reads `capacity` (the spot type
 back to on-demand). Each node type's `node_config` is the final body the program created nodes with,
 kept exactly as given: the autoscaler hashes it to recognise its own nodes as up to date.
 
-Pulumi's workers are unmanaged nodes to Ray (infra/labels.py). Autoscaler v1 counts them
-towards their type's size, so a type's `min_workers` here is only what Pulumi does not already
-keep, and under v1 the config does not change when a worker count does (no window in which the
-head's autoscaler sees a new minimum before the worker group has made the nodes). Autoscaler v2
-never sees an unmanaged instance (its NodeProviderAdapter drops them, and our nodes report no
-cloud instance id), so under v2 each type's `max_workers` and the cluster's are also lowered by
-the nodes Pulumi keeps: the autoscaler launches only into the room they leave.
+Pulumi's workers are unmanaged nodes to Ray (infra/labels.py), and both autoscalers count them
+(resource requests, pending demand, `max_workers`) without ever terminating them. Autoscaler v1
+counts them towards their type's size, so a type's `min_workers` here is only what Pulumi does
+not already keep, and under v1 the config does not change when a worker count does (no window in
+which the head's autoscaler sees a new minimum before the worker group has made the nodes).
+Autoscaler v2 drops unmanaged instances, so under v2 every node type also gets its pinned twin
+(bootstrap/head_provider/pinned.py): a type `<type>.pinned` with the type's resources, room for
+the type's maximum, no minimum and no idle timeout, which the head's provider reports Pulumi's
+nodes as. The type itself keeps for the autoscaler's own workers what Pulumi's leave: its
+`max_workers` lowered by the count; the cluster's `max_workers` is the YAML's, Pulumi's nodes
+being among the nodes v2 counts.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from bootstrap.head_provider import pinned
 from bootstrap.head_provider.capacity import PROVIDER_FIELD as CAPACITY_PROVIDER_FIELD
 from bootstrap.head_provider.spend import PROVIDER_FIELD as SPEND_CAP_PROVIDER_FIELD
 from bootstrap.head_provider_metadata import PROVIDER_MODULE
@@ -45,8 +50,8 @@ def autoscaler_config(
     resolved counts, each at least the type's `min_workers`). Ray counts those towards the
     type's minimum when it launches, but keeps only its own workers for it when it retires idle
     ones: so each type's `min_workers` becomes what the count leaves, `max(0, min - count)`, or an
-    idle worker of its own would be kept beside ours for good. Under autoscaler v2, which does
-    not count them at all, the maxima are lowered by the counts too (module docstring)."""
+    idle worker of its own would be kept beside ours for good. Under autoscaler v2 each worker
+    type's maximum is lowered by its count too, and its pinned twin added (module docstring)."""
     missing = sorted(set(config.available_node_types) - set(node_configs))
     if missing:
         raise ValueError(
@@ -64,19 +69,31 @@ def autoscaler_config(
     data["head_setup_commands"] = config.setup_commands_for("head", config.head_node_type)
     data["worker_setup_commands"] = [*config.setup_commands, *config.worker_setup_commands]
     counts = worker_counts or {}
-    v2 = config.provider.autoscaler_version == "v2"
     for name, node_type in data["available_node_types"].items():
         node_type["node_config"] = copy.deepcopy(node_configs[name])
         if "worker_setup_commands" in node_type:
             node_type["worker_setup_commands"] = config.setup_commands_for("worker", name)
         node_type["min_workers"] = max(0, node_type.get("min_workers", 0) - counts.get(name, 0))
-        if v2 and "max_workers" in node_type:
-            node_type["max_workers"] = max(
-                node_type["min_workers"], node_type["max_workers"] - counts.get(name, 0)
-            )
-    if v2:
-        data["max_workers"] = max(0, data["max_workers"] - sum(counts.values()))
+    if config.provider.autoscaler_version == "v2":
+        _add_pinned_twins(data, counts)
     return data
+
+
+def _add_pinned_twins(data: dict[str, Any], counts: Mapping[str, int]) -> None:
+    """Under v2: each node type's pinned twin (pinned.twin_type; every type's, even one Pulumi
+    keeps none of, so that a node it has yet to remove still has its type), the type's maximum
+    lowered by the count, and the provider section naming the twins. A twin's name cannot be a
+    user's type: type names are GCE label values, which have no `.`."""
+    types = data["available_node_types"]
+    twins: dict[str, str] = {}
+    for name in list(types):
+        node_type, count = types[name], counts.get(name, 0)
+        types[pinned.twin(name)] = pinned.twin_type(node_type, count)
+        if "max_workers" in node_type:
+            node_type["max_workers"] = max(node_type["min_workers"],
+                                           node_type["max_workers"] - count)
+        twins[pinned.twin(name)] = name
+    data["provider"][pinned.PROVIDER_FIELD] = twins
 
 
 def _provider(config: ClusterConfig) -> dict[str, Any]:

@@ -660,9 +660,18 @@ export_resources() {
     if [ -n "$resources" ]; then
         ENV_PREFIX="${ENV_PREFIX}export RAY_OVERRIDE_RESOURCES=$(quote "$resources"); "
     fi
-    if [ -n "$LABELS_JSON" ]; then
-        ENV_PREFIX="${ENV_PREFIX}export RAY_OVERRIDE_LABELS=$(quote "$LABELS_JSON"); "
+    labels=$LABELS_JSON
+    pinned_under_v2 && labels=$PINNED_LABELS_JSON
+    if [ -n "$labels" ]; then
+        ENV_PREFIX="${ENV_PREFIX}export RAY_OVERRIDE_LABELS=$(quote "$labels"); "
     fi
+}
+
+# A node Pulumi keeps (metadata ray-node-kind: unmanaged) in a cluster run by autoscaler v2
+# (PINNED_TYPE_NAME set): it names itself to v2 as its type's pinned twin, the type v2 counts
+# Pulumi's nodes as and never launches or retires (bootstrap/head_provider/pinned.py).
+pinned_under_v2() {
+    [ -n "$PINNED_TYPE_NAME" ] && [ "$(metadata_attr ray-node-kind)" = unmanaged ]
 }
 
 # `export NAME='VALUE'; ` for the start commands: ENV_PREFIX reaches the `ray start` process
@@ -680,9 +689,14 @@ add_start_env() {
 # GCP provider knows its instance by, and RAY_CLOUD_INSTANCE_TYPE_NAME (the machine type, as v2's
 # RayInstaller reads it from the node_config; none on a TPU VM): autoscaler v2 joins the
 # Ray node to the instance by it. A node Pulumi keeps (metadata ray-node-kind: unmanaged) does
-# not: v2 would adopt it as its own and drain it when idle. The head says which autoscaler runs.
+# so under v2 alone, as its type's pinned twin (pinned_under_v2): v1 never joins it. The head
+# says which autoscaler runs.
 export_ray_identity() {
-    add_start_env RAY_NODE_TYPE_NAME "$NODE_TYPE"
+    if pinned_under_v2; then
+        add_start_env RAY_NODE_TYPE_NAME "$PINNED_TYPE_NAME"
+    else
+        add_start_env RAY_NODE_TYPE_NAME "$NODE_TYPE"
+    fi
     zone=$(metadata_path zone) && zone=${zone##*/} && [ -n "$zone" ] \
         && add_start_env RAY_NODE_ZONE "$zone" && add_start_env RAY_NODE_REGION "${zone%-*}"
     # ray.io/market-type: spot for a spot or preemptible instance; unknown in local mode.
@@ -691,7 +705,7 @@ export_ray_identity() {
         :) ;;
         *) add_start_env RAY_NODE_MARKET_TYPE on-demand ;;
     esac
-    if [ "$(metadata_attr ray-node-kind)" != unmanaged ]; then
+    if pinned_under_v2 || [ "$(metadata_attr ray-node-kind)" != unmanaged ]; then
         # The id Ray's GCP provider knows the node by: the instance name, or a TPU node's
         # full name.
         if [ "$NODE_IS_TPU" = true ]; then

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Literal
 
 from bootstrap.file_mounts import FileMountArchive, bucket_name
+from bootstrap.head_provider import pinned
 from bootstrap.head_provider_metadata import payload_digest
 from infra.config import ClusterConfig, TpuNodeConfig
 
@@ -220,6 +221,7 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str,
     if isinstance(type_config.node_config, TpuNodeConfig):  # narrows the type for mypy
         # Ray's GCP provider gives the pod's first host this resource (autoscaler demand).
         host0_resources[f"TPU-{type_config.node_config.tpu_type_name}-head"] = 1
+    v2 = config.provider.autoscaler_version == "v2"
     lines = [
         "# ---- this node",
         _assign("NODE_CLUSTER", config.cluster_name),
@@ -240,8 +242,12 @@ def _node_data(config: ClusterConfig, role: Role, node_type: str,
         _assign("DOCKER_MOUNT_DIR", f"{DOCKER_MOUNT_ROOT}/{config.cluster_name}"),
         _assign("DOCKER_MOUNT_TARGETS", "\n".join(mounts.targets if mounts else ())),
         _assign("CLUSTER_BUCKET", bucket_name(config)),
-        *([_assign("AUTOSCALER_V2", "1" if config.provider.autoscaler_version == "v2" else "0")]
-          if role == "head" else []),
+        *([_assign("AUTOSCALER_V2", "1" if v2 else "0")] if role == "head" else []),
+        # A node Pulumi keeps names itself to v2 as its type's pinned twin (still in the
+        # type's node group); empty under v1, which counts it as it is.
+        _assign("PINNED_TYPE_NAME", pinned.twin(node_type) if v2 else ""),
+        _assign("PINNED_LABELS_JSON",
+                _json({**type_config.labels, pinned.NODE_GROUP_LABEL: node_type}) if v2 else ""),
         'HEAD_RESOLVE_TRIES=${RAY_BOOTSTRAP_RESOLVE_TRIES:-120}',
         'HEAD_RESOLVE_DELAY=${RAY_BOOTSTRAP_RESOLVE_DELAY:-5}',
         "",
@@ -314,7 +320,7 @@ def docker_run_words(config: ClusterConfig, role: Role, node_type: str) -> list[
 
 # The node data `ray start` reads (through export_resources and export_ray_identity).
 _START_DATA = ("NODE_IS_TPU=", "RESOURCES_JSON", "LABELS_JSON=", "AUTOSCALER_V2=",
-               "NODE_RAY_TOKEN_AUTH=")
+               "NODE_RAY_TOKEN_AUTH=", "PINNED_")
 
 
 def _data_of(data: str, prefixes: tuple[str, ...]) -> str:

@@ -16,7 +16,7 @@ import copy
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +29,7 @@ from google.auth.credentials import AnonymousCredentials
 from googleapiclient import discovery
 from program_runs import head_config_text, stack_yaml
 
-from infra.config import parse_cluster_config
+from infra.config import ClusterConfig, parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
 from infra.prices import node_type_price
 from infra.workers import WorkerGroupProvider
@@ -66,9 +66,14 @@ class Cluster:
         return self.bootstrap_config["head_node_type"]
 
     @property
+    def config(self) -> ClusterConfig:
+        """The cluster YAML as the user wrote it (with the test's edit), Ray's defaults
+        filled in."""
+        return parse_cluster_config(copy.deepcopy(self.yaml))
+
+    @property
     def worker_type(self) -> str:
-        return next(name for name in self.bootstrap_config["available_node_types"]
-                    if name != self.head_type)
+        return next(name for name in self.config.available_node_types if name != self.head_type)
 
 
 def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None,
@@ -87,7 +92,7 @@ def planned(stack: str, version: Version, worker_counts: dict[str, int] | None =
     groups = [r.inputs for r in run.of_type(WORKER_GROUP_TYPE)]
     return Cluster(
         run=run,
-        yaml=stack_yaml(stack),
+        yaml=data,
         head_name=head.inputs["name"],
         bootstrap_config=yaml.safe_load(head_config_text(run, head)),
         groups=groups,
@@ -125,6 +130,63 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
     # Ray caches one provider per config: each test's fake has its own port.
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+# ------------------------------------------------ the workers Pulumi pins, counted (issue 36)
+
+PINNED_STACKS = ["full", "minimal", "gpu-docker"]
+ROOM = 3  # max_workers of the cluster and its worker type, where the YAML names the type
+
+
+def with_one_pinned(stack: str, version: Version) -> Cluster:
+    """The stack with one worker of its worker type Pulumi keeps; where the YAML names its
+    worker type, the cluster and that type may have ROOM workers, so that "one more node" and
+    "up to the maximum" differ (`minimal` keeps Ray's defaults: two)."""
+
+    def room(data: dict[str, Any]) -> None:
+        types = data.get("available_node_types")
+        if not types:
+            return
+        data["max_workers"] = ROOM
+        for name, node_type in types.items():
+            if name != data["head_node_type"]:
+                node_type["max_workers"] = ROOM
+
+    worker_type = planned(stack, version, edit=room).worker_type
+    return planned(stack, version, {worker_type: 1}, edit=room)
+
+
+def most_workers(cluster: Cluster) -> int:
+    """The workers of its worker type the cluster may have, Pulumi's counted: the lower of the
+    YAML's `max_workers` and the type's."""
+    config = cluster.config
+    return min(config.max_workers, config.available_node_types[cluster.worker_type].max_workers)
+
+
+def start_with_one_pinned(stack: str, version: Version,
+                          fake: FakeComputeServer) -> tuple[Cluster, list[str]]:
+    """`with_one_pinned` started in the fake cloud: the cluster, and its head and worker."""
+    cluster = with_one_pinned(stack, version)
+    nodes = start_cluster(cluster, fake)
+    assert len(nodes) == 2, nodes
+    return cluster, nodes
+
+
+def idle_an_hour(names: Iterable[str]) -> dict[str, float]:
+    return {name: IDLE_FOR_AN_HOUR for name in names}
+
+
+def past_the_maximum(cluster: Cluster) -> list[dict[str, float]]:
+    """Pending work for more workers than the cluster may ever have."""
+    return [node_bundles(cluster, 1)[1]] * (most_workers(cluster) + 3)
+
+
+def node_bundles(cluster: Cluster, workers: int) -> list[dict[str, float]]:
+    """`request_resources(bundles=...)` for the head's resources and `workers` workers' of
+    the worker type, one bundle per node."""
+    types = cluster.config.available_node_types
+    return [dict(types[cluster.head_type].resources),
+            *[dict(types[cluster.worker_type].resources) for _ in range(workers)]]
 
 
 def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
@@ -231,6 +293,8 @@ def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
     """The head as the program declares it (labels and metadata), and each worker group's
     nodes; their names."""
     head = next(r for r in cluster.run.of_type("gcp:compute/instance:Instance"))
+    # The fake's region has only its `-a` zone unless told (the gpu-docker stack is in `-b`).
+    fake.cloud.catalogue.zones.setdefault(cluster.yaml["provider"]["region"], [cluster.zone])
     fake.cloud.add_foreign_instance(
         cluster.project, cluster.zone, cluster.head_name, head.inputs["labels"],
         metadata=head.inputs["metadata"],

@@ -72,6 +72,15 @@ def test_provider_tells_the_heads_provider_which_spot_types_fall_back():
     assert provider["capacity"] == {"spot_t": {"fallback": "on-demand", "return_to_spot": True}}
 
 
+def test_a_tpu_types_pinned_twin_gets_the_pod_head_resource_from_rays_provider():
+    from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
+
+    config = load_cluster_config(next(s for s in SHIPPED_STACKS if s.stem == "tpu-pod"))
+    result = autoscaler_config(config, _bodies(config), {"ray_tpu": 1})
+    filled = GCPNodeProvider.fillout_available_node_types_resources(result)
+    assert filled["available_node_types"]["ray_tpu.pinned"]["resources"]["TPU-v4-16-head"] == 1
+
+
 def test_tpu_cluster_tells_rays_provider_to_build_a_tpu_client():
     config = load_cluster_config(next(s for s in SHIPPED_STACKS if s.stem == "tpu-pod"))
     result = autoscaler_config(config, _bodies(config))
@@ -122,15 +131,37 @@ def test_min_workers_is_what_pulumis_workers_leave_to_the_autoscaler_v1():
     assert types["head_t"]["min_workers"] == 0
 
 
-def test_v2_leaves_the_autoscaler_only_the_room_pulumis_workers_leave():
-    """v2 does not see unmanaged nodes: each maximum is lowered by what Pulumi keeps."""
+def test_v2_counts_pulumis_workers_as_each_types_pinned_twin():
+    """v2 drops unmanaged nodes: the head's provider lists them as workers of their type's
+    twin, which has room for the type's maximum (a lowered count never scales one down) and is
+    never made up to a minimum or retired when idle; the type keeps what the count leaves, and
+    the cluster's maximum counts Pulumi's nodes (bootstrap/head_provider/pinned.py)."""
     config = _three_types("v2")
     data = autoscaler_config(config, _bodies(config), {"worker_t": 2, "other_t": 1})
     types = data["available_node_types"]
     assert (types["worker_t"]["min_workers"], types["worker_t"]["max_workers"]) == (0, 1)
     assert (types["other_t"]["min_workers"], types["other_t"]["max_workers"]) == (0, 1)
-    assert data["max_workers"] == 2  # 5 - 3 kept
+    twin = types["worker_t.pinned"]
+    assert (twin["min_workers"], twin["max_workers"]) == (0, 3)
+    assert twin["idle_timeout_s"] >= 100 * 365 * 24 * 3600
+    assert twin["priority"] < types["worker_t"].get("priority", 0)
+    assert twin["resources"] == types["worker_t"]["resources"]
+    # Never launched: of the body only what Ray's GCP provider reads (instance or TPU node).
+    assert twin["node_config"] == {
+        "machineType": types["worker_t"]["node_config"]["machineType"]}
+    assert types["other_t.pinned"]["max_workers"] == 2
+    assert types["head_t.pinned"]["max_workers"] == 0  # the head's type has no workers
+    assert data["max_workers"] == 5  # the YAML's: v2 counts Pulumi's nodes
+    assert data["provider"]["pinned_types"] == {
+        "head_t.pinned": "head_t", "worker_t.pinned": "worker_t", "other_t.pinned": "other_t"}
     validate_config(data)
+
+
+def test_v1_config_has_no_pinned_twins():
+    config = _three_types("v1")
+    data = autoscaler_config(config, _bodies(config), {"worker_t": 2})
+    assert set(data["available_node_types"]) == {"head_t", "worker_t", "other_t"}
+    assert "pinned_types" not in data["provider"]
 
 
 def test_v1_head_config_is_the_same_whatever_count_pulumi_keeps():

@@ -270,14 +270,32 @@ def test_ray_start_itself_gets_what_autoscaler_v2_and_rays_label_schedulers_read
         assert "RAY_enable_autoscaler_v2" not in env  # the head's alone says it
 
 
-def test_a_node_pulumi_keeps_reports_no_instance_to_autoscaler_v2(tmp_path):
+def _pinned_worker(tmp_path, version):
     _served(tmp_path)
-    run = _worker(tmp_path, metadata={"ray-head-address": "10.0.0.9",
-                                      "ray-node-kind": "unmanaged"})
+    config = cluster(provider={"type": "gcp", "region": "us-west1",
+                               "availability_zone": "us-west1-a",
+                               "project_id": "my-gcp-project", "autoscaler_version": version})
+    return _worker(tmp_path, config, metadata={"ray-head-address": "10.0.0.9",
+                                               "ray-node-kind": "unmanaged"})
+
+
+def test_a_node_pulumi_keeps_names_itself_to_autoscaler_v2_as_its_types_pinned_twin(tmp_path):
+    """v2 adopts a Ray node by the type it reports: the twin the head's provider lists the
+    instance as (bootstrap/head_provider/pinned.py); Ray's node-group label stays the type."""
+    run = _pinned_worker(tmp_path, "v2")
+    assert run.returncode == 0, run.log
+    assert run.ray_env["RAY_CLOUD_INSTANCE_ID"] == "ray-stubbed-worker-0badcafe-compute"
+    assert run.ray_env["RAY_NODE_TYPE_NAME"] == "worker_t.pinned"
+    assert json.loads(run.ray_env["RAY_OVERRIDE_LABELS"])["ray.io/node-group"] == "worker_t"
+    assert run.ray_env["RAY_NODE_MARKET_TYPE"] == "on-demand"
+
+
+def test_a_node_pulumi_keeps_reports_no_instance_to_autoscaler_v1(tmp_path):
+    run = _pinned_worker(tmp_path, "v1")
     assert run.returncode == 0, run.log
     assert "RAY_CLOUD_INSTANCE_ID" not in run.ray_env
+    assert "RAY_OVERRIDE_LABELS" not in run.ray_env
     assert run.ray_env["RAY_NODE_TYPE_NAME"] == "worker_t"
-    assert run.ray_env["RAY_NODE_MARKET_TYPE"] == "on-demand"
 
 
 def test_the_head_starts_the_autoscaler_the_yaml_asks_for(tmp_path):

@@ -146,11 +146,12 @@ def test_same_config_has_no_rows(plans: dict[str, Plan]) -> None:
 def test_worker_count_change_updates_in_place(plans: dict[str, Plan]) -> None:
     rows = diff_plans(plans["base"], plans["more_workers"])
     node_type = BASE_YAML["available_node_types"][WORKER]
-    # Under autoscaler v2 (Ray's default) the head's config leaves v2 the room Pulumi's
-    # workers do not take: its maxima change, in place, and nothing else of the head.
+    # Under autoscaler v2 (Ray's default) the head's config leaves the type the room Pulumi's
+    # workers do not take (they count as its pinned twin): its maximum changes, in place, and
+    # nothing else of the head.
     assert actions(rows) == {("update", WORKER), ("update", "head"), NEW_CONFIG_OBJECT}
     assert head_config_line(rows).endswith(
-        f"2 changes: available_node_types.{WORKER}.max_workers: 1 -> 0; max_workers: 1 -> 0")
+        f"1 change: available_node_types.{WORKER}.max_workers: 1 -> 0")
     worker = only_row(rows, WORKER)
     assert change_lines(worker) == [
         f"{WORKER}.count: {node_type['min_workers']} -> {node_type['max_workers']}"
@@ -205,8 +206,9 @@ def test_worker_machine_type_change_replaces_the_group_with_a_cost_hint(
     assert f"{WORKER}.machineType: {old_type} -> n2-standard-4" in change_lines(
         only_row(rows, WORKER))
     assert head_config_line(rows).endswith(
-        f"1 change: available_node_types.{WORKER}.node_config.machineType: "
-        f"{old_type} -> n2-standard-4")
+        f"2 changes: available_node_types.{WORKER}.node_config.machineType: "
+        f"{old_type} -> n2-standard-4; available_node_types.{WORKER}.pinned.node_config."
+        f"machineType: {old_type} -> n2-standard-4")
     markdown = render_markdown([only_row(rows, WORKER)], "s", "`main`", "working tree", 0)
     count = BASE_YAML["available_node_types"][WORKER]["min_workers"]
     assert f"cost hint: {old_type} $" in markdown
@@ -218,7 +220,8 @@ def test_adding_a_gpu_type_adds_only_its_worker_group(plans: dict[str, Plan]) ->
     assert actions(rows) == {("add", "ray_worker_gpu"), ("update", "head"), NEW_CONFIG_OBJECT}
     assert only_row(rows, "ray_worker_gpu").kind == "WorkerGroup"
     assert head_config_line(rows).endswith(
-        "1 change: available_node_types.ray_worker_gpu added")
+        "3 changes: available_node_types.ray_worker_gpu added; available_node_types."
+        "ray_worker_gpu.pinned added; provider.pinned_types.ray_worker_gpu.pinned added")
 
 
 def test_adding_a_tpu_type_adds_its_workers_and_the_tpu_admin_role(
@@ -244,7 +247,8 @@ def test_removing_a_type_removes_only_its_worker_group(plans: dict[str, Plan]) -
     rows = diff_plans(plans["with_gpu"], plans["base"])
     assert actions(rows) == {("remove", "ray_worker_gpu"), ("update", "head"), NEW_CONFIG_OBJECT}
     assert head_config_line(rows).endswith(
-        "1 change: available_node_types.ray_worker_gpu removed")
+        "3 changes: available_node_types.ray_worker_gpu removed; available_node_types."
+        "ray_worker_gpu.pinned removed; provider.pinned_types.ray_worker_gpu.pinned removed")
 
 
 def _head(plan: Plan) -> dict[str, Any]:

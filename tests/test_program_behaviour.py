@@ -161,7 +161,10 @@ def test_pulumis_nodes_say_they_are_unmanaged_in_metadata_and_the_autoscalers_co
         head = next(r for kind in ("gcp:compute/instance:Instance", "gcp:tpu/v2Vm:V2Vm")
                     for r in run.of_type(kind) if r.inputs["labels"]["ray-node-type"] == "head")
         bootstrap = yaml.safe_load(head_config_text(run, head))
-        for node_type in bootstrap["available_node_types"].values():
+        for name, node_type in bootstrap["available_node_types"].items():
+            if name.endswith(".pinned"):  # v2's twin of a type: never launched, no body
+                assert "metadata" not in node_type["node_config"]
+                continue
             metadata = node_type["node_config"]["metadata"]
             keys = (metadata if isinstance(metadata, dict)
                     else {i["key"]: i["value"] for i in metadata["items"]})
@@ -216,7 +219,8 @@ def test_fifty_node_types_plan_and_the_autoscalers_workers_boot_themselves():
     bootstrap_text = head_config_text(run, head)
     assert len(bootstrap_text) > 256 * 1024
     bootstrap = yaml.safe_load(bootstrap_text)
-    assert len(bootstrap["available_node_types"]) == 52
+    types = bootstrap["available_node_types"]
+    assert len([name for name in types if not name.endswith(".pinned")]) == 52
     assert bootstrap["provider"]["disable_node_updaters"] is True
     node_config = bootstrap["available_node_types"]["extra_7"]["node_config"]
     keys = {item["key"] for item in node_config["metadata"]["items"]}

@@ -30,6 +30,7 @@ from ray.autoscaler._private.util import format_info_string
 from ray_cooperation import (
     CYCLES,
     IDLE_FOR_AN_HOUR,
+    PINNED_STACKS,
     Cluster,
     active_lines,
     assert_on_demand_fallback,
@@ -37,15 +38,20 @@ from ray_cooperation import (
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
     hourly_cap_with_room,
+    idle_an_hour,
     install_head_provider,
     ip_of,
     market_of_instance,
+    most_workers,
+    node_bundles,
     node_id,
+    past_the_maximum,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
     spot_with_fallback,
     start_cluster,
+    start_with_one_pinned,
 )
 
 from bootstrap.autostop import Autostop, Cloud, Metadata, RayState
@@ -116,9 +122,12 @@ class RayHead:
                 waiting_bundles=copy.deepcopy(demand or []),
             )
 
-    def cycle(self, **report: Any) -> None:
-        """One monitor iteration; Ray's background launches are waited for."""
+    def cycle(self, requested: list[dict[str, float]] | None = None, **report: Any) -> None:
+        """One monitor iteration, `request_resources` having last asked for `requested`
+        (the monitor hands it to LoadMetrics each time); Ray's background launches are
+        waited for."""
         self.report(**report)
+        self.load_metrics.set_resource_requests(copy.deepcopy(requested or []))
         self.autoscaler.update()
         deadline = time.monotonic() + 30
         while self.autoscaler.pending_launches.value and time.monotonic() < deadline:
@@ -356,6 +365,92 @@ def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_
 
     assert grow(up) == {}
     assert launch_failures(up.head)
+
+
+# ------------------------------------ the workers Pulumi pins, counted by v1 (issue 36)
+
+
+def pinned_up(stack: str, fake: FakeComputeServer,
+              head_for: Callable[[Cluster], RayHead]) -> Running:
+    """The stack under v1 with one worker Pulumi keeps (ray_cooperation.with_one_pinned)."""
+    cluster, nodes = start_with_one_pinned(stack, "v1", fake)
+    return Running(cluster, nodes, head_for(cluster))
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_request_resources_that_fits_on_the_head_and_pinned_worker_launches_nothing(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+
+    for _ in range(CYCLES):
+        run.head.cycle(idle_s=idle_an_hour(run.nodes), requested=node_bundles(run.cluster, 1))
+
+    assert set(run.head.running()) == set(run.nodes)
+    assert run.head.gcs.drained == []
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_request_resources_needing_one_more_node_launches_exactly_one(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+
+    for _ in range(CYCLES):
+        run.head.cycle(requested=node_bundles(run.cluster, 2))
+
+    (launched,) = set(run.head.running()) - set(run.nodes)
+    assert run.head.running()[launched]["labels"]["ray-user-node-type"] == run.cluster.worker_type
+
+
+def grow_past_the_maximum(run: Running) -> set[str]:
+    """Every node busy and more work waiting than the cluster may ever hold, with
+    request_resources asking for the head and the pinned worker: v1's launches."""
+    for _ in range(CYCLES):
+        run.head.cycle(busy=set(run.head.running()), demand=past_the_maximum(run.cluster),
+                       requested=node_bundles(run.cluster, 1))
+    return set(run.head.running()) - set(run.nodes)
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_demand_beyond_max_workers_launches_up_to_the_maximum_counting_the_pinned_worker(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+
+    launched = grow_past_the_maximum(run)
+
+    assert len(launched) == most_workers(run.cluster) - 1
+    assert set(run.nodes) <= set(run.head.running())
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_idle_autoscaled_workers_retire_and_the_pinned_worker_never(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+    launched = grow_past_the_maximum(run)
+    assert launched
+
+    for _ in range(CYCLES):
+        run.head.cycle(idle_s=idle_an_hour(run.head.running()))
+
+    assert set(run.head.running()) == set(run.nodes)
+    assert sorted(run.head.gcs.drained) == sorted(node_id(name) for name in launched)
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_a_preempted_pinned_worker_is_not_replaced_by_the_autoscaler(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+    run.head.cycle(idle_s=idle_an_hour(run.nodes))
+    fake.cloud.preempt(run.cluster.project, run.cluster.zone, run.nodes[1])
+
+    for _ in range(CYCLES):
+        run.head.cycle(idle_s=idle_an_hour(run.head.running()))
+
+    assert set(fake.instances(run.cluster.project, run.cluster.zone)) == {run.cluster.head_name}
 
 
 # ------------------------------------------- the spend cap's launch check (provider.spend_cap)

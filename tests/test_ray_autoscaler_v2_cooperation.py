@@ -46,6 +46,7 @@ from ray.autoscaler.v2.instance_manager.config import FileConfigReader, Instance
 from ray.autoscaler.v2.schema import Stats
 from ray.autoscaler.v2.utils import ClusterStatusFormatter, ClusterStatusParser
 from ray.core.generated.autoscaler_pb2 import (
+    ClusterResourceConstraint,
     ClusterResourceState,
     GetClusterResourceStateReply,
     GetClusterStatusReply,
@@ -58,6 +59,7 @@ from ray.core.generated.instance_manager_pb2 import Instance as IMInstance
 from ray_cooperation import (
     CYCLES,
     IDLE_FOR_AN_HOUR,
+    PINNED_STACKS,
     Cluster,
     active_lines,
     assert_on_demand_fallback,
@@ -65,13 +67,18 @@ from ray_cooperation import (
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
     hourly_cap_with_room,
+    idle_an_hour,
     install_head_provider,
     ip_of,
+    most_workers,
+    node_bundles,
+    past_the_maximum,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     running,
     spot_with_fallback,
     start_cluster,
+    start_with_one_pinned,
 )
 
 from infra.workers import ClusterSweeperProvider
@@ -216,6 +223,7 @@ class FakeGcs:
     idle_s: dict[str, float] = field(default_factory=dict)
     busy: set[str] = field(default_factory=set)
     demand: list[dict[str, float]] = field(default_factory=list)
+    requested: list[dict[str, float]] = field(default_factory=list)  # request_resources
 
     @property
     def address(self) -> str:
@@ -266,6 +274,11 @@ class FakeGcs:
         for bundle in pending:
             state.pending_resource_requests.append(ResourceRequestByCount(
                 request=ResourceRequest(resources_bundle=bundle), count=1))
+        if self.requested:  # the GCS keeps the last request_resources as one constraint
+            state.cluster_resource_constraints.append(ClusterResourceConstraint(
+                resource_requests=[ResourceRequestByCount(
+                    request=ResourceRequest(resources_bundle=bundle), count=1)
+                    for bundle in self.requested]))
         return GetClusterResourceStateReply(cluster_resource_state=state).SerializeToString()
 
     def drain_node(self, node_id: str, reason: int, reason_message: str,
@@ -302,12 +315,15 @@ class RayHeadV2:
         return running(self.cluster, self.fake)
 
     def cycle(self, idle_s: dict[str, float] | None = None, busy: set[str] = frozenset(),
-              demand: list[dict[str, float]] | None = None, after_s: float = 5.0) -> None:
+              demand: list[dict[str, float]] | None = None, after_s: float = 5.0,
+              requested: list[dict[str, float]] | None = None) -> None:
         """`after_s` later, one monitor iteration: new instances' Ray has started, every node
-        reports (idle for `idle_s[name]`, all in use on `busy`), `demand` waits."""
+        reports (idle for `idle_s[name]`, all in use on `busy`), `demand` waits, and
+        `request_resources` last asked for `requested`."""
         self.clock.sleep(after_s)
         self.gcs.boot()
         self.gcs.idle_s, self.gcs.busy, self.gcs.demand = idle_s or {}, set(busy), demand or []
+        self.gcs.requested = requested or []
         state = self.autoscaler.update_autoscaling_state()
         assert state is not None, "Ray's autoscaler v2 raised in its update (logged above)"
         self.state = state
@@ -396,11 +412,10 @@ def test_every_node_tells_ray_start_what_v2_and_its_schedulers_read(
     zone, region = cluster.zone, cluster.yaml["provider"]["region"]
 
     assert env[cluster.head_name]["RAY_enable_autoscaler_v2"] == "1"
-    for name in (cluster.head_name, its_own):  # the nodes Ray's autoscaler manages
+    # Every node, Pulumi's too, tells v2 its instance: v2 joins each to the instance it lists.
+    for name in (cluster.head_name, its_own, *nodes[1:]):
         assert env[name]["RAY_CLOUD_INSTANCE_ID"] == name
         assert env[name]["RAY_CLOUD_INSTANCE_TYPE_NAME"] == "n1-standard-2"
-    for name in nodes[1:]:  # Pulumi's: never an instance of v2's
-        assert "RAY_CLOUD_INSTANCE_ID" not in env[name]
     for name in head.gcs.nodes:
         node_type = head.running()[name]["labels"]["ray-user-node-type"]
         labels = head.gcs.nodes[name].state().labels
@@ -410,9 +425,14 @@ def test_every_node_tells_ray_start_what_v2_and_its_schedulers_read(
         scheduling = head.running()[name].get("scheduling") or {}
         spot = scheduling.get("preemptible") or scheduling.get("provisioningModel") == "SPOT"
         assert labels["ray.io/market-type"] == ("spot" if spot else "on-demand")
-    # v2 joined each Ray node it manages to its instance.
-    assert head.instances()[cluster.head_name] == IMInstance.RAY_RUNNING
-    assert head.instances()[its_own] == IMInstance.RAY_RUNNING
+    # v2 joined each Ray node to its instance, Pulumi's as its type's pinned twin.
+    im = head.autoscaler._instance_manager.get_instance_manager_state(request=None).state
+    joined = {i.cloud_instance_id: (i.instance_type, i.status) for i in im.instances}
+    running_ray = IMInstance.RAY_RUNNING
+    assert joined[cluster.head_name] == (cluster.head_type, running_ray)
+    assert joined[its_own] == (cluster.worker_type, running_ray)
+    for name in nodes[1:]:
+        assert joined[name] == (f"{cluster.worker_type}.pinned", running_ray)
 
 
 def test_v2_runs_the_heads_own_provider_from_the_shipped_zip(
@@ -438,7 +458,8 @@ def test_idle_cluster_keeps_pulumis_workers_and_launches_nothing(
     assert head.gcs.drained == []
     status = head.status()
     assert f"1 {cluster.head_type}" in active_lines(status)
-    assert f"{len(nodes) - 1} {cluster.worker_type}" in active_lines(status)  # ours, by type
+    # Ours, as their type's pinned twin (the type v2 counts them as).
+    assert f"{len(nodes) - 1} {cluster.worker_type}.pinned" in active_lines(status)
     for name in nodes:  # every node, ours too, in `ray status -v`
         assert f"Id: {_node_id(name).hex()}" in status
 
@@ -456,12 +477,13 @@ def test_demand_beyond_our_workers_launches_only_what_they_cannot_hold(
 
     # More than every node can hold: v2 adds its own, up to the cluster's max_workers, which
     # counts ours.
-    backlog = [per_node(cluster)] * (cluster.yaml.get("max_workers", 2) + 3)
+    yaml_max = cluster.yaml.get("max_workers", RAY_DEFAULT_MAX_WORKERS)
+    backlog = [per_node(cluster)] * (yaml_max + 3)
     for _ in range(CYCLES):
         head.cycle(busy=set(head.running()), demand=backlog)
     launched = {n: i for n, i in head.running().items() if n not in nodes}
-    yaml_max = cluster.yaml.get("max_workers", RAY_DEFAULT_MAX_WORKERS)
-    assert len(launched) == yaml_max - len(nodes[1:]) == cluster.bootstrap_config["max_workers"]
+    assert len(launched) == yaml_max - len(nodes[1:])
+    assert cluster.bootstrap_config["max_workers"] == yaml_max
     template = cluster.bootstrap_config["available_node_types"][cluster.worker_type]
     for instance in launched.values():
         labels = instance["labels"]
@@ -582,12 +604,15 @@ def test_v2_spot_stocked_out_gives_on_demand_workers_labelled_and_counted_once(
         # Its Ray says so to Ray's schedulers, and v2 joined it to its one instance.
         assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "on-demand"
         assert up.head.instances()[name] == IMInstance.RAY_RUNNING
-    # No failed allocation, no second instance for one request: the IM knows exactly these.
-    workers = {i: s for i, s in up.head.instances().items() if i != up.cluster.head_name}
+    # No failed allocation, no second instance for one request: the IM knows exactly these
+    # (and the head and ours).
+    workers = {i: s for i, s in up.head.instances().items() if i not in up.nodes}
     assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
     grow_v2(up)
     assert set(up.head.running()) == {*up.nodes, *launched}
-    assert f"{len(up.nodes) - 1 + len(launched)} {SPOT_TYPE}" in active_lines(up.head.status())
+    lines = active_lines(up.head.status())
+    assert f"{len(launched)} {SPOT_TYPE}" in lines
+    assert f"{len(up.nodes) - 1} {SPOT_TYPE}.pinned" in lines
 
 
 def test_v2_spot_available_gives_spot_workers_as_before(
@@ -634,6 +659,152 @@ def test_v2_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_
     assert labels["ray-spend-refused"] == SPOT_TYPE
 
 
+# ------------------------------------ the workers Pulumi pins, counted by v2 (issue 36)
+
+GROWN = CYCLES + 3  # cycles enough for v2 to launch all it will at upscaling_speed 1
+
+
+def pinned_up(stack: str, fake: FakeComputeServer,
+              head_for: Callable[[Cluster], RayHeadV2]) -> Running:
+    """The stack under v2 with one worker Pulumi keeps (ray_cooperation.with_one_pinned)."""
+    cluster, nodes = start_with_one_pinned(stack, "v2", fake)
+    return Running(cluster, nodes, head_for(cluster))
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_v2_request_resources_that_fits_on_the_head_and_pinned_worker_launches_nothing(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+
+    for _ in range(GROWN):
+        run.head.cycle(idle_s=idle_an_hour(run.nodes), requested=node_bundles(run.cluster, 1))
+
+    assert set(run.head.running()) == set(run.nodes)
+    assert run.head.gcs.drained == []
+    assert run.head.instances()[run.nodes[1]] == IMInstance.RAY_RUNNING  # counted by v2
+    assert active_lines(run.head.status())[-2:] == [
+        f"1 {run.cluster.head_type}", f"1 {run.cluster.worker_type}.pinned"]
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_v2_request_resources_needing_one_more_node_launches_exactly_one(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+
+    for _ in range(GROWN):
+        run.head.cycle(requested=node_bundles(run.cluster, 2))
+
+    (launched,) = set(run.head.running()) - set(run.nodes)
+    assert run.head.running()[launched]["labels"]["ray-user-node-type"] == run.cluster.worker_type
+    assert run.head.instances()[launched] == IMInstance.RAY_RUNNING
+    lines = active_lines(run.head.status())
+    assert f"1 {run.cluster.worker_type}" in lines
+    assert f"1 {run.cluster.worker_type}.pinned" in lines
+    assert run.head.gcs.drained == []
+
+
+def grow_past_the_maximum(run: Running) -> set[str]:
+    """Every node busy and more work waiting than the cluster may ever hold, with
+    request_resources asking for the head and the pinned worker: v2's launches."""
+    for _ in range(GROWN):
+        run.head.cycle(busy=set(run.head.running()), demand=past_the_maximum(run.cluster),
+                       requested=node_bundles(run.cluster, 1))
+    return set(run.head.running()) - set(run.nodes)
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_v2_demand_beyond_max_workers_launches_up_to_the_maximum_counting_the_pinned_worker(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+
+    launched = grow_past_the_maximum(run)
+
+    most = most_workers(run.cluster)
+    assert len(launched) == most - 1
+    assert set(run.nodes) <= set(run.head.running())
+    assert {run.head.instances()[name] for name in launched} == {IMInstance.RAY_RUNNING}
+    lines = active_lines(run.head.status())
+    assert f"{most - 1} {run.cluster.worker_type}" in lines
+    assert f"1 {run.cluster.worker_type}.pinned" in lines
+    assert run.head.gcs.drained == []
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_v2_idle_autoscaled_workers_retire_and_the_pinned_worker_never(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    run = pinned_up(stack, fake, head_for)
+    launched = grow_past_the_maximum(run)
+    assert launched
+
+    for _ in range(GROWN):
+        run.head.cycle(idle_s=idle_an_hour(run.head.running()))
+
+    assert set(run.head.running()) == set(run.nodes)
+    assert sorted(run.head.gcs.drained) == sorted(launched)
+    assert run.head.instances()[run.nodes[1]] == IMInstance.RAY_RUNNING
+
+
+@pytest.mark.parametrize("stack", PINNED_STACKS)
+def test_v2_a_preempted_pinned_worker_is_not_replaced_by_the_autoscaler(
+    stack: str, fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    """Pulumi keeps its workers (the next `invoke up` makes the group's node again): v2
+    neither launches one in its place nor counts the lost one."""
+    run = pinned_up(stack, fake, head_for)
+    run.head.cycle(idle_s=idle_an_hour(run.nodes))
+    fake.cloud.preempt(run.cluster.project, run.cluster.zone, run.nodes[1])
+
+    for _ in range(GROWN):
+        run.head.cycle(idle_s=idle_an_hour(run.head.running()))
+
+    assert set(fake.instances(run.cluster.project, run.cluster.zone)) == {run.cluster.head_name}
+    # A request for the head and a worker now needs a worker of v2's own: one.
+    for _ in range(GROWN):
+        run.head.cycle(requested=node_bundles(run.cluster, 1))
+    assert len(set(run.head.running()) - {run.cluster.head_name}) == 1
+
+
+def test_v2_scale_down_with_a_cycle_between_head_config_and_group_delete_drains_nothing(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    """`pulumi up` updates the head (its config: the count lowered) before the group deletes
+    its node: v2 runs in between and must not scale Pulumi's node down itself."""
+    before, nodes = start_with_one_pinned("minimal", "v2", fake)
+    after = planned("minimal", "v2", {before.worker_type: 0})
+    head = head_for(after)
+
+    for _ in range(GROWN):
+        head.cycle(idle_s=idle_an_hour(nodes))
+
+    assert set(head.running()) == set(nodes)
+    assert head.gcs.drained == []
+
+
+def test_v2_a_pinned_worker_whose_ray_never_starts_outlives_every_v2_timeout(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    """v2 deletes an instance that stays ALLOCATED past its timeout (its own, rightly); the
+    head's provider refuses that for a node Pulumi keeps, and says so in the log."""
+    run = pinned_up("full", fake, head_for)
+    ours = run.nodes[1]
+    run.head.gcs.nodes.pop(ours)
+    run.head.gcs.withheld.add(ours)  # its Ray never starts
+
+    with caplog.at_level(logging.WARNING):
+        for _ in range(6):
+            run.head.cycle(idle_s=idle_an_hour(run.nodes), after_s=LONGEST_TIMEOUT_S / 2 + 1)
+
+    assert set(run.head.running()) == set(run.nodes)
+    assert any(f"{ours} is a worker Pulumi keeps: the autoscaler never terminates it"
+               in record.getMessage() for record in caplog.records)
+    assert run.head.gcs.drained == []
+
+
 # ------------------------------------------------------ what the design rests on (Ray's v2)
 
 
@@ -653,18 +824,3 @@ def test_a_head_reporting_no_instance_id_is_deleted_by_v2_after_an_hour(
     head.cycle(after_s=TIMEOUTS.allocate_status_timeout_s + 1)
     head.cycle()
     assert cluster.head_name not in head.running()
-
-
-def test_a_pinned_worker_reporting_its_instance_id_would_be_drained_by_v2(
-    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
-) -> None:
-    """Why Pulumi's workers report no RAY_CLOUD_INSTANCE_ID: v2 adopts the Ray node of an
-    instance it does not list (NodeProviderAdapter drops `unmanaged` ones) as its own worker
-    and retires it when idle, through a drain, before it notices the instance is not its."""
-    running_up = up("full", fake, head_for)
-    nodes, head = running_up.nodes, running_up.head
-    ours = nodes[1]
-    node = head.gcs.nodes[ours]
-    node.env["RAY_CLOUD_INSTANCE_ID"] = ours
-    head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in nodes})
-    assert ours in head.gcs.drained

@@ -96,6 +96,9 @@ def materialise_tree(ref: str, dest: Path, root: Path = PROJECT_ROOT) -> None:
         with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
             for member in tar:
                 _refuse_outside(member, dest, ref)
+                # git keeps one bit of a file's mode; its archive writes it through
+                # tar.umask (0002: 0664): give the files the modes a checkout gives them.
+                member.mode = 0o755 if member.isdir() or member.mode & 0o100 else 0o644
                 tar.extract(member, dest)
         # tarfile stops at the first end-of-archive block; git pads the archive to a whole
         # 10 KiB record after it, which may still be on its way. Closing the pipe before it

@@ -34,7 +34,7 @@ def _project_root_cwd(monkeypatch: pytest.MonkeyPatch) -> None:
 def _user_credentials(_no_process_left_behind: None,
                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The user's own Google credentials, as `gcloud auth application-default login` leaves
-    them (GOOGLE_APPLICATION_CREDENTIALS: an `authorized_user` file), refreshing at a fake
+    them for a workforce user (GOOGLE_APPLICATION_CREDENTIALS), refreshing at a fake
     OAuth endpoint: every call the product makes to the fake APIs (tests/fake_compute)
     presents the user's identity, which the fakes check (tests/fake_compute/identity.py)."""
     with TokenEndpoint() as endpoint:

@@ -56,7 +56,7 @@ def _emulator_credentials() -> Credentials:
     if path:
         import google.auth
 
-        return google.auth.load_credentials_from_file(path, scopes=[CLOUD_PLATFORM])[0]
+        return google.auth.default(scopes=[CLOUD_PLATFORM])[0]
     from google.auth.credentials import AnonymousCredentials
 
     return AnonymousCredentials()

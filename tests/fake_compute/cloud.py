@@ -444,14 +444,18 @@ class FakeCloud:
     def add_foreign_instance(self, project: str, zone: str, name: str,
                              labels: dict[str, str],
                              metadata: dict[str, str] | None = None,
-                             machine_type: str | None = None) -> None:
-        """An instance someone else (Ray's autoscaler, pulumi-gcp) made, RUNNING already."""
+                             machine_type: str | None = None,
+                             service_account: dict[str, Any] | None = None) -> None:
+        """An instance someone else (Ray's autoscaler, pulumi-gcp) made, RUNNING already,
+        running as `service_account` ({"email", "scopes"}) when given."""
         with self.lock:
             scope = f"projects/{project}/zones/{zone}"
             items = [{"key": k, "value": v} for k, v in (metadata or {}).items()]
             body: dict[str, Any] = {"labels": dict(labels), "metadata": {"items": items}}
             if machine_type:
                 body["machineType"] = machine_type
+            if service_account:
+                body["serviceAccounts"] = [dict(service_account)]
             instance = self._new_instance(scope, name, body)
             instance["status"] = "RUNNING"
             self.zone_instances(project, zone)[name] = instance

@@ -2,10 +2,13 @@
 Google checks it.
 
 - **Who.** A token is minted for a principal with a set of OAuth scopes: the user's by the
-  OAuth token endpoint (`POST /token`, the refresh-token grant an `authorized_user`
-  Application Default Credentials file makes; https://developers.google.com/identity/
-  protocols/oauth2/web-server#offline), a VM's by `mint` (what a metadata server hands the
-  instance's service account, with the instance's scopes). No token, or one never minted:
+  token endpoint (`POST /token`, the refresh-token grant of RFC 6749 section 6 that the
+  `external_account_authorized_user` Application Default Credentials file of a workforce
+  identity federation user makes: https://cloud.google.com/iam/docs/workforce-obtaining-
+  short-lived-credentials; google-auth honours that file's `token_url`, while it always
+  sends an `authorized_user` file's refresh to oauth2.googleapis.com), a VM's by `vm_token`
+  (what a metadata server hands the instance's service account, with the instance's scopes).
+  No token, or one never minted:
   401 UNAUTHENTICATED (https://cloud.google.com/apis/design/errors#handling_errors).
 - **Scopes.** Each method accepts the scopes its discovery document lists (`scopes` of the
   method in the documents google-api-python-client ships: e.g. `compute.instances.insert`
@@ -46,9 +49,10 @@ CLOUD_PLATFORM = SCOPE + "cloud-platform"
 # What `gcloud auth application-default login` grants by default (its --scopes help).
 USER_SCOPES = frozenset({CLOUD_PLATFORM, SCOPE + "userinfo.email", "openid",
                          SCOPE + "sqlservice.login"})
-USER_EMAIL = "tester@example.com"
-USER = f"user:{USER_EMAIL}"
-USER_REFRESH_TOKEN = "1//fake-user-refresh-token"
+# A workforce identity federation user (https://cloud.google.com/iam/docs/principal-identifiers)
+WORKFORCE_POOL = "locations/global/workforcePools/fake-pool"
+USER = f"principal://iam.googleapis.com/{WORKFORCE_POOL}/subject/tester@example.com"
+USER_REFRESH_TOKEN = "fake-user-refresh-token"
 
 # The roles `README.md` ("Who can do what" -> "You, running the tasks") tells a user they
 # need; the fake project starts with them bound to USER (tests drop one to see it needed).
@@ -176,7 +180,8 @@ class Token:
 
     @property
     def email(self) -> str:
-        return self.principal.split(":", 1)[1]
+        """The account as error texts name it: a service account's email, a user's subject."""
+        return self.principal.rsplit("/", 1)[-1].split(":", 1)[-1]
 
 
 class Identities:
@@ -237,8 +242,8 @@ IDENTITIES = Identities()
 
 class TokenEndpoint:
     """Google's OAuth 2.0 token endpoint on 127.0.0.1 (`POST /token`, a form body), minting
-    into IDENTITIES; `adc()` is the user's `authorized_user` Application Default Credentials
-    file as `gcloud auth application-default login` writes it, refreshing here."""
+    into IDENTITIES; `adc()` is the user's Application Default Credentials file as `gcloud
+    auth application-default login` writes it for a workforce user, refreshing here."""
 
     def __init__(self) -> None:
         identities = IDENTITIES
@@ -275,10 +280,11 @@ class TokenEndpoint:
 
     def adc(self) -> dict[str, Any]:
         host, port = self._http.server_address[:2]
-        return {"type": "authorized_user",
-                "client_id": "fake-client.apps.googleusercontent.com",
-                "client_secret": "fake-client-secret", "refresh_token": USER_REFRESH_TOKEN,
-                "token_uri": f"http://{host}:{port}/token"}
+        return {"type": "external_account_authorized_user",
+                "audience": f"//iam.googleapis.com/{WORKFORCE_POOL}/providers/fake-provider",
+                "client_id": "fake-client-id", "client_secret": "fake-client-secret",
+                "refresh_token": USER_REFRESH_TOKEN, "token_url": f"http://{host}:{port}/token",
+                "token_info_url": f"http://{host}:{port}/introspect"}
 
 
 @cache

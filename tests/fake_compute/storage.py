@@ -140,6 +140,17 @@ class FakeStorage:
                 "etag": base64.b64encode(str(version).encode()).decode()}
             return _json(self.policies[p["bucket"]])
 
+    def grant(self, bucket: str, role: str, member: str) -> None:
+        """Add `member` to `role` in the bucket's IAM policy (a BucketIAMMember)."""
+        with self.lock:
+            bindings = self._policy(bucket)["bindings"]
+            for binding in bindings:
+                if binding["role"] == role:
+                    if member not in binding["members"]:
+                        binding["members"].append(member)
+                    return
+            bindings.append({"role": role, "members": [member]})
+
     def _policy(self, bucket: str) -> dict[str, Any]:
         return self.policies.setdefault(bucket, {
             "kind": "storage#policy", "resourceId": f"projects/_/buckets/{bucket}",

@@ -21,7 +21,7 @@ from infra.stack_config import (
     STACKS_DIR,
     resolve_cluster_path,
 )
-from ops.errors import OpsError
+from ops.errors import OpsError, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
@@ -206,6 +206,7 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
     except auto.CommandError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
         reason = lines[-1] if lines else "see the messages above"
-        raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None
+        raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}"
+                       f"{missing_role(str(exc))}") from None
 
 

@@ -4,6 +4,13 @@ ImportSshPublicKeyResponse whose loginProfile lists posixAccounts and sshPublicK
 
 `accounts` maps each account allowed to log in to the POSIX user name the fake gives it;
 any other account gets 403 PERMISSION_DENIED, as for a principal without the OS Login role.
+The caller is its bearer token (tests/fake_compute/identity.py): none, or one never minted,
+401 UNAUTHENTICATED; a token without a scope `oslogin.users.importSshPublicKey` lists in its
+discovery document (cloud-platform, compute), 403 ACCESS_TOKEN_SCOPE_INSUFFICIENT; a key put
+into another account's profile, 403 PERMISSION_DENIED (a caller manages its own login profile:
+https://cloud.google.com/compute/docs/oslogin/rest/v1/users/importSshPublicKey, whose `parent`
+is "The unique ID for the user", and https://cloud.google.com/compute/docs/oslogin/manage-
+oslogin-in-an-org for a service account's, which this fake does not serve).
 Imports nothing from the project.
 """
 
@@ -17,6 +24,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fake_compute.cloud import ApiError
+from tests.fake_compute.identity import IDENTITIES, check_scopes
 
 _IMPORT = re.compile(r"^/v1/users/(?P<user>[^/:]+):importSshPublicKey$")
 
@@ -44,14 +54,21 @@ class FakeOsLogin:
         self._http.server_close()
         self._thread.join(timeout=5)
 
-    def answer(self, path: str, query: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+    def answer(self, path: str, query: dict[str, str], body: dict[str, Any],
+               authorization: str | None = None) -> tuple[int, Any]:
         match = _IMPORT.match(path)
         if match is None:
             return 404, _error(404, f"no fake route for {path}", "NOT_FOUND")
         account = unquote(match["user"])
         project = query.get("projectId", "")
         key = body.get("key", "")
-        if account not in self.accounts:
+        try:
+            caller = IDENTITIES.who(authorization)
+            check_scopes(caller, "oslogin.v1", "oslogin.users.importSshPublicKey",
+                         "oslogin.googleapis.com")
+        except ApiError as refused:
+            return refused.status, refused.body()
+        if account not in self.accounts or caller.email != account:
             return 403, _error(403, f"The caller does not have permission to log in as "
                                     f"{account}", "PERMISSION_DENIED")
         if len(key.split()) < 2:
@@ -81,7 +98,8 @@ class FakeOsLogin:
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                status, payload = fake.answer(url.path, query, body)
+                status, payload = fake.answer(url.path, query, body,
+                                              self.headers.get("Authorization"))
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -21,7 +21,9 @@ from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
 from tests.fake_compute import FakeComputeServer, Faults
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
-TOKEN = FakeGoogle.token
+# The node's service account and scope: its metadata server mints its token at the fake.
+NODE = "ray-node@my-gcp-project.iam.gserviceaccount.com"
+READ_ONLY = ["https://www.googleapis.com/auth/devstorage.read_only"]
 
 
 def _boot(tmp_path: Path, google: FakeGoogle, storage: FakeComputeServer,
@@ -44,8 +46,18 @@ def _mounted_cluster(tmp_path: Path, **overrides):
                    setup_commands=["record setup-saw-$(cat ~/proj/flag)"], **overrides)
 
 
-def _stock(storage: FakeComputeServer, bucket: str, objects: dict[str, bytes]) -> None:
+def _node_token(storage: FakeComputeServer) -> str:
+    return storage.vm_token(NODE, READ_ONLY)
+
+
+def _stock(storage: FakeComputeServer, bucket: str, objects: dict[str, bytes],
+           readable: bool = True) -> None:
+    """The bucket as the program makes it: in the cluster's project, its objects readable by
+    the node's account (a BucketIAMMember) unless not `readable` yet."""
     storage.storage.buckets[bucket] = {"name": bucket}
+    storage.storage.projects[bucket] = "my-gcp-project"
+    if readable:
+        storage.storage.grant(bucket, "roles/storage.objectViewer", f"serviceAccount:{NODE}")
     for name, data in objects.items():
         storage.storage.objects[(bucket, name)] = data
 
@@ -55,7 +67,8 @@ def test_a_worker_fetches_and_unpacks_its_mounts_before_initialization_and_setup
     mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
+            FakeGoogle(token=_node_token(storage),
+                       attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
         _stock(storage, bucket_name(config), {mounts.object_name: mounts.content})
         try:
             boot = _boot(tmp_path, google, storage)
@@ -69,7 +82,7 @@ def test_a_worker_fetches_and_unpacks_its_mounts_before_initialization_and_setup
     encoded = mounts.object_name.replace("/", "%2F")
     assert storage.storage.requests == [
         ("storage.objects.get", f"/storage/v1/b/{bucket_name(config)}/o/{encoded}")]
-    assert f"Bearer {TOKEN}" not in boot.stdout + boot.stderr + log
+    assert f"Bearer {google.token}" not in boot.stdout + boot.stderr + log
 
 
 def test_a_node_waits_for_its_read_grant_to_reach_iam(tmp_path):
@@ -78,13 +91,13 @@ def test_a_node_waits_for_its_read_grant_to_reach_iam(tmp_path):
     entries = node_metadata(config, "worker", "worker_t", mounts)
     bucket = bucket_name(config)
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
-        _stock(storage, bucket, {mounts.object_name: mounts.content})
-        storage.storage.readers[bucket] = {"ya29.someone-else"}
+            FakeGoogle(token=_node_token(storage),
+                       attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
+        _stock(storage, bucket, {mounts.object_name: mounts.content}, readable=False)
 
         def grant() -> None:
             wait_for(lambda: len(storage.storage.requests) >= 2, "two refused reads")
-            storage.storage.readers[bucket].add(TOKEN)
+            storage.storage.grant(bucket, "roles/storage.objectViewer", f"serviceAccount:{NODE}")
 
         granting = threading.Thread(target=grant)
         granting.start()
@@ -104,7 +117,8 @@ def test_a_node_that_cannot_read_the_bucket_fails_its_file_mounts_stage_and_says
     mounts = pack_file_mounts(config, tmp_path / "src").keyed(MOUNTS_KEY)
     entries = node_metadata(config, "worker", "worker_t", mounts)
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
+            FakeGoogle(token=_node_token(storage),
+                       attributes={**entries, "ray-head-address": "10.0.0.9"}) as google:
         _stock(storage, bucket_name(config), {})
         try:
             boot = _boot(tmp_path, google, storage, {"RAY_BOOTSTRAP_FETCH_TRIES": "2"})
@@ -139,7 +153,8 @@ def test_the_head_reads_a_50_type_autoscaler_config_from_the_bucket_and_follows_
     reference = f"gs://{bucket}/autoscaler/v1.yaml"
     config_file = tmp_path / "ray_bootstrap_config.yaml"
     with FakeComputeServer(Faults(operation_s=0.0)) as storage, \
-            FakeGoogle(attributes={**entries, BOOTSTRAP_CONFIG_KEY: reference}) as google:
+            FakeGoogle(token=_node_token(storage),
+                       attributes={**entries, BOOTSTRAP_CONFIG_KEY: reference}) as google:
         _stock(storage, bucket, {"autoscaler/v1.yaml": text.encode()})
         try:
             boot = _boot(tmp_path, google, storage, {"RAY_HEAD_IP": "10.0.0.2"})

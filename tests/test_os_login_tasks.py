@@ -14,10 +14,11 @@ from sshd_server import TestStack, stack_outputs_for
 from ops.remote.os_login import ACCOUNT_ENV, ENDPOINT_ENV
 from ops.remote.ssh import Connector
 from ops.stack import load_outputs
+from tests.fake_compute.identity import USER
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
-ACCOUNT = "you@example.com"
+ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
 
 
 @pytest.fixture

@@ -63,15 +63,11 @@ def _import_key(account: str, project: str, public_key: str) -> dict[str, Any]:
 
 def _service() -> Any:
     """The `oslogin` v1 client from the discovery document google-api-python-client ships."""
+    import google.auth
     from googleapiclient.discovery import build
 
-    endpoint = os.environ.get(ENDPOINT_ENV)
-    if endpoint:
-        import httplib2
-
-        return build("oslogin", "v1", http=httplib2.Http(), static_discovery=True,
-                     client_options={"api_endpoint": f"http://{endpoint}/"})
-    import google.auth
-
     credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
-    return build("oslogin", "v1", credentials=credentials, static_discovery=True)
+    endpoint = os.environ.get(ENDPOINT_ENV)
+    options = {"api_endpoint": f"http://{endpoint}/"} if endpoint else None
+    return build("oslogin", "v1", credentials=credentials, static_discovery=True,
+                 client_options=options)

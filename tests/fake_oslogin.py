@@ -20,13 +20,12 @@ import base64
 import hashlib
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from tests.fake_compute.cloud import ApiError
 from tests.fake_compute.identity import IDENTITIES, check_scopes
+from tests.fake_compute.post_server import PostServer
 
 _IMPORT = re.compile(r"^/v1/users/(?P<user>[^/:]+):importSshPublicKey$")
 
@@ -35,24 +34,22 @@ class FakeOsLogin:
     def __init__(self, accounts: dict[str, str]) -> None:
         self.accounts = accounts
         self.imported: list[tuple[str, str, str]] = []  # (account, projectId, key)
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._server = PostServer(self._post)
 
     @property
     def endpoint(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"{host}:{port}"
+        return self._server.endpoint
 
     def __enter__(self) -> FakeOsLogin:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
+
+    def _post(self, path: str, query: dict[str, str], raw: bytes,
+              authorization: str | None) -> tuple[int, Any]:
+        return self.answer(path, query, json.loads(raw or b"{}"), authorization)
 
     def answer(self, path: str, query: dict[str, str], body: dict[str, Any],
                authorization: str | None = None) -> tuple[int, Any]:
@@ -88,29 +85,6 @@ class FakeOsLogin:
                 "key": key, "fingerprint": fingerprint,
                 "name": f"users/{account}/sshPublicKeys/{fingerprint}"}},
         }}
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                url = urlsplit(self.path)
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                status, payload = fake.answer(url.path, query, body,
-                                              self.headers.get("Authorization"))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
 
 
 def _error(code: int, message: str, status: str) -> dict[str, Any]:

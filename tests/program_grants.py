@@ -16,7 +16,8 @@ def grant_as_planned(run: ProgramRun, fake: FakeComputeServer) -> None:
         fake.platform.grant(i["project"], i["role"], i["member"])
     for resource in run.of_type("gcp:serviceaccount/iAMMember:IAMMember"):
         i = resource.inputs
-        _, project, _, email = str(i["serviceAccountId"]).split("/")
+        email = str(i["serviceAccountId"]).rsplit("/", 1)[-1]  # projects/p/serviceAccounts/e
+        project = email.split("@", 1)[1].split(".", 1)[0]
         fake.platform.grant_on_account(project, email, i["role"], i["member"])
     for resource in run.of_type("gcp:secretmanager/secretIamMember:SecretIamMember"):
         i = resource.inputs

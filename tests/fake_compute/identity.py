@@ -35,7 +35,6 @@ import secrets
 import threading
 from dataclasses import dataclass
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -43,6 +42,7 @@ from urllib.parse import parse_qs
 import googleapiclient
 
 from tests.fake_compute.cloud import ApiError
+from tests.fake_compute.post_server import PostServer
 
 SCOPE = "https://www.googleapis.com/auth/"
 CLOUD_PLATFORM = SCOPE + "cloud-platform"
@@ -246,45 +246,29 @@ class TokenEndpoint:
     auth application-default login` writes it for a workforce user, refreshing here."""
 
     def __init__(self) -> None:
-        identities = IDENTITIES
+        self._server = PostServer(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                length = int(self.headers.get("Content-Length") or 0)
-                status, grant = identities.refresh_grant(self.rfile.read(length))
-                if self.path != "/token":
-                    status, grant = 404, {"error": "not_found"}
-                data = json.dumps(grant).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,),
-                                        daemon=True)
+    @staticmethod
+    def _answer(path: str, _query: dict[str, str], body: bytes,
+                _authorization: str | None) -> tuple[int, Any]:
+        if path != "/token":
+            return 404, {"error": "not_found"}
+        return IDENTITIES.refresh_grant(body)
 
     def __enter__(self) -> TokenEndpoint:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
     def adc(self) -> dict[str, Any]:
-        host, port = self._http.server_address[:2]
+        base = f"http://{self._server.endpoint}"
         return {"type": "external_account_authorized_user",
                 "audience": f"//iam.googleapis.com/{WORKFORCE_POOL}/providers/fake-provider",
                 "client_id": "fake-client-id", "client_secret": "fake-client-secret",
-                "refresh_token": USER_REFRESH_TOKEN, "token_url": f"http://{host}:{port}/token",
-                "token_info_url": f"http://{host}:{port}/introspect"}
+                "refresh_token": USER_REFRESH_TOKEN, "token_url": f"{base}/token",
+                "token_info_url": f"{base}/introspect"}
 
 
 @cache

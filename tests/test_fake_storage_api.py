@@ -115,6 +115,15 @@ def test_a_node_reads_a_bucket_only_once_the_bucket_grants_it(fake) -> None:
     assert missing.value.resp.status == 404
 
 
+def test_making_a_bucket_needs_storage_buckets_create_in_the_project(fake) -> None:
+    node = fake.vm_token(NODE, ["https://www.googleapis.com/auth/cloud-platform"])
+    with pytest.raises(HttpError) as refused:
+        _client(fake, node).buckets().insert(project="my-proj", body={"name": "b"}).execute()
+    assert json.loads(refused.value.content)["error"]["message"] == (
+        f"{NODE} does not have storage.buckets.create access to the Google Cloud project. "
+        "Permission 'storage.buckets.create' denied on resource (or it may not exist).")
+
+
 def test_a_read_only_scope_reads_but_never_writes(fake) -> None:
     """devstorage.read_only is among objects.get's scopes, not objects.insert's: the write
     is refused for the token's scope before IAM is asked (the node is even an admin)."""

@@ -223,11 +223,12 @@ RULES.update({
 
 # Cloud Storage (tests/fake_compute/storage.py's method ids are the discovery document's).
 _B = lambda p, _b: f"projects/_/buckets/{p['bucket']}"  # noqa: E731
+_NEW = lambda p, _b: f"projects/{p['project']}"  # noqa: E731 (a bucket is made in a project)
 _O = lambda p, _b: f"projects/_/buckets/{p['bucket']}/objects/{p.get('object', '')}"  # noqa: E731
 STORAGE_RULES: dict[str, Rule] = {
     method: Rule("storage.v1", method, permission, resource, "storage")
     for method, permission, resource in [
-        ("storage.buckets.insert", "storage.buckets.create", _B),
+        ("storage.buckets.insert", "storage.buckets.create", _NEW),
         ("storage.buckets.get", "storage.buckets.get", _B),
         ("storage.buckets.delete", "storage.buckets.delete", _B),
         ("storage.buckets.getIamPolicy", "storage.buckets.getIamPolicy", _B),
@@ -253,8 +254,10 @@ def refusal(rule: Rule, token: Token, permission: str, resource: str) -> ApiErro
         return ApiError(403, f"Required '{permission}' permission for '{resource}'",
                         "forbidden")
     if rule.wording == "storage":
-        return ApiError(403, f"{token.email} does not have {permission} access to the Google "
-                        f"Cloud Storage {'object' if '/objects/' in resource else 'bucket'}. "
+        what = ("Google Cloud Storage object" if "/objects/" in resource
+                else "Google Cloud Storage bucket" if "/buckets/" in resource
+                else "Google Cloud project")
+        return ApiError(403, f"{token.email} does not have {permission} access to the {what}. "
                         f"Permission '{permission}' denied on resource (or it may not exist).",
                         "forbidden")
     return ApiError(403, f"Permission '{permission}' denied on resource '{resource}' (or it "

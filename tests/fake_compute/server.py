@@ -270,7 +270,8 @@ class FakeComputeServer:
         bucket = params.get("bucket")
         if bucket:
             policies.append(self.storage.policies.get(bucket, {}))
-        authorize(STORAGE_RULES[method], token, params, None, policies)
+        authorize(STORAGE_RULES[method], token, {**params, "project": project or ""}, None,
+                  policies)
 
     @staticmethod
     def _compute_filter(query: dict[str, str]) -> Predicate:

@@ -6,6 +6,16 @@ engine (tests/ray_cooperation.py): the fake then judges each call by exactly tho
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+from infra.config.cluster import (
+    AUTOSCALER_ACCOUNT_ID,
+    AUTOSCALER_ROLES,
+    CLOUD_PLATFORM_SCOPE,
+    TPU_ROLE,
+)
 from ops.review.plan_engine import ProgramRun
 from tests.fake_compute import FakeComputeServer
 
@@ -26,3 +36,23 @@ def grant_as_planned(run: ProgramRun, fake: FakeComputeServer) -> None:
     for resource in run.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
         i = resource.inputs
         fake.storage.grant(i["bucket"], i["role"], i["member"])
+
+
+def programs_head(fake: FakeComputeServer, project: str, tpu: bool = False) -> dict[str, Any]:
+    """For a test with no planned cluster: the head's service account as the program makes
+    it (the autoscaler's account, cloud-platform scope), granted the project roles the
+    program grants it (infra.config.cluster; with `tpu`, a cluster with TPU types');
+    {"email", "scopes"}."""
+    email = f"{AUTOSCALER_ACCOUNT_ID}@{project}.iam.gserviceaccount.com"
+    for role in AUTOSCALER_ROLES + ((TPU_ROLE,) if tpu else ()):
+        fake.platform.grant(project, role, f"serviceAccount:{email}")
+    return {"email": email, "scopes": [CLOUD_PLATFORM_SCOPE]}
+
+
+def local_metadata_token(folder: Path, token: str) -> None:
+    """The metadata server's token answer, where a head in local mode reads it
+    (bootstrap/head_provider/instance_metadata.py)."""
+    path = folder / "service-accounts" / "default" / "token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"access_token": token, "expires_in": 3599,
+                                "token_type": "Bearer"}))

@@ -18,6 +18,7 @@ import copy
 import hashlib
 import json
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ import ray.autoscaler._private.providers as ray_providers
 import yaml
 from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
-from program_grants import grant_as_planned
+from program_grants import grant_as_planned, programs_head
 from program_runs import head_config_text, stack_yaml
 
 from infra.config import parse_cluster_config
@@ -130,13 +131,29 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
 
 
+# A test's head without a planned cluster (`as_the_programs_head`), by fake.
+_HEADS: weakref.WeakKeyDictionary[FakeComputeServer, dict[str, Any]] = (
+    weakref.WeakKeyDictionary())
+
+
+def as_the_programs_head(fake: FakeComputeServer, project: str) -> None:
+    """For a test with no planned cluster: Ray's clients run as the head the program makes
+    (tests/program_grants.py `programs_head`)."""
+    _HEADS[fake] = programs_head(fake, project)
+
+
 def head_credentials(fake: FakeComputeServer) -> Credentials:
     """What Ray's clients on the head get from google.auth: a token of the head's service
-    account, with the head's scopes (the head `start_cluster` put in the fake)."""
+    account, with the head's scopes (the head `start_cluster` put in the fake, else
+    `as_the_programs_head`'s)."""
     with fake.cloud.lock:
-        heads = [i for instances in fake.cloud.instances.values() for i in instances.values()
-                 if (i.get("labels") or {}).get("ray-node-type") == "head"]
-    (account,) = heads[0]["serviceAccounts"]
+        accounts = [i["serviceAccounts"][0] for instances in fake.cloud.instances.values()
+                    for i in instances.values()
+                    if (i.get("labels") or {}).get("ray-node-type") == "head"
+                    and i.get("serviceAccounts")]
+    account = accounts[0] if accounts else _HEADS.get(fake)
+    if account is None:
+        raise AssertionError("no head in the fake: start_cluster or as_the_programs_head first")
     return Credentials(token=fake.vm_token(account["email"], account["scopes"]))
 
 

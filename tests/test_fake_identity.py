@@ -138,3 +138,16 @@ def test_the_compute_client_library_sees_googles_403(fake) -> None:
 
 def test_every_role_the_readme_asks_of_the_user_is_in_the_table() -> None:
     assert set(USER_ROLES) <= set(ROLE_PERMISSIONS)
+
+
+def test_every_route_has_a_rule_naming_a_documented_method_and_a_role_that_grants_it() -> None:
+    from tests.fake_compute.access import RULES, STORAGE_RULES
+    from tests.fake_compute.identity import discovery_scopes
+    from tests.fake_compute.server import ROUTES
+    from tests.fake_compute.storage import ROUTES as STORAGE_ROUTES
+
+    rules = [RULES[method] for _, _, method in ROUTES]
+    rules += [STORAGE_RULES[method] for *_, method in STORAGE_ROUTES]
+    for rule in rules:
+        assert discovery_scopes(rule.document, rule.method_id), rule.method_id
+        assert any(rule.permission in held for held in ROLE_PERMISSIONS.values()), rule

@@ -153,3 +153,30 @@ def test_every_route_has_a_rule_naming_a_documented_method_and_a_role_that_grant
         public = rule.method_id == "cloudbilling.services.skus.list"  # no IAM (access.py)
         assert public or any(rule.permission in held for held in ROLE_PERMISSIONS.values()), \
             rule
+
+
+def test_a_nodes_metadata_token_works_at_the_cloud_apis_by_its_own_accounts_grants(
+        fake) -> None:
+    """One token registry: what the fake metadata server (tests/bootstrap_stubs.py) hands a
+    node is its account's token at every fake API, judged by that account's grants alone."""
+    from bootstrap_stubs import FakeGoogle
+
+    with FakeGoogle(service_account=WORKER, scopes=(CLOUD_PLATFORM,), project=PROJECT) as node:
+        answer = requests.get(f"{node.url}/computeMetadata/v1/instance/service-accounts/"
+                              "default/token", headers={"Metadata-Flavor": "Google"}, timeout=5)
+        token = answer.json()["access_token"]
+        api = compute(fake, token)
+        with pytest.raises(HttpError) as raised:
+            api.instances().list(project=PROJECT, zone=ZONE).execute()
+        assert refusal(raised)["message"].startswith("Required 'compute.instances.list'")
+        fake.platform.grant(PROJECT, "roles/compute.viewer", f"serviceAccount:{WORKER}")
+        assert api.instances().list(project=PROJECT, zone=ZONE).execute().get("items", []) == []
+        # and the user's token is no key to the node's secret: the secret is granted to WORKER
+        node.secrets["projects/my-proj/secrets/s/versions/1"] = b"x"
+        node.grant("projects/my-proj/secrets/s", "roles/secretmanager.secretAccessor")
+        url = f"{node.url}/v1/projects/my-proj/secrets/s/versions/1:access"
+        users = {"Authorization": f"Bearer {fake.identities.user_token()}"}
+        user = requests.get(url, headers=users, timeout=5)
+        assert user.status_code == 403 and "secretmanager.versions.access" in user.text
+        mine = requests.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=5)
+        assert mine.status_code == 200

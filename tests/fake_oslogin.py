@@ -46,13 +46,13 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from tests.fake_compute.cloud import ApiError
 from tests.fake_compute.identity import CLOUD_PLATFORM, IDENTITIES, adc_file, check_scopes
+from tests.fake_compute.json_server import JsonServer
 
 KEY_TYPES = {"ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
              "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com",
@@ -88,24 +88,18 @@ class FakeOsLogin:
         self.projects: dict[str, set[str]] = {}  # account -> projects with a POSIX account
         self.calls: list[tuple[str, str, str]] = []  # (caller, method, path)
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._server = JsonServer(self._serve)
 
     @property
     def endpoint(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"{host}:{port}"
+        return self._server.endpoint
 
     def __enter__(self) -> FakeOsLogin:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
     # --- what a test sets up or reads -------------------------------------------------------
 
@@ -229,43 +223,11 @@ class FakeOsLogin:
                 "name": f"users/{account}/projects/{project}"}]
         return profile
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self, verb: str) -> None:
-                url = urlsplit(self.path)
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if url.path == "/token" and verb == "POST":  # Google's OAuth token endpoint
-                    status, payload = IDENTITIES.refresh_grant(raw)
-                else:
-                    status, payload = fake.answer(verb, url.path, query, self.headers,
-                                                  json.loads(raw or b"{}"))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's names)
-                self._serve("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._serve("POST")
-
-            def do_PATCH(self) -> None:  # noqa: N802
-                self._serve("PATCH")
-
-            def do_DELETE(self) -> None:  # noqa: N802
-                self._serve("DELETE")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
+    def _serve(self, verb: str, path: str, query: dict[str, str], raw: bytes,
+               headers: Any) -> Answer:
+        if (verb, path) == ("POST", "/token"):  # Google's OAuth token endpoint
+            return IDENTITIES.refresh_grant(raw)
+        return self.answer(verb, path, query, headers, json.loads(raw or b"{}"))
 
 
 def _valid_key(key: str) -> bool:

@@ -42,7 +42,7 @@ from urllib.parse import parse_qs
 import googleapiclient
 
 from tests.fake_compute.cloud import ApiError
-from tests.fake_compute.post_server import PostServer
+from tests.fake_compute.json_server import JsonServer
 
 SCOPE = "https://www.googleapis.com/auth/"
 CLOUD_PLATFORM = SCOPE + "cloud-platform"
@@ -276,12 +276,12 @@ class TokenEndpoint:
     auth application-default login` writes it for a workforce user, refreshing here."""
 
     def __init__(self) -> None:
-        self._server = PostServer(self._answer)
+        self._server = JsonServer(self._answer)
 
     @staticmethod
-    def _answer(path: str, _query: dict[str, str], body: bytes,
-                _authorization: str | None) -> tuple[int, Any]:
-        if path != "/token":
+    def _answer(verb: str, path: str, _query: dict[str, str], body: bytes,
+                _headers: Any) -> tuple[int, Any]:
+        if (verb, path) != ("POST", "/token"):
             return 404, {"error": "not_found"}
         return IDENTITIES.refresh_grant(body)
 

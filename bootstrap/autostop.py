@@ -45,8 +45,8 @@ RAY_BOOTSTRAP_DASHBOARD_URL (default http://127.0.0.1:8265), RAY_BOOTSTRAP_COMPU
 https://tpu.googleapis.com/v2), RAY_BOOTSTRAP_AUTOSTOP_POLL (seconds between checks, default
 15), RAY_BOOTSTRAP_PROC_DIR (where SSH sessions are looked for, default /proc), and
 RAY_AUTH_TOKEN_PATH (Ray's auth token, sent to the dashboard; the startup script sets it when
-token authentication is on). An http://
-API URL is an emulator or the test fake: no token is sent, as Google's emulators expect.
+token authentication is on). Every Compute/TPU call carries the instance's service-account
+token, an emulator's (http://) too: the tests' fake checks who calls, as Google does.
 """
 
 from __future__ import annotations
@@ -297,13 +297,11 @@ class Cloud:
                    or "https://compute.googleapis.com/compute/v1",
                    os.environ.get("RAY_BOOTSTRAP_TPU_URL") or "https://tpu.googleapis.com/v2")
 
-    def _headers(self, url: str) -> dict[str, str]:
-        if url.startswith("http://"):
-            return {}
+    def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.metadata.token()}"}
 
     def _call(self, url: str, method: str = "GET", body: Any = None) -> Any:
-        return http_json(url, method, body, self._headers(url))
+        return http_json(url, method, body, self._headers())
 
     def nodes(self, settings: Settings) -> list[CloudNode]:
         """Every instance (and TPU node) carrying the cluster's labels, the autoscaler's too."""

@@ -53,7 +53,7 @@ class ClusterServiceAccount(pulumi.ComponentResource):
                 # pair for every cluster: deleting it would revoke it from all of them.
                 opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
-            for role in head_project_roles(config)
+            for role in head_project_roles(config.has_tpu)
         ]
         self.register_outputs({"email": self.email})
 

@@ -78,13 +78,14 @@ def token_secret_id(config: ClusterConfig) -> str:
     return f"ray-{config.cluster_name}-auth-token"
 
 
-def head_project_roles(config: ClusterConfig) -> tuple[str, ...]:
-    """What the head's autoscaler needs on the project to create and delete workers: a subset
+def head_project_roles(has_tpu: bool) -> tuple[str, ...]:
+    """What the head's autoscaler needs on the project to create and delete workers (TPU nodes
+    too when the cluster `has_tpu`): a subset
     of what Ray's launcher grants (ray/autoscaler/_private/gcp/config.py). Not Ray's
     `storage.objectAdmin` (every bucket of the project: the head reads its own through a
     bucket grant), `iam.serviceAccountUser` on the project (it gets it on the worker accounts
     only), nor `iam.roleViewer` (for the launcher's bootstrap, which never runs on the head)."""
-    return (COMPUTE_ADMIN, *((TPU_ADMIN,) if config.has_tpu else ()))
+    return (COMPUTE_ADMIN, *((TPU_ADMIN,) if has_tpu else ()))
 
 
 def node_account(
@@ -134,7 +135,7 @@ def node_reads(config: ClusterConfig) -> tuple[Grant, ...]:
 def head_grants(config: ClusterConfig, worker_emails: list[str]) -> tuple[Grant, ...]:
     project = config.provider.project
     return (
-        *(Grant(role, f"project {project}") for role in head_project_roles(config)),
+        *(Grant(role, f"project {project}") for role in head_project_roles(config.has_tpu)),
         Grant(SECRET_ACCESSOR, f"secret {key_secret_id(config)}"),
         *node_reads(config),
         *(Grant(SERVICE_ACCOUNT_USER, f"service account {email}") for email in worker_emails),

@@ -19,6 +19,35 @@ _USER_ERRORS = (
 )
 
 
+# The roles README.md ("Who can do what" -> "You, running the tasks") asks of whoever runs the
+# tasks, by the permission a 403 names (the first prefix that matches).
+_ROLE_OF_PERMISSION = (
+    ("iam.serviceAccounts.actAs", "roles/iam.serviceAccountUser"),
+    ("iam.serviceAccounts.", "roles/iam.serviceAccountAdmin"),
+    ("resourcemanager.projects.", "roles/resourcemanager.projectIamAdmin"),
+    ("compute.", "roles/compute.admin"),
+    ("secretmanager.", "roles/secretmanager.admin"),
+    ("storage.", "roles/storage.admin"),
+    ("tpu.", "roles/tpu.admin"),
+    ("serviceusage.", "roles/serviceusage.serviceUsageAdmin"),
+)
+# How Google's APIs name the permission in a 403: Compute "Required 'compute.x.y' permission",
+# IAM, Secret Manager, TPU "Permission 'x.y.z' denied", Cloud Storage "does not have x.y.z".
+_DENIED = re.compile(r"(?:Required '|Permission '|does not have )([a-z]+\.[A-Za-z]+\.[A-Za-z]+)")
+
+
+def missing_role(message: str) -> str:
+    """For an API's refusal that names a permission: which role of the README's list grants it
+    (" (your Google account needs roles/...)"), else ""."""
+    found = _DENIED.search(message)
+    if found is None:
+        return ""
+    role = next((role for prefix, role in _ROLE_OF_PERMISSION
+                 if found[1].startswith(prefix)), None)
+    return (f" (your Google account needs {role} for {found[1]}: README, "
+            "\"Who can do what\")") if role else ""
+
+
 class OpsError(Exception):
     """A problem the user can fix; shown as one line (plus context lines) without a traceback."""
 

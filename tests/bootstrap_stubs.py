@@ -22,13 +22,14 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from secrets import token_urlsafe
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from bootstrap import node_metadata, pack_file_mounts
 from bootstrap.node_metadata import RAY_AUTH_TOKEN_SECRET_KEY
 from infra.config import ClusterConfig, parse_cluster_config
+from tests.fake_compute.cloud import ApiError
+from tests.fake_compute.identity import IDENTITIES, ROLE_PERMISSIONS, discovery_scopes
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_STACKS = sorted((REPO / "stacks" / "clusters").glob("*.yaml"))
@@ -265,7 +266,10 @@ class FakeGoogle:
     account: its `instance/service-accounts/` lists none, so `default` is no entry
     (https://cloud.google.com/compute/docs/metadata/predefined-metadata-keys#instance-metadata,
     https://cloud.google.com/compute/docs/access/create-enable-service-accounts-for-instances).
-    The token is bound to that account and those scopes.
+    The token is bound to that account and those scopes: it is minted in the one token
+    registry every fake shares (tests/fake_compute/identity.py `vm_token`), so it works at the
+    fake cloud APIs (tests/fake_compute) too, by its own account's grants only, and a token
+    minted there (the user's, another VM's) is judged here by its own principal and scopes.
 
     Each API checks, as Google does
     (https://cloud.google.com/compute/docs/access/service-accounts#accesscopesiam: a call
@@ -274,7 +278,8 @@ class FakeGoogle:
     https://cloud.google.com/apis/design/errors#error_info), then a permission the IAM
     bindings give the account on the resource or an ancestor (the project), 403
     PERMISSION_DENIED naming the permission
-    (https://cloud.google.com/iam/docs/troubleshooting-access). `bindings` are
+    (https://cloud.google.com/iam/docs/troubleshooting-access), through the role table of
+    tests/fake_compute/identity.py (`ROLE_PERMISSIONS`, cited per role). `bindings` are
     (resource, role, member): `projects/P`, `projects/P/secrets/S`, `projects/_/buckets/B`.
     """
 
@@ -300,7 +305,8 @@ class FakeGoogle:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self.token = f"ya29.{token_urlsafe(24)}" if self.service_account else None
+        self.token = IDENTITIES.vm_token(self.service_account, frozenset(self.scopes)) \
+            if self.service_account else None
 
     @property
     def url(self) -> str:
@@ -317,9 +323,10 @@ class FakeGoogle:
         """Bind `role` on `resource` to `member` (default: this instance's account)."""
         self.bindings.append((resource, role, member or f"serviceAccount:{self.service_account}"))
 
-    def permitted(self, permission: str, resource: str) -> bool:
-        """Whether this instance's account holds `permission` on `resource` or its project."""
-        member = f"serviceAccount:{self.service_account}"
+    def permitted(self, permission: str, resource: str, member: str | None = None) -> bool:
+        """Whether `member` (default: this instance's account) holds `permission` on
+        `resource` or its project."""
+        member = member or f"serviceAccount:{self.service_account}"
         held = {resource, f"projects/{self.project}"}
         return any(where in held and who == member and permission in ROLE_PERMISSIONS.get(role, ())
                    for where, role, who in self.bindings)
@@ -377,40 +384,11 @@ def grant_head_reader(fake: FakeGoogle, head_name: str) -> None:
 
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-CLOUD_PLATFORM_READ_ONLY = "https://www.googleapis.com/auth/cloud-platform.read-only"
-# The scopes each API accepts for the call, from its reference's "Authorization scopes".
-# Secret Manager's access takes cloud-platform alone:
-# https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets.versions/access
-SECRET_ACCESS_SCOPES = frozenset({CLOUD_PLATFORM})
-# Cloud Storage reads (https://cloud.google.com/storage/docs/oauth-scopes,
-# https://cloud.google.com/storage/docs/json_api/v1/objects/get).
-STORAGE_READ_SCOPES = frozenset({
-    CLOUD_PLATFORM, CLOUD_PLATFORM_READ_ONLY,
-    "https://www.googleapis.com/auth/devstorage.read_only",
-    "https://www.googleapis.com/auth/devstorage.read_write",
-    "https://www.googleapis.com/auth/devstorage.full_control",
-})
-# https://cloud.google.com/compute/docs/reference/rest/v1/instances/getGuestAttributes
-COMPUTE_READ_SCOPES = frozenset({
-    CLOUD_PLATFORM, CLOUD_PLATFORM_READ_ONLY,
-    "https://www.googleapis.com/auth/compute",
-    "https://www.googleapis.com/auth/compute.readonly",
-})
-# The permissions each role the program grants gives for the calls above, from Google's
-# predefined roles reference (https://cloud.google.com/iam/docs/understanding-roles):
-# secretmanager.secretAccessor (https://cloud.google.com/secret-manager/docs/access-control),
-# storage.objectViewer and objectAdmin (https://cloud.google.com/storage/docs/access-control/
-# iam-roles), compute.admin and compute.viewer (https://cloud.google.com/compute/docs/access/
-# iam#compute.admin). A role not listed gives none of them (tpu.admin, iam.serviceAccountUser).
-ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
-    "roles/secretmanager.secretAccessor": frozenset({"secretmanager.versions.access"}),
-    "roles/storage.objectViewer": frozenset({"storage.objects.get", "storage.objects.list"}),
-    "roles/storage.objectAdmin": frozenset({
-        "storage.objects.get", "storage.objects.list", "storage.objects.create",
-        "storage.objects.delete", "storage.objects.update"}),
-    "roles/compute.admin": frozenset({"compute.instances.getGuestAttributes"}),
-    "roles/compute.viewer": frozenset({"compute.instances.getGuestAttributes"}),
-}
+# The scopes each API accepts for the call: the method's `scopes` in the discovery document
+# google-api-python-client ships (e.g. Secret Manager's access takes cloud-platform alone).
+SECRET_ACCESS = ("secretmanager.v1", "secretmanager.projects.secrets.versions.access")
+OBJECT_GET = ("storage.v1", "storage.objects.get")
+GUEST_ATTRIBUTES = ("compute.v1", "compute.instances.getGuestAttributes")
 
 
 def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
@@ -434,17 +412,18 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
                 return self._guest_attribute(url.path, query.get("variableKey", ""))
             return self._send(404, "not found")
 
-        def _refused(self, service: str, scopes: frozenset[str], permission: str,
+        def _refused(self, service: str, method: tuple[str, str], permission: str,
                      resource: str) -> bool:
             """Answer the first check the call fails (token, scope, IAM) and say so."""
-            if fake.token is None or self.headers.get("Authorization") != f"Bearer {fake.token}":
-                self._send(401, _error(401, "Request had invalid authentication credentials.",
-                                       "UNAUTHENTICATED"))
+            try:
+                token = IDENTITIES.who(self.headers.get("Authorization"))
+            except ApiError as refused:
+                self._send(refused.status, json.dumps(refused.body()))
                 return True
-            if not scopes & set(fake.scopes):
+            if not discovery_scopes(*method) & token.scopes:
                 self._send(403, _scope_error(service))
                 return True
-            if not fake.permitted(permission, resource):
+            if not fake.permitted(permission, resource, token.principal):
                 self._send(403, _error(
                     403, f"Permission '{permission}' denied for resource '{resource}' (or it "
                     "may not exist).", "PERMISSION_DENIED",
@@ -459,7 +438,7 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
             parts = path.split("/")  # /compute/v1/projects/P/zones/Z/instances/NAME/get...
             instance = parts[-2]
             resource = f"projects/{parts[4]}/zones/{parts[6]}/instances/{instance}"
-            if self._refused("compute.googleapis.com", COMPUTE_READ_SCOPES,
+            if self._refused("compute.googleapis.com", GUEST_ATTRIBUTES,
                              "compute.instances.getGuestAttributes", resource):
                 return None
             values = fake.guest_attributes.get(instance, {})
@@ -500,7 +479,7 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
             return self._send(200, answers[path])
 
         def _access(self, name: str) -> None:
-            if self._refused("secretmanager.googleapis.com", SECRET_ACCESS_SCOPES,
+            if self._refused("secretmanager.googleapis.com", SECRET_ACCESS,
                              "secretmanager.versions.access", secret_of(name)):
                 return None
             if fake.denials > 0:
@@ -518,7 +497,7 @@ def _handler(fake: FakeGoogle) -> type[BaseHTTPRequestHandler]:
             """objects.get with alt=media: `b/{bucket}/o/{object, /-escaped}`."""
             bucket, _, name = path.partition("/o/")
             name = unquote(name)
-            if self._refused("storage.googleapis.com", STORAGE_READ_SCOPES,
+            if self._refused("storage.googleapis.com", OBJECT_GET,
                              "storage.objects.get", f"projects/_/buckets/{bucket}"):
                 return None
             if (bucket, name) not in fake.objects:

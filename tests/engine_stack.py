@@ -65,7 +65,7 @@ def endpoint_env(fake: FakeComputeServer) -> dict[str, str]:
             **{f"GOOGLE_{api}_CUSTOM_ENDPOINT": f"{base}/v1/"
                for api in ("IAM", "RESOURCE_MANAGER", "SERVICE_USAGE", "SECRET_MANAGER")},
             "GOOGLE_STORAGE_CUSTOM_ENDPOINT": f"{base}/storage/v1/",
-            "GOOGLE_OAUTH_ACCESS_TOKEN": next(iter(fake.storage.tokens))}
+            "GOOGLE_OAUTH_ACCESS_TOKEN": fake.user_token()}  # the user's own
 
 
 def repo_stack_config(stack: str) -> dict[str, Any]:

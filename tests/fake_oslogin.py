@@ -1,15 +1,17 @@
 """A fake OS Login API (v1) on 127.0.0.1, with the OAuth token endpoint its callers' credentials
 refresh at and the metadata server's `oslogin/users` view a VM's guest agent reads.
 
-Driven through the real clients: google-auth's Application Default Credentials (a file whose
-token endpoint is this server, written by `credentials_file`) and google-api-python-client with
-the `oslogin` v1 discovery document it ships. Imports nothing from the project.
+Driven through the real clients: google-auth's Application Default Credentials (the session's
+user, tests/conftest.py, or another account's file written by `credentials_file`, refreshing
+at this server's `/token`) and google-api-python-client with the `oslogin` v1 discovery
+document it ships. Callers and their scopes are the one token registry every fake shares
+(tests/fake_compute/identity.py). Imports nothing from the project.
 
 What it refuses, as Google does:
 - A call without a valid access token: 401 UNAUTHENTICATED; a token without one of the
   method's scopes (the discovery document's `scopes`): 403 PERMISSION_DENIED, reason
-  ACCESS_TOKEN_SCOPE_INSUFFICIENT. Error bodies in Google's JSON form
-  (https://cloud.google.com/apis/design/errors#http_mapping).
+  ACCESS_TOKEN_SCOPE_INSUFFICIENT (both worded by tests/fake_compute/identity.py, with
+  Google's error bodies: https://cloud.google.com/apis/design/errors#http_mapping).
 - A call on another account's profile (`users/{user}` not the caller): 403 PERMISSION_DENIED.
   Keys go into "your Google Account" through the OS Login API; only an administrator adds keys
   to other users, through the Directory API
@@ -42,31 +44,29 @@ import binascii
 import hashlib
 import json
 import re
-import secrets
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
-CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-COMPUTE = "https://www.googleapis.com/auth/compute"
-READ_SCOPES = {CLOUD_PLATFORM, COMPUTE, f"{CLOUD_PLATFORM}.read-only", f"{COMPUTE}.readonly"}
-WRITE_SCOPES = {CLOUD_PLATFORM, COMPUTE}  # the discovery document's scopes per method
+from tests.fake_compute.cloud import ApiError
+from tests.fake_compute.identity import CLOUD_PLATFORM, IDENTITIES, adc_file, check_scopes
+from tests.fake_compute.json_server import JsonServer
+
 KEY_TYPES = {"ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
              "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com",
              "sk-ecdsa-sha2-nistp256@openssh.com"}
 
 _ROUTES = [
     ("GET", re.compile(r"^/v1/users/(?P<user>[^/:]+)/loginProfile$"), "get_login_profile",
-     READ_SCOPES),
+     "oslogin.users.getLoginProfile"),
     ("POST", re.compile(r"^/v1/users/(?P<user>[^/:]+):importSshPublicKey$"), "import_key",
-     WRITE_SCOPES),
+     "oslogin.users.importSshPublicKey"),
     ("PATCH", re.compile(r"^/v1/users/(?P<user>[^/:]+)/sshPublicKeys/(?P<fp>[^/]+)$"),
-     "patch_key", WRITE_SCOPES),
+     "patch_key", "oslogin.users.sshPublicKeys.patch"),
     ("DELETE", re.compile(r"^/v1/users/(?P<user>[^/:]+)/sshPublicKeys/(?P<fp>[^/]+)$"),
-     "delete_key", WRITE_SCOPES),
+     "delete_key", "oslogin.users.sshPublicKeys.delete"),
 ]
 
 Answer = tuple[int, Any]
@@ -87,45 +87,31 @@ class FakeOsLogin:
         self.keys: dict[str, dict[str, dict[str, str]]] = {}  # account -> fingerprint -> key
         self.projects: dict[str, set[str]] = {}  # account -> projects with a POSIX account
         self.calls: list[tuple[str, str, str]] = []  # (caller, method, path)
-        self._refresh: dict[str, tuple[str, set[str]]] = {}  # refresh -> (account, scopes)
-        self._access: dict[str, tuple[str, set[str]]] = {}  # token -> (account, scopes)
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._server = JsonServer(self._serve)
 
     @property
     def endpoint(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"{host}:{port}"
+        return self._server.endpoint
 
     def __enter__(self) -> FakeOsLogin:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
     # --- what a test sets up or reads -------------------------------------------------------
 
     def credentials_file(self, account: str, folder: Path,
                          scopes: tuple[str, ...] = (CLOUD_PLATFORM,)) -> Path:
         """Application Default Credentials for `account` that refresh here: an
-        `external_account_authorized_user` file (what `gcloud auth application-default login
-        --login-config` writes for a workforce identity; unlike `authorized_user`, google-auth
-        honours its `token_url`), for GOOGLE_APPLICATION_CREDENTIALS. Its tokens carry
-        `scopes`: what the user consented to at login (cloud-platform for gcloud's)."""
-        refresh = secrets.token_urlsafe(16)
-        self._refresh[refresh] = (account, set(scopes))
+        `external_account_authorized_user` file (tests/fake_compute/identity.py `adc_file`),
+        for GOOGLE_APPLICATION_CREDENTIALS. Its tokens carry `scopes`: what the user consented
+        to at login (cloud-platform for gcloud's)."""
+        refresh = IDENTITIES.refresh_token(f"user:{account}", set(scopes))
         path = folder / f"adc-{account}.json"
-        path.write_text(json.dumps({
-            "type": "external_account_authorized_user",
-            "audience": "//iam.googleapis.com/locations/global/workforcePools/fake/providers/x",
-            "client_id": "fake-client", "client_secret": "fake", "refresh_token": refresh,
-            "token_url": f"http://{self.endpoint}/token"}))
+        path.write_text(json.dumps(adc_file(f"http://{self.endpoint}/token", refresh)))
         return path
 
     def seed(self, account: str, key: str, project: str, expiry_usec: int | None = None) -> str:
@@ -155,20 +141,18 @@ class FakeOsLogin:
             if path.endswith("/authorize"):
                 return 200, {"success": query.get("email") in self.login_role
                              and query.get("policy") == "login"}
-        for route_verb, pattern, method, scopes in _ROUTES:
+        for route_verb, pattern, method, method_id in _ROUTES:
             match = pattern.match(path) if route_verb == verb else None
             if match is None:
                 continue
-            token = (headers.get("Authorization") or "").removeprefix("Bearer ")
-            caller, granted = self._access.get(token, ("", set()))
+            try:
+                token = IDENTITIES.who(headers.get("Authorization"))
+                check_scopes(token, "oslogin.v1", method_id, "oslogin.googleapis.com")
+            except ApiError as refused:
+                self.calls.append(("", method, path))
+                return refused.status, refused.body()
+            caller = token.email
             self.calls.append((caller, method, path))
-            if not caller:
-                return _error(401, "Request had invalid authentication credentials. Expected "
-                                   "OAuth 2 access token, login cookie or other valid "
-                                   "authentication credential.", "UNAUTHENTICATED")
-            if not granted & scopes:
-                return _error(403, "Request had insufficient authentication scopes.",
-                              "PERMISSION_DENIED", "ACCESS_TOKEN_SCOPE_INSUFFICIENT")
             user = unquote(match["user"])
             if user != caller:
                 return _error(403, f"The caller does not have permission to access the "
@@ -215,23 +199,6 @@ class FakeOsLogin:
                     return 200, {"loginProfiles": [self._profile(account, project)]}
         return 404, "not found"
 
-    def token(self, form: dict[str, str]) -> Answer:
-        """The OAuth 2.0 refresh grant (RFC 6749 section 6: the scopes asked for must be among
-        those consented to, else all of them): an access token for the refresh token's
-        account."""
-        grant = self._refresh.get(form.get("refresh_token", ""))
-        if form.get("grant_type") != "refresh_token" or grant is None:
-            return 400, {"error": "invalid_grant", "error_description": "Bad Request"}
-        account, consented = grant
-        asked = set(form["scope"].split()) if form.get("scope") else consented
-        if not asked <= consented:
-            return 400, {"error": "invalid_scope", "error_description": "Bad Request"}
-        scopes = asked
-        token = secrets.token_urlsafe(16)
-        self._access[token] = (account, scopes)
-        return 200, {"access_token": token, "expires_in": 3599, "token_type": "Bearer",
-                     "scope": " ".join(sorted(scopes))}
-
     def _store(self, account: str, key: str, project: str, expiry_usec: int | None) -> str:
         found = fingerprint(key)
         entry = {"key": key, "fingerprint": found,
@@ -256,44 +223,11 @@ class FakeOsLogin:
                 "name": f"users/{account}/projects/{project}"}]
         return profile
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self, verb: str) -> None:
-                url = urlsplit(self.path)
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                if url.path == "/token" and verb == "POST":
-                    form = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
-                    status, payload = fake.token(form)
-                else:
-                    status, payload = fake.answer(verb, url.path, query, self.headers,
-                                                  json.loads(raw or b"{}"))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's names)
-                self._serve("GET")
-
-            def do_POST(self) -> None:  # noqa: N802
-                self._serve("POST")
-
-            def do_PATCH(self) -> None:  # noqa: N802
-                self._serve("PATCH")
-
-            def do_DELETE(self) -> None:  # noqa: N802
-                self._serve("DELETE")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
+    def _serve(self, verb: str, path: str, query: dict[str, str], raw: bytes,
+               headers: Any) -> Answer:
+        if (verb, path) == ("POST", "/token"):  # Google's OAuth token endpoint
+            return IDENTITIES.refresh_grant(raw)
+        return self.answer(verb, path, query, headers, json.loads(raw or b"{}"))
 
 
 def _valid_key(key: str) -> bool:
@@ -307,11 +241,5 @@ def _valid_key(key: str) -> bool:
     return True
 
 
-def _error(code: int, message: str, status: str, reason: str = "") -> Answer:
-    error: dict[str, Any] = {"code": code, "message": message, "status": status}
-    if reason:
-        error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                             "reason": reason, "domain": "googleapis.com",
-                             "metadata": {"service": "oslogin.googleapis.com",
-                                          "method": "google.cloud.oslogin.v1.OsLoginService"}}]
-    return code, {"error": error}
+def _error(code: int, message: str, status: str) -> Answer:
+    return code, {"error": {"code": code, "message": message, "status": status}}

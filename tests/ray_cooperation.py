@@ -4,7 +4,9 @@ its nodes in the fake Compute API, and Ray's GCP clients pointed at that fake.
 The start state is what the program registers under mocks: the head's labels and metadata
 (its startup script and `~/ray_bootstrap_config.yaml`), and the worker groups' nodes made by
 `WorkerGroupProvider.create` from the group's registered inputs. Only how Ray builds its Google
-API clients is replaced, to point them at the fake with anonymous credentials. The config names
+API clients is replaced, to point them at the fake with the head's credentials (a token for
+the head's service account and scopes, as its metadata server gives it), judged by the grants
+the program declares (made in the fake by `start_cluster`). The config names
 the head's own node provider (`type: external`): Ray's loader imports it from the zip the head's
 metadata carries, put on the path as the head's `ray start` gets it (`install_head_provider`).
 """
@@ -16,6 +18,7 @@ import copy
 import hashlib
 import json
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +28,9 @@ import pytest
 import ray.autoscaler._private.gcp.config as ray_gcp_config
 import ray.autoscaler._private.providers as ray_providers
 import yaml
-from google.auth.credentials import AnonymousCredentials
+from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
+from program_grants import grant_as_planned, programs_head
 from program_runs import head_config_text, stack_yaml
 
 from infra.config import ClusterConfig, parse_cluster_config
@@ -116,7 +120,7 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
             return discovery.build(
                 api,
                 version,
-                credentials=AnonymousCredentials(),
+                credentials=head_credentials(fake),
                 requestBuilder=ray_gcp_config.build_request,
                 cache_discovery=False,
                 static_discovery=True,
@@ -187,6 +191,32 @@ def node_bundles(cluster: Cluster, workers: int) -> list[dict[str, float]]:
     types = cluster.config.available_node_types
     return [dict(types[cluster.head_type].resources),
             *[dict(types[cluster.worker_type].resources) for _ in range(workers)]]
+
+
+# A test's head without a planned cluster (`as_the_programs_head`), by fake.
+_HEADS: weakref.WeakKeyDictionary[FakeComputeServer, dict[str, Any]] = (
+    weakref.WeakKeyDictionary())
+
+
+def as_the_programs_head(fake: FakeComputeServer, project: str) -> None:
+    """For a test with no planned cluster: Ray's clients run as the head the program makes
+    (tests/program_grants.py `programs_head`)."""
+    _HEADS[fake] = programs_head(fake, project)
+
+
+def head_credentials(fake: FakeComputeServer) -> Credentials:
+    """What Ray's clients on the head get from google.auth: a token of the head's service
+    account, with the head's scopes (the head `start_cluster` put in the fake, else
+    `as_the_programs_head`'s)."""
+    with fake.cloud.lock:
+        accounts = [i["serviceAccounts"][0] for instances in fake.cloud.instances.values()
+                    for i in instances.values()
+                    if (i.get("labels") or {}).get("ray-node-type") == "head"
+                    and i.get("serviceAccounts")]
+    account = accounts[0] if accounts else _HEADS.get(fake)
+    if account is None:
+        raise AssertionError("no head in the fake: start_cluster or as_the_programs_head first")
+    return Credentials(token=fake.vm_token(account["email"], account["scopes"]))
 
 
 def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
@@ -290,8 +320,9 @@ def install_head_provider(cluster: Cluster, home: Path, monkeypatch: pytest.Monk
 
 
 def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
-    """The head as the program declares it (labels and metadata), and each worker group's
-    nodes; their names."""
+    """The program's IAM grants, the head as the program declares it (labels, metadata and
+    service account), and each worker group's nodes; their names."""
+    grant_as_planned(cluster.run, fake)
     head = next(r for r in cluster.run.of_type("gcp:compute/instance:Instance"))
     # The fake's region has only its `-a` zone unless told (the gpu-docker stack is in `-b`).
     fake.cloud.catalogue.zones.setdefault(cluster.yaml["provider"]["region"], [cluster.zone])
@@ -299,6 +330,7 @@ def start_cluster(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
         cluster.project, cluster.zone, cluster.head_name, head.inputs["labels"],
         metadata=head.inputs["metadata"],
         machine_type=head.inputs["machineType"].rsplit("/", 1)[-1],
+        service_account=head.inputs["serviceAccount"],
     )
     return [cluster.head_name, *create_groups(cluster, fake)]
 

@@ -19,6 +19,7 @@ from local_ray_head import (
     ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
     run_for,
 )
+from program_grants import local_metadata_token, programs_head
 
 from bootstrap.autostop import (
     OVERRIDE_FILE,
@@ -79,6 +80,8 @@ def _daemon(ray_head: dict, fake: FakeComputeServer, tmp_path: Path, clock=time.
         directory.mkdir()
     values = {**autostop_settings(CONFIG), "idle_minutes": WINDOW_S / 60, **settings}
     (metadata_dir / "ray-autostop").write_text(json.dumps(values))
+    head = programs_head(fake, PROJECT, tpu=bool(values.get("tpu")))
+    local_metadata_token(metadata_dir, fake.vm_token(**head))
     metadata = Metadata(str(metadata_dir))
     cloud = Cloud(metadata, f"http://{fake.endpoint}/compute/v1", f"http://{fake.endpoint}/v2")
     return Autostop(metadata, home, RayState(ray_head["dashboard"]), cloud, proc, POLL_S, clock)
@@ -128,6 +131,7 @@ def test_a_worker_failed_over_to_another_zone_is_stopped_in_its_zone(fake, tmp_p
     metadata_dir = tmp_path / "metadata"
     metadata_dir.mkdir()
     (metadata_dir / "ray-autostop").write_text(json.dumps(autostop_settings(CONFIG)))
+    local_metadata_token(metadata_dir, fake.vm_token(**programs_head(fake, PROJECT)))
     metadata = Metadata(str(metadata_dir))
     cloud = Cloud(metadata, f"http://{fake.endpoint}/compute/v1", f"http://{fake.endpoint}/v2")
     settings = read_settings(metadata, tmp_path)

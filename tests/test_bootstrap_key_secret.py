@@ -6,10 +6,11 @@ from __future__ import annotations
 import stat
 
 import pytest
-from bootstrap_stubs import cluster, granted_node, run_script
+from bootstrap_stubs import STUB_ACCOUNT, cluster, granted_node, run_script
 
 from bootstrap import render_startup_script
 from bootstrap.node_metadata import BOOTSTRAP_SSH_KEY_KEY, BOOTSTRAP_SSH_KEY_SECRET_KEY
+from tests.fake_compute.identity import IDENTITIES
 
 VERSION = "projects/my-gcp-project/secrets/ray-stubbed-ssh-key/versions/latest"
 PEM = b"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
@@ -57,7 +58,8 @@ def test_unreadable_secret_fails_the_bootstrap_files_stage_before_ray_starts(tmp
 
 def test_the_token_from_the_metadata_server_is_the_bearer(tmp_path):
     with granted_node(secrets={VERSION: PEM}) as fake:
-        fake.token = "ya29.another-token"  # the fake checks the bearer against this one
+        # a new token of the node's account: the script must ask the metadata server for it
+        fake.token = IDENTITIES.vm_token(STUB_ACCOUNT, frozenset(fake.scopes))
         run = _head(tmp_path, fake)
     assert run.returncode == 0, run.log
     assert "/computeMetadata/v1/instance/service-accounts/default/token" in fake.requests

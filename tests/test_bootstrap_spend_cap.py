@@ -22,6 +22,7 @@ from local_ray_head import (
     ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
     run_for,
 )
+from program_grants import local_metadata_token, programs_head
 
 from bootstrap.autostop import LEDGER_FILE, Autostop, Cloud, Metadata, RayState
 from bootstrap.autostop_metadata import autostop_entries, autostop_settings
@@ -88,6 +89,7 @@ def _daemon(dashboard: str, fake: FakeComputeServer, tmp_path: Path, config,
     entries = {**autostop_entries(config), **spend_cap_entries(config)}
     for key, value in entries.items():
         (metadata_dir / key).write_text(value)
+    local_metadata_token(metadata_dir, fake.vm_token(**programs_head(fake, PROJECT)))
     metadata = Metadata(str(metadata_dir))
     cloud = Cloud(metadata, f"http://{fake.endpoint}/compute/v1", f"http://{fake.endpoint}/v2")
     return Autostop(metadata, home, RayState(dashboard), cloud, proc, POLL_S, clock)

@@ -9,12 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import yaml
 
 from infra.config.catalog import CATALOG_FILE
-from infra.config.catalog_refresh import PRICE_FILE, Roots, refresh
+from infra.config.catalog_refresh import (
+    PRICE_FILE,
+    CatalogRefreshError,
+    Roots,
+    live_getter,
+    refresh,
+)
 from tests.fake_compute import FakeComputeServer
+from tests.fake_compute.identity import USER
 
 
 @pytest.fixture
@@ -24,13 +30,13 @@ def fake():
 
 
 def _getter(tokens: list[str]):
-    session = requests.Session()
+    """The task's own getter, as the user (the session's credentials, tests/conftest.py: the
+    fake checks each call's token, scope and IAM)."""
+    live, _ = live_getter()
 
     def get(url: str, params: dict[str, Any]) -> dict[str, Any]:
-        answer = session.get(url, params=params, timeout=10)
-        answer.raise_for_status()
         tokens.append(params.get("pageToken", ""))
-        return answer.json()
+        return live(url, params)
 
     return get
 
@@ -119,7 +125,7 @@ def test_a_read_that_fails_writes_neither_file(fake, tmp_path):
     fake.faults.error_methods = {"listing.billing.skus.list"}
     before = CATALOG_FILE.read_text(), PRICE_FILE.read_text()
 
-    with pytest.raises(requests.HTTPError):
+    with pytest.raises(CatalogRefreshError, match="answered 403"):
         _refreshed(fake, tmp_path)
 
     assert ((tmp_path / "catalog.yaml").read_text(),
@@ -146,3 +152,10 @@ def test_the_task_without_credentials_says_how_to_get_them(tmp_path):
         "catalog-refresh: no Google application-default credentials: run `gcloud auth "
         "application-default login`, then `invoke catalog-refresh --project PROJECT`"]
     assert CATALOG_FILE.read_text() == before
+
+
+def test_the_catalog_reads_need_your_compute_role(fake, tmp_path):
+    """Compute's lists are read as you: without roles/compute.admin Google refuses them."""
+    fake.platform.revoke("my-proj", "roles/compute.admin", USER)
+    with pytest.raises(CatalogRefreshError, match="answered 403.*compute.regions.list"):
+        _refreshed(fake, tmp_path)

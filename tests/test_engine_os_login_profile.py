@@ -17,11 +17,12 @@ from fake_oslogin import FakeOsLogin
 from ops.remote.os_login import ENDPOINT_ENV, KEY_FILE, login_key, public_line
 from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.identity import USER
 
 pytestmark = pytest.mark.engine
 
 STACK = "engine-os-login"
-ACCOUNT = "you@example.com"
+ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
 PROJECT = "my-gcp-project"
 
 
@@ -35,8 +36,7 @@ def os_login_stack(tmp_path: Path) -> Iterator[tuple[EngineWorkspace, FakeOsLogi
     cluster_file.write_text(yaml.safe_dump(cluster))
     with FakeComputeServer(Faults(operation_s=0.0)) as cloud, \
             FakeOsLogin({ACCOUNT: "you_example_com"}) as fake:
-        env = {ENDPOINT_ENV: fake.endpoint, "RAY_GCP_STATE_DIR": str(tmp_path / "local"),
-               "GOOGLE_APPLICATION_CREDENTIALS": str(fake.credentials_file(ACCOUNT, tmp_path))}
+        env = {ENDPOINT_ENV: fake.endpoint, "RAY_GCP_STATE_DIR": str(tmp_path / "local")}
         space = EngineWorkspace(cloud, bin_dir, root=tmp_path / "engine", extra_env=env)
         with space.repo_stack(STACK, {"ray-gcp:cluster": str(cluster_file)}):
             yield space, fake

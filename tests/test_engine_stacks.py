@@ -29,6 +29,7 @@ from tests.engine_stack import (
     require_engine,
 )
 from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.identity import USER, USER_SCOPES
 
 pytestmark = pytest.mark.engine
 
@@ -165,7 +166,8 @@ def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_sta
     mount = tmp_path / "settings.txt"
     mount.write_text(secret_text)
     token = "ya29.engine-test-token-0b5e2d4c"
-    fake.storage.tokens.add(token)  # the YAML's credential, which the explicit provider sends
+    # the YAML's credential (the user's), which the explicit provider sends
+    fake.identities.mint(USER, USER_SCOPES, token=token)
     cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/minimal.yaml").read_text())
     cluster["cluster_name"] = "secrets"
     cluster["file_mounts"] = {"/home/ray/settings.txt": str(mount)}

@@ -12,7 +12,7 @@ from typing import Any
 
 import googleapiclient
 import pytest
-from google.auth.credentials import AnonymousCredentials
+from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
 from googleapiclient.errors import HttpError
 
@@ -89,7 +89,8 @@ def fake() -> Iterator[FakeComputeServer]:
 def compute(fake: FakeComputeServer):
     """The discovery-based client, as Ray's GCP node provider builds it, at the fake."""
     return discovery.build(
-        "compute", "v1", credentials=AnonymousCredentials(), static_discovery=True,
+        "compute", "v1", credentials=Credentials(token=fake.user_token()),
+        static_discovery=True,
         cache_discovery=False,
         client_options={"api_endpoint": f"http://{fake.endpoint}/compute/v1/"},
     )
@@ -212,7 +213,8 @@ def test_tpu_quota_listing_carries_only_documented_fields(fake) -> None:
     """Through the discovery client, as `gcloud alpha services quota list` asks."""
     fake.cloud.catalogue.tpu_zone_limits[("tpu-v6e-preemptible", ZONE)] = 64
     usage = discovery.build(
-        "serviceusage", "v1beta1", credentials=AnonymousCredentials(), static_discovery=True,
+        "serviceusage", "v1beta1", credentials=Credentials(token=fake.user_token()),
+        static_discovery=True,
         cache_discovery=False, client_options={"api_endpoint": f"http://{fake.endpoint}/"},
     )
     listed = usage.services().consumerQuotaMetrics().list(
@@ -254,7 +256,8 @@ def test_preemptions_are_listed_as_zone_operations_of_their_documented_type(comp
 def tpu(fake: FakeComputeServer):
     """The TPU v2 discovery client at the fake."""
     return discovery.build(
-        "tpu", "v2", credentials=AnonymousCredentials(), static_discovery=True,
+        "tpu", "v2", credentials=Credentials(token=fake.user_token()),
+        static_discovery=True,
         cache_discovery=False, client_options={"api_endpoint": f"http://{fake.endpoint}/"},
     )
 

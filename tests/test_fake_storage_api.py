@@ -1,7 +1,7 @@
 """The fake Cloud Storage API answers like Cloud Storage where nodes and the program use it: its
 routes are the storage v1 discovery document's, and it is driven here through
 google-api-python-client built from that document (buckets made, objects uploaded and read
-back as bytes, a reader's token refused where IAM would refuse it)."""
+back as bytes, a caller refused where IAM or its token's scopes would refuse it)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from tests.fake_compute.storage import ROUTES
 
 STORAGE_DOC = json.loads((Path(googleapiclient.__file__).parent / "discovery_cache" /
                           "documents" / "storage.v1.json").read_text())
-TOKEN = "ya29.fake-token"
+READ_ONLY = ["https://www.googleapis.com/auth/devstorage.read_only"]
+NODE = "node@my-proj.iam.gserviceaccount.com"
 
 
 def _documented(method_id: str) -> list[tuple[str, str]]:
@@ -53,21 +54,27 @@ def fake() -> Iterator[FakeComputeServer]:
         yield server
 
 
-def _client(fake: FakeComputeServer, token: str = TOKEN):
+def _client(fake: FakeComputeServer, token: str | None = None):
     return discovery.build(
-        "storage", "v1", credentials=Credentials(token=token), static_discovery=True,
-        cache_discovery=False, client_options={"api_endpoint": f"http://{fake.endpoint}/storage/v1/"},
+        "storage", "v1", credentials=Credentials(token=token or fake.user_token()),
+        static_discovery=True, cache_discovery=False,
+        client_options={"api_endpoint": f"http://{fake.endpoint}/storage/v1/"},
     )
 
 
-def _upload(fake: FakeComputeServer, bucket: str, name: str, data: bytes) -> dict:
+def _post(fake: FakeComputeServer, bucket: str, name: str, data: bytes,
+          token: str) -> requests.Response:
     """A simple media upload to the document's upload path (the client would send it to
     https://, which the fake does not speak)."""
     method = STORAGE_DOC["resources"]["objects"]["methods"]["insert"]
     path = method["mediaUpload"]["protocols"]["simple"]["path"].replace("{bucket}", bucket)
-    answer = requests.post(f"http://{fake.endpoint}{path}",
-                           params={"uploadType": "media", "name": name}, data=data,
-                           headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    return requests.post(f"http://{fake.endpoint}{path}",
+                         params={"uploadType": "media", "name": name}, data=data,
+                         headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+
+def _upload(fake: FakeComputeServer, bucket: str, name: str, data: bytes) -> dict:
+    answer = _post(fake, bucket, name, data, fake.user_token())
     answer.raise_for_status()
     return answer.json()
 
@@ -85,16 +92,59 @@ def test_an_uploaded_object_reads_back_byte_for_byte(fake) -> None:
         in fake.storage.requests
 
 
-def test_a_token_the_bucket_does_not_grant_is_refused(fake) -> None:
-    _client(fake).buckets().insert(project="my-proj", body={"name": "ray-c-1"}).execute()
-    fake.storage.tokens.add("ya29.other")
-    fake.storage.readers["ray-c-1"] = {TOKEN}
+def test_a_node_reads_a_bucket_only_once_the_bucket_grants_it(fake) -> None:
+    """A node's token (its service account, the storage read-only scope) is refused with
+    Cloud Storage's words until a BucketIAMMember makes it an objectViewer of the bucket."""
+    storage = _client(fake)
+    storage.buckets().insert(project="my-proj", body={"name": "ray-c-1"}).execute()
+    _upload(fake, "ray-c-1", "x", b"data")
+    node = fake.vm_token(NODE, READ_ONLY)
     with pytest.raises(HttpError) as refused:
-        _client(fake, "ya29.other").objects().get_media(bucket="ray-c-1", object="x").execute()
+        _client(fake, node).objects().get_media(bucket="ray-c-1", object="x").execute()
     assert refused.value.resp.status == 403
+    assert json.loads(refused.value.content)["error"]["message"] == (
+        f"{NODE} does not have storage.objects.get access to the Google Cloud Storage object. "
+        "Permission 'storage.objects.get' denied on resource (or it may not exist).")
+    policy = storage.buckets().getIamPolicy(bucket="ray-c-1").execute()
+    storage.buckets().setIamPolicy(bucket="ray-c-1", body={**policy, "bindings": [
+        {"role": "roles/storage.objectViewer", "members": [f"serviceAccount:{NODE}"]}]}).execute()
+    assert _client(fake, node).objects().get_media(bucket="ray-c-1", object="x").execute() \
+        == b"data"
     with pytest.raises(HttpError) as missing:
-        _client(fake).objects().get_media(bucket="ray-c-1", object="x").execute()
+        _client(fake, node).objects().get_media(bucket="ray-c-1", object="y").execute()
     assert missing.value.resp.status == 404
+
+
+def test_making_a_bucket_needs_storage_buckets_create_in_the_project(fake) -> None:
+    node = fake.vm_token(NODE, ["https://www.googleapis.com/auth/cloud-platform"])
+    with pytest.raises(HttpError) as refused:
+        _client(fake, node).buckets().insert(project="my-proj", body={"name": "b"}).execute()
+    assert json.loads(refused.value.content)["error"]["message"] == (
+        f"{NODE} does not have storage.buckets.create access to the Google Cloud project. "
+        "Permission 'storage.buckets.create' denied on resource (or it may not exist).")
+
+
+def test_a_read_only_scope_reads_but_never_writes(fake) -> None:
+    """devstorage.read_only is among objects.get's scopes, not objects.insert's: the write
+    is refused for the token's scope before IAM is asked (the node is even an admin)."""
+    storage = _client(fake)
+    storage.buckets().insert(project="my-proj", body={"name": "ray-c-1"}).execute()
+    fake.platform.grant("my-proj", "roles/storage.admin", f"serviceAccount:{NODE}")
+    refused = _post(fake, "ray-c-1", "x", b"data", fake.vm_token(NODE, READ_ONLY))
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["status"] == "PERMISSION_DENIED"
+    assert error["details"][0]["reason"] == "ACCESS_TOKEN_SCOPE_INSUFFICIENT"
+    assert error["message"] == "Request had insufficient authentication scopes."
+
+
+def test_a_call_without_a_known_token_is_unauthenticated(fake) -> None:
+    _client(fake).buckets().insert(project="my-proj", body={"name": "ray-c-1"}).execute()
+    for headers in ({}, {"Authorization": "Bearer ya29.never-minted"}):
+        answer = requests.get(f"http://{fake.endpoint}/storage/v1/b/ray-c-1", headers=headers,
+                              timeout=10)
+        assert answer.status_code == 401
+        assert answer.json()["error"]["status"] == "UNAUTHENTICATED"
 
 
 def test_a_bucket_with_objects_refuses_deletion_until_they_are_deleted(fake) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from ray_cooperation import (
+    as_the_programs_head,
     autoscaler_launch,
     market_of_instance,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
@@ -30,6 +31,7 @@ PROVIDER = {"project_id": PROJECT, "availability_zone": ZONE,
 @pytest.fixture
 def fake() -> Iterator[FakeComputeServer]:
     with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        as_the_programs_head(server, PROJECT)
         yield server
 
 

@@ -20,6 +20,7 @@ from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
 from ops.remote.ssh import Connector
 from ops.stack import StackOutputs, parse_outputs, stack_credentials
 from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.identity import USER, USER_SCOPES
 
 PROJECT, ZONE, FAILOVER_ZONE = "my-proj", "us-west1-a", "us-west1-b"
 TOKEN = "ya29.only-the-yamls-token"
@@ -36,6 +37,7 @@ def fake(monkeypatch, tmp_path) -> Iterator[FakeComputeServer]:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        server.identities.mint(USER, USER_SCOPES, token=TOKEN)  # the user's token, in the YAML
         monkeypatch.setenv(API_ENDPOINT_ENV, server.endpoint)
         monkeypatch.setenv(COMPUTE_ENDPOINT_ENV, server.endpoint)
         yield server

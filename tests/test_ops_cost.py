@@ -11,7 +11,11 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 from bootstrap_stubs import REPO, SHIPPED_STACKS
-from ray_cooperation import autoscaler_launch, ray_apis_fixture  # noqa: F401 (`ray_apis_at_fake`)
+from ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
+    as_the_programs_head,
+    autoscaler_launch,
+    ray_apis_fixture,
+)
 
 from bootstrap.local_cluster import free_port
 from infra.config import load_cluster_config, parse_cluster_config
@@ -224,6 +228,7 @@ def test_an_autoscaled_worker_the_heads_provider_made_on_demand_is_priced_on_dem
     fake.faults.spot_capacity[ZONE] = 0
     # Compute only: Ray's TPU client (`_has_tpus`) is not pointed at the fake.
     provider = {k: v for k, v in head_config["provider"].items() if k != "_has_tpus"}
+    as_the_programs_head(fake, provider["project_id"])
     (launched,) = autoscaler_launch(provider, CLUSTER, "spot_gpu",
                                     head_config["available_node_types"]["spot_gpu"]["node_config"],
                                     1)

@@ -35,8 +35,9 @@ from ops.remote.os_login import (
 from ops.remote.ssh import Connector
 from ops.remote.warm import stop_daemon
 from ops.stack import load_outputs
+from tests.fake_compute.identity import USER
 
-ACCOUNT = "you@example.com"
+ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
 SYSTEM_PYTHON = Path("/usr/bin/python3")  # sshd runs only root-owned AuthorizedKeysCommands
 KEYS_COMMAND = Path(__file__).parent / "oslogin_authorized_keys.py"
 
@@ -80,15 +81,12 @@ def vm(tmp_path: Path) -> Iterator[OsLoginVm]:
 @pytest.fixture
 def stack(vm: OsLoginVm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
     """A stack whose head and worker are the OS Login VM; the YAML's ssh_user exists nowhere;
-    your Application Default Credentials are ACCOUNT's."""
+    your Application Default Credentials are the session's (ACCOUNT's)."""
     made = make_stack(vm.sshd, tmp_path, monkeypatch, pin=True)
     made.write_outputs(stack_outputs_for(vm.sshd, ssh_user="nobody-here", os_login=True,
                                          os_login_account=ACCOUNT))
-    adc = vm.fake.credentials_file(ACCOUNT, tmp_path)
-    for key, value in {ENDPOINT_ENV: vm.fake.endpoint,
-                       "GOOGLE_APPLICATION_CREDENTIALS": str(adc)}.items():
-        monkeypatch.setenv(key, value)
-        made.env[key] = value
+    monkeypatch.setenv(ENDPOINT_ENV, vm.fake.endpoint)
+    made.env[ENDPOINT_ENV] = vm.fake.endpoint
     return made
 
 

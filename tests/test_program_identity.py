@@ -13,6 +13,7 @@ from ops.review.plan_diff import diff_plans, unchanged_count
 from ops.review.plan_engine import run_program
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_provider, fast_sweeper, group_props, sweeper_props
+from tests.fake_compute.identity import USER, USER_SCOPES
 from tests.program_runs import stack_yaml
 
 TOKEN = "ya29.a-token-that-must-stay-secret"
@@ -48,6 +49,7 @@ def test_a_token_builds_oauth_token_credentials_not_adc():
 
 def test_worker_group_and_sweeper_call_the_api_with_the_token():
     with FakeComputeServer() as fake:
+        fake.identities.mint(USER, USER_SCOPES, token=TOKEN)  # the user's, in the YAML
         fast_provider().create(group_props(fake.endpoint, 1, credentials=TOKEN))
         created = len(fake.authorizations)
         fast_sweeper().delete("id", sweeper_props(fake.endpoint, has_tpu=False,

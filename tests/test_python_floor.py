@@ -1,6 +1,7 @@
-"""The Python range the project claims (issue 43): `requires-python` is the floor the code runs on
-(3.11.2, Debian 12's own python3.11: no tarfile extraction filters), the lock was made for that range, `.python-version`
-pins an interpreter inside it, and CI runs the floor subset on exactly that floor."""
+"""The Python range the project claims (issue 43): `requires-python` is the floor the code
+runs on (3.11.2, Debian 12's own python3.11: no tarfile extraction filters), the lock was made
+for that range, `.python-version` pins an interpreter inside it, and CI runs the floor subset
+on exactly that floor."""
 
 from __future__ import annotations
 

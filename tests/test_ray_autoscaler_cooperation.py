@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from program_grants import local_metadata_token
 from ray.autoscaler._private.autoscaler import StandardAutoscaler
 from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
@@ -36,6 +37,7 @@ from ray_cooperation import (
     assert_on_demand_fallback,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
+    head_credentials,
     head_metadata_files,
     hourly_cap_with_room,
     idle_an_hour,
@@ -516,6 +518,7 @@ def test_after_the_total_cap_stopped_the_workers_no_launch_goes_ahead(
     cluster = planned("full", "v1", edit=total_cap)
     metadata = head_metadata_files(cluster, tmp_path, monkeypatch)
     up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    local_metadata_token(metadata, head_credentials(fake).token)
     (tmp_path / "proc").mkdir()
     daemon_metadata = Metadata(str(metadata))
     daemon = Autostop(daemon_metadata, tmp_path, RayState(f"http://127.0.0.1:{free_port()}"),

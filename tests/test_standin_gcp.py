@@ -53,7 +53,7 @@ def endpoints(fake: FakeComputeServer) -> dict[str, str]:
             **{f"{api}CustomEndpoint": f"{base}/v1/"
                for api in ("iam", "resourceManager", "serviceUsage", "secretManager")},
             "storageCustomEndpoint": f"{base}/storage/v1/",
-            "accessToken": next(iter(fake.storage.tokens)),
+            "accessToken": fake.user_token(),
             "project": PROJECT, "zone": ZONE, "region": "us-west1"}
 
 

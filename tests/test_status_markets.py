@@ -10,7 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ray_cooperation import autoscaler_launch, ray_apis_fixture  # noqa: F401 (`ray_apis_at_fake`)
+from ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
+    as_the_programs_head,
+    autoscaler_launch,
+    ray_apis_fixture,
+)
 
 from infra.labels import ray_labels
 from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
@@ -69,6 +73,7 @@ def test_outputs_from_before_the_market_was_recorded_show_a_dash():
 def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ray_apis_at_fake):
     provider = {"project_id": PROJECT, "availability_zone": ZONE,
                 "capacity": {"gpu": {"fallback": "on-demand"}}}
+    as_the_programs_head(fake, PROJECT)
     (spot,) = autoscaler_launch(provider, "c", "gpu", SPOT_BODY, 1)
     fake.faults.spot_capacity[ZONE] = 0
     (fallback,) = autoscaler_launch(provider, "c", "gpu", SPOT_BODY, 1)

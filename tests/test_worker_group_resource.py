@@ -47,10 +47,14 @@ def test_serialized_provider_holds_no_credentials():
     assert len(serialized) < 20_000
 
 
-def test_oauth_token_and_emulator_credentials():
+def test_oauth_token_and_emulator_credentials(monkeypatch):
     assert build_credentials(SECRET, None).token == SECRET
-    assert build_credentials(None, "127.0.0.1:1").__class__.__name__ == "AnonymousCredentials"
     assert build_credentials(None, None) is None
+    # At an emulator: the ADC key file when one is named (the tests' session has one), else
+    # anonymous.
+    assert build_credentials(None, "127.0.0.1:1").__class__.__name__ != "AnonymousCredentials"
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+    assert build_credentials(None, "127.0.0.1:1").__class__.__name__ == "AnonymousCredentials"
 
 
 def test_retry_policy_backoff_is_capped_and_jittered():

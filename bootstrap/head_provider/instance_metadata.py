@@ -80,6 +80,15 @@ class Metadata:
             raise ApiError(f"metadata {key}: {exc}") from None
 
     def token(self) -> str:
+        """The instance's service-account token: in local mode the metadata server's answer
+        kept in `service-accounts/default/token` under the folder (no attribute key has a
+        `/`), else asked of the server."""
+        if self.directory:
+            path = Path(self.directory) / "service-accounts" / "default" / "token"
+            try:
+                return json.loads(path.read_text())["access_token"]
+            except (OSError, ValueError, KeyError) as exc:
+                raise ApiError(f"metadata token {path}: {exc}") from None
         answer = http_json(f"{self.url}/service-accounts/default/token",
                            headers={"Metadata-Flavor": "Google"})
         return answer["access_token"]

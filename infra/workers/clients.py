@@ -2,7 +2,8 @@
 
 Credentials arrive as a (secret) input on every call, never inside the serialized provider.
 An `api_endpoint` means an emulator or the test fake: plain http and, unless credentials are
-given, anonymous — the convention Google's own emulators follow.
+given, the key file GOOGLE_APPLICATION_CREDENTIALS names, else anonymous (the convention
+Google's own emulators follow).
 
 The google-cloud client libraries are imported where a client is built, not at module load:
 the program imports `infra.workers` for its resource classes on every preview, and
@@ -42,10 +43,23 @@ def build_credentials(secret: str | None, api_endpoint: str | None) -> Credentia
 
         return TokenCredentials(token=secret.strip())
     if api_endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return AnonymousCredentials()
+        return _emulator_credentials()
     return None
+
+
+def _emulator_credentials() -> Credentials:
+    """At an emulator: the key file GOOGLE_APPLICATION_CREDENTIALS names, as ADC would
+    use it (an emulator that checks identities needs one), else anonymous."""
+    import os
+
+    path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if path:
+        import google.auth
+
+        return google.auth.default(scopes=[CLOUD_PLATFORM])[0]
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()
 
 
 class ApiClients:

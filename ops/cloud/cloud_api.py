@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ops.errors import OpsError
+from ops.errors import OpsError, missing_role
 
 if TYPE_CHECKING:
     from google.cloud import compute_v1
@@ -107,6 +107,6 @@ def api_errors(what: str) -> Iterator[None]:
                        "provider.gcp_credentials in the cluster YAML or run `gcloud auth "
                        f"application-default login` ({exc})") from None
     except (GoogleAPIError, WorkerGroupError) as exc:
-        raise OpsError(f"{what} failed: {exc}") from None
+        raise OpsError(f"{what} failed: {exc}{missing_role(str(exc))}") from None
     except RequestException as exc:  # no HTTP answer at all: refused, reset, timed out
         raise OpsError(f"{what} failed: the API did not answer ({exc})") from None

@@ -10,12 +10,13 @@ for the pinned version, else `pulumi` on PATH (ops.engine), with the program inl
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
 from infra.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
-from ops.errors import OpsError, environment_fix
+from ops.errors import OpsError, environment_fix, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.reapply import export_request, reapply_request
@@ -216,6 +217,9 @@ def preview_diff(stack: str | None, cluster_yaml: str | None = None,
                                  on_output=lambda line: print(line, file=out, flush=True))
 
 
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Denied|Forbidden|NotFound)\w*: ")
+
+
 @contextlib.contextmanager
 def _one_line_failure(operation: str, name: str) -> Iterator[None]:
     """The engine's diagnostics were already streamed: its failure ends in one line."""
@@ -224,8 +228,17 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
     try:
         yield
     except auto.CommandError as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if "error:" in line]
-        reason = environment_fix(str(exc)) or (lines[-1] if lines else "see the messages above")
-        raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}") from None
+        text = str(exc)
+        lines = [line.strip() for line in text.splitlines() if "error:" in line]
+        reason = lines[-1] if lines else "see the messages above"
+        if "Traceback (most recent call last)" in reason:
+            # A dynamic provider's exception: the engine shows its traceback, whose last line
+            # (`module.Error: message`) says what failed.
+            raised = [line.strip() for line in text.rsplit(reason, 1)[-1].splitlines()
+                      if _RAISED.match(line.strip())]
+            reason = raised[-1] if raised else "a resource provider failed (see above)"
+        reason = environment_fix(text) or reason
+        raise OpsError(f"pulumi {operation} of stack {name!r} failed: {reason}"
+                       f"{missing_role(text)}") from None
 
 

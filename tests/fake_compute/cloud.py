@@ -95,9 +95,22 @@ def _is_spot(body: dict[str, Any]) -> bool:
 class ApiError(Exception):
     """An HTTP error answer in Google's JSON error shape."""
 
-    def __init__(self, status: int, message: str, reason: str = "invalid") -> None:
+    def __init__(self, status: int, message: str, reason: str = "invalid",
+                 status_name: str = "", details: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.reason = status, message, reason
+        self.status_name, self.details = status_name, details or []
+
+    def body(self) -> dict[str, Any]:
+        """Google's JSON error body (https://cloud.google.com/apis/design/errors#http_mapping)."""
+        error: dict[str, Any] = {"code": self.status, "message": self.message,
+                                 "errors": [{"message": self.message, "domain": "global",
+                                             "reason": self.reason}]}
+        if self.status_name:
+            error["status"] = self.status_name
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
 
 
 @dataclass
@@ -431,14 +444,18 @@ class FakeCloud:
     def add_foreign_instance(self, project: str, zone: str, name: str,
                              labels: dict[str, str],
                              metadata: dict[str, str] | None = None,
-                             machine_type: str | None = None) -> None:
-        """An instance someone else (Ray's autoscaler, pulumi-gcp) made, RUNNING already."""
+                             machine_type: str | None = None,
+                             service_account: dict[str, Any] | None = None) -> None:
+        """An instance someone else (Ray's autoscaler, pulumi-gcp) made, RUNNING already,
+        running as `service_account` ({"email", "scopes"}) when given."""
         with self.lock:
             scope = f"projects/{project}/zones/{zone}"
             items = [{"key": k, "value": v} for k, v in (metadata or {}).items()]
             body: dict[str, Any] = {"labels": dict(labels), "metadata": {"items": items}}
             if machine_type:
                 body["machineType"] = machine_type
+            if service_account:
+                body["serviceAccounts"] = [dict(service_account)]
             instance = self._new_instance(scope, name, body)
             instance["status"] = "RUNNING"
             self.zone_instances(project, zone)[name] = instance

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.fake_compute.cloud import COMPUTE, ApiError, check_labels
+from tests.fake_compute.identity import USER, USER_ROLES
 
 PROJECT_NUMBER = "123456789012"
 _CRM = r"/v1/projects/(?P<project>[^/:]+)"
@@ -74,6 +75,15 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
 ]
 
 
+def _add_member(policy: dict[str, Any], role: str, member: str) -> None:
+    for binding in policy.setdefault("bindings", []):
+        if binding["role"] == role:
+            if member not in binding.setdefault("members", []):
+                binding["members"].append(member)
+            return
+    policy["bindings"].append({"role": role, "members": [member]})
+
+
 def _not_found(what: str) -> ApiError:
     return ApiError(404, f"The resource '{what}' was not found", "notFound")
 
@@ -98,6 +108,47 @@ class Platform:
         self.secret_policies: dict[tuple[str, str], dict[str, Any]] = {}
         self.routers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.account_policies: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def project_policy(self, project: str) -> dict[str, Any]:
+        """The project's IAM policy; a project starts as its owner made it: the user (USER)
+        holding the roles the README asks of whoever runs the tasks (USER_ROLES)."""
+        with self.lock:
+            return self.policies.setdefault(project, {"version": 1, "bindings": [
+                {"role": role, "members": [USER]} for role in USER_ROLES]})
+
+    def grant(self, project: str, role: str, member: str) -> None:
+        """Add `member` to `role` in the project's policy (an admin's grant)."""
+        with self.lock:
+            _add_member(self.project_policy(project), role, member)
+
+    def revoke(self, project: str, role: str, member: str) -> None:
+        with self.lock:
+            for binding in self.project_policy(project)["bindings"]:
+                if binding["role"] == role and member in binding.get("members", []):
+                    binding["members"].remove(member)
+
+    def grant_on_account(self, project: str, email: str, role: str, member: str) -> None:
+        with self.lock:
+            policy = self.account_policies.setdefault((project, email),
+                                                      {"version": 1, "bindings": []})
+            _add_member(policy, role, member)
+
+    def grant_on_secret(self, project: str, secret: str, role: str, member: str) -> None:
+        with self.lock:
+            policy = self.secret_policies.setdefault((project, secret),
+                                                     {"version": 1, "bindings": []})
+            _add_member(policy, role, member)
+
+    def resource_policies(self, method: str, p: dict[str, str]) -> list[dict[str, Any]]:
+        """The policies that decide a call: the project's, and the secret's or service
+        account's own when the call is on one (a grant there covers it alone)."""
+        with self.lock:
+            found = [self.project_policy(p["project"])]
+            if "secret" in p:
+                found.append(self.secret_policies.get((p["project"], p["secret"]), {}))
+            if "email" in p:
+                found.append(self.account_policies.get((p["project"], p["email"]), {}))
+            return found
 
     def handle(self, method: str, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
         handler: Callable[[dict[str, str], dict[str, str], Any], Any] = getattr(
@@ -226,10 +277,11 @@ class Platform:
                 "lifecycleState": "ACTIVE", "labels": {}}
 
     def _projects_getIamPolicy(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
-        policy = self.policies.setdefault(p["project"], {"version": 1, "bindings": []})
+        policy = self.project_policy(p["project"])
         return {**copy.deepcopy(policy), "etag": _etag(policy)}
 
     def _projects_setIamPolicy(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        self.project_policy(p["project"])
         return self._set_policy(self.policies, p["project"], body)
 
     def _serviceAccounts_getIamPolicy(self, p: dict[str, str], q: dict[str, str],  # noqa: N802

@@ -20,14 +20,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fake_compute.access import (
+    RULES,
+    STORAGE_RULES,
+    act_as_refusal,
+    attached_accounts,
+    authorize,
+)
 from tests.fake_compute.cloud import ApiError, FakeCloud, Operation
 from tests.fake_compute.faults import Faults
 from tests.fake_compute.filters import FilterError, Predicate, compile_filter
+from tests.fake_compute.identity import IDENTITIES, Identities, Token, granted
 from tests.fake_compute.listings import ROUTES as LISTING_ROUTES
 from tests.fake_compute.listings import Listings
 from tests.fake_compute.peers import peer_process
+from tests.fake_compute.platform import PROJECT_NUMBER, Platform
 from tests.fake_compute.platform import ROUTES as PLATFORM_ROUTES
-from tests.fake_compute.platform import Platform
 from tests.fake_compute.queued import QueuedResources
 from tests.fake_compute.storage import FakeStorage
 
@@ -154,7 +162,8 @@ class FakeComputeServer:
         self.listings = Listings()
         # (method, pid, command line of the calling process) of every node-creating call
         self.creators: list[tuple[str, int | None, str]] = []
-        self.storage = FakeStorage()
+        self.identities: Identities = IDENTITIES
+        self.storage = FakeStorage(gate=self._storage_gate)
         self.authorizations: list[str] = []  # each request's Authorization header, in order
         self.served: list[Served] = []  # every API request routed, in order
         self._connections = itertools.count(1)
@@ -185,6 +194,16 @@ class FakeComputeServer:
     def __enter__(self) -> FakeComputeServer:
         return self.start()
 
+    # ------------------------------------------------------------------ identities
+
+    def user_token(self) -> str:
+        """A fresh access token of the user's own credentials (cloud-platform)."""
+        return self.identities.user_token()
+
+    def vm_token(self, email: str, scopes: list[str]) -> str:
+        """The token a metadata server hands an instance running as `email` with `scopes`."""
+        return self.identities.vm_token(email, scopes)
+
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
@@ -209,13 +228,15 @@ class FakeComputeServer:
             return next(self._connections)
 
     def handle(self, verb: str, path: str, query: dict[str, str], body: Any,
-               peer_port: int | None = None, connection: int = 0) -> Any:
+               peer_port: int | None = None, connection: int = 0,
+               authorization: str | None = None) -> Any:
         for route_verb, pattern, method in ROUTES:
             match = pattern.match(path) if route_verb == verb else None
             if match is None:
                 continue
             self.cloud.calls[method] += 1
             self.served.append(Served(method, connection))
+            self._authorize(method, match.groupdict(), body, self.identities.who(authorization))
             if method in CREATING_METHODS and peer_port is not None:
                 self.creators.append((method, *peer_process(peer_port)))
             if self.faults.latency_s:
@@ -231,6 +252,36 @@ class FakeComputeServer:
                 return self.listings.handle(method, match.groupdict(), query, body)
             return getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query, body)
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
+
+    def _authorize(self, method: str, params: dict[str, str], body: Any, token: Token) -> None:
+        """The caller's scope and IAM permission for the call (tests/fake_compute/access.py),
+        and `iam.serviceAccounts.actAs` on every service account a create attaches."""
+        policies = self.platform.resource_policies(method, params) if "project" in params \
+            else []
+        authorize(RULES[method], token, params, body, policies)
+        for email in attached_accounts(method, body):
+            if email == "default":  # the project's Compute Engine default service account
+                email = f"{PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+            project = email.split("@", 1)[1].split(".", 1)[0] \
+                if email.endswith(".iam.gserviceaccount.com") else params["project"]
+            policies = self.platform.resource_policies("", {"project": project,
+                                                            "email": email})
+            if not granted(token.principal, "iam.serviceAccounts.actAs", policies):
+                raise act_as_refusal(email)
+
+    def _storage_gate(self, method: str, params: dict[str, str], query: dict[str, str],
+                      authorization: str | None) -> None:
+        """Cloud Storage's check: a bucket's calls are decided by its project's policy and
+        the bucket's own (BucketIAMMember); creating one by the project named."""
+        token = self.identities.who(authorization)
+        project = query.get("project") if method == "storage.buckets.insert" \
+            else self.storage.projects.get(params.get("bucket", ""))
+        policies = [self.platform.project_policy(project)] if project else []
+        bucket = params.get("bucket")
+        if bucket:
+            policies.append(self.storage.policies.get(bucket, {}))
+        authorize(STORAGE_RULES[method], token, {**params, "project": project or ""}, None,
+                  policies)
 
     @staticmethod
     def _compute_filter(query: dict[str, str]) -> Predicate:
@@ -490,24 +541,20 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             if server.storage.serves(url.path):  # bytes in and out, not only JSON
                 stored = server.storage.handle(verb, url.path, query, self.headers, raw)
-                self.send_response(stored.status)
-                self.send_header("Content-Type", stored.content_type)
-                self.send_header("Content-Length", str(len(stored.body)))
-                self.end_headers()
-                self.wfile.write(stored.body)
+                self._answer(stored.status, stored.content_type, stored.body)
                 return
             try:
                 body = json.loads(raw) if raw else {}
                 status, answer = HTTPStatus.OK, server.handle(
-                    verb, url.path, query, body, self.client_address[1], self.connection_number)
+                    verb, url.path, query, body, self.client_address[1], self.connection_number,
+                    self.headers.get("Authorization"))
             except ApiError as exc:
-                status = HTTPStatus(exc.status)
-                answer = {"error": {"code": exc.status, "message": exc.message,
-                                    "errors": [{"message": exc.message, "domain": "global",
-                                                "reason": exc.reason}]}}
-            payload = json.dumps(answer).encode()
+                status, answer = HTTPStatus(exc.status), exc.body()
+            self._answer(status, "application/json", json.dumps(answer).encode())
+
+        def _answer(self, status: int, content_type: str, payload: bytes) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)

@@ -7,9 +7,10 @@ Cloud Storage does), and the bucket's IAM policy (`buckets.getIamPolicy`,
 `buckets.setIamPolicy`, with its etag checked as a precondition).
 
 Paths are the discovery document's templates (`ROUTES`; a test compares them with the
-document google-api-python-client ships). Every request needs `Authorization: Bearer <token>`
-with one of `tokens`, and a bucket answers only the tokens allowed to read it (`readers`),
-as a bucket with uniform bucket-level access answers only its IAM members.
+document google-api-python-client ships). Every request passes `gate` first: the caller's
+bearer token, its scope and its IAM permission on the bucket (the bucket's own policy, as
+a bucket with uniform bucket-level access has, and its project's: tests/fake_compute/
+access.py), refused in Cloud Storage's JSON error shape.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import hashlib
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
+
+from tests.fake_compute.cloud import ApiError
 
 # (HTTP method, path template as the discovery document writes it, method id)
 ROUTES = [
@@ -51,15 +55,18 @@ class Answer:
     body: bytes
 
 
+Gate = Callable[[str, dict[str, str], dict[str, str], "str | None"], None]
+
+
 @dataclass
 class FakeStorage:
-    """Buckets and their objects; `readers[bucket]` are the tokens that may read it (empty:
-    any token in `tokens`)."""
+    """Buckets (with the project each was made in) and their objects; `gate(method id,
+    path parameters, query, Authorization header)` raises ApiError to refuse a call."""
 
-    tokens: set[str] = field(default_factory=lambda: {"ya29.fake-token"})
+    gate: Gate
     buckets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    projects: dict[str, str] = field(default_factory=dict)  # bucket -> project
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
-    readers: dict[str, set[str]] = field(default_factory=dict)
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # bucket -> IAM policy
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method id, path)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -75,23 +82,20 @@ class FakeStorage:
                 continue
             with self.lock:
                 self.requests.append((method, path))
-            token = (headers.get("Authorization") or "").removeprefix("Bearer ")
-            if token not in self.tokens:
-                return _error(401, "Invalid Credentials", "authError")
             params = {key: unquote(value) for key, value in match.groupdict().items()}
+            if method != "storage.buckets.insert" and params["bucket"] not in self.buckets:
+                return _error(404, "The specified bucket does not exist.", "notFound")
+            try:
+                self.gate(method, params, query, headers.get("Authorization"))
+            except ApiError as refused:
+                return Answer(refused.status, "application/json",
+                              json.dumps(refused.body()).encode())
             name = method.rsplit(".", 2)[-2] + "_" + method.rsplit(".", 1)[-1]
-            return getattr(self, "_" + name)(params, query, headers, raw, token)
+            return getattr(self, "_" + name)(params, query, headers, raw)
         return _error(404, f"no fake route for {verb} {path}", "notFound")
 
-    def _allowed(self, bucket: str, token: str) -> Answer | None:
-        if bucket not in self.buckets:
-            return _error(404, "The specified bucket does not exist.", "notFound")
-        if self.readers.get(bucket) and token not in self.readers[bucket]:
-            return _error(403, "does not have storage.objects.get access", "forbidden")
-        return None
-
-    def _buckets_insert(self, _p: dict[str, str], query: dict[str, str], _h: Any, raw: bytes,
-                        _t: str) -> Answer:
+    def _buckets_insert(self, _p: dict[str, str], query: dict[str, str], _h: Any,
+                        raw: bytes) -> Answer:
         body = json.loads(raw or b"{}")
         name = body.get("name", "")
         if not query.get("project"):
@@ -100,20 +104,16 @@ class FakeStorage:
             if name in self.buckets:
                 return _error(409, "Your previous request to create the named bucket "
                               "succeeded and you already own it.", "conflict")
+            self.projects[name] = query["project"]
             self.buckets[name] = {
                 **body, "kind": "storage#bucket", "id": name,
                 "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
             return _json(self.buckets[name])
 
-    def _buckets_get(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
-                     token: str) -> Answer:
-        return self._allowed(p["bucket"], token) or _json(self.buckets[p["bucket"]])
+    def _buckets_get(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes) -> Answer:
+        return _json(self.buckets[p["bucket"]])
 
-    def _buckets_delete(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
-                        token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+    def _buckets_delete(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes) -> Answer:
         with self.lock:
             if any(bucket == p["bucket"] for bucket, _ in self.objects):
                 return _error(409, "The bucket you tried to delete is not empty.", "conflict")
@@ -122,18 +122,12 @@ class FakeStorage:
         return Answer(204, "application/json", b"")
 
     def _buckets_getIamPolicy(self, p: dict[str, str], _q: dict[str, str], _h: Any,  # noqa: N802
-                              _r: bytes, token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+                              _r: bytes) -> Answer:
         with self.lock:
             return _json(self._policy(p["bucket"]))
 
     def _buckets_setIamPolicy(self, p: dict[str, str], _q: dict[str, str], _h: Any,  # noqa: N802
-                              raw: bytes, token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+                              raw: bytes) -> Answer:
         body = json.loads(raw or b"{}")
         with self.lock:
             current = self._policy(p["bucket"])
@@ -146,37 +140,37 @@ class FakeStorage:
                 "etag": base64.b64encode(str(version).encode()).decode()}
             return _json(self.policies[p["bucket"]])
 
+    def grant(self, bucket: str, role: str, member: str) -> None:
+        """Add `member` to `role` in the bucket's IAM policy (a BucketIAMMember)."""
+        with self.lock:
+            bindings = self._policy(bucket)["bindings"]
+            for binding in bindings:
+                if binding["role"] == role:
+                    if member not in binding["members"]:
+                        binding["members"].append(member)
+                    return
+            bindings.append({"role": role, "members": [member]})
+
     def _policy(self, bucket: str) -> dict[str, Any]:
         return self.policies.setdefault(bucket, {
             "kind": "storage#policy", "resourceId": f"projects/_/buckets/{bucket}",
             "bindings": [], "version": 1, "etag": base64.b64encode(b"1").decode()})
 
-    def _objects_list(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
-                      token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+    def _objects_list(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes) -> Answer:
         with self.lock:
             items = [_resource(bucket, name, data)
                      for (bucket, name), data in sorted(self.objects.items())
                      if bucket == p["bucket"]]
         return _json({"kind": "storage#objects", "items": items})
 
-    def _objects_delete(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes,
-                        token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+    def _objects_delete(self, p: dict[str, str], _q: dict[str, str], _h: Any, _r: bytes) -> Answer:
         with self.lock:
             if self.objects.pop((p["bucket"], p["object"]), None) is None:
                 return _error(404, f"No such object: {p['bucket']}/{p['object']}", "notFound")
         return Answer(204, "application/json", b"")
 
     def _objects_insert(self, p: dict[str, str], query: dict[str, str], _h: Any,
-                        raw: bytes, token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+                        raw: bytes) -> Answer:
         if query.get("uploadType") != "media":
             return _error(400, f"uploadType {query.get('uploadType')!r} is not served here",
                           "invalid")
@@ -187,11 +181,7 @@ class FakeStorage:
             self.objects[(p["bucket"], name)] = data
         return _json(_resource(p["bucket"], name, data))
 
-    def _objects_get(self, p: dict[str, str], query: dict[str, str], _h: Any, _r: bytes,
-                     token: str) -> Answer:
-        refused = self._allowed(p["bucket"], token)
-        if refused:
-            return refused
+    def _objects_get(self, p: dict[str, str], query: dict[str, str], _h: Any, _r: bytes) -> Answer:
         with self.lock:
             data = self.objects.get((p["bucket"], p["object"]))
         if data is None:

@@ -27,6 +27,7 @@ from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import new_node_name
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import PROJECT, ZONE, compute_body, group_props
+from tests.fake_compute.identity import signed_in_user
 
 ZONES = ["us-west1-a", "us-west1-b", "us-west1-c"]
 TARGET = 1.5
@@ -80,7 +81,7 @@ def main() -> int:
     faults = Faults(latency_s=args.latency, operation_s=args.operation,
                     refused_operation_s=args.refused)
     healthy, failover = [], []
-    with FakeComputeServer(faults, wait_max_s=120) as server:
+    with signed_in_user(), FakeComputeServer(faults, wait_max_s=120) as server:
         server.cloud.catalogue.zones["us-west1"] = list(ZONES)
         for repeat in range(args.repeats):
             faults.zone_capacity.pop(ZONE, None)

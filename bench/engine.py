@@ -25,6 +25,7 @@ from ops.review.plan import collect_plan, plan_stack_isolated
 from ops.review.plan_diff import diff_plans
 from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, engine_bin
 from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.identity import signed_in_user
 
 MINIMAL_PROGRAM = '''
 import pulumi_gcp as gcp
@@ -59,7 +60,7 @@ def main() -> int:
     edited = copy.deepcopy(base_cluster)
     worker = edited["available_node_types"]["ray_worker_small"]
     worker["min_workers"] = worker["max_workers"]
-    with FakeComputeServer(Faults(operation_s=0.0)) as fake, \
+    with signed_in_user(), FakeComputeServer(Faults(operation_s=0.0)) as fake, \
             tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
         space = EngineWorkspace(fake, bin_dir, root=Path(tmp) / "engine")
         base_path = write_stack(Path(tmp) / "base", base_cluster)

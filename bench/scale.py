@@ -22,6 +22,7 @@ from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import new_node_name
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import PROJECT, ZONE, compute_body, group_props
+from tests.fake_compute.identity import signed_in_user
 
 
 def ours(server: FakeComputeServer, count: int, run: str) -> None:
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument("--operation", type=float, default=1.0, help="seconds per operation")
     args = parser.parse_args()
     faults = Faults(latency_s=args.latency, operation_s=args.operation)
-    with FakeComputeServer(faults, wait_max_s=120) as server:
+    with signed_in_user(), FakeComputeServer(faults, wait_max_s=120) as server:
         results = {}
         for label, create in (("ours", ours), ("baseline", ray_launcher_way)):
             one, _ = measure(server, create, 1, f"{label[:4]}1")

@@ -32,6 +32,7 @@ import paramiko
 
 from bootstrap.local_cluster import free_port
 from tests.fake_compute import FakeComputeServer, Faults
+from tests.fake_compute.identity import signed_in_user
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT, ZONE, HEAD = "bench-project", "us-west1-a", "ray-bench-head"
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per API call")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch, \
+    with tempfile.TemporaryDirectory() as scratch, signed_in_user(), \
             FakeComputeServer(Faults(latency_s=args.latency)) as server:
         work = Path(scratch)
         server.cloud.add_foreign_instance(PROJECT, ZONE, HEAD, AUTOSTOPPED)

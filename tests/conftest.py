@@ -8,7 +8,6 @@ end, a process the session started and left running fails it (`_no_process_left_
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from leftover_processes import leftover_processes
 
-from tests.fake_compute.identity import TokenEndpoint
+from tests.fake_compute.identity import signed_in_user
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
@@ -31,23 +30,13 @@ def _project_root_cwd(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _user_credentials(_no_process_left_behind: None,
-                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def _user_credentials(_no_process_left_behind: None) -> Iterator[None]:
     """The user's own Google credentials, as `gcloud auth application-default login` leaves
     them for a workforce user (GOOGLE_APPLICATION_CREDENTIALS), refreshing at a fake
     OAuth endpoint: every call the product makes to the fake APIs (tests/fake_compute)
     presents the user's identity, which the fakes check (tests/fake_compute/identity.py)."""
-    with TokenEndpoint() as endpoint:
-        path = tmp_path_factory.mktemp("adc") / "application_default_credentials.json"
-        path.write_text(json.dumps(endpoint.adc()))
-        path.chmod(0o600)
-        before = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
-        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(path)
+    with signed_in_user():
         yield
-        if before is None:
-            os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
-        else:
-            os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = before
 
 
 @pytest.fixture(scope="session")

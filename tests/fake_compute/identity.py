@@ -30,9 +30,13 @@ Imports nothing from the project it judges.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import secrets
+import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -295,6 +299,27 @@ class TokenEndpoint:
     def adc(self) -> dict[str, Any]:
         return adc_file(f"http://{self._server.endpoint}/token")
 
+
+
+@contextlib.contextmanager
+def signed_in_user() -> Iterator[Path]:
+    """The user signed in for this process's fakes, as `gcloud auth application-default
+    login` leaves it: a TokenEndpoint here, the ADC file (0600) refreshing at it named by
+    GOOGLE_APPLICATION_CREDENTIALS while the block runs (and so for its subprocesses);
+    the file's path. The fake projects bind this user to the roles a user needs."""
+    with TokenEndpoint() as endpoint, tempfile.TemporaryDirectory(prefix="adc-") as folder:
+        path = Path(folder) / "application_default_credentials.json"
+        path.touch(mode=0o600)
+        path.write_text(json.dumps(endpoint.adc()))
+        before = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(path)
+        try:
+            yield path
+        finally:
+            if before is None:
+                os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+            else:
+                os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = before
 
 @cache
 def discovery_scopes(document: str, method_id: str) -> frozenset[str]:

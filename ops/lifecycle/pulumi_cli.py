@@ -77,6 +77,8 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
             stack_from_yaml(stack, cluster_yaml, create=False)  # refuses both, one line
         require_cli()
         checked = check_before_create(None, cluster_yaml)
+    else:  # before `choose`, which may create the stack of a tracked stack file
+        checked = check_before_create(Stack.choose(stack, require_file=True).name)
     chosen = choose(stack, cluster_yaml, "up")
     run_operation(chosen, "up", checked=checked)
     try:

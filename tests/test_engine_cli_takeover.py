@@ -34,6 +34,9 @@ def both(tmp_path) -> Iterator[tuple[EngineWorkspace, CliProject]]:
             yield space, cli
 
 
+DYNAMIC_PROVIDER = "pulumi:providers:pulumi-python"
+
+
 def masked(value: Any) -> Any:
     """An input with each secret's ciphertext (fresh per encryption) left out."""
     if isinstance(value, dict):
@@ -46,8 +49,13 @@ def masked(value: Any) -> Any:
 
 
 def state(cli: CliProject) -> dict[str, tuple[Any, Any]]:
-    """URN -> (parent, inputs) of every resource the stack holds, providers' too."""
-    return {r["urn"]: (r.get("parent"), masked(r.get("inputs") or {}))
+    """URN -> (parent, inputs) of every resource the stack holds, providers' too. The dynamic
+    providers' default provider records the stack's config, where `ray-gcp:cluster` names the
+    same YAML two ways: invoke runs the engine on its copy of the stack file, which makes the
+    path absolute (ops.stack), the CLI on the tracked file, relative to the project."""
+    return {r["urn"]: (r.get("parent"), masked(
+        {key: value for key, value in (r.get("inputs") or {}).items()
+         if not (r["type"] == DYNAMIC_PROVIDER and key == "ray-gcp:cluster")}))
             for r in cli.export(STACK)["resources"]}
 
 

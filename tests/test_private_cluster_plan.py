@@ -13,6 +13,7 @@ import pulumi_gcp as gcp
 import pytest
 import yaml
 
+from bootstrap.head_provider.pinned import PROVIDER_FIELD as PINNED_TYPES_FIELD
 from infra.config import ConfigError, parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
 from tests.program_runs import head_config_text, run_program, run_stack, stack_yaml
@@ -69,7 +70,9 @@ def test_the_autoscaler_config_the_head_gets_has_no_public_address_and_dials_int
     (head,) = run.of_type("gcp:compute/instance:Instance")
     config = yaml.safe_load(head_config_text(run, head))
     assert config["provider"]["use_internal_ips"] is True
-    bodies = {name: t["node_config"] for name, t in config["available_node_types"].items()}
+    twins = config["provider"].get(PINNED_TYPES_FIELD, {})  # v2's view of pinned workers,
+    bodies = {name: t["node_config"]  # never launched: the head provider refuses them
+              for name, t in config["available_node_types"].items() if name not in twins}
     assert set(bodies) == {"ray_head_default", "ray_worker_small", "ray_tpu"}
     for name, body in bodies.items():
         if "networkInterfaces" in body:

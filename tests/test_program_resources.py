@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from bootstrap.head_provider.pinned import PROVIDER_FIELD as PINNED_TYPES_FIELD
 from tests.program_runs import STACKS, head_config_text, run_stack, stack_yaml
 
 SPEC_ROLES = {
@@ -107,7 +108,8 @@ def test_head_instance_inputs_come_from_the_yaml(stack: str):
     bootstrap = yaml.safe_load(head_config_text(run, head))
     assert bootstrap["provider"]["project_id"] == project
     assert bootstrap["auth"]["ssh_private_key"] == "~/ray_bootstrap_key.pem"
-    assert set(bootstrap["available_node_types"]) == set(
+    twins = bootstrap["provider"].get(PINNED_TYPES_FIELD, {})  # v2's view of pinned workers
+    assert set(bootstrap["available_node_types"]) - set(twins) == set(
         raw.get("available_node_types") or {"ray_head_default": 0, "ray_worker_small": 0})
 
 

@@ -4,9 +4,10 @@ networks, user keys, credentials, and clean errors for bad stacks."""
 from __future__ import annotations
 
 import json
-import runpy
+import subprocess
+import sys
+from types import SimpleNamespace
 
-import pulumi
 import pytest
 import yaml
 from ray.autoscaler._private.util import hash_launch_conf
@@ -123,15 +124,22 @@ def test_bad_stack_ends_with_the_message_not_a_traceback(tmp_path, monkeypatch):
     bad["provider"]["project_id"] = None
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
-    from pulumi.runtime.settings import set_root_resource
-
-    from ops.review.plan_engine import ProgramRun, RecordingMocks
-
-    set_root_resource(None)
-    pulumi.runtime.set_mocks(RecordingMocks(ProgramRun()), project="ray-gcp", stack="bad")
-    pulumi.runtime.set_all_config({"ray-gcp:cluster": str(path)}, [])
-    with pytest.raises(pulumi.RunError) as caught:
-        runpy.run_path(str(PROJECT_ROOT / "infra" / "__main__.py"))
+    # In a fresh interpreter: the mocks' runtime an errored program leaves behind would stall
+    # the next program run in this process.
+    script = (
+        "import pulumi, runpy, sys\n"
+        "from ops.review.plan_engine import ProgramRun, RecordingMocks\n"
+        "pulumi.runtime.set_mocks(RecordingMocks(ProgramRun()), project='ray-gcp', stack='bad')\n"
+        f"pulumi.runtime.set_all_config({{'ray-gcp:cluster': {str(path)!r}}}, [])\n"
+        "try:\n"
+        f"    runpy.run_path({str(PROJECT_ROOT / 'infra' / '__main__.py')!r})\n"
+        "except pulumi.RunError as error:\n"
+        "    print(error)\n"
+        "    sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    caught = SimpleNamespace(value=done.stdout)
     assert "provider.project_id" in str(caught.value)
     assert "set it to your GCP project id" in str(caught.value)
 

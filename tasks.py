@@ -343,7 +343,8 @@ def scale(c, type, count, stack=None, config=None, yes=False):  # noqa: A002 - d
                   "would deploy it as (nothing is written)",
         "output": "write to this file instead of stdout",
         "format": "table (default: node types, prices, resources, warnings) or json (the "
-                  "canonical document, byte-identical for the same input, for tools)",
+                  "canonical document, byte-identical for the same input, for tools; the "
+                  "default for an --output named *.json)",
         "json": "the same as --format json",
         "root": "directory holding the stacks/ to plan (default: this checkout)",
     }
@@ -357,7 +358,7 @@ def plan(c, stack=None, config=None, output=None, format=None, json=False,  # no
     from ops.review.plan import plan_format, write_plan
 
     with user_errors():
-        write_plan(stack, output, plan_format(format, json), root, config)
+        write_plan(stack, output, plan_format(format, json, output), root, config)
 
 
 @task(

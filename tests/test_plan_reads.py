@@ -1,5 +1,5 @@
 """`invoke plan` as people read it: the table by default, the JSON document only with
-`--format json` (or `--json`); it writes nothing (no plan key, no archive in the state folder);
+`--format json` (or `--json`, or an output file named `*.json`); it writes nothing (no plan key, no archive in the state folder);
 each warning shows once, every line ends in a newline; and the price at max_workers is one
 figure, capped by the cluster's max_workers (never "every type at its max" beside it)."""
 
@@ -49,7 +49,11 @@ def shown(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Comp
     path = cluster_with_mounts(folder)
     runs = {"default": invoke_plan(folder, "-c", str(path)),
             "json": invoke_plan(folder, "-c", str(path), "--json"),
-            "format_json": invoke_plan(folder, "-c", str(path), "--format", "json")}
+            "format_json": invoke_plan(folder, "-c", str(path), "--format", "json"),
+            "to_json_file": invoke_plan(folder, "-c", str(path), "-o", str(folder / "plan.json")),
+            "to_text_file": invoke_plan(folder, "-c", str(path), "-o", str(folder / "plan.txt"))}
+    runs["files"] = {name: (folder / name).read_text()  # type: ignore[assignment]
+                     for name in ("plan.json", "plan.txt")}
     runs["state"] = folder / "state"  # type: ignore[assignment]
     return runs
 
@@ -63,6 +67,12 @@ def test_plan_prints_the_table_by_default_and_json_when_asked(shown):
     document = json.loads(shown["json"].stdout)
     assert document["stack"] == "reads-plan" and document["resources"]
     assert shown["format_json"].stdout == shown["json"].stdout
+
+
+def test_an_output_file_named_json_gets_the_document_any_other_the_table(shown):
+    assert shown["to_json_file"].returncode == 0, shown["to_json_file"].stderr
+    assert shown["files"]["plan.json"] == shown["json"].stdout
+    assert shown["files"]["plan.txt"] == shown["default"].stdout
 
 
 def test_plan_writes_nothing_into_the_state_folder(shown):

@@ -45,12 +45,14 @@ Plan = dict[str, Any]
 FORMATS = ("json", "table")
 
 
-def plan_format(given: str | None, as_json: bool) -> str:
-    """`invoke plan`'s format: the table for people unless --format json (or --json) asks
-    for the document tools read."""
+def plan_format(given: str | None, as_json: bool, output: str | None = None) -> str:
+    """`invoke plan`'s format: the table for people unless --format json (or --json, or an
+    output file named `*.json`) asks for the document tools read."""
     if as_json and given not in (None, "json"):
         raise OpsError(f"--json and --format {given} disagree: give one")
-    return "json" if as_json else given or "table"
+    if as_json:
+        return "json"
+    return given or ("json" if output and output.endswith(".json") else "table")
 
 
 def resolve_plan_args(stack: str | None, output_format: str, root: str | None,
@@ -152,10 +154,14 @@ def plan_stack_isolated(
 
 
 def _isolated(arguments: list[str], state: Path | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, **({STATE_DIR_ENV: str(state)} if state is not None else {})}
+    """`python -m ops.review.plan` in the caller's folder (its relative cluster YAML and its
+    `.ray-gcp/` state mean the same there), our code importable wherever it is installed."""
+    path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path,
+           **({STATE_DIR_ENV: str(state)} if state is not None else {})}
     return subprocess.Popen(
         [sys.executable, "-m", "ops.review.plan", *arguments],
-        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 

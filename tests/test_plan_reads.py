@@ -1,7 +1,8 @@
 """`invoke plan` as people read it: the table by default, the JSON document only with
 `--format json` (or `--json`, or an output file named `*.json`); it writes nothing (no plan
 key, no archive in the state folder); each warning shows once, every line ends in a newline;
-and the price at max_workers is one figure, capped by the cluster's max_workers (never "every type at its max" beside it)."""
+and the price at max_workers is one figure, capped by the cluster's max_workers (never
+"every type at its max" beside it)."""
 
 from __future__ import annotations
 

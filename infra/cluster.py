@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
+from infra.adoption import Adoption
 from infra.bucket import ClusterBucket
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
@@ -50,9 +51,11 @@ class RayCluster(pulumi.ComponentResource):
         api_endpoint: str | None = None,
         mounts: PackedMounts | None = None,
         stack: str = "",
+        adoption: Adoption | None = None,
     ) -> None:
         """`stack` is the stack's identity (infra.labels.stack_identity), on every node.
-        `mounts` are the packed file_mounts, named here with the stack's secret key."""
+        `mounts` are the packed file_mounts, named here with the stack's secret key.
+        `adoption`: what a cluster `ray up` made gives the stack (infra/adoption.py)."""
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
         user = config.auth.ssh_user
@@ -74,12 +77,14 @@ class RayCluster(pulumi.ComponentResource):
                 credentials=credentials,
                 api_endpoint=api_endpoint,
                 stack=stack or None,
+                adopted=adoption.names if adoption else None,
             ),
             opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
         )
         child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
         stack_labels = {STACK: stack} if stack else {}
-        self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
+        self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child,
+                                                     adoption)
         # Who each node runs as (infra.identities): the head as the account above unless its
         # node_config names one, workers as the cluster's own account unless theirs does.
         head_email = self._head_email(plan)
@@ -141,7 +146,8 @@ class RayCluster(pulumi.ComponentResource):
             child,
             stack=stack,
         )
-        head_name = plan.head.instance_name
+        # An adopted head keeps its name: a name is fixed for an instance's life.
+        head_name = adoption.head if adoption else plan.head.instance_name
 
         # Every node type in the worker role: what Ray's autoscaler launches from the head's
         # bootstrap config, and exactly what our worker groups create. Each boots itself from
@@ -183,6 +189,8 @@ class RayCluster(pulumi.ComponentResource):
                 ),
                 labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth, stack_labels),
             ),
+            instance_name=head_name,
+            imported=adoption is not None,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.worker_account,
@@ -227,6 +235,7 @@ class RayCluster(pulumi.ComponentResource):
                     credentials,
                     opts,
                     api_endpoint,
+                    adoption.of_type(group.node_type) if adoption else None,
                 )
         self.register_outputs({"head_name": head_name})
 
@@ -296,9 +305,11 @@ def _worker_group(
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
     api_endpoint: str | None,
+    adopt: dict[str, list[str]] | None = None,
 ) -> WorkerGroup:
     """One WorkerGroup owns N instances of the type: one number scales it, and it counts the
-    autoscaler's own nodes without touching them."""
+    autoscaler's own nodes without touching them. `adopt`: the running workers of a cluster
+    `ray up` made that it takes or labels (infra/adoption.py)."""
     return WorkerGroup(
         name,
         WorkerGroupArgs(
@@ -314,6 +325,7 @@ def _worker_group(
             api_endpoint=api_endpoint,
             fallback_zones=plan.config.provider.fallback_zones,
             capacity=plan.config.provider.capacity_input(group.node_type),
+            adopt=adopt,
         ),
         opts=opts,
     )

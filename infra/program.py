@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 
 from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
+from infra.adoption import read_adoption
 from infra.cluster import RayCluster
 from infra.config import (
     ClusterConfig,
@@ -125,6 +126,7 @@ def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) ->
         reapply_request=os.environ.get(REAPPLY_ENV, ""),
         api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
         mounts=mounts,
+        adoption=read_adoption(settings.get_object("adopt")),
         stack=stack_identity(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()),
     )
     archive = cluster.file_mounts

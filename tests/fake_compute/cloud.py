@@ -312,6 +312,15 @@ class FakeCloud:
         })
         interfaces = instance.get("networkInterfaces") or [{"network": "global/networks/default"}]
         for index, interface in enumerate(interfaces):
+            # An interface naming only its subnet is on that subnet's network: the instance
+            # GCE returns names both ("network: URL of the VPC network resource for this
+            # instance", https://cloud.google.com/compute/docs/reference/rest/v1/instances).
+            subnet = str(interface.get("subnetwork") or "").split("/")
+            if not interface.get("network") and "regions" in subnet[:-1]:
+                found = self.catalogue.subnetwork_json(
+                    scope.split("/")[1], subnet[subnet.index("regions") + 1], subnet[-1])
+                if found is not None:
+                    interface["network"] = found["network"]
             interface["networkIP"] = f"10.{index}.{serial // 250 % 250}.{serial % 250 + 2}"
             for access in interface.get("accessConfigs") or []:
                 access["natIP"] = f"203.0.{serial // 250 % 250}.{serial % 250 + 2}"

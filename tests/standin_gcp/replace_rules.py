@@ -233,3 +233,53 @@ def _elements(value: Any) -> list[dict[str, Any]]:
 
 def _value(value: Any) -> Any:
     return None if value is _ABSENT else value
+
+
+# Optional+Computed fields: a config that leaves one out keeps the value in the state, no
+# diff (Terraform's SDK: an unset Computed attribute takes the prior state's value). They
+# matter on import, where the state holds everything the resource's Read set and the program
+# names only what it chooses. Same files and commits as RULES above.
+COMPUTED: dict[str, dict[str, Any]] = {
+    # resource_compute_instance.go: boot_disk.{device_name, source} Computed, mode Default
+    # READ_WRITE; initialize_params.{size, type, image} Computed; network_interface.{network,
+    # subnetwork, subnetwork_project, network_ip, name, stack_type} Computed, access_config.
+    # {nat_ip, network_tier} Computed; scheduling Computed (its fields Computed or defaulted);
+    # service_account.email Computed; min_cpu_platform Computed.
+    "gcp:compute/instance:Instance": {
+        "bootDisk": {"deviceName": True, "source": True, "mode": True,
+                     "initializeParams": {"size": True, "type": True, "image": True}},
+        "networkInterfaces": {"network": True, "subnetwork": True, "subnetworkProject": True,
+                              "networkIp": True, "name": True, "stackType": True,
+                              "accessConfigs": {"natIp": True, "networkTier": True}},
+        "scheduling": True,
+        "serviceAccount": {"email": True},
+        "minCpuPlatform": True,
+    },
+    # resource_google_service_account.go: display_name, description are Optional only; the
+    # account's member and email Computed only (outputs).
+}
+
+
+def settled(token: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`new` with each Optional+Computed field it leaves out taken from `old`, as Terraform
+    diffs a config against its state."""
+    return _settle(COMPUTED.get(token, {}), old, new)
+
+
+def _settle(rules: dict[str, Any], old: Any, new: Any) -> Any:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    result = dict(new)
+    for name, rule in rules.items():
+        if name not in old:
+            continue
+        if new.get(name) is None:
+            result[name] = old[name]
+        elif isinstance(rule, dict):
+            if isinstance(new[name], list) and isinstance(old[name], list) \
+                    and len(new[name]) == len(old[name]):
+                result[name] = [_settle(rule, o, n) for o, n in zip(old[name], new[name],
+                                                                      strict=True)]
+            elif isinstance(new[name], dict):
+                result[name] = _settle(rule, old[name], new[name])
+    return result

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infra.config import ConfigError
+from infra.stack_config import ADOPT_KEY
 
-ADOPT_KEY = "ray-gcp:adopt"
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _ROLE = re.compile(r"roles/[A-Za-z0-9_.]+")
 

@@ -243,7 +243,8 @@ COMPUTED: dict[str, dict[str, Any]] = {
     # resource_compute_instance.go: boot_disk.{device_name, source} Computed, mode Default
     # READ_WRITE; initialize_params.{size, type, image} Computed; network_interface.{network,
     # subnetwork, subnetwork_project, network_ip, name, stack_type} Computed, access_config.
-    # {nat_ip, network_tier} Computed; scheduling Computed (its fields Computed or defaulted);
+    # {nat_ip, network_tier} Computed; scheduling.{on_host_maintenance, provisioning_model}
+    # Computed, automatic_restart Default true, preemptible Default false;
     # service_account.email Computed; min_cpu_platform Computed.
     "gcp:compute/instance:Instance": {
         "bootDisk": {"deviceName": True, "source": True, "mode": True,
@@ -251,7 +252,8 @@ COMPUTED: dict[str, dict[str, Any]] = {
         "networkInterfaces": {"network": True, "subnetwork": True, "subnetworkProject": True,
                               "networkIp": True, "name": True, "stackType": True,
                               "accessConfigs": {"natIp": True, "networkTier": True}},
-        "scheduling": True,
+        "scheduling": {"onHostMaintenance": True, "automaticRestart": True,
+                       "provisioningModel": True, "preemptible": True},
         "serviceAccount": {"email": True},
         "minCpuPlatform": True,
     },

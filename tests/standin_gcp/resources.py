@@ -33,6 +33,18 @@ def _drop_none(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if v is not None}
 
 
+def _gce_scheduling(given: dict[str, Any]) -> dict[str, Any]:
+    """An instance's scheduling as GCE returns it, its defaults filled (the fake keeps what
+    the insert said): automaticRestart true and onHostMaintenance MIGRATE unless preemptible
+    or spot, preemptible false, provisioningModel STANDARD
+    (https://cloud.google.com/compute/docs/reference/rest/v1/instances, `scheduling`)."""
+    spot = bool(given.get("preemptible")) or given.get("provisioningModel") == "SPOT"
+    return {"automaticRestart": not spot, "onHostMaintenance": "TERMINATE" if spot
+            else "MIGRATE", "preemptible": bool(given.get("preemptible")),
+            "provisioningModel": "SPOT" if given.get("provisioningModel") == "SPOT"
+            else "STANDARD", **given}
+
+
 class Handler:
     token = ""
     computed: tuple[str, ...] = ("id",)
@@ -199,7 +211,7 @@ class Instance(Handler):
             "serviceAccount": ({"email": live["serviceAccounts"][0].get("email"),
                                 "scopes": live["serviceAccounts"][0].get("scopes") or []}
                                if live.get("serviceAccounts") else None),
-            "scheduling": live.get("scheduling"),
+            "scheduling": _gce_scheduling(live.get("scheduling") or {}),
             "guestAccelerators": [{"type": _short(g["acceleratorType"]),
                                    "count": g["acceleratorCount"]}
                                   for g in live.get("guestAccelerators") or []] or None,

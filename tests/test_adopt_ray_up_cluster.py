@@ -1,0 +1,116 @@
+"""`invoke adopt -c cluster.yaml` on a cluster Ray's own launcher made (tests/ray_launcher.py:
+`bootstrap_gcp` and `GCPNodeProvider` from the wheel against the fake cloud, as `ray up` calls
+them, without SSH), through the real engine and the stand-in gcp plugin: the adoption imports
+the head under its own name and Ray's account and roles, replaces and deletes nothing, and
+keeps every node Ray made; the next preview changes nothing; `up` converges; Ray's provider
+still lists every adopted node, labelled as the head's autoscaler expects; `down` removes
+everything, so that Ray's `teardown_cluster` would find no node left."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
+from tests.fake_compute import FakeComputeServer, Faults
+from tests.ray_launcher import point_ray_at, ray_sees, ray_up
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+
+
+def invoke(env: dict[str, str], *args: str, check: bool = True
+           ) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    if check:
+        assert done.returncode == 0, f"invoke {' '.join(args)}:\n{done.stdout[-5000:]}" \
+            f"{done.stderr[-3000:]}"
+    return done
+
+
+def summary(said: str) -> str:
+    (line,) = re.findall(r"^summary: (.*) in [\d.]+s$", said, re.M)
+    return line
+
+
+@pytest.fixture
+def ray_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+             ) -> Iterator[tuple[dict[str, str], FakeComputeServer]]:
+    """A user with Ray's launcher (its key goes to this test's ~/.ssh) and the tool, both at
+    the fake cloud; the tool's state in a temp folder."""
+    bin_dir = require_engine()
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        point_ray_at(fake, monkeypatch)
+        space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
+        env = {key: value for key, value in {**os.environ, **space.env}.items()
+               if key not in USERS_OWN}
+        env["RAY_GCP_STATE_DIR"] = str(tmp_path / "state-dir")
+        yield env, fake
+
+
+def made_by_ray(fake: FakeComputeServer, tmp_path: Path, shape: str
+                ) -> tuple[dict[str, Any], Path, Any]:
+    data = yaml.safe_load((PROJECT_ROOT / f"stacks/clusters/{shape}.yaml").read_text())
+    data["cluster_name"] = f"adopt-{shape}"
+    provider = data["provider"]
+    fake.cloud.catalogue.zones.setdefault(provider["region"], [provider["availability_zone"]])
+    cluster_yaml = tmp_path / f"{shape}.yaml"
+    cluster_yaml.write_text(yaml.safe_dump(data))
+    return data, cluster_yaml, ray_up(data)
+
+
+@pytest.mark.parametrize("shape", ["minimal", "full", "gpu-docker"])
+def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path, shape):
+    env, fake = ray_user
+    data, cluster_yaml, made = made_by_ray(fake, tmp_path, shape)
+    project, zone = data["provider"]["project_id"], data["provider"]["availability_zone"]
+    name = data["cluster_name"]
+    before = cluster_nodes(fake, project, zone, name)
+    ray_nodes = sorted([made.head, *(n for names in made.workers.values() for n in names)])
+    assert sorted(before) == ray_nodes
+
+    said = invoke(env, "adopt", "-c", str(cluster_yaml), "-y").stdout
+    Path(os.environ.get("ADOPT_TEST_LOG", os.devnull)).write_text(said)
+    assert f"head      {made.head}" in said, said
+    assert "ray-autoscaler-sa-v1@" in said
+    adopted = cluster_nodes(fake, project, zone, name)
+    assert sorted(adopted) == ray_nodes  # nothing replaced, deleted or added
+    for node in adopted.values():  # the same instances, not new ones of the same name
+        assert node["id"] == before[node["name"]]["id"]
+
+    preview = invoke(env, "preview", "-c", str(cluster_yaml)).stdout
+    changes = summary(preview)
+    assert "replace" not in changes and "delete" not in changes, preview
+    assert re.fullmatch(r"\d+ same", changes), preview  # nothing left to change
+
+    invoke(env, "up", "-c", str(cluster_yaml), "-y")
+    assert sorted(cluster_nodes(fake, project, zone, name)) == ray_nodes
+    again = invoke(env, "preview", "-c", str(cluster_yaml)).stdout
+    assert re.fullmatch(r"\d+ same", summary(again)), again
+
+    # Ray's provider still finds every node it made, each labelled as the head's autoscaler
+    # expects: the head as its head, workers of their type.
+    assert ray_sees(made.config) == ray_nodes
+    labels = {n: node["labels"] for n, node in cluster_nodes(fake, project, zone, name).items()}
+    assert labels[made.head]["ray-node-type"] == "head"
+    for node_type, names in made.workers.items():
+        for worker in names:
+            assert labels[worker]["ray-user-node-type"] == node_type
+            assert labels[worker]["ray-node-type"] in ("worker", "unmanaged")
+
+    invoke(env, "down", "-c", str(cluster_yaml), "-y")
+    assert cluster_nodes(fake, project, zone, name) == {}
+    assert ray_sees(made.config) == []

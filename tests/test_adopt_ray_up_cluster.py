@@ -65,6 +65,13 @@ def made_by_ray(fake: FakeComputeServer, tmp_path: Path, shape: str
                 ) -> tuple[dict[str, Any], Path, Any]:
     data = yaml.safe_load((PROJECT_ROOT / f"stacks/clusters/{shape}.yaml").read_text())
     data["cluster_name"] = f"adopt-{shape}"
+    for node_type in (data.get("available_node_types") or {}).values():
+        # Ray's examples write scheduling as a list of one-key maps, which Ray's launcher
+        # sends as it is and GCE refuses (the fake too): the object form `ray up` works with.
+        scheduling = node_type["node_config"].get("scheduling")
+        if isinstance(scheduling, list):
+            node_type["node_config"]["scheduling"] = {
+                key: value for entry in scheduling for key, value in entry.items()}
     provider = data["provider"]
     fake.cloud.catalogue.zones.setdefault(provider["region"], [provider["availability_zone"]])
     cluster_yaml = tmp_path / f"{shape}.yaml"

@@ -80,6 +80,11 @@ def _is_spot(body: dict[str, Any]) -> bool:
     """A spot or preemptible insert, refusing the scheduling GCE refuses: a preemptible
     STANDARD instance, or a termination action on an on-demand one without a run limit."""
     scheduling = body.get("scheduling") or {}
+    if not isinstance(scheduling, dict):
+        # `scheduling` is one Scheduling object (https://cloud.google.com/compute/docs/
+        # reference/rest/v1/instances); a JSON list for it fails the API's proto JSON parse.
+        raise ApiError(400, "Invalid JSON payload received. Unknown name \"scheduling\" at "
+                            "'resource': Proto field is not repeating, cannot start list.")
     model = scheduling.get("provisioningModel")
     if model == "STANDARD" and scheduling.get("preemptible"):
         raise ApiError(400, "Invalid value for field 'resource.scheduling.preemptible': 'true'. "

@@ -63,8 +63,10 @@ def ray_provider(config: dict[str, Any]) -> Any:
     return _get_node_provider(config["provider"], config["cluster_name"])
 
 
-def ray_up(cluster_yaml: dict[str, Any]) -> RayMade:
-    """`ray up` of `cluster_yaml` without SSH: what it creates, as Ray's code creates it."""
+def ray_up(cluster_yaml: dict[str, Any], demand: dict[str, int] | None = None) -> RayMade:
+    """`ray up` of `cluster_yaml` without SSH: what it creates, as Ray's code creates it;
+    `demand`: workers per type the autoscaler launched beyond `min_workers` (for pending
+    work)."""
     from ray.autoscaler._private.commands import _bootstrap_config, hash_runtime_conf
     from ray.autoscaler._private.util import hash_launch_conf
     from ray.autoscaler.tags import (
@@ -100,7 +102,8 @@ def ray_up(cluster_yaml: dict[str, Any]) -> RayMade:
     provider.set_node_tags(head, ready)
     workers: dict[str, list[str]] = {}
     for node_type, spec in sorted(config["available_node_types"].items()):
-        count = spec.get("min_workers", 0) if node_type != head_type else 0
+        count = (spec.get("min_workers", 0) + (demand or {}).get(node_type, 0)
+                 if node_type != head_type else 0)
         if not count:
             continue
         node_config = spec["node_config"]

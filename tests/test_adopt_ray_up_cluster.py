@@ -76,7 +76,19 @@ def made_by_ray(fake: FakeComputeServer, tmp_path: Path, shape: str
     fake.cloud.catalogue.zones.setdefault(provider["region"], [provider["availability_zone"]])
     cluster_yaml = tmp_path / f"{shape}.yaml"
     cluster_yaml.write_text(yaml.safe_dump(data))
-    return data, cluster_yaml, ray_up(data)
+    worker_type = sorted(t for t in data.get("available_node_types") or {"ray_worker_small": 0}
+                         if t != data.get("head_node_type", "ray_head_default"))[0]
+    # One worker more than min_workers, as the autoscaler launches for pending work.
+    return data, cluster_yaml, ray_up(data, {worker_type: 1})
+
+
+def bootstrap_config(fake: FakeComputeServer, project: str, zone: str, head: str) -> str:
+    """The autoscaler config the head reads: the bucket object its `ray-bootstrap-config`
+    metadata names."""
+    items = fake.instances(project, zone)[head]["metadata"]["items"]
+    reference = next(i["value"] for i in items if i["key"] == "ray-bootstrap-config")
+    bucket, name = reference.removeprefix("gs://").split("/", 1)
+    return fake.storage.objects[(bucket, name)].decode()
 
 
 @pytest.mark.parametrize("shape", ["minimal", "full", "gpu-docker"])
@@ -113,10 +125,19 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
     assert ray_sees(made.config) == ray_nodes
     labels = {n: node["labels"] for n, node in cluster_nodes(fake, project, zone, name).items()}
     assert labels[made.head]["ray-node-type"] == "head"
+    stack = labels[made.head]["ray-gcp-stack"]
+    head_config = yaml.safe_load(bootstrap_config(fake, project, zone, made.head))
     for node_type, names in made.workers.items():
+        kinds = [labels[worker]["ray-node-type"] for worker in names]
+        pinned = head_config["available_node_types"][node_type]["min_workers"]
+        # The type's pinned count taken by its worker group, the rest left to the autoscaler.
+        assert kinds == ["unmanaged"] * min(pinned, len(names)) + \
+            ["worker"] * (len(names) - min(pinned, len(names))), kinds
+        hashes = {labels[worker]["ray-launch-config"] for worker in names}
+        assert len(hashes) == 1  # the autoscaler's too: the hash of the stack's config
         for worker in names:
             assert labels[worker]["ray-user-node-type"] == node_type
-            assert labels[worker]["ray-node-type"] in ("worker", "unmanaged")
+            assert labels[worker]["ray-gcp-stack"] == stack  # the stack's down removes it
 
     invoke(env, "down", "-c", str(cluster_yaml), "-y")
     assert cluster_nodes(fake, project, zone, name) == {}

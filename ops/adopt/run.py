@@ -51,9 +51,9 @@ class Steps:
             return
         meta = event.resource_pre_event.metadata
         name, op = meta.urn.rsplit("::", 1)[-1], meta.op.value
-        if op in REPLACING:
+        if op in REPLACING and name not in self.replaced:
             self.replaced.append(name)
-        elif op == "delete":
+        elif op == "delete" and name not in self.deleted:
             self.deleted.append(name)
         elif op == "import":
             self.imported.append(name)

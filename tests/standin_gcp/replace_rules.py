@@ -262,10 +262,40 @@ COMPUTED: dict[str, dict[str, Any]] = {
 }
 
 
+# Fields whose DiffSuppressFunc is tpgresource.CompareSelfLinkOrResourceName: a self link or
+# partial URL and the bare name of the same resource are no change (the Read stores the name).
+# resource_compute_instance.go: guest_accelerator.type.
+NAME_OR_LINK: dict[str, dict[str, Any]] = {
+    "gcp:compute/instance:Instance": {"guestAccelerators": {"type": True}},
+}
+
+
 def settled(token: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """`new` with each Optional+Computed field it leaves out taken from `old`, as Terraform
-    diffs a config against its state."""
-    return _settle(COMPUTED.get(token, {}), old, new)
+    """`new` as Terraform diffs a config against its state: each Optional+Computed field it
+    leaves out taken from `old`, and a link to the same resource `old` names by name (or the
+    other way round) taken as `old` has it."""
+    return _same_names(NAME_OR_LINK.get(token, {}), old,
+                       _settle(COMPUTED.get(token, {}), old, new))
+
+
+def _same_names(rules: dict[str, Any], old: Any, new: Any) -> Any:
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    result = dict(new)
+    for name, rule in rules.items():
+        if name not in old or name not in new:
+            continue
+        if isinstance(rule, dict):
+            if isinstance(new[name], list) and isinstance(old[name], list) \
+                    and len(new[name]) == len(old[name]):
+                result[name] = [_same_names(rule, o, n) for o, n in zip(old[name], new[name],
+                                                                          strict=True)]
+            elif isinstance(new[name], dict):
+                result[name] = _same_names(rule, old[name], new[name])
+        elif isinstance(old[name], str) and isinstance(new[name], str) \
+                and old[name].rsplit("/", 1)[-1] == new[name].rsplit("/", 1)[-1]:
+            result[name] = old[name]
+    return result
 
 
 def _settle(rules: dict[str, Any], old: Any, new: Any) -> Any:

@@ -2,7 +2,7 @@
 
 Rooms: `review` (offline plans, diffs and prices), `lifecycle` (the Pulumi operations), `remote`
 (work on the nodes over SSH), `cloud` (the running cluster through the cloud APIs: status, cost,
-drills). Shared by all: `stack` (which stack, its file, cluster and outputs, read once and
+drills), `adopt` (a cluster `ray up` made, taken into a new stack). Shared by all: `stack` (which stack, its file, cluster and outputs, read once and
 handed down), `kept_outputs`, `outputs_keeper` and `checkpoint` (a stack's outputs kept in
 memory by a background process while its state is unchanged), `background` (what that process
 and ops.remote's warm connections share), `engine` (which pulumi CLI the tasks drive, and

@@ -126,7 +126,7 @@ def down(c, stack=None, config=None, workers_only=False, keep_min_workers=False,
            "required)",
 })
 def adopt(c, config, yes=False):
-    """Take a running `ray up` cluster into a new stack, no node touched.
+    """Take a running `ray up` cluster into a new stack as it is.
 
     Finds it by Ray's labels in the YAML's project and zone, says what it takes over (head,
     workers, Ray's account and roles, SSH key, firewall rules) and what it cannot, previews

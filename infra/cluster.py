@@ -10,12 +10,9 @@ import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
-from infra.adoption import Adoption
 from infra.bucket import ClusterBucket
-from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
-from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
@@ -29,13 +26,16 @@ from infra.metadata import (
 from infra.network import ClusterNetwork
 from infra.node_resources import HeadNode, NodeInputs
 from infra.nodes import node_body
-from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ray_token import RayTokenSecret
 from infra.ssh_keys import ClusterSshKey
 from infra.stack_secret import ARCHIVE_KEY_PURPOSE, StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
-from infra.yaml_text import dump_yaml
+from model.adoption import Adoption
+from model.config import ClusterConfig
+from model.labels import LAUNCH_CONFIG, STACK, launch_config_hash
+from model.plan import ClusterPlan, NodeGroupPlan
+from model.yaml_text import dump_yaml
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -53,9 +53,9 @@ class RayCluster(pulumi.ComponentResource):
         stack: str = "",
         adoption: Adoption | None = None,
     ) -> None:
-        """`stack` is the stack's identity (infra.labels.stack_identity), on every node.
+        """`stack` is the stack's identity (model.labels.stack_identity), on every node.
         `mounts` are the packed file_mounts, named here with the stack's secret key.
-        `adoption`: what a cluster `ray up` made gives the stack (infra/adoption.py)."""
+        `adoption`: what a cluster `ray up` made gives the stack (model/adoption.py)."""
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
         user = config.auth.ssh_user
@@ -85,7 +85,7 @@ class RayCluster(pulumi.ComponentResource):
         stack_labels = {STACK: stack} if stack else {}
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child,
                                                      adoption)
-        # Who each node runs as (infra.identities): the head as the account above unless its
+        # Who each node runs as (model.identities): the head as the account above unless its
         # node_config names one, workers as the cluster's own account unless theirs does.
         head_email = self._head_email(plan)
         self.worker_account = WorkerServiceAccount(
@@ -309,7 +309,7 @@ def _worker_group(
 ) -> WorkerGroup:
     """One WorkerGroup owns N instances of the type: one number scales it, and it counts the
     autoscaler's own nodes without touching them. `adopt`: the running workers of a cluster
-    `ray up` made that it takes or labels (infra/adoption.py)."""
+    `ray up` made that it takes or labels (model/adoption.py)."""
     return WorkerGroup(
         name,
         WorkerGroupArgs(

@@ -9,7 +9,6 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import TpuNodeConfig
 from infra.instance_args import (
     created_disk_attachment,
     data_disk_args,
@@ -18,7 +17,8 @@ from infra.instance_args import (
     new_data_disks,
 )
 from infra.nodes import tpu_args, tpu_network_args
-from infra.plan import ClusterPlan, NodeGroupPlan
+from model.config import TpuNodeConfig
+from model.plan import ClusterPlan, NodeGroupPlan
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class HeadNode(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`instance_name`: an adopted head's own (else the plan's); `imported`: it exists
-        already and is imported, not created (infra/adoption.py)."""
+        already and is imported, not created (model/adoption.py)."""
         super().__init__("ray-gcp:index:HeadNode", name, None, opts)
         self.name = instance_name or plan.head.instance_name
         node = create_node(self.name, plan, plan.head, inputs, self, imported)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import parse_cluster_config
+from model.config import parse_cluster_config
 from ops.adopt.cloud import read_ray_made
 from ops.adopt.run import adopt
 from ops.adopt.survey import Survey, same_image, survey

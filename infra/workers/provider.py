@@ -25,8 +25,6 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from infra.labels import LAUNCH_CONFIG, STACK
-
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
 from infra.workers.apis import (
@@ -58,6 +56,7 @@ from infra.workers.naming import (
 )
 from infra.workers.nodes import NoCapacity, Node, NodeApi, Want, WorkerGroupError
 from infra.workers.plan import plan_scale
+from model.labels import LAUNCH_CONFIG, STACK
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
 # its machine changes: naming.machine_of; its metadata and labels change in place).
@@ -166,7 +165,7 @@ class WorkerGroupProvider(ApiProvider):
             api.delete(list(reversed(on_demand))[:made])
 
     def _take_over(self, api: NodeApi, props: Mapping[str, Any]) -> None:
-        """The running workers of a cluster `ray up` made (`adopt`, infra/adoption.py): the
+        """The running workers of a cluster `ray up` made (`adopt`, model/adoption.py): the
         `pinned` ones become the group's (its labels: the group's, unmanaged, the stack's),
         so it makes only what they leave missing; the `autoscaler` ones stay the autoscaler's
         and gain the stack's label (its `down` sweeps them) and the type's launch hash (the

@@ -38,7 +38,7 @@ class WorkerGroupArgs:
     (infra/workers/capacity.py)."""
     adopt: dict[str, list[str]] | None = None
     """Running workers of a cluster `ray up` made: `pinned` the group takes as its own,
-    `autoscaler` it labels with the stack and the type's launch hash (infra/adoption.py)."""
+    `autoscaler` it labels with the stack and the type's launch hash (model/adoption.py)."""
 
 
 _OUTPUTS = (
@@ -111,7 +111,7 @@ class ClusterSweeperArgs:
     sweeps."""
     adopted: list[str] | None = None
     """Nodes of a cluster `ray up` made that the stack takes over: its claim allows them
-    without the stack's label (infra/adoption.py)."""
+    without the stack's label (model/adoption.py)."""
 
 
 class ClusterSweeper(Resource, module=MODULE, name="ClusterSweeper"):

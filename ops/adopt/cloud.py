@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import ClusterConfig
-from infra.labels import CLUSTER_NAME
+from model.config import ClusterConfig
+from model.labels import CLUSTER_NAME
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError, missing_role
 

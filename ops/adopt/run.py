@@ -1,6 +1,6 @@
 """`invoke adopt -c cluster.yaml`: find the cluster `ray up` made from this YAML, say what the
 new stack takes over and what it cannot, write the stack (its file names the YAML and
-`ray-gcp:adopt`, infra/adoption.py), preview it: the preview must import, create and update in
+`ray-gcp:adopt`, model/adoption.py), preview it: the preview must import, create and update in
 place only; it replacing or deleting anything ends the adoption with the stack removed again.
 Then the in-place changes are explained, the question asked (`-y` skips it; no terminal
 refuses, as ops.confirm does), and the up imports what Ray made and adds what only the stack
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from infra.adoption import ADOPT_KEY, Adoption
+from model.adoption import ADOPT_KEY, Adoption
 from ops.adopt.cloud import read_ray_made
 from ops.adopt.report import explain, render
 from ops.adopt.survey import survey
@@ -64,7 +64,7 @@ class Steps:
 def adopt(cluster_yaml: str, yes: bool, out: TextIO = sys.stdout,
           ask: Callable[[str], str] = input) -> None:
     """The task: see the module docstring."""
-    from infra.config import load_cluster_config
+    from model.config import load_cluster_config
 
     found = stack_for_cluster_yaml(cluster_yaml)
     if found.exists:

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.adoption import Adoption
-from infra.config import ClusterConfig, ComputeNodeConfig
-from infra.identities import head_project_roles
-from infra.labels import KIND_HEAD, KIND_WORKER, NODE_KIND, STACK, USER_NODE_TYPE
-from infra.plan import resolve_worker_counts
+from model.adoption import Adoption
+from model.config import ClusterConfig, ComputeNodeConfig
+from model.identities import head_project_roles
+from model.labels import KIND_HEAD, KIND_WORKER, NODE_KIND, STACK, USER_NODE_TYPE
+from model.plan import resolve_worker_counts
 
 RAY_KEY_FILE = "~/.ssh/ray-autoscaler_gcp_{region}_{project}_{user}_{index}.pem"
 

@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from infra.private_files import private_folder
-from infra.yaml_text import YamlFileError, read_yaml_file
+from model.private_files import private_folder
+from model.yaml_text import YamlFileError, read_yaml_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR = PROJECT_ROOT / "stacks"
@@ -33,7 +33,7 @@ INLINE_KEY = "ray-gcp:clusterConfig"
 COUNTS_KEY = "ray-gcp:workerCounts"
 # The policy pack's config (Pulumi's --policy-pack-config JSON) the stack is judged with.
 POLICY_KEY = "ray-gcp:policyConfig"
-# What a stack adopting a `ray up` cluster takes over (infra/adoption.py; `invoke adopt`).
+# What a stack adopting a `ray up` cluster takes over (model/adoption.py; `invoke adopt`).
 ADOPT_KEY = "ray-gcp:adopt"
 # Every `ray-gcp:*` key the program or its review reads; another key there is a typo.
 STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY, POLICY_KEY, ADOPT_KEY)
@@ -169,7 +169,7 @@ def state_base() -> Path:
 
 def writable_folder(path: Path) -> Path:
     """`path`, created when missing and private (0700, tightened on every use:
-    infra.private_files); one line naming it and $RAY_GCP_STATE_DIR when it cannot be."""
+    model.private_files); one line naming it and $RAY_GCP_STATE_DIR when it cannot be."""
     try:
         private_folder(path)
     except OSError as exc:

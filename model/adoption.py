@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import ConfigError
-from infra.stack_config import ADOPT_KEY
+from model.config import ConfigError
+from model.stack_config import ADOPT_KEY
 
 _NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _ROLE = re.compile(r"roles/[A-Za-z0-9_.]+")

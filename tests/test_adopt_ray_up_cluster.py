@@ -8,6 +8,7 @@ everything, so that Ray's `teardown_cluster` would find no node left."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ray.autoscaler._private.util import hash_launch_conf
 
 from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
@@ -31,6 +33,7 @@ USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PA
 def invoke(env: dict[str, str], *args: str, check: bool = True
            ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
+                          stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=900)
     if check:
         assert done.returncode == 0, f"invoke {' '.join(args)}:\n{done.stdout[-5000:]}" \
@@ -82,6 +85,18 @@ def made_by_ray(fake: FakeComputeServer, tmp_path: Path, shape: str
     return data, cluster_yaml, ray_up(data, {worker_type: 1})
 
 
+def stack_output(env: dict[str, str], stack: str, key: str) -> str:
+    """One output of a stack `-c` made, secrets shown (the state folder's backend)."""
+    state = Path(env["RAY_GCP_STATE_DIR"])
+    done = subprocess.run(
+        [str(Path(env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack", "output", key, "--json",
+         "--show-secrets", "--stack", stack, "--cwd", str(PROJECT_ROOT)],
+        env={**env, "PULUMI_BACKEND_URL": f"file://{state}",
+             "PULUMI_CONFIG_PASSPHRASE_FILE": str(state / ".pulumi-passphrase")},
+        capture_output=True, text=True, timeout=300, check=True)
+    return str(json.loads(done.stdout))
+
+
 def bootstrap_config(fake: FakeComputeServer, project: str, zone: str, head: str) -> str:
     """The autoscaler config the head reads: the bucket object its `ray-bootstrap-config`
     metadata names."""
@@ -127,14 +142,20 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
     assert labels[made.head]["ray-node-type"] == "head"
     stack = labels[made.head]["ray-gcp-stack"]
     head_config = yaml.safe_load(bootstrap_config(fake, project, zone, made.head))
+    key_file = tmp_path / "head-key.pem"  # the key the head's config names, as the head has it
+    key_file.write_text(stack_output(env, name, "ssh_private_key"))
     for node_type, names in made.workers.items():
         kinds = [labels[worker]["ray-node-type"] for worker in names]
         pinned = head_config["available_node_types"][node_type]["min_workers"]
         # The type's pinned count taken by its worker group, the rest left to the autoscaler.
         assert kinds == ["unmanaged"] * min(pinned, len(names)) + \
             ["worker"] * (len(names) - min(pinned, len(names))), kinds
-        hashes = {labels[worker]["ray-launch-config"] for worker in names}
-        assert len(hashes) == 1  # the autoscaler's too: the hash of the stack's config
+        # Every one, the autoscaler's too, carries the launch hash Ray's autoscaler on the
+        # head computes for its type (Ray's own hash_launch_conf over the head's config and
+        # key): it is up to date to the autoscaler, never terminated as outdated.
+        expected = hash_launch_conf(head_config["available_node_types"][node_type]["node_config"],
+                                    {**head_config["auth"], "ssh_private_key": str(key_file)})
+        assert {labels[worker]["ray-launch-config"] for worker in names} == {expected}
         for worker in names:
             assert labels[worker]["ray-user-node-type"] == node_type
             assert labels[worker]["ray-gcp-stack"] == stack  # the stack's down removes it
@@ -142,3 +163,20 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
     invoke(env, "down", "-c", str(cluster_yaml), "-y")
     assert cluster_nodes(fake, project, zone, name) == {}
     assert ray_sees(made.config) == []
+
+
+def test_adopt_without_a_terminal_asks_nothing_and_leaves_no_stack(ray_user, tmp_path) -> None:
+    """No `-y` and no terminal to ask on: after the preview it refuses, as `down` does, and
+    the stack it wrote for the preview is gone again; every node is as Ray left it."""
+    env, fake = ray_user
+    data, cluster_yaml, made = made_by_ray(fake, tmp_path, "minimal")
+    project, zone = data["provider"]["project_id"], data["provider"]["availability_zone"]
+    before = cluster_nodes(fake, project, zone, data["cluster_name"])
+
+    done = invoke(env, "adopt", "-c", str(cluster_yaml), check=False)
+    assert done.returncode != 0
+    assert "nothing adopted: no terminal to ask on; add -y (--yes)" in done.stderr, done.stderr
+    stack_file = Path(env["RAY_GCP_STATE_DIR"]) / "stacks" / f"Pulumi.{data['cluster_name']}.yaml"
+    assert not stack_file.exists()
+    assert cluster_nodes(fake, project, zone, data["cluster_name"]) == before
+    assert made.head in before

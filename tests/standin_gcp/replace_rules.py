@@ -11,6 +11,7 @@ pluralised as pulumi-gcp names them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -274,44 +275,36 @@ def settled(token: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, A
     """`new` as Terraform diffs a config against its state: each Optional+Computed field it
     leaves out taken from `old`, and a link to the same resource `old` names by name (or the
     other way round) taken as `old` has it."""
-    return _same_names(NAME_OR_LINK.get(token, {}), old,
-                       _settle(COMPUTED.get(token, {}), old, new))
+    kept = _walk(COMPUTED.get(token, {}), old, new,
+                 lambda was, given: was if given is None else given)
+    return _walk(NAME_OR_LINK.get(token, {}), old, kept, _same_resource)
 
 
-def _same_names(rules: dict[str, Any], old: Any, new: Any) -> Any:
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    result = dict(new)
-    for name, rule in rules.items():
-        if name not in old or name not in new:
-            continue
-        if isinstance(rule, dict):
-            if isinstance(new[name], list) and isinstance(old[name], list) \
-                    and len(new[name]) == len(old[name]):
-                result[name] = [_same_names(rule, o, n) for o, n in zip(old[name], new[name],
-                                                                          strict=True)]
-            elif isinstance(new[name], dict):
-                result[name] = _same_names(rule, old[name], new[name])
-        elif isinstance(old[name], str) and isinstance(new[name], str) \
-                and old[name].rsplit("/", 1)[-1] == new[name].rsplit("/", 1)[-1]:
-            result[name] = old[name]
-    return result
+def _same_resource(was: Any, given: Any) -> Any:
+    if isinstance(was, str) and isinstance(given, str) \
+            and was.rsplit("/", 1)[-1] == given.rsplit("/", 1)[-1]:
+        return was
+    return given
 
 
-def _settle(rules: dict[str, Any], old: Any, new: Any) -> Any:
+def _walk(rules: dict[str, Any], old: Any, new: Any, leaf: Callable[[Any, Any], Any]) -> Any:
+    """`new` with `leaf(old value, new value)` at each path `rules` names (blocks and lists of
+    blocks element by element, when both have as many)."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return new
     result = dict(new)
     for name, rule in rules.items():
         if name not in old:
             continue
-        if new.get(name) is None:
-            result[name] = old[name]
-        elif isinstance(rule, dict):
-            if isinstance(new[name], list) and isinstance(old[name], list) \
-                    and len(new[name]) == len(old[name]):
-                result[name] = [_settle(rule, o, n) for o, n in zip(old[name], new[name],
-                                                                      strict=True)]
-            elif isinstance(new[name], dict):
-                result[name] = _settle(rule, old[name], new[name])
+        given = new.get(name)
+        if not isinstance(rule, dict) or given is None:
+            value = leaf(old[name], given)
+            if value is not None:
+                result[name] = value
+        elif isinstance(given, list) and isinstance(old[name], list) \
+                and len(given) == len(old[name]):
+            result[name] = [_walk(rule, o, n, leaf) for o, n in zip(old[name], given,
+                                                                     strict=True)]
+        elif isinstance(given, dict):
+            result[name] = _walk(rule, old[name], given, leaf)
     return result

@@ -8,6 +8,7 @@ everything, so that Ray's `teardown_cluster` would find no node left."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import hash_launch_conf
 
+from model.config import parse_cluster_config
 from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.ray_launcher import point_ray_at, ray_sees, ray_up
@@ -79,10 +81,11 @@ def made_by_ray(fake: FakeComputeServer, tmp_path: Path, shape: str
     fake.cloud.catalogue.zones.setdefault(provider["region"], [provider["availability_zone"]])
     cluster_yaml = tmp_path / f"{shape}.yaml"
     cluster_yaml.write_text(yaml.safe_dump(data))
-    worker_type = sorted(t for t in data.get("available_node_types") or {"ray_worker_small": 0}
-                         if t != data.get("head_node_type", "ray_head_default"))[0]
-    # One worker more than min_workers, as the autoscaler launches for pending work.
-    return data, cluster_yaml, ray_up(data, {worker_type: 1})
+    # Where the YAML names its worker type: one worker more than min_workers, as the
+    # autoscaler launches for pending work. (`minimal` keeps Ray's defaults, whose worker
+    # node_config has Ray's list-form scheduling: the head alone.)
+    types = [t for t in data.get("available_node_types") or {} if t != data["head_node_type"]]
+    return data, cluster_yaml, ray_up(data, {types[0]: 1} if types else {})
 
 
 def stack_output(env: dict[str, str], stack: str, key: str) -> str:
@@ -146,7 +149,8 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
     key_file.write_text(stack_output(env, name, "ssh_private_key"))
     for node_type, names in made.workers.items():
         kinds = [labels[worker]["ray-node-type"] for worker in names]
-        pinned = head_config["available_node_types"][node_type]["min_workers"]
+        pinned = parse_cluster_config(copy.deepcopy(data)).available_node_types[
+            node_type].min_workers
         # The type's pinned count taken by its worker group, the rest left to the autoscaler.
         assert kinds == ["unmanaged"] * min(pinned, len(names)) + \
             ["worker"] * (len(names) - min(pinned, len(names))), kinds

@@ -82,7 +82,9 @@ def _is_spot(body: dict[str, Any]) -> bool:
     scheduling = body.get("scheduling") or {}
     if not isinstance(scheduling, dict):
         # `scheduling` is one Scheduling object (https://cloud.google.com/compute/docs/
-        # reference/rest/v1/instances); a JSON list for it fails the API's proto JSON parse.
+        # reference/rest/v1/instances); Ray's GCP examples write a list of one-key maps, not
+        # the documented form (ray-project/ray#46248), which Ray's launcher sends as it is.
+        # Refused here as a proto JSON parse refuses a list for a message field.
         raise ApiError(400, "Invalid JSON payload received. Unknown name \"scheduling\" at "
                             "'resource': Proto field is not repeating, cannot start list.")
     model = scheduling.get("provisioningModel")

@@ -141,14 +141,16 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
     # Ray's provider still finds every node it made, each labelled as the head's autoscaler
     # expects: the head as its head, workers of their type.
     assert ray_sees(made.config) == ray_nodes
-    labels = {n: node["labels"] for n, node in cluster_nodes(fake, project, zone, name).items()}
+    nodes = cluster_nodes(fake, project, zone, name)
+    labels = {n: node["labels"] for n, node in nodes.items()}
     assert labels[made.head]["ray-node-type"] == "head"
     stack = labels[made.head]["ray-gcp-stack"]
     head_config = yaml.safe_load(bootstrap_config(fake, project, zone, made.head))
     key_file = tmp_path / "head-key.pem"  # the key the head's config names, as the head has it
     key_file.write_text(stack_output(env, name, "ssh_private_key"))
     for node_type, names in made.workers.items():
-        kinds = [labels[worker]["ray-node-type"] for worker in names]
+        oldest_first = sorted(names, key=lambda n: (nodes[n]["creationTimestamp"], n))
+        kinds = [labels[worker]["ray-node-type"] for worker in oldest_first]
         pinned = parse_cluster_config(copy.deepcopy(data)).available_node_types[
             node_type].min_workers
         # The type's pinned count taken by its worker group, the rest left to the autoscaler.

@@ -1,26 +1,31 @@
-"""RayCluster: wires service account, SSH key, Ray auth token, network, bucket, head, worker
-groups and TPU slices. Nothing else."""
+"""RayCluster: the component other Pulumi programs use, and this program's top. Wires service
+account, SSH key, Ray auth token, network, bucket, head, worker groups and TPU slices from a Ray
+cluster YAML; registers what other programs read (its outputs below, and the stack outputs
+infra/program.py exports from them)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap import autoscaler_config
-from bootstrap.file_mounts import FileMountArchive, PackedMounts
+from bootstrap.file_mounts import FileMountArchive
 from infra.bucket import ClusterBucket
+from infra.cluster_args import RayClusterArgs, prepare_cluster
 from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
-from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash
+from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash, stack_identity
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
     HEAD_ADDRESS_KEY,
     PINNED_METADATA,
     RAY_AUTH_TOKEN_SECRET_KEY,
+    REAPPLY_ENV,
     merge_metadata,
     pinned_body,
     with_worker_request,
@@ -36,24 +41,40 @@ from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 from infra.yaml_text import dump_yaml
 
+__all__ = ["RayCluster", "RayClusterArgs"]
+
+# host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of
+# Google's APIs, over plain http; `invoke kill-random-node --hard` reads the same variable.
+API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
+DASHBOARD_URL = "http://localhost:8265 (after `invoke attach -p 8265`)"
+
 
 class RayCluster(pulumi.ComponentResource):
-    """A Ray cluster on GCP from a node plan; outputs what `invoke attach` and friends need."""
+    """A Ray cluster on GCP from a Ray cluster YAML:
+    `RayCluster("ml", RayClusterArgs(config="cluster.yaml"), opts)`.
 
-    def __init__(
-        self,
-        name: str,
-        plan: ClusterPlan,
-        credentials: pulumi.Output[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-        reapply_request: str = "",
-        api_endpoint: str | None = None,
-        mounts: PackedMounts | None = None,
-        stack: str = "",
-    ) -> None:
-        """`stack` is the stack's identity (infra.labels.stack_identity), on every node.
-        `mounts` are the packed file_mounts, named here with the stack's secret key."""
+    Outputs (attributes, registered): `head_name`, `head_internal_ip`, `head_external_ip`,
+    `bucket_name`, `network_name`, `subnetwork`, `service_account_email` (the autoscaler's, the
+    head's unless its node_config names one), `worker_service_account_email`,
+    `dashboard_url`. Every resource is its child; `opts.providers` may name the gcp provider
+    (with the YAML's `provider.gcp_credentials`, the worker groups call Google as the same
+    identity). A bad config raises ClusterConfigError: one message naming the file.
+    """
+
+    def __init__(self, name: str, args: RayClusterArgs,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
+        prepared = prepare_cluster(args)
+        plan, mounts = prepared.plan, prepared.mounts
+        credentials_config = prepared.config.provider.gcp_credentials
+        # Either type (service-account JSON or OAuth token): the worker groups and the sweeper
+        # call Google APIs as the same identity as the gcp provider, never ADC behind its back.
+        credentials = (pulumi.Output.secret(credentials_config.credentials.get_secret_value())
+                       if credentials_config is not None else None)
+        reapply_request = os.environ.get(REAPPLY_ENV, "")
+        api_endpoint = os.environ.get(API_ENDPOINT_ENV) or None
+        stack = args.stack or stack_identity(
+            pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack())
         config = plan.config
         user = config.auth.ssh_user
 
@@ -228,7 +249,23 @@ class RayCluster(pulumi.ComponentResource):
                     opts,
                     api_endpoint,
                 )
-        self.register_outputs({"head_name": head_name})
+        self.head_name = pulumi.Output.from_input(head_name)
+        self.head_internal_ip = self.head.internal_ip
+        self.head_external_ip = self.head.external_ip
+        self.bucket_name = self.bucket.name
+        self.network_name = self.network.network
+        self.subnetwork = self.network.subnetwork
+        self.service_account_email = self.service_account.email
+        self.worker_service_account_email = self.worker_account.email
+        self.dashboard_url = pulumi.Output.from_input(DASHBOARD_URL)
+        self.register_outputs({
+            "head_name": head_name, "head_internal_ip": self.head_internal_ip,
+            "head_external_ip": self.head_external_ip, "bucket_name": self.bucket_name,
+            "network": self.network_name, "subnetwork": self.subnetwork,
+            "service_account_email": self.service_account_email,
+            "worker_service_account_email": self.worker_service_account_email,
+            "dashboard_url": DASHBOARD_URL,
+        })
 
     def _head_email(self, plan: ClusterPlan) -> pulumi.Input[str]:
         """The head's account: the autoscaler account's output (a grant to it waits for it),

@@ -16,9 +16,9 @@ from typing import Any
 import pulumi
 
 from bootstrap.file_mounts import PackedMounts, pack_file_mounts, synced_files_outside_mounts
-from infra.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
 from infra.metadata_limits import check_metadata_limits
-from infra.plan import ClusterPlan, check_boot_disks, plan_cluster
+from model.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from model.plan import ClusterPlan, check_boot_disks, plan_cluster
 
 INLINE_SOURCE = "RayClusterArgs.config"
 
@@ -31,7 +31,7 @@ class RayClusterArgs:
     up` reads them), the YAML as a dict, or a parsed ClusterConfig. `worker_counts`: node type
     -> the number of workers Pulumi keeps (default: each type's `min_workers`). `stack`: the
     value of the `ray-gcp-stack` label on every node (default: from the organization, project
-    and stack names, infra.labels.stack_identity); the sweeper deletes nodes by it.
+    and stack names, model.labels.stack_identity); the sweeper deletes nodes by it.
     """
 
     config: str | os.PathLike[str] | Mapping[str, Any] | ClusterConfig

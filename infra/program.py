@@ -16,14 +16,14 @@ import pulumi_gcp as gcp
 from bootstrap.node_metadata import script_versions
 from infra.cluster import DASHBOARD_URL, RayCluster
 from infra.cluster_args import ClusterConfigError, RayClusterArgs
-from infra.config import (
+from model.config import (
     ClusterConfig,
     ConfigError,
     TpuNodeConfig,
     load_cluster_config,
     parse_cluster_config,
 )
-from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
+from model.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
 STACK_KEY_PREFIX = f"{CONFIG_NAMESPACE}:"

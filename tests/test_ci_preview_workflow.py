@@ -94,6 +94,7 @@ def pull_request(tmp_path: Path) -> Path:
     return work
 
 
+@pytest.mark.slow  # two offline plans of a stack (base and head): about 100 s on 2 loaded cores
 def test_the_offline_job_comments_the_changed_stacks_diff(pull_request: Path) -> None:
     steps = {step["id"]: step for step in _workflow()["jobs"]["offline-diff"]["steps"]
              if "id" in step}

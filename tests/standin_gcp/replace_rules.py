@@ -293,8 +293,10 @@ def _child(rule: Rule, key: str) -> Rule:
 
 
 def _sets_forced(rule: Rule, value: Any) -> bool:
-    """Whether a value added or deleted whole sets a ForceNew field."""
-    if _absent(value):
+    """Whether a value added or deleted whole sets a ForceNew field. A primitive at its zero
+    value (false, 0, "") sets nothing: Terraform's SDK reads an unset primitive as its zero
+    value (helper/schema ResourceData.Get), so no diff, no replacement."""
+    if _absent(value) or value is False or value == 0 or value == "":
         return False
     if rule.force_new:
         return True

@@ -55,7 +55,6 @@ _SPOT_ONLY = ("preemptible", "instanceTerminationAction", "maxRunDuration", "ter
 # shape. Not a missing reservation or one that cannot be targeted: those are config errors.
 _RESERVATION_REFUSAL = re.compile(
     r"reservation.*(not have enough|insufficient|exhausted|do(es)? not match)", re.I | re.S)
-_FLEX_REFUSAL = re.compile(r"flex.?start.*(could not|not be|unable|expired)", re.I | re.S)
 
 
 def ladder_of(policy: Mapping[str, Any] | None, body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -69,11 +68,11 @@ def ladder_of(policy: Mapping[str, Any] | None, body: Mapping[str, Any]) -> list
 
 
 def is_capacity_refusal(error: str) -> bool:
-    """A refusal that means "no capacity on this rung": a stockout in any of its forms, a
-    per-zone quota, a reservation full or not matching, a flex-start request not filled.
-    Anything else (a bad field, a missing reservation, a permission) is the config's."""
-    return (is_zone_capacity_error(error) or bool(_RESERVATION_REFUSAL.search(error))
-            or bool(_FLEX_REFUSAL.search(error)))
+    """A refusal that means "no capacity on this rung": a stockout in any of its forms (a
+    flex-start request GCE could not fill is one), a per-zone quota, a reservation full or not
+    matching. Anything else (a bad field, a missing reservation, a permission) is the
+    config's."""
+    return is_zone_capacity_error(error) or bool(_RESERVATION_REFUSAL.search(error))
 
 
 def reservation_name(reference: str) -> str:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
-from infra.workers.capacity import Market, market_of
+from bootstrap.head_provider.ladder import FLEX_START, MARKETS, is_capacity_refusal
+from infra.workers.capacity import CAPACITY_LABEL, market_of
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import NoCapacity, Node, Phase, Want, WorkerGroupError
 from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
@@ -34,7 +35,6 @@ from infra.workers.zones import (
     ZoneRefused,
     body_in_zone,
     describe_skipped,
-    is_zone_capacity_error,
     refused_for_capacity,
     region_of,
 )
@@ -88,9 +88,16 @@ def _node(instance: compute_v1.Instance) -> Node:
     )
 
 
-def instance_market(instance: compute_v1.Instance) -> Market:
-    """What an instance is by its own scheduling: `spot` (spot or preemptible) or `on-demand`."""
+def instance_market(instance: compute_v1.Instance) -> str:
+    """What an instance is: the ladder rung its label names (reservation, any-reservation,
+    spot, flex-start, on-demand), else by its own scheduling: `flex-start`, `spot` (spot or
+    preemptible) or `on-demand`."""
+    label = instance.labels.get(CAPACITY_LABEL, "")
+    if label in MARKETS:
+        return label
     scheduling = instance.scheduling
+    if scheduling.provisioning_model == "FLEX_START":
+        return FLEX_START
     return market_of({"provisioningModel": scheduling.provisioning_model,
                       "preemptible": scheduling.preemptible})
 
@@ -192,7 +199,7 @@ class ComputeNodes:
                 made, errors = self._create_in_zone(zone, remaining, body_in_zone(body, zone))
                 created += made
                 remaining = [n for n in remaining if n not in made]
-                if errors and not all(is_zone_capacity_error(e) for e in errors):
+                if errors and not all(is_capacity_refusal(e) for e in errors):
                     raise WorkerGroupError(
                         f"created {len(created)} of {len(names)} instances in "
                         f"{zone}: {'; '.join(errors)}",

@@ -28,6 +28,11 @@ class Faults:
     spot_capacity: dict[str, int] = field(default_factory=dict)
     """Zone -> spot (or preemptible) instances it can still take; the rest fail with
     `stockout_code`, as `zone_capacity` does, while on-demand inserts go through."""
+    flex_capacity: dict[str, int] = field(default_factory=dict)
+    """Zone -> flex-start instances it can still find; the rest fail with `stockout_code` once
+    `flex_start_s` has passed (a request Dynamic Workload Scheduler could not fill)."""
+    flex_start_s: float = 0.2
+    """How much longer a flex-start insert's operation runs: the wait for capacity."""
     zone_quota: dict[str, int] = field(default_factory=dict)
     """Zone -> instances it may hold; beyond, QUOTA_EXCEEDED naming that zone (a per-zone cap)."""
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"

@@ -8,8 +8,8 @@ forms, a per-zone quota, a reservation full or not matching, a flex-start reques
 what was created named. Reservation rungs read first what each reservation has free
 (reservations.py) and send it no more (a reservation shared from another project is not
 ours to read: it gets the rest and refuses what it cannot hold); GCE takes one reservation
-name per instance, so the nodes are spread across the rung's list in its order. A flex-start rung's nodes still waiting
-when its timeout passes are deleted before the next rung is tried.
+name per instance, so the nodes are spread across the rung's list in its order. A flex-start
+rung's nodes still waiting when its timeout passes are deleted before the next rung is tried.
 """
 
 from __future__ import annotations

@@ -233,6 +233,39 @@ def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str
     return edit
 
 
+LADDER_RESERVATION = "gpu-res"
+
+
+def ladder_of_markets(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: the worker type's capacity ladder is a specific reservation,
+    spot, flex-start (2 hours), on-demand; the cluster and the type may grow to
+    `max_workers`."""
+
+    def edit(data: dict[str, Any]) -> None:
+        spot_with_fallback(worker_type, max_workers)(data)
+        data["provider"]["capacity"] = {worker_type: {"ladder": [
+            {"market": "reservation", "reservations": [LADDER_RESERVATION]},
+            {"market": "spot"},
+            {"market": "flex-start", "max_run_duration_hours": 2},
+            {"market": "on-demand"}]}}
+
+    return edit
+
+
+def add_ladder_reservation(cluster: Cluster, fake: FakeComputeServer) -> None:
+    """The ladder's reservation, of the worker's shape, full (the pinned workers go spot)."""
+    fake.cloud.reservations.add(cluster.project, cluster.zone, LADDER_RESERVATION, 0,
+                                "n1-standard-2")
+
+
+def reservation_full_spot_out(cluster: Cluster, fake: FakeComputeServer, room: int) -> None:
+    """After the pinned workers are up: the ladder's reservation has `room` nodes left, spot
+    is stocked out, flex-start answers at once."""
+    fake.cloud.reservations.get(cluster.project, cluster.zone, LADDER_RESERVATION).count = room
+    fake.faults.spot_capacity[cluster.zone] = 0
+    fake.faults.flex_start_s = 0.0
+
+
 def market_of_instance(instance: dict[str, Any]) -> str:
     """What GCE made: `spot` or `on-demand`, by the instance's own scheduling."""
     scheduling = instance.get("scheduling") or {}

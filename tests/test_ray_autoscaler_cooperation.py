@@ -34,6 +34,7 @@ from ray_cooperation import (
     PINNED_STACKS,
     Cluster,
     active_lines,
+    add_ladder_reservation,
     assert_on_demand_fallback,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
@@ -43,6 +44,7 @@ from ray_cooperation import (
     idle_an_hour,
     install_head_provider,
     ip_of,
+    ladder_of_markets,
     market_of_instance,
     most_workers,
     node_bundles,
@@ -50,6 +52,7 @@ from ray_cooperation import (
     past_the_maximum,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    reservation_full_spot_out,
     running,
     spot_with_fallback,
     start_cluster,
@@ -367,6 +370,36 @@ def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_
 
     assert grow(up) == {}
     assert launch_failures(up.head)
+
+
+# ------------------------------------ the capacity ladder (provider.capacity.<type>.ladder), v1
+
+
+def test_demand_walks_the_ladder_reservation_then_flex_start_and_retires_every_node(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    cluster = planned("full", "v1", edit=ladder_of_markets(SPOT_TYPE, SPOT_MAX))
+    add_ladder_reservation(cluster, fake)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    reservation_full_spot_out(cluster, fake, room=1)
+
+    launched = grow(up)
+
+    labels = sorted(i["labels"]["ray-capacity"] for i in launched.values())
+    assert labels == ["flex-start"] * (SPOT_MAX - len(up.nodes[1:]) - 1) + ["reservation"]
+    for name, instance in launched.items():
+        assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
+        if instance["labels"]["ray-capacity"] == "flex-start":
+            assert instance["scheduling"]["provisioningModel"] == "FLEX_START"
+    assert launch_failures(up.head) == []
+    grow(up)  # nothing made twice: later cycles add none
+    assert set(up.head.running()) == {*up.nodes, *launched}
+
+    for _ in range(CYCLES):
+        up.head.cycle(idle_s=idle_an_hour(up.head.running()))
+    assert set(up.head.running()) == set(up.nodes)  # none left behind
+    fake.cloud.settle()
+    assert fake.cloud.reservations.get(cluster.project, cluster.zone, "gpu-res").free == 1
 
 
 # ------------------------------------ the workers Pulumi pins, counted by v1 (issue 36)

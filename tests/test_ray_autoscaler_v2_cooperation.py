@@ -62,6 +62,7 @@ from ray_cooperation import (
     PINNED_STACKS,
     Cluster,
     active_lines,
+    add_ladder_reservation,
     assert_on_demand_fallback,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
@@ -70,11 +71,13 @@ from ray_cooperation import (
     idle_an_hour,
     install_head_provider,
     ip_of,
+    ladder_of_markets,
     most_workers,
     node_bundles,
     past_the_maximum,
     planned,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    reservation_full_spot_out,
     running,
     spot_with_fallback,
     start_cluster,
@@ -628,6 +631,30 @@ def test_v2_spot_available_gives_spot_workers_as_before(
                                           "instanceTerminationAction": "DELETE"}
         assert instance["labels"]["ray-capacity"] == "spot"
         assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "spot"
+
+
+def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    cluster = planned("full", "v2", edit=ladder_of_markets(SPOT_TYPE, SPOT_MAX))
+    add_ladder_reservation(cluster, fake)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    reservation_full_spot_out(cluster, fake, room=1)
+
+    launched = grow_v2(up)
+
+    labels = sorted(i["labels"]["ray-capacity"] for i in launched.values())
+    assert labels == ["flex-start"] * (SPOT_MAX - len(up.nodes[1:]) - 1) + ["reservation"]
+    for name in launched:
+        ray_labels = up.head.gcs.nodes[name].state().labels
+        # Reserved and flex-start nodes are not preemptible: on-demand to Ray's schedulers.
+        assert ray_labels["ray.io/market-type"] == "on-demand"
+        assert ray_labels["ray.io/availability-zone"] == cluster.zone
+    # Nothing made twice: the IM knows exactly these, each running Ray.
+    workers = {i: s for i, s in up.head.instances().items() if i not in up.nodes}
+    assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
+    grow_v2(up)
+    assert set(up.head.running()) == {*up.nodes, *launched}
 
 
 # ------------------------------------------- the spend cap's launch check (provider.spend_cap)

@@ -49,7 +49,7 @@ class HeadNodeProvider(GCPNodeProvider):
             for twin, user_type in (provider_config.get(pinned.PROVIDER_FIELD) or {}).items()}
         self.launch_checks: list[LaunchCheck] = [SpendGate(self), self._refuse_twins]
         # The autoscaler's log (monitor.log) says which provider launches, and from where.
-        logger.info("HeadNodeProvider from %s: on-demand fallback for %s", __file__,
+        logger.info("HeadNodeProvider from %s: capacity ladders for %s", __file__,
                     ", ".join(sorted(self.capacity)) or "no node type")
 
     def node_tags(self, node_id: str) -> dict[str, str]:
@@ -85,4 +85,4 @@ class HeadNodeProvider(GCPNodeProvider):
             for check in self.launch_checks:
                 check(base_config, tags, count)
             return launch_nodes(create, base_config, count, self.capacity.get(node_type),
-                                node_type)
+                                node_type, self.provider_config.get("availability_zone"))

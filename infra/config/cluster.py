@@ -799,9 +799,7 @@ class ClusterConfig(StrictModel):
                 problems.append((path, f"{name!r} is not a key of available_node_types: use "
                                        f"one of {', '.join(sorted(self.available_node_types))}"))
             elif isinstance(node_type.node_config, TpuNodeConfig):
-                problems.append((path, "TPU slices get capacity through "
-                                       "provider.tpu_queued_resources, not a ladder: remove "
-                                       f"{name} from provider.capacity"))
+                problems += self._tpu_ladder_problems(path, name, policy)
             elif not node_type.max_workers and name == self.head_node_type:
                 problems.append((path, "the head is never created on-demand in its stead and "
                                        f"{name} has no workers: remove it from "
@@ -813,6 +811,25 @@ class ClusterConfig(StrictModel):
                                        f"available_node_types.{name}.node_config.scheduling."
                                        "provisioningModel: SPOT, or remove it from "
                                        "provider.capacity"))
+        return problems
+
+    def _tpu_ladder_problems(self, path: str, name: str,
+                             policy: Capacity) -> list[tuple[str, str]]:
+        """A TPU slice walks a ladder only as queued requests, in its zone, on the markets the
+        TPU API has (no flex-start tier in its v2 API)."""
+        if not policy.is_ladder or self.provider.tpu_queued_resources is None:
+            return [(path, f"a TPU type walks a capacity ladder through queued resources: set "
+                           "provider.tpu_queued_resources (e.g. {wait_minutes: 30}) and write "
+                           f"a `ladder:`, or remove {name} from provider.capacity")]
+        problems = []
+        for index, rung in enumerate(policy.ladder or []):
+            where = f"{path}.ladder[{index}]"
+            if rung.market not in ("reservation", "any-reservation", "spot", "on-demand"):
+                problems.append((f"{where}.market", f"a TPU slice has no {rung.market} rung: "
+                                 "use reservation, any-reservation, spot or on-demand"))
+            if rung.zones or rung.machine_type:
+                problems.append((where, "a TPU slice stays in availability_zone with its "
+                                        "accelerator type: remove zones and machine_type"))
         return problems
 
     def _ladder_problems(self, path: str, policy: Capacity) -> list[tuple[str, str]]:

@@ -46,6 +46,9 @@ class Faults:
     it is provisioned; None: it waits forever (no capacity ever comes)."""
     queued_failure: str | None = None
     """Queued resources that would be provisioned go FAILED instead, with this message."""
+    queued_tier_failure: dict[str, str] = field(default_factory=dict)
+    """Tier ("spot", "reservation", "on-demand") -> the message its queued resources FAIL with
+    when they would be provisioned (no capacity on that tier)."""
     metadata_race: dict[str, str] = field(default_factory=dict)
     """Items another writer (say `gcloud compute ssh` adding a key) sets on an instance just
     before the first setMetadata that reaches it: that call quotes a stale fingerprint."""

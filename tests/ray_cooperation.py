@@ -252,10 +252,21 @@ def ladder_of_markets(worker_type: str, max_workers: int) -> Callable[[dict[str,
     return edit
 
 
-def add_ladder_reservation(cluster: Cluster, fake: FakeComputeServer) -> None:
-    """The ladder's reservation, of the worker's shape, full (the pinned workers go spot)."""
+def planned_ladder(version: Version, fake: FakeComputeServer, worker_type: str,
+                   max_workers: int) -> Cluster:
+    """`full` with the ladder of `ladder_of_markets`, planned, and its reservation (of the
+    worker's shape) full, so the pinned workers go spot."""
+    cluster = planned("full", version, edit=ladder_of_markets(worker_type, max_workers))
     fake.cloud.reservations.add(cluster.project, cluster.zone, LADDER_RESERVATION, 0,
                                 "n1-standard-2")
+    return cluster
+
+
+def assert_reserved_then_flex_start(launched: dict[str, dict[str, Any]], wanted: int) -> None:
+    """`wanted` autoscaled nodes: one from the reservation's one free place, the rest
+    flex-start (spot being out), each labelled with its rung."""
+    labels = sorted(i["labels"]["ray-capacity"] for i in launched.values())
+    assert labels == ["flex-start"] * (wanted - 1) + ["reservation"]
 
 
 def reservation_full_spot_out(cluster: Cluster, fake: FakeComputeServer, room: int) -> None:

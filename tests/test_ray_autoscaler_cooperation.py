@@ -34,8 +34,8 @@ from ray_cooperation import (
     PINNED_STACKS,
     Cluster,
     active_lines,
-    add_ladder_reservation,
     assert_on_demand_fallback,
+    assert_reserved_then_flex_start,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_credentials,
@@ -44,13 +44,13 @@ from ray_cooperation import (
     idle_an_hour,
     install_head_provider,
     ip_of,
-    ladder_of_markets,
     market_of_instance,
     most_workers,
     node_bundles,
     node_id,
     past_the_maximum,
     planned,
+    planned_ladder,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     reservation_full_spot_out,
     running,
@@ -378,15 +378,13 @@ def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_
 def test_demand_walks_the_ladder_reservation_then_flex_start_and_retires_every_node(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
 ) -> None:
-    cluster = planned("full", "v1", edit=ladder_of_markets(SPOT_TYPE, SPOT_MAX))
-    add_ladder_reservation(cluster, fake)
+    cluster = planned_ladder("v1", fake, SPOT_TYPE, SPOT_MAX)
     up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
     reservation_full_spot_out(cluster, fake, room=1)
 
     launched = grow(up)
 
-    labels = sorted(i["labels"]["ray-capacity"] for i in launched.values())
-    assert labels == ["flex-start"] * (SPOT_MAX - len(up.nodes[1:]) - 1) + ["reservation"]
+    assert_reserved_then_flex_start(launched, SPOT_MAX - len(up.nodes[1:]))
     for name, instance in launched.items():
         assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
         if instance["labels"]["ray-capacity"] == "flex-start":

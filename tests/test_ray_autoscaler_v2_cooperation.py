@@ -62,8 +62,8 @@ from ray_cooperation import (
     PINNED_STACKS,
     Cluster,
     active_lines,
-    add_ladder_reservation,
     assert_on_demand_fallback,
+    assert_reserved_then_flex_start,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
@@ -71,11 +71,11 @@ from ray_cooperation import (
     idle_an_hour,
     install_head_provider,
     ip_of,
-    ladder_of_markets,
     most_workers,
     node_bundles,
     past_the_maximum,
     planned,
+    planned_ladder,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     reservation_full_spot_out,
     running,
@@ -636,15 +636,13 @@ def test_v2_spot_available_gives_spot_workers_as_before(
 def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
 ) -> None:
-    cluster = planned("full", "v2", edit=ladder_of_markets(SPOT_TYPE, SPOT_MAX))
-    add_ladder_reservation(cluster, fake)
+    cluster = planned_ladder("v2", fake, SPOT_TYPE, SPOT_MAX)
     up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
     reservation_full_spot_out(cluster, fake, room=1)
 
     launched = grow_v2(up)
 
-    labels = sorted(i["labels"]["ray-capacity"] for i in launched.values())
-    assert labels == ["flex-start"] * (SPOT_MAX - len(up.nodes[1:]) - 1) + ["reservation"]
+    assert_reserved_then_flex_start(launched, SPOT_MAX - len(up.nodes[1:]))
     for name in launched:
         ray_labels = up.head.gcs.nodes[name].state().labels
         # Reserved and flex-start nodes are not preemptible: on-demand to Ray's schedulers.

@@ -167,12 +167,17 @@ def test_any_reservation_consumes_a_matching_open_reservation_and_no_more(fake):
     assert len(open_res.consumers) == 1  # the on-demand ones ask for NO_RESERVATION
 
 
-def test_every_rung_refused_names_each_rung_and_keeps_what_was_made(fake):
+def one_reserved_place_spot_and_flex_start_out(fake: FakeComputeServer) -> None:
     reserve(fake, "gpu-res", 1)
     reserve(fake, "pool", 0, project=OTHER, shared_with=[PROJECT])
     spot_out_everywhere(fake)
     for zone in ZONES:
         fake.faults.flex_capacity[zone] = 0
+
+
+def test_every_rung_refused_names_each_rung_and_keeps_what_was_made(fake):
+    one_reserved_place_spot_and_flex_start_out(fake)
+    for zone in ZONES:
         fake.faults.zone_capacity[zone] = 0
 
     with pytest.raises(Exception) as failure:
@@ -189,11 +194,7 @@ def test_every_rung_refused_names_each_rung_and_keeps_what_was_made(fake):
 
 
 def test_a_scale_down_removes_on_demand_first_and_reserved_nodes_last(fake):
-    reserve(fake, "gpu-res", 1)
-    reserve(fake, "pool", 0, project=OTHER, shared_with=[PROJECT])
-    spot_out_everywhere(fake)
-    for zone in ZONES:
-        fake.faults.flex_capacity[zone] = 0
+    one_reserved_place_spot_and_flex_start_out(fake)
     provider = fast_provider()
     outs = provider.create(props(fake, 3, LADDER)).outs
     fake.faults.spot_capacity.clear()

@@ -13,8 +13,8 @@ import pytest
 from ray.autoscaler._private.util import validate_config
 
 from bootstrap.head_provider import ladder
-from infra.config import ConfigError, parse_cluster_config
-from infra.config import capacity as config_capacity
+from model.config import ConfigError, parse_cluster_config
+from model.config import capacity as config_capacity
 from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 

@@ -10,7 +10,7 @@ from datetime import date
 
 import pytest
 
-from infra.config import parse_cluster_config
+from model.config import parse_cluster_config
 from ops.cloud.cost import LIST_PRICED_NOTE, cost_report, node_costs
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import (

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 from ops.lifecycle.apis import quota_apis
 from ops.lifecycle.preflight_reservations import reservation_lines
 from ops.review.plan import plan_yaml, render_json, render_table

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import ConfigError, parse_cluster_config
 from infra.workers.queued_slice import QueuedSliceProvider
+from model.config import ConfigError, parse_cluster_config
 from ops.review.plan_engine import run_program
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, PROJECT, ZONE, fast_retry, tpu_body

@@ -1,7 +1,7 @@
 """The capacity ladder, as pure rules: the ordered rungs a node type's nodes are tried on, the
 insert body each rung makes of the node type's body, and which refusals move a node down.
 
-A rung is a mapping (the `ladder` entries of `provider.capacity.<type>`, as infra/config
+A rung is a mapping (the `ladder` entries of `provider.capacity.<type>`, as model/config
 dumps them): `market` (one of MARKETS), and optionally `zones` (where the rung is tried; absent,
 the group's zone and its failover zones), `reservations` (a `reservation` rung's names: a name
 in the project, or `projects/P/reservations/R` for one shared from project P; GCE takes one

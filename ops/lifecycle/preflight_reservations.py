@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from infra.config import ClusterConfig
 from infra.workers.nodes import WorkerGroupError
 from infra.workers.reservations import ReservationReader
+from model.config import ClusterConfig
 from ops.lifecycle.apis import QuotaApis
 from ops.review.plan_capacity import Free, ladder_lines, ladder_rows
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from infra.config import ClusterConfig
+from model.config import ClusterConfig
 
 Free = Mapping[tuple[str, str], int]
 """(zone, reservation as written) -> how many nodes it can still take."""

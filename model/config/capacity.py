@@ -19,7 +19,7 @@ The long form names the rungs, tried in order until every node has a place:
 
 The short form `{fallback: on-demand, return_to_spot: bool}` of a spot type stays what it was:
 the ladder [spot, on-demand]. Under `provider`, not in the node type, because Ray's schema
-refuses unknown node type keys; infra/config/cluster.py removes it from the config Ray reads.
+refuses unknown node type keys; model/config/cluster.py removes it from the config Ray reads.
 The rules a rung's body follows live in bootstrap/head_provider/ladder.py (shared with the head).
 """
 

@@ -520,6 +520,33 @@ def test_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_ray
     assert labels["ray-spend-refused-at"].endswith("z")
 
 
+@pytest.mark.parametrize("ladder, refused", [
+    ([{"market": "spot"}], False),
+    ([{"market": "spot"}, {"market": "flex-start"}], True),
+])
+def test_a_laddered_launch_is_priced_at_the_dearest_rung_it_may_take(
+    ladder: list[dict[str, Any]], refused: bool, fake: FakeComputeServer,
+    head_for: Callable[[Cluster], RayHead], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room for 1.5 spot workers more, less than one on-demand: a ladder that may leave spot
+    is priced on-demand and refused; an all-spot ladder goes ahead."""
+    capped = hourly_cap_with_room(SPOT_TYPE, 1.5)
+
+    def edit(data: dict[str, Any]) -> None:
+        capped(data)
+        data["provider"]["capacity"] = {SPOT_TYPE: {"ladder": ladder}}
+
+    cluster = planned("full", "v1", edit=edit)
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)])
+
+    assert bool(launch_failures(up.head)) is refused
+    assert len(up.head.running()) == len(up.nodes) + (0 if refused else 1)
+
+
 def test_a_launch_within_the_hourly_cap_goes_ahead(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch

@@ -234,6 +234,7 @@ def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str
 
 
 LADDER_RESERVATION = "gpu-res"
+FLEX_WAIT_S = 1.0
 
 
 def ladder_of_markets(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
@@ -271,10 +272,10 @@ def assert_reserved_then_flex_start(launched: dict[str, dict[str, Any]], wanted:
 
 def reservation_full_spot_out(cluster: Cluster, fake: FakeComputeServer, room: int) -> None:
     """After the pinned workers are up: the ladder's reservation has `room` nodes left, spot
-    is stocked out, flex-start answers at once."""
+    is stocked out, a flex-start node is PENDING for FLEX_WAIT_S before it runs."""
     fake.cloud.reservations.get(cluster.project, cluster.zone, LADDER_RESERVATION).count = room
     fake.faults.spot_capacity[cluster.zone] = 0
-    fake.faults.flex_start_s = 0.0
+    fake.faults.flex_start_s = FLEX_WAIT_S
 
 
 def market_of_instance(instance: dict[str, Any]) -> str:

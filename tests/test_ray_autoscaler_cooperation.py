@@ -30,6 +30,7 @@ from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
 from ray_cooperation import (
     CYCLES,
+    FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
     Cluster,
@@ -382,7 +383,10 @@ def test_demand_walks_the_ladder_reservation_then_flex_start_and_retires_every_n
     up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
     reservation_full_spot_out(cluster, fake, room=1)
 
+    grow(up)  # the flex-start nodes are PENDING meanwhile: Ray counts them, adds none
+    time.sleep(FLEX_WAIT_S)
     launched = grow(up)
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes) + len(launched)
 
     assert_reserved_then_flex_start(launched, SPOT_MAX - len(up.nodes[1:]))
     for name, instance in launched.items():

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ from ray.core.generated.autoscaler_pb2 import (
 from ray.core.generated.instance_manager_pb2 import Instance as IMInstance
 from ray_cooperation import (
     CYCLES,
+    FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
     Cluster,
@@ -640,7 +642,10 @@ def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
     up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
     reservation_full_spot_out(cluster, fake, room=1)
 
+    grow_v2(up)  # the flex-start nodes are PENDING meanwhile: Ray counts them, adds none
+    time.sleep(FLEX_WAIT_S)
     launched = grow_v2(up)
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes) + len(launched)
 
     assert_reserved_then_flex_start(launched, SPOT_MAX - len(up.nodes[1:]))
     for name in launched:

@@ -130,8 +130,7 @@ def test_an_unshared_reservation_of_another_project_is_refused_not_walked_past(f
 
 def test_flex_start_not_provisioned_in_time_is_deleted_and_on_demand_takes_the_nodes(fake):
     spot_out_everywhere(fake)
-    fake.faults.flex_start_s = 4.0
-    fake.wait_max_s = 0.2  # zoneOperations.wait answers before the operation is done
+    fake.faults.flex_start_s = 4.0  # PENDING that long, waiting for DWS
     ladder = [{"market": "spot"}, {"market": "flex-start"}, {"market": "on-demand"}]
 
     outs = fast_provider().create(props(fake, 2, ladder, provision_timeout_s=0.5)).outs
@@ -143,6 +142,17 @@ def test_flex_start_not_provisioned_in_time_is_deleted_and_on_demand_takes_the_n
     assert {m: len(v) for m, v in by_market(fake).items()} == {"on-demand": 2}
     for instance in by_market(fake)["on-demand"]:
         assert instance["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+
+
+def test_flex_start_nodes_wait_pending_and_count_as_the_groups_once_running(fake):
+    spot_out_everywhere(fake)
+    fake.faults.flex_start_s = 0.5
+
+    outs = fast_provider().create(props(fake, 2, [{"market": "spot"},
+                                                   {"market": "flex-start"}])).outs
+
+    assert outs["count"] == 2 and {i["status"] for i in outs["instances"]} == {"RUNNING"}
+    assert {m: len(v) for m, v in by_market(fake).items()} == {"flex-start": 2}
 
 
 def test_flex_start_refused_for_capacity_moves_down_to_on_demand(fake):

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ray.autoscaler._private.gcp.node import GCPComputeNode
 from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
 from ray.autoscaler.node_launch_exception import NodeLaunchException
 from ray.autoscaler.tags import NODE_KIND_UNMANAGED, TAG_RAY_NODE_KIND, TAG_RAY_USER_NODE_TYPE
@@ -25,6 +26,12 @@ from .launch import launch_nodes
 from .spend_gate import SpendGate
 
 logger = logging.getLogger(__name__)
+
+# A flex-start instance is PENDING while it waits for Dynamic Workload Scheduler's capacity
+# (compute v1's Instance status enum); Ray 2.60 lists only PROVISIONING, STAGING and RUNNING
+# ones, so it would not count a pending node and would launch another. In the head's own
+# autoscaler process, PENDING is listed too.
+GCPComputeNode.NON_TERMINATED_STATUSES = {*GCPComputeNode.NON_TERMINATED_STATUSES, "PENDING"}
 
 LaunchCheck = Callable[[dict[str, Any], dict[str, str], int], None]
 """Run before every launch with (node_config, the autoscaler's tags, count); raising refuses

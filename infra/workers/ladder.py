@@ -9,12 +9,13 @@ what was created named. Reservation rungs read first what each reservation has f
 (reservations.py) and send it no more (a reservation shared from another project is not
 ours to read: it gets the rest and refuses what it cannot hold); GCE takes one reservation
 name per instance, so the nodes are spread across the rung's list in its order. A flex-start
-rung's nodes still waiting when its timeout passes are deleted before the next rung is tried.
+rung's nodes are PENDING until Dynamic Workload Scheduler finds their capacity: those still
+PENDING when `provision_timeout` passes are deleted, and those whose request failed are gone;
+both go on to the next rung.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,13 +27,13 @@ from bootstrap.head_provider.ladder import (
     rung_body,
 )
 from infra.workers.apis import Deadlines, clients_for, compute_nodes
+from infra.workers.compute_api import ComputeNodes
 from infra.workers.nodes import NoCapacity, NodeApi, WorkerGroupError
 from infra.workers.reservations import ReservationReader
 from infra.workers.retry import RetryPolicy
 
 DEFAULT_PROVISION_TIMEOUT_S = 600.0
 """How long a rung that queues (flex-start) waits when the policy names no timeout."""
-_TIMED_OUT = "did not finish within"  # OperationTimeout's text, as wait_all reports it
 
 
 class LadderWalk:
@@ -113,14 +114,17 @@ class LadderWalk:
             self.created += refused.created
             return list(refused.created)
         except WorkerGroupError as failed:
-            if rung["market"] == FLEX_START and _TIMED_OUT in failed.reason:
-                api.delete(names)  # still waiting for capacity: given up, so never made twice
-                self.refusals.append(f"{_rung_name(rung)}: not provisioned within "
-                                     f"{self.timeout_s:.0f} s (provision_timeout_minutes)")
-                return []
             raise type(failed)(
                 f"{_rung_name(rung)}: {failed.reason}",
                 [*self.created, *failed.created]) from None
+        if isinstance(api, ComputeNodes) and rung["market"] == FLEX_START:
+            started = api.await_started(names, self.timeout_s)
+            if len(started) < len(names):
+                self.refusals.append(
+                    f"{_rung_name(rung)}: {len(names) - len(started)} not started within "
+                    f"{self.timeout_s:.0f} s (provision_timeout_minutes) or refused by "
+                    "Dynamic Workload Scheduler")
+            names = started
         self.created += names
         return names
 
@@ -129,7 +133,7 @@ class LadderWalk:
         no failover) and, for a flex-start rung, its provision timeout."""
         zones = list(rung.get("zones") or [])
         pinned = rung["market"] in (RESERVATION, ANY_RESERVATION)
-        if not zones and not pinned and rung["market"] != FLEX_START:
+        if not zones and not pinned:
             return self.api
         props = dict(self.props)
         if zone:
@@ -138,10 +142,7 @@ class LadderWalk:
             props["fallback_zones"] = False
         elif zones:
             props["fallback_zones"] = zones[1:] or False
-        deadlines = self.deadlines
-        if rung["market"] == FLEX_START:
-            deadlines = dataclasses.replace(deadlines, compute_s=self.timeout_s)
-        return compute_nodes(props, self.retry, deadlines)
+        return compute_nodes(props, self.retry, self.deadlines)
 
 
 def _rung_name(rung: Mapping[str, Any]) -> str:

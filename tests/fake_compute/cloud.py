@@ -146,6 +146,8 @@ class FakeCloud:
         self.calls: Counter[str] = Counter()
         self.catalogue = Catalogue()
         self.reservations = Reservations()
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        """(when, effect): what happens later without an operation (a flex-start VM's wait)."""
         self._ids = itertools.count(1)
         self._created = itertools.count(1)
 
@@ -156,6 +158,10 @@ class FakeCloud:
         now = time.monotonic()
         with self.lock:
             finished = False
+            due = [timer for timer in self.timers if timer[0] <= now]
+            self.timers = [timer for timer in self.timers if timer[0] > now]
+            for _, effect in due:
+                effect()
             for operation in self.operations.values():
                 if not operation.done and operation.done_at <= now:
                     for effect in operation.effects:
@@ -214,7 +220,7 @@ class FakeCloud:
             room = len(names)
             if self.faults.instance_quota is not None:
                 room = max(0, min(room, self.faults.instance_quota - len(zone_instances)))
-            refusal, reserved = None, min(reserved, room)
+            refusal, reserved, granted = None, min(reserved, room), 0
             if reservation is not None and reservation.specific_required:
                 # Reserved capacity is held for its consumers: no stockout; the rest refused.
                 if reserved < room:
@@ -225,21 +231,29 @@ class FakeCloud:
                                                        "the request."}]},
                                (400, "BAD REQUEST"))
                 room = reserved
+            elif flex:
+                granted = min(room, self.faults.flex_capacity.get(zone, room))
+                if zone in self.faults.flex_capacity:
+                    self.faults.flex_capacity[zone] -= granted
             else:
                 # ANY_RESERVATION: the first `reserved` consume it, the rest are plain.
                 plain = room - reserved if reservation is not None else room
                 plain, refusal = self._zone_room(project, zone, plain, len(zone_instances),
-                                                 _is_spot(body), flex)
+                                                 _is_spot(body))
                 room = plain + (reserved if reservation is not None else 0)
             target = f"{COMPUTE}/{scope}/instances/{names[0]}" if names else ""
             operation = self._operation("compute", scope, op_type, target)
             for index, name in enumerate(names[:room]):
                 zone_instances[name] = self._new_instance(scope, name, body)
+                if flex:  # PENDING: waiting for DWS capacity; then it runs, or the request fails
+                    zone_instances[name]["status"] = "PENDING"
+                    effect = self._set_status(zone_instances, name, "RUNNING") \
+                        if index < granted else self._remove(zone_instances, name)
+                    self.timers.append((time.monotonic() + self.faults.flex_start_s, effect))
+                    continue
                 operation.effects.append(self._set_status(zone_instances, name, "RUNNING"))
                 if reservation is not None and index < reserved:
                     reservation.consumers.add(f"{project}/{zone}/{name}")
-            if flex:  # flex-start waits for capacity, then starts or fails
-                operation.done_at += self.faults.flex_start_s
             if room < len(names):
                 operation.error = {"errors": [{
                     "code": "QUOTA_EXCEEDED",
@@ -260,19 +274,15 @@ class FakeCloud:
                 self.request_ids[request_id] = operation
             return operation
 
-    def _zone_room(self, project: str, zone: str, room: int, held: int, spot: bool,
-                   flex: bool = False
+    def _zone_room(self, project: str, zone: str, room: int, held: int, spot: bool
                    ) -> tuple[int, tuple[dict[str, Any], tuple[int, str]] | None]:
         """Per-zone faults: how many of `room` the zone takes, and the operation error (in
         GCE's shape) for the rest: a stockout (`Faults.zone_capacity`, or for a spot body
         `Faults.spot_capacity` first) or a per-zone quota (`Faults.zone_quota`). With
-        `Faults.stockout_at_call` a stocked-out zone answers 503. A flex-start body draws on
-        `Faults.flex_capacity` (a request not filled fails as a stockout)."""
+        `Faults.stockout_at_call` a stocked-out zone answers 503."""
         pool = self.faults.zone_capacity
         if spot and zone in self.faults.spot_capacity:
             pool = self.faults.spot_capacity
-        if flex and zone in self.faults.flex_capacity:
-            pool = self.faults.flex_capacity
         capacity = pool.get(zone)
         quota = self.faults.zone_quota.get(zone)
         code = self.faults.stockout_code

@@ -29,10 +29,10 @@ class Faults:
     """Zone -> spot (or preemptible) instances it can still take; the rest fail with
     `stockout_code`, as `zone_capacity` does, while on-demand inserts go through."""
     flex_capacity: dict[str, int] = field(default_factory=dict)
-    """Zone -> flex-start instances it can still find; the rest fail with `stockout_code` once
-    `flex_start_s` has passed (a request Dynamic Workload Scheduler could not fill)."""
+    """Zone -> flex-start instances Dynamic Workload Scheduler can still find there; the rest
+    are created PENDING and removed once `flex_start_s` has passed (the request failed)."""
     flex_start_s: float = 0.2
-    """How much longer a flex-start insert's operation runs: the wait for capacity."""
+    """How long a flex-start instance stays PENDING before it runs (or its request fails)."""
     zone_quota: dict[str, int] = field(default_factory=dict)
     """Zone -> instances it may hold; beyond, QUOTA_EXCEEDED naming that zone (a per-zone cap)."""
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"

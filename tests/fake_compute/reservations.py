@@ -21,8 +21,10 @@ specificReservationRequired is not set`, quoted in skypilot-org/skypilot#3327); 
 Flex-start (https://cloud.google.com/compute/docs/instances/about-flex-start-vms,
 https://cloud.google.com/compute/docs/instances/create-flex-start-vm): `provisioningModel:
 FLEX_START` with an `instanceTerminationAction`, a `maxRunDuration` of at most seven days and
-`NO_RESERVATION`; the create waits for capacity (`Faults.flex_start_s`) and fails, as a
-stockout, when none comes (`Faults.flex_capacity`).
+`NO_RESERVATION`. The instance exists at once, in status PENDING ("waiting for available
+capacity from Dynamic Workload Scheduler", the Instance status enum of the compute v1 discovery
+document); after `Faults.flex_start_s` it runs, or, when DWS found no capacity
+(`Faults.flex_capacity`), its request fails and it is gone.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ Nodes are asked for one at a time on every rung but the last (Ray's batch insert
 first refusal without saying which nodes it made); at a rung's first capacity refusal the launch
 goes on at the next rung (a reservation rung: at its next reservation), and the last rung takes
 the rest in one batch, so each node is created once. Any other refusal (a config error) is
-raised as Ray raised it. A flex-start rung waits as long as Ray's create waits for its
-operation.
+raised as Ray raised it. A flex-start node is created PENDING (it waits for Dynamic Workload
+Scheduler's capacity); provider.py has Ray list PENDING instances, so the autoscaler counts it.
 """
 
 from __future__ import annotations

@@ -126,9 +126,10 @@ def export_outputs(
     pulumi.export("head_external_ip", head.external_ip)
     pulumi.export("ssh_user", config.auth.ssh_user)
     pulumi.export("ssh_port", 22)
-    # How the tasks reach the head (IAP in private mode): a template ops/ssh_proxy.py fills in.
+    # How the tasks reach the head (IAP in private mode): a template that
+    # ops/remote/ssh_proxy.py fills in.
     pulumi.export("ssh_proxy_command", config.provider.proxy_command or "")
-    # With OS Login the tasks register the stack's key for this account (ops/os_login.py).
+    # With OS Login the tasks register the stack's key for this account (ops/remote/os_login.py).
     pulumi.export("os_login", config.provider.os_login is not None)
     pulumi.export("os_login_account", config.provider.os_login_account)
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)

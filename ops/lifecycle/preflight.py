@@ -38,7 +38,7 @@ from infra.workers.zones import bare
 from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from ops.lifecycle.apis import QuotaApis, quota_apis
 from ops.lifecycle.network_check import network_warnings, render_warnings
-from ops.stack import Stack
+from ops.stacks.stack import Stack
 
 
 @dataclass(frozen=True)

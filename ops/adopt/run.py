@@ -23,7 +23,7 @@ from ops.errors import OpsError
 from ops.lifecycle.cluster_yaml import place_stack
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.pulumi_cli import run_operation
-from ops.stack import (
+from ops.stacks.stack import (
     ClusterYamlStack,
     require_cli,
     select_stack,

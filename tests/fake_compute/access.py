@@ -106,6 +106,10 @@ RULES: dict[str, Rule] = {
                                  _zone("machineTypes")),
     "acceleratorTypes.get": _compute("acceleratorTypes.get", "compute.acceleratorTypes.get",
                                      _zone("acceleratorTypes")),
+    "reservations.get": _compute("reservations.get", "compute.reservations.get",
+                                 _zone("reservations")),
+    "reservations.list": _compute("reservations.list", "compute.reservations.list",
+                                  _zone_only),
     "regions.get": _compute("regions.get", "compute.regions.get",
                             lambda p, _b: f"projects/{p['project']}/regions/{p['region']}"),
     "platform.globalOperations.get": _compute(

@@ -11,8 +11,8 @@ import sys
 # for `rsync-up`, seconds for `status`). __pycache__ is git-ignored.
 sys.dont_write_bytecode = False
 
-# invoke's @task with one short-flag vocabulary (docs/day-two.md: Flags); imported after the line above,
-# so ops/ is cached too
+# invoke's @task with one short-flag vocabulary (docs/day-two.md: Flags); imported after the line
+# above, so ops/ is cached too
 from ops.task_flags import task  # noqa: E402
 from ops.task_groups import list_in_groups  # noqa: E402
 

@@ -19,8 +19,8 @@ _USER_ERRORS = (
 )
 
 
-# The roles docs/security.md ("Who can do what" -> "You, running the tasks") asks of whoever runs the
-# tasks, by the permission a 403 names (the first prefix that matches).
+# The roles docs/security.md ("Who can do what" -> "You, running the tasks") asks of whoever
+# runs the tasks, by the permission a 403 names (the first prefix that matches).
 _ROLE_OF_PERMISSION = (
     ("iam.serviceAccounts.actAs", "roles/iam.serviceAccountUser"),
     ("iam.serviceAccounts.", "roles/iam.serviceAccountAdmin"),

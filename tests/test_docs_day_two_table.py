@@ -1,6 +1,6 @@
-"""The day-two table (docs/day-two.md, "The tasks") names every task, each next to the `ray` command it replaces (or
-"—"), with flags both commands really have: ours from tasks.py's collection, `ray`'s from the
-click commands in Ray's wheel."""
+"""The day-two table (docs/day-two.md, "The tasks") names every task, each next to the `ray`
+command it replaces (or "—"), with flags both commands really have: ours from tasks.py's
+collection, `ray`'s from the click commands in Ray's wheel."""
 
 from __future__ import annotations
 

@@ -35,12 +35,25 @@ def section(name: str, heading: str) -> str:
     return after[:following.start()] if following else after
 
 
+def cells(row: str) -> list[str]:
+    """A table row's cells, split as Python-Markdown's tables split them: at a `|` that is
+    neither escaped nor inside a code span."""
+    found, cell, code = [], "", False
+    for index, char in enumerate(row):
+        if char == "`":
+            code = not code
+        if char == "|" and not code and row[index - 1:index] != "\\":
+            found.append(cell.strip())
+            cell = ""
+        else:
+            cell += char
+    return found[1:]
+
+
 def table_rows(text: str) -> list[list[str]]:
-    """The cells of every table row in `text` (header included, the `---` line left out), a
-    `\\|` inside a cell kept in it."""
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows]
-    return [row for row in cells if not all(set(cell) <= set("-: ") for cell in row)]
+    """The cells of every table row in `text` (header included, the `---` line left out)."""
+    rows = [cells(line) for line in text.splitlines() if line.startswith("|")]
+    return [row for row in rows if not all(set(cell) <= set("-: ") for cell in row)]
 
 
 def fenced_blocks(text: str) -> list[tuple[str, list[str]]]:

@@ -12,7 +12,7 @@ from tests.docs_pages import section, table_rows
 
 
 def test_the_extensions_table_lists_every_provider_key_ray_does_not_have() -> None:
-    from infra.config.cluster import Provider
+    from model.config.cluster import Provider
 
     schema = json.loads((Path(ray.autoscaler.__file__).parent / "ray-schema.json").read_text())
     rays = set(schema["properties"]["provider"]["properties"])

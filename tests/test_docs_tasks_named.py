@@ -10,7 +10,10 @@ from invoke import Collection
 
 from tests.docs_pages import PROJECT_ROOT, fenced_blocks, pages
 
-NAMED = re.compile(r"(?:\binvoke|\bray-gcp)\s+(?!-)([a-z][\w-]*)")
+# A command: at the start of a span or line, or after `&&`, `;`, `|` or a `$ ` prompt, maybe
+# behind `./uv run [--locked] [--no-sync]` (not a name inside a quoted string).
+NAMED = re.compile(r"(?:^|&&|;|\||\$)\s*(?:\./uv run(?: --locked)?(?: --no-sync)? )?"
+                   r"(?:invoke|ray-gcp)\s+(?!-)([a-z][\w-]*)", re.MULTILINE)
 SPAN = re.compile(r"`([^`\n]+)`")
 
 
@@ -31,5 +34,6 @@ def test_every_task_a_page_names_is_a_task() -> None:
 
 
 def test_a_task_named_in_prose_or_a_command_is_found() -> None:
-    text = "run `invoke up -c x.yaml`, then the invoke tasks\n```sh\nray-gcp attach\n```\n"
-    assert named_in(text) == {"up", "attach"}
+    text = ("run `invoke up -c x.yaml`, then the invoke tasks\n```sh\ncd p && ray-gcp attach\n"
+            "./uv run --locked invoke local-up\ngcloud x --display-name=\"ray-gcp pull\"\n```\n")
+    assert named_in(text) == {"up", "attach", "local-up"}

@@ -11,8 +11,8 @@ import sys
 # for `rsync-up`, seconds for `status`). __pycache__ is git-ignored.
 sys.dont_write_bytecode = False
 
-# invoke's @task with one short-flag vocabulary (README: Flags); imported after the line above,
-# so ops/ is cached too
+# invoke's @task with one short-flag vocabulary (docs/day-two.md: Flags); imported after the line
+# above, so ops/ is cached too
 from ops.task_flags import task  # noqa: E402
 from ops.task_groups import list_in_groups  # noqa: E402
 
@@ -28,7 +28,7 @@ _TRUST_HELP = ("when GCE publishes no host key for a node (a TPU VM, an agent th
 
 _CONFIG_HELP = ("a Ray cluster YAML instead of --stack: its stack is named after its "
                 "cluster_name (`up`/`preview` write .ray-gcp/stacks/Pulumi.<NAME>.yaml here and "
-                "create the stack on first use; README: Use it on GCP)")
+                "create the stack on first use; docs/getting-started.md)")
 _YES_HELP = ("accepted as `ray {} -y` users type it; changes nothing: this task never asks "
              "(`invoke preview` shows the change)")
 _DELETE_YES_HELP = ("do not ask before deleting (without a terminal to ask on, this flag is "

@@ -119,7 +119,7 @@ def _check_key(key: str, value: Any, root: Path) -> str | None:
     if key == POLICY_KEY and (not isinstance(value, str)
                               or not resolve_cluster_path(value, root).is_file()):
         return (f"config.{key}: {value!r} is not a policy config file: give the path of a JSON "
-                "file, relative to the project folder (see README, Guardrails)")
+                "file, relative to the project folder (see docs/guardrails.md)")
     if key == INLINE_KEY and not isinstance(value, dict):
         return f"config.{key}: must be the cluster YAML as a mapping, got {type(value).__name__}"
     if key == COUNTS_KEY:

@@ -19,8 +19,8 @@ _USER_ERRORS = (
 )
 
 
-# The roles README.md ("Who can do what" -> "You, running the tasks") asks of whoever runs the
-# tasks, by the permission a 403 names (the first prefix that matches).
+# The roles docs/security.md ("Who can do what" -> "You, running the tasks") asks of whoever
+# runs the tasks, by the permission a 403 names (the first prefix that matches).
 _ROLE_OF_PERMISSION = (
     ("iam.serviceAccounts.actAs", "roles/iam.serviceAccountUser"),
     ("iam.serviceAccounts.", "roles/iam.serviceAccountAdmin"),
@@ -37,15 +37,15 @@ _DENIED = re.compile(r"(?:Required '|Permission '|does not have )([a-z]+\.[A-Za-
 
 
 def missing_role(message: str) -> str:
-    """For an API's refusal that names a permission: which role of the README's list grants it
+    """For an API's refusal that names a permission: which role of the docs' list grants it
     (" (your Google account needs roles/...)"), else ""."""
     found = _DENIED.search(message)
     if found is None:
         return ""
     role = next((role for prefix, role in _ROLE_OF_PERMISSION
                  if found[1].startswith(prefix)), None)
-    return (f" (your Google account needs {role} for {found[1]}: README, "
-            "\"Who can do what\")") if role else ""
+    return (f" (your Google account needs {role} for {found[1]}: "
+            "docs/security.md, \"Who can do what\")") if role else ""
 
 
 class OpsError(Exception):

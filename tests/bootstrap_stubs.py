@@ -378,7 +378,8 @@ def granted_node(**fields: Any) -> FakeGoogle:
 def grant_head_reader(fake: FakeGoogle, head_name: str) -> None:
     """Let the node read the head's guest attributes (a worker's re-apply follows the head
     through them). The program grants no such role to the worker account yet: on Google a
-    worker's re-apply then neither waits for the head nor follows its restarts (README)."""
+    worker's re-apply then neither waits for the head nor follows its restarts
+    (docs/security.md)."""
     fake.grant(f"projects/{fake.project}/zones/{fake.zone}/instances/{head_name}",
                "roles/compute.viewer")
 

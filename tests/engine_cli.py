@@ -32,7 +32,8 @@ def copy_project(target: Path) -> Path:
     # The engine starts the dynamic-provider plugin (pulumi-resource-pulumi-python) in the
     # program's folder (`main: infra/`), and that script resolves Pulumi.yaml's relative
     # `virtualenv: .venv` from there, not from Pulumi.yaml's folder: pulumi/pulumi#7061 (open).
-    # A user's checkout needs the same link, infra/.venv -> ../.venv (README, "pulumi up").
+    # A user's checkout needs the same link, infra/.venv -> ../.venv (docs/development.md,
+    # "The pulumi engine").
     (target / "infra" / ".venv").symlink_to(Path("..") / ".venv")
     return target
 

@@ -213,9 +213,10 @@ def test_every_room_says_what_it_owns_and_may_import():
         assert "Owns" in docstring and "May import" in docstring, init
 
 
-def test_the_readme_layout_names_every_room_and_shared_module():
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    section = readme.split("\n## How the code is laid out\n")[1].split("\n## ")[0]
+def test_the_docs_architecture_names_every_room_and_shared_module():
+    from tests.docs_pages import section as docs_section
+
+    section = docs_section("architecture.md", "## The rooms of `ops/`")
     ops = PROJECT_ROOT / "ops"
     rooms = [f"ops/{init.parent.name}/" for init in sorted(ops.glob("*/__init__.py"))]
     shared = [f"ops/{path.name}" for path in sorted(ops.glob("*.py")) if path.stem != "__init__"]

@@ -87,16 +87,17 @@ def test_an_unknown_policy_in_the_pack_config_is_one_line_naming_the_file(tmp_pa
         pack_config({"ray-gcp:policyConfig": "p.json"}, tmp_path)
 
 
-def test_the_readme_guardrails_table_gives_each_policys_level_and_parameters():
+def test_the_docs_guardrails_table_gives_each_policys_level_and_parameters():
     from policy.rules import RULES
+    from tests.docs_pages import section, table_rows
 
-    section = (PROJECT_ROOT / "README.md").read_text().split("\n## Guardrails\n")[1]
-    rows = {line.split("|")[1].strip().strip("`"): line.split("|")
-            for line in section.split("\n## ")[0].splitlines() if line.startswith("| `")}
+    header, *cells = table_rows(section("guardrails.md", "## The policies"))
+    assert header[:3] == ["Policy", "Default level", "Parameters (default)"]
+    rows = {row[0].strip("`"): row for row in cells}
     assert sorted(rows) == sorted(rule.name for rule in RULES)
     for rule in RULES:
-        _, _, level, params, *_ = rows[rule.name]
-        assert level.strip() == rule.level, rule.name
+        _, level, params, *_ = rows[rule.name]
+        assert level == rule.level, rule.name
         assert all(f"`{name}`" in params for name in rule.params), rule.name
 
 

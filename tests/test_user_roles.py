@@ -1,5 +1,5 @@
-"""Each role README.md asks of whoever runs the tasks ("Who can do what" -> "You, running the
-tasks") is needed: without it, the task that needs it stops in one line that names the role.
+"""Each role docs/security.md asks of whoever runs the tasks ("Who can do what" -> "You, running
+the tasks") is needed: without it, the task that needs it stops in one line that names the role.
 The fake cloud judges the user's own credentials by the project's bindings (the session's
 ADC file, tests/conftest.py); each test takes one role away."""
 
@@ -12,6 +12,7 @@ import pytest
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.lifecycle.down_workers import delete_autoscaler_workers
+from tests.docs_pages import section, table_rows
 from tests.engine_stack import EngineWorkspace, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.identity import USER, USER_ROLES
@@ -27,14 +28,10 @@ def fake() -> Iterator[FakeComputeServer]:
         yield server
 
 
-def test_the_readme_lists_exactly_the_roles_the_fake_gives_the_user() -> None:
-    from tests.engine_stack import PROJECT_ROOT
-
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    section = readme.split("### You, running the tasks", 1)[1].split("\n#", 1)[0]
-    listed = {cell.strip("` ") for line in section.splitlines() if line.startswith("| `roles/")
-              for cell in [line.split("|")[1]]}
-    assert listed == set(USER_ROLES)
+def test_the_docs_list_exactly_the_roles_the_fake_gives_the_user() -> None:
+    rows = table_rows(section("security.md", "### You, running the tasks"))
+    assert rows[0] == ["Role", "Why"]
+    assert {role.strip("`") for role, _ in rows[1:]} == set(USER_ROLES)
 
 
 def test_down_workers_only_without_compute_admin_names_the_role(fake, monkeypatch) -> None:

@@ -58,7 +58,7 @@ WORKFORCE_POOL = "locations/global/workforcePools/fake-pool"
 USER = f"principal://iam.googleapis.com/{WORKFORCE_POOL}/subject/tester@example.com"
 USER_REFRESH_TOKEN = "fake-user-refresh-token"
 
-# The roles `README.md` ("Who can do what" -> "You, running the tasks") tells a user they
+# The roles `docs/security.md` ("Who can do what" -> "You, running the tasks") tells a user they
 # need; the fake project starts with them bound to USER (tests drop one to see it needed).
 USER_ROLES = (
     "roles/compute.admin",

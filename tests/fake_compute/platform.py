@@ -122,7 +122,7 @@ class Platform:
 
     def project_policy(self, project: str) -> dict[str, Any]:
         """The project's IAM policy; a project starts as its owner made it: the user (USER)
-        holding the roles the README asks of whoever runs the tasks (USER_ROLES)."""
+        holding the roles docs/security.md asks of whoever runs the tasks (USER_ROLES)."""
         with self.lock:
             return self.policies.setdefault(project, {"version": 1, "bindings": [
                 {"role": role, "members": [USER]} for role in USER_ROLES]})

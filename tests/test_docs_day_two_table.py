@@ -1,27 +1,24 @@
-"""The README's day-two table names every task, each next to the `ray` command it replaces (or
-"—"), with flags both commands really have: ours from tasks.py's collection, `ray`'s from the
-click commands in Ray's wheel."""
+"""The day-two table (docs/day-two.md, "The tasks") names every task, each next to the `ray`
+command it replaces (or "—"), with flags both commands really have: ours from tasks.py's
+collection, `ray`'s from the click commands in Ray's wheel."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from invoke import Collection
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from tests.docs_pages import section, table_rows
+
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 SPAN = re.compile(r"`([^`]+)`")
 
 
 def day_two_rows() -> list[tuple[str, str]]:
-    """(task cell, replaces cell) of each row of the table under `## Day two`."""
-    section = PROJECT_ROOT.joinpath("README.md").read_text().split("\n## Day two\n")[1]
-    section = section.split("\n## ")[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ")]
-    cells = [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows]
+    """(task cell, replaces cell) of each row of the table under `## The tasks`."""
+    cells = table_rows(section("day-two.md", "## The tasks"))
     assert cells[0] == ["task", "replaces", "what it does"]
-    return [(task, replaces) for task, replaces, _ in cells[2:]]
+    return [(task, replaces) for task, replaces, _ in cells[1:]]
 
 
 def named_tasks(cell: str) -> dict[str, list[str]]:

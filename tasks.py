@@ -120,6 +120,24 @@ def down(c, stack=None, config=None, workers_only=False, keep_min_workers=False,
         down_stack(stack, workers_only, keep_min_workers, config, yes)
 
 
+@task(help={
+    "config": "the Ray cluster YAML you gave `ray up` (its stack is named after cluster_name)",
+    "yes": "do not ask before taking the cluster over (without a terminal, this flag is "
+           "required)",
+})
+def adopt(c, config, yes=False):
+    """Take a running `ray up` cluster into a new stack as it is.
+
+    Finds it by Ray's labels in the YAML's project and zone, says what it takes over (head,
+    workers, Ray's account and roles, SSH key, firewall rules) and what it cannot, previews
+    (nothing replaced or deleted), asks, then imports (README: Coming from `ray up`)."""
+    from ops.adopt.run import adopt as adopt_cluster
+    from ops.errors import user_errors
+
+    with user_errors():
+        adopt_cluster(config, yes)
+
+
 @task(help={"stack": _STACK_HELP, "config": _CONFIG_HELP})
 def refresh(c, stack=None, config=None):
     """Reconcile the stack's state with what exists in GCP."""
@@ -619,7 +637,7 @@ def catalog_refresh(c, project=None):
 
 TASK_GROUPS = (
     ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight,
-                           engine)),
+                           adopt, engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

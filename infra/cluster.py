@@ -15,7 +15,7 @@ import pulumi_gcp as gcp
 from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
-from infra.cluster_args import RayClusterArgs, prepare_cluster
+from infra.cluster_args import ClusterConfigError, RayClusterArgs, prepare_cluster
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
 from infra.metadata import (
@@ -37,7 +37,8 @@ from infra.ssh_keys import ClusterSshKey
 from infra.stack_secret import ARCHIVE_KEY_PURPOSE, StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
-from model.config import ClusterConfig
+from model.adoption import Adoption, read_adoption
+from model.config import ClusterConfig, ConfigError
 from model.labels import LAUNCH_CONFIG, STACK, launch_config_hash, stack_identity
 from model.plan import ClusterPlan, NodeGroupPlan
 from model.yaml_text import dump_yaml
@@ -67,10 +68,17 @@ class ClusterInputs:
     mounts: PackedMounts | None = None
     # The stack's identity (model.labels.stack_identity), on every node.
     stack: str = ""
+    # What a cluster `ray up` made gives the stack (model/adoption.py).
+    adoption: Adoption | None = None
 
     @property
     def config(self) -> ClusterConfig:
         return self.plan.config
+
+    @property
+    def head_name(self) -> str:
+        """An adopted head keeps its name (a name is fixed for an instance's life)."""
+        return self.adoption.head if self.adoption else self.plan.head.instance_name
 
     @property
     def stack_labels(self) -> dict[str, str]:
@@ -142,7 +150,7 @@ class RayCluster(pulumi.ComponentResource):
 
     def _register_outputs(self) -> None:
         """What another program reads from the component (the stack exports the same)."""
-        self.head_name = pulumi.Output.from_input(self._args.plan.head.instance_name)
+        self.head_name = pulumi.Output.from_input(self._args.head_name)
         self.head_internal_ip = self.head.internal_ip
         self.head_external_ip = self.head.external_ip
         self.bucket_name = self.bucket.name
@@ -175,6 +183,7 @@ class RayCluster(pulumi.ComponentResource):
                 credentials=args.credentials,
                 api_endpoint=args.api_endpoint,
                 stack=args.stack or None,
+                adopted=args.adoption.names if args.adoption else None,
             ),
             opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, args.plan)),
         )
@@ -184,7 +193,8 @@ class RayCluster(pulumi.ComponentResource):
         unless its node_config names one, workers as the cluster's own account unless theirs
         does; with OS Login, the grants that let you log in. Every account a node runs as."""
         args, name, config = self._args, self._name, self._args.config
-        self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
+        self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child,
+                                                     args.adoption)
         self.worker_account = WorkerServiceAccount(
             f"ray-{config.cluster_name}-worker", args.plan, self._head_email(), child)
         if config.provider.os_login:
@@ -238,7 +248,7 @@ class RayCluster(pulumi.ComponentResource):
         return {
             node_type: _body(
                 args.config, group, self.network, self.ssh_key,
-                {HEAD_ADDRESS_KEY: args.plan.head.instance_name, **token.workers},
+                {HEAD_ADDRESS_KEY: args.head_name, **token.workers},
                 self.file_mounts, args.stack_labels,
             )
             for node_type, group in args.plan.node_types.items()
@@ -282,6 +292,8 @@ class RayCluster(pulumi.ComponentResource):
                 ),
                 labels=_labels(plan.head, bodies[plan.head.node_type], auth, args.stack_labels),
             ),
+            instance_name=args.head_name,
+            imported=args.adoption is not None,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.worker_account,
@@ -312,7 +324,7 @@ class RayCluster(pulumi.ComponentResource):
                         body=body,
                         metadata=merge_metadata(
                             args.config, group, self.ssh_key.public_key,
-                            {HEAD_ADDRESS_KEY: plan.head.instance_name, **token.workers,
+                            {HEAD_ADDRESS_KEY: args.head_name, **token.workers,
                              **PINNED_METADATA},
                             self.file_mounts,
                         ),
@@ -333,6 +345,7 @@ class RayCluster(pulumi.ComponentResource):
                     args.credentials,
                     opts,
                     args.api_endpoint,
+                    args.adoption.of_type(group.node_type) if args.adoption else None,
                 )
 
     def _head_email(self) -> pulumi.Input[str]:
@@ -359,7 +372,15 @@ def cluster_inputs(args: RayClusterArgs) -> ClusterInputs:
         mounts=prepared.mounts,
         stack=args.stack or stack_identity(pulumi.get_organization(), pulumi.get_project(),
                                            pulumi.get_stack()),
+        adoption=_adoption(args),
     )
+
+
+def _adoption(args: RayClusterArgs) -> Adoption | None:
+    try:
+        return read_adoption(args.adopt)
+    except ConfigError as error:
+        raise ClusterConfigError(error) from None
 
 
 def sweeper_name(name: str) -> str:
@@ -420,6 +441,7 @@ def _worker_group(
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
     api_endpoint: str | None,
+    adopt: dict[str, list[str]] | None = None,
 ) -> WorkerGroup:
     """One WorkerGroup owns N instances of the type: one number scales it, and it counts the
     autoscaler's own nodes without touching them."""
@@ -438,6 +460,7 @@ def _worker_group(
             api_endpoint=api_endpoint,
             fallback_zones=plan.config.provider.fallback_zones,
             capacity=plan.config.provider.capacity_input(group.node_type),
+            adopt=adopt,
         ),
         opts=opts,
     )

@@ -37,6 +37,9 @@ class RayClusterArgs:
     config: str | os.PathLike[str] | Mapping[str, Any] | ClusterConfig
     worker_counts: Mapping[str, int] | None = None
     stack: str | None = None
+    adopt: Mapping[str, Any] | None = None
+    """A stack file's `ray-gcp:adopt`: what a cluster `ray up` made gives the stack
+    (model/adoption.py, written by `invoke adopt`)."""
 
 
 class ClusterConfigError(pulumi.RunError):

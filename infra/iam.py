@@ -9,6 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
+from model.adoption import Adoption
 from model.config import ClusterConfig
 from model.config.cluster import AUTOSCALER_ACCOUNT_ID
 from model.identities import SERVICE_ACCOUNT_USER, head_project_roles, worker_account_id
@@ -27,10 +28,16 @@ class ClusterServiceAccount(pulumi.ComponentResource):
     email: pulumi.Output[str]
 
     def __init__(
-        self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None
+        self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None,
+        adoption: Adoption | None = None,
     ):
+        """`adoption`: the account and the roles `ray up` made, imported (model/adoption.py)."""
         super().__init__("ray-gcp:index:ClusterServiceAccount", name, None, opts)
         project = config.provider.project
+        email = config.autoscaler_service_account_email
+        account_import = (f"projects/{project}/serviceAccounts/{email}"
+                          if adoption and adoption.service_account else None)
+        held = adoption.roles if adoption else ()
         account = gcp.serviceaccount.Account(
             AUTOSCALER_ACCOUNT_ID,
             account_id=AUTOSCALER_ACCOUNT_ID,
@@ -39,7 +46,8 @@ class ClusterServiceAccount(pulumi.ComponentResource):
             # Ray's launcher shares this account between clusters of a project.
             create_ignore_already_exists=True,
             opts=pulumi.ResourceOptions(
-                parent=self, retain_on_delete=True, depends_on=waits_for(opts)
+                parent=self, retain_on_delete=True, depends_on=waits_for(opts),
+                import_=account_import,
             ),
         )
         self.email = account.email
@@ -51,7 +59,10 @@ class ClusterServiceAccount(pulumi.ComponentResource):
                 member=account.email.apply(lambda email: f"serviceAccount:{email}"),
                 # A binding is one (role, member) pair in the project's policy, the same
                 # pair for every cluster: deleting it would revoke it from all of them.
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+                opts=pulumi.ResourceOptions(
+                    parent=self, retain_on_delete=True,
+                    import_=f"{project} {role} serviceAccount:{email}" if role in held
+                    else None),
             )
             for role in head_project_roles(config.has_tpu)
         ]

@@ -43,11 +43,15 @@ class HeadNode(pulumi.ComponentResource):
         name: str,
         plan: ClusterPlan,
         inputs: NodeInputs,
+        instance_name: str | None = None,
+        imported: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`instance_name`: an adopted head's own (else the plan's); `imported`: it exists
+        already and is imported, not created (model/adoption.py)."""
         super().__init__("ray-gcp:index:HeadNode", name, None, opts)
-        self.name = plan.head.instance_name
-        node = create_node(self.name, plan, plan.head, inputs, self)
+        self.name = instance_name or plan.head.instance_name
+        node = create_node(self.name, plan, plan.head, inputs, self, imported)
         self.resource, self.internal_ip, self.external_ip, self.status = node
         self.register_outputs({"internal_ip": self.internal_ip, "external_ip": self.external_ip})
 
@@ -61,13 +65,18 @@ def create_node(
     group: NodeGroupPlan,
     inputs: NodeInputs,
     parent: pulumi.Resource,
+    imported: bool = False,
 ) -> Node:
     """One node as `compute.Instance` or `tpu.V2Vm` from its API body: (resource, internal IP,
-    external IP, status). Metadata comes apart from the body: the head's holds secrets."""
-    child = pulumi.ResourceOptions(parent=parent)
+    external IP, status). Metadata comes apart from the body: the head's holds secrets.
+    `imported`: the instance exists (an adopted head) and is imported by its id."""
     config = group.node_config
     if isinstance(config, TpuNodeConfig):
-        return tpu_node(name, name, plan, group, inputs, child)
+        return tpu_node(name, name, plan, group, inputs, pulumi.ResourceOptions(parent=parent))
+    child = pulumi.ResourceOptions(
+        parent=parent,
+        import_=f"projects/{plan.project}/zones/{plan.zone}/instances/{name}" if imported
+        else None)
     static = instance_args(config)
     created = new_data_disks(config)
     disks = [
@@ -77,7 +86,7 @@ def create_node(
             project=plan.project,
             zone=plan.zone,
             **data_disk_args(disk),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=parent),
         )
         for index, disk in enumerate(created, start=1)
     ]

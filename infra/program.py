@@ -93,7 +93,8 @@ def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) ->
     try:
         cluster = RayCluster(
             config.cluster_name,
-            RayClusterArgs(config=config, worker_counts=settings.get_object("workerCounts")),
+            RayClusterArgs(config=config, worker_counts=settings.get_object("workerCounts"),
+                           adopt=settings.get_object("adopt")),
             opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
         )
     except ClusterConfigError as error:

@@ -7,7 +7,8 @@ plan (`plan`: which nodes, names, zones and accounts a config makes), who each n
 Ray's and our labels (`labels`), the dated price table (`price_table.yaml`), its one reader
 (`price_table`: standalone, the policy pack imports it) and the node prices (`prices`), rsync's
 exclude and filter rules (`sync_filter`), YAML files read with one-line errors (`yaml_text`), a
-stack's own file and the local state folder (`stack_config`) and writing files only their owner
+stack's own file and the local state folder (`stack_config`), what a stack adopting a `ray up`
+cluster takes over (`adoption`, its `ray-gcp:adopt`) and writing files only their owner
 reads (`private_files`: 0600 files in 0700 folders; here, not a package of its own, because
 `stack_config`'s state folder is made with it and the bootstrap's archive and local cluster
 write secrets with it: one ground floor, one rule).

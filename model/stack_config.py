@@ -33,8 +33,10 @@ INLINE_KEY = "ray-gcp:clusterConfig"
 COUNTS_KEY = "ray-gcp:workerCounts"
 # The policy pack's config (Pulumi's --policy-pack-config JSON) the stack is judged with.
 POLICY_KEY = "ray-gcp:policyConfig"
+# What a stack adopting a `ray up` cluster takes over (model/adoption.py; `invoke adopt`).
+ADOPT_KEY = "ray-gcp:adopt"
 # Every `ray-gcp:*` key the program or its review reads; another key there is a typo.
-STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY, POLICY_KEY)
+STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY, POLICY_KEY, ADOPT_KEY)
 STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
 
 

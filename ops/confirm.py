@@ -18,18 +18,19 @@ PROMPT = "Continue? [y/N]: "
 
 
 def confirm(what: str, yes: bool, ask: Callable[[str], str] = input,
-            out: TextIO | None = None) -> None:
-    """Print `what`, then go on only when `yes` or the user answers y; else OpsError. `ask`
-    other than `input` is an answerer of its own (a test's), asked whatever stdin is."""
+            out: TextIO | None = None, nothing: str = "deleted") -> None:
+    """Print `what`, then go on only when `yes` or the user answers y; else OpsError saying
+    nothing was `nothing` (deleted, adopted). `ask` other than `input` is an answerer of its
+    own (a test's), asked whatever stdin is."""
     print(what, file=out or sys.stdout, flush=True)
     if yes:
         return
     if ask is input and not sys.stdin.isatty():
-        raise OpsError("nothing deleted: no terminal to ask on; add -y (--yes) to go ahead "
+        raise OpsError(f"nothing {nothing}: no terminal to ask on; add -y (--yes) to go ahead "
                        "without the question")
     try:
         answer = ask(PROMPT)
     except EOFError:
         answer = ""
     if answer.strip().lower() not in ("y", "yes"):
-        raise OpsError("aborted: nothing was deleted")
+        raise OpsError(f"aborted: nothing was {nothing}")

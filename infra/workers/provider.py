@@ -51,11 +51,13 @@ from infra.workers.naming import (
 )
 from infra.workers.nodes import NoCapacity, Node, NodeApi, Want
 from infra.workers.plan import plan_scale
+from model.labels import LAUNCH_CONFIG, STACK
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
 # its machine changes: naming.machine_of; its metadata and labels change in place).
 IN_PLACE_KEYS = (
     "count", "cache_stopped_nodes", "credentials", "api_endpoint", "fallback_zones", "capacity",
+    "adopt",
 )
 
 
@@ -96,6 +98,7 @@ class WorkerGroupProvider(ApiProvider):
     ) -> dict[str, Any]:
         """`retired`: the metadata and label keys the old body had and the new one has not."""
         api = self._api(props)
+        self._take_over(api, props)
         ours, _ = self._observe(api, props)
         # Live nodes of the dearer rungs count as the newest: a scale-down removes on-demand
         # first, then flex-start, spot, and reserved nodes last.
@@ -140,6 +143,29 @@ class WorkerGroupProvider(ApiProvider):
             made = len(refused.created)
         if made:
             api.delete(list(reversed(on_demand))[:made])
+
+    def _take_over(self, api: NodeApi, props: Mapping[str, Any]) -> None:
+        """The running workers of a cluster `ray up` made (`adopt`, model/adoption.py): the
+        `pinned` ones become the group's (its labels: the group's, unmanaged, the stack's),
+        so it makes only what they leave missing; the `autoscaler` ones stay the autoscaler's
+        and gain the stack's label (its `down` sweeps them) and the type's launch hash (the
+        head's autoscaler keeps them instead of replacing them as outdated). Nodes already
+        taken, gone, or of another type are left alone."""
+        adopt = props.get("adopt") or {}
+        if not (adopt.get("pinned") or adopt.get("autoscaler")):
+            return
+        workers = {n.name: n for n in api.list_nodes(
+            node_type_labels(props["cluster_name"], props["node_type"])) if n.phase != "dead"}
+        labels = self._labelled_body(props)["labels"]
+        pinned = [workers[name] for name in adopt.get("pinned") or ()
+                  if name in workers and GROUP_LABEL not in workers[name].labels]
+        if pinned:
+            api.set_labels(pinned, lambda current: {**current, **labels})
+        kept = {key: labels[key] for key in (STACK, LAUNCH_CONFIG) if key in labels}
+        autoscaler = [workers[name] for name in adopt.get("autoscaler") or ()
+                      if name in workers and is_autoscaler_worker(workers[name].labels)]
+        if autoscaler and kept:
+            api.set_labels(autoscaler, lambda current: {**current, **kept})
 
     def _bring_up_to_date(
         self,

@@ -36,6 +36,9 @@ class WorkerGroupArgs:
     capacity: dict[str, Any] | None = None
     """`provider.capacity.<type>`: `{fallback: on-demand, return_to_spot: bool}` or None
     (infra/workers/capacity.py)."""
+    adopt: dict[str, list[str]] | None = None
+    """Running workers of a cluster `ray up` made: `pinned` the group takes as its own,
+    `autoscaler` it labels with the stack and the type's launch hash (model/adoption.py)."""
 
 
 _OUTPUTS = (
@@ -76,6 +79,7 @@ class WorkerGroup(Resource, module=MODULE, name="WorkerGroup"):
                 "api_endpoint": args.api_endpoint,
                 "fallback_zones": args.fallback_zones,
                 "capacity": args.capacity,
+                "adopt": args.adopt,
             }
         )
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
@@ -105,6 +109,9 @@ class ClusterSweeperArgs:
     stack: pulumi.Input[str] | None = None
     """The stack's identity (`ray-gcp-stack` on everything it creates): what it claims and
     sweeps."""
+    adopted: list[str] | None = None
+    """Nodes of a cluster `ray up` made that the stack takes over: its claim allows them
+    without the stack's label (model/adoption.py)."""
 
 
 class ClusterSweeper(Resource, module=MODULE, name="ClusterSweeper"):
@@ -133,6 +140,7 @@ class ClusterSweeper(Resource, module=MODULE, name="ClusterSweeper"):
             "credentials": _secret(args.credentials),
             "api_endpoint": args.api_endpoint,
             "stack": args.stack,
+            "adopted": args.adopted,
         }
         secret_state = pulumi.ResourceOptions(additional_secret_outputs=["credentials"])
         super().__init__(

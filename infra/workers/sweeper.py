@@ -40,7 +40,7 @@ from model.labels import CLUSTER_NAME, STACK
 # that `up`) sweeps what is left of the old cluster, whose head and groups are replaced too.
 SWEEPER_IDENTITY_KEYS = ("project", "zone", "cluster_name")
 # How it talks to the cloud: updated in place, never a reason to sweep.
-SWEEPER_IN_PLACE_KEYS = ("has_tpu", "credentials", "api_endpoint", "stack")
+SWEEPER_IN_PLACE_KEYS = ("has_tpu", "credentials", "api_endpoint", "stack", "adopted")
 # Set when the sweeper was recorded before stacks labelled their nodes (see the docstring).
 SWEEPS_UNLABELLED = "sweeps_unlabelled"
 
@@ -119,9 +119,12 @@ class ClusterSweeperProvider(ApiProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         """The claim (see the module docstring): raises ClusterClaimError when another stack's
         nodes hold the cluster name, so the stack creates nothing."""
+        adopted = set(props.get("adopted") or ())
         others = [
             (what, node) for what, node in self._cluster_nodes(props)
             if node.labels.get(STACK) != props.get("stack")
+            # A node `ray up` made that this stack adopts carries no stack's label yet.
+            and not (node.name in adopted and STACK not in node.labels)
         ]
         if others:
             raise ClusterClaimError(_claim_message(props, others))

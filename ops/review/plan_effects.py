@@ -27,7 +27,10 @@ from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
 REAPPLIED = ("metadata.startup-script", "metadata.ray-bootstrap-version",
              "metadata.ray-file-mount-")
 CONFIG = f"metadata.{BOOTSTRAP_CONFIG_KEY}"
-IN_PLACE = ("metadata.", "labels.", "description", "deletionProtection")
+# Inputs the provider changes on a running instance (setTags, setLabels, setMetadata) or only
+# records (desiredStatus RUNNING of a running node, allowStoppingForUpdate): no stop.
+IN_PLACE = ("metadata", "labels", "description", "deletionProtection", "tags", "desiredStatus",
+            "allowStoppingForUpdate")
 
 REAPPLY_NOTE = ("re-applied in place: the node watcher reruns the changed stages and restarts "
                 "Ray (workers restart theirs after the head)")

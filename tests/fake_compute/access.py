@@ -112,6 +112,13 @@ RULES: dict[str, Rule] = {
                                   _zone_only),
     "regions.get": _compute("regions.get", "compute.regions.get",
                             lambda p, _b: f"projects/{p['project']}/regions/{p['region']}"),
+    "platform.globalOperations.get": _compute(
+        "globalOperations.get", "compute.globalOperations.get",
+        lambda p, _b: f"projects/{p['project']}/global/operations/{p['name']}"),
+    "platform.computeProjects.get": _compute("projects.get", "compute.projects.get", _project),
+    "platform.computeProjects.setCommonInstanceMetadata": _compute(
+        "projects.setCommonInstanceMetadata", "compute.projects.setCommonInstanceMetadata",
+        _project),
     "subnetworks.list": _compute("subnetworks.list", "compute.subnetworks.list",
                                  _region("subnetworks")),
     "subnetworks.get": _compute("subnetworks.get", "compute.subnetworks.get",

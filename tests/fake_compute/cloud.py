@@ -81,6 +81,13 @@ def _is_spot(body: dict[str, Any]) -> bool:
     """A spot or preemptible insert, refusing the scheduling GCE refuses: a preemptible
     STANDARD instance, or a termination action on an on-demand one without a run limit."""
     scheduling = body.get("scheduling") or {}
+    if not isinstance(scheduling, dict):
+        # `scheduling` is one Scheduling object (https://cloud.google.com/compute/docs/
+        # reference/rest/v1/instances); Ray's GCP examples write a list of one-key maps, not
+        # the documented form (ray-project/ray#46248), which Ray's launcher sends as it is.
+        # Refused here as a proto JSON parse refuses a list for a message field.
+        raise ApiError(400, "Invalid JSON payload received. Unknown name \"scheduling\" at "
+                            "'resource': Proto field is not repeating, cannot start list.")
     model = scheduling.get("provisioningModel")
     if model == "STANDARD" and scheduling.get("preemptible"):
         raise ApiError(400, "Invalid value for field 'resource.scheduling.preemptible': 'true'. "
@@ -328,6 +335,15 @@ class FakeCloud:
         })
         interfaces = instance.get("networkInterfaces") or [{"network": "global/networks/default"}]
         for index, interface in enumerate(interfaces):
+            # An interface naming only its subnet is on that subnet's network: the instance
+            # GCE returns names both ("network: URL of the VPC network resource for this
+            # instance", https://cloud.google.com/compute/docs/reference/rest/v1/instances).
+            subnet = str(interface.get("subnetwork") or "").split("/")
+            if not interface.get("network") and "regions" in subnet[:-1]:
+                found = self.catalogue.subnetwork_json(
+                    scope.split("/")[1], subnet[subnet.index("regions") + 1], subnet[-1])
+                if found is not None:
+                    interface["network"] = found["network"]
             interface["networkIP"] = f"10.{index}.{serial // 250 % 250}.{serial % 250 + 2}"
             for access in interface.get("accessConfigs") or []:
                 access["natIP"] = f"203.0.{serial // 250 % 250}.{serial % 250 + 2}"

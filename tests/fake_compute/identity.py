@@ -78,6 +78,7 @@ _COMPUTE_READ = ("compute.instances.get", "compute.instances.list",
                  "compute.subnetworks.get", "compute.subnetworks.list",
                  "compute.firewalls.get", "compute.firewalls.list", "compute.disks.get",
                  "compute.routers.get", "compute.projects.get", "compute.regions.list",
+                 "compute.globalOperations.get",
                  "compute.machineTypes.list", "compute.acceleratorTypes.list",
                  "compute.reservations.get", "compute.reservations.list")
 _COMPUTE_INSTANCES = ("compute.instances.create", "compute.instances.delete",
@@ -112,7 +113,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         *_COMPUTE_READ, *_COMPUTE_INSTANCES, "compute.firewalls.create",
         "compute.firewalls.delete", "compute.firewalls.update", "compute.routers.create",
         "compute.routers.delete", "compute.routers.update", "compute.instances.osAdminLogin",
-        "compute.instances.osLogin", "resourcemanager.projects.get",
+        "compute.instances.osLogin", "compute.projects.setCommonInstanceMetadata",
+        "resourcemanager.projects.get",
         "serviceusage.quotas.get", "serviceusage.services.get"}),
     # https://cloud.google.com/iam/docs/roles-permissions/compute#compute.instanceAdmin.v1
     "roles/compute.instanceAdmin.v1": frozenset({

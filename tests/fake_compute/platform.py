@@ -39,6 +39,10 @@ ROUTES: list[tuple[str, re.Pattern[str], str]] = [
         ("GET", _PROJECT + r"/zones/(?P<zone>[^/]+)/disks/(?P<name>[^/]+)", "disks.get"),
         ("DELETE", _PROJECT + r"/zones/(?P<zone>[^/]+)/disks/(?P<name>[^/]+)", "disks.delete"),
         ("GET", _PROJECT + r"/regions/(?P<region>[^/]+)/subnetworks", "subnetworks.list"),
+        ("GET", _PROJECT, "computeProjects.get"),
+        ("GET", _PROJECT + r"/global/operations/(?P<name>[^/]+)", "globalOperations.get"),
+        ("POST", _PROJECT + r"/setCommonInstanceMetadata",
+         "computeProjects.setCommonInstanceMetadata"),
         ("POST", _PROJECT + r"/regions/(?P<region>[^/]+)/routers", "routers.insert"),
         ("GET", _PROJECT + r"/regions/(?P<region>[^/]+)/routers/(?P<name>[^/]+)", "routers.get"),
         ("PATCH", _PROJECT + r"/regions/(?P<region>[^/]+)/routers/(?P<name>[^/]+)",
@@ -88,6 +92,11 @@ def _not_found(what: str) -> ApiError:
     return ApiError(404, f"The resource '{what}' was not found", "notFound")
 
 
+def _fingerprint(items: list[dict[str, str]]) -> str:
+    digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode())
+    return base64.b64encode(digest.digest()[:8]).decode("ascii")
+
+
 def _etag(policy: dict[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps(policy.get("bindings", []), sort_keys=True).encode())
     return base64.b64encode(digest.digest()[:8]).decode("ascii")
@@ -108,6 +117,8 @@ class Platform:
         self.secret_policies: dict[tuple[str, str], dict[str, Any]] = {}
         self.routers: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.account_policies: dict[tuple[str, str], dict[str, Any]] = {}
+        self.common_metadata: dict[str, list[dict[str, str]]] = {}
+        self.global_operations: dict[tuple[str, str], dict[str, Any]] = {}
 
     def project_policy(self, project: str) -> dict[str, Any]:
         """The project's IAM policy; a project starts as its owner made it: the user (USER)
@@ -167,12 +178,23 @@ class Platform:
                                   for n in r),
             }
 
-    @staticmethod
-    def _done(project: str, op_type: str, target: str, scope: str = "global") -> dict[str, Any]:
-        return {"kind": "compute#operation", "name": f"operation-{op_type}-{abs(hash(target))}",
-                "operationType": op_type, "targetLink": target, "status": "DONE",
-                "progress": 100,
-                "selfLink": f"{COMPUTE}/projects/{project}/{scope}/operations/x"}
+    def _done(self, project: str, op_type: str, target: str,
+              scope: str = "global") -> dict[str, Any]:
+        name = f"operation-{op_type}-{abs(hash(target))}"
+        operation = {"kind": "compute#operation", "name": name, "operationType": op_type,
+                     "targetLink": target, "status": "DONE", "progress": 100,
+                     "selfLink": f"{COMPUTE}/projects/{project}/{scope}/operations/{name}"}
+        if scope == "global":
+            self.global_operations[(project, name)] = operation
+        return operation
+
+    def _globalOperations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        """A global operation this fake answered with (each is done at once)
+        (https://cloud.google.com/compute/docs/reference/rest/v1/globalOperations/get)."""
+        found = self.global_operations.get((p["project"], p["name"]))
+        if found is None:
+            raise _not_found(f"projects/{p['project']}/global/operations/{p['name']}")
+        return copy.deepcopy(found)
 
     # ------------------------------------------------------------------ Compute
 
@@ -188,6 +210,32 @@ class Platform:
                        "id": str(abs(hash(link)) % 10**18),
                        "creationTimestamp": "2024-01-01T00:00:00.000-00:00"}
         return self._done(p["project"], "insert", link)
+
+    def _computeProjects_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        """Compute's view of the project: its project-wide metadata (`ssh-keys`: Ray's key)
+        with the fingerprint a write must name
+        (https://cloud.google.com/compute/docs/reference/rest/v1/projects/get)."""
+        items = copy.deepcopy(self.common_metadata.get(p["project"], []))
+        return {"kind": "compute#project", "name": p["project"], "id": PROJECT_NUMBER,
+                "selfLink": f"{COMPUTE}/projects/{p['project']}",
+                "commonInstanceMetadata": {"kind": "compute#metadata",
+                                           "fingerprint": _fingerprint(items),
+                                           **({"items": items} if items else {})}}
+
+    def _computeProjects_setCommonInstanceMetadata(  # noqa: N802
+            self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        """The whole project-wide metadata replaced, only with the current fingerprint: "An
+        up-to-date fingerprint must be provided in order to modify metadata", else 412
+        conditionNotMet (https://cloud.google.com/compute/docs/reference/rest/v1/projects/
+        setCommonInstanceMetadata, https://cloud.google.com/compute/docs/metadata/
+        setting-custom-metadata#etags)."""
+        current = self.common_metadata.get(p["project"], [])
+        if (body or {}).get("fingerprint") != _fingerprint(current):
+            raise ApiError(412, "Supplied fingerprint does not match current metadata "
+                                "fingerprint.", "conditionNotMet")
+        self.common_metadata[p["project"]] = copy.deepcopy((body or {}).get("items") or [])
+        return self._done(p["project"], "compute.projects.setCommonInstanceMetadata",
+                          f"{COMPUTE}/projects/{p['project']}")
 
     def _firewalls_list(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return {"items": list(self.firewalls.get(p["project"], {}).values())}

@@ -27,6 +27,7 @@ The engine replaces a resource when any entry is a replace (plugin.DiffResult.Re
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,3 +311,78 @@ def _sets_forced(rule: Rule, value: Any) -> bool:
 def _absent(value: Any) -> bool:
     """Absent, null or empty: Terraform holds no element either way (a block's count 0)."""
     return value is _ABSENT or value is None or value == [] or value == {}
+
+
+# Optional+Computed fields: a config that leaves one out keeps the value in the state, no
+# diff (Terraform's SDK: an unset Computed attribute takes the prior state's value). They
+# matter on import, where the state holds everything the resource's Read set and the program
+# names only what it chooses. Same files and commits as RULES above.
+COMPUTED: dict[str, dict[str, Any]] = {
+    # resource_compute_instance.go: boot_disk.{device_name, source} Computed, mode Default
+    # READ_WRITE; initialize_params.{size, type, image} Computed; network_interface.{network,
+    # subnetwork, subnetwork_project, network_ip, name, stack_type} Computed, access_config.
+    # {nat_ip, network_tier} Computed; scheduling.{on_host_maintenance, provisioning_model}
+    # Computed, automatic_restart Default true, preemptible Default false;
+    # service_account.email Computed; min_cpu_platform Computed.
+    "gcp:compute/instance:Instance": {
+        "bootDisk": {"deviceName": True, "source": True, "mode": True,
+                     "initializeParams": {"size": True, "type": True, "image": True}},
+        "networkInterfaces": {"network": True, "subnetwork": True, "subnetworkProject": True,
+                              "networkIp": True, "name": True, "stackType": True,
+                              "accessConfigs": {"natIp": True, "networkTier": True}},
+        "scheduling": {"onHostMaintenance": True, "automaticRestart": True,
+                       "provisioningModel": True, "preemptible": True},
+        "serviceAccount": {"email": True},
+        "minCpuPlatform": True,
+    },
+    # resource_google_service_account.go: display_name, description are Optional only; the
+    # account's member and email Computed only (outputs).
+}
+
+
+# Fields whose DiffSuppressFunc is tpgresource.CompareSelfLinkOrResourceName: a self link or
+# partial URL and the bare name of the same resource are no change (the Read stores the name).
+# resource_compute_instance.go: guest_accelerator.type.
+NAME_OR_LINK: dict[str, dict[str, Any]] = {
+    "gcp:compute/instance:Instance": {"guestAccelerators": {"type": True}},
+}
+
+
+def settled(token: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`new` as Terraform diffs a config against its state: each Optional+Computed field it
+    leaves out taken from `old`, and a link to the same resource `old` names by name (or the
+    other way round) taken as `old` has it."""
+    kept = _apply_rules(COMPUTED.get(token, {}), old, new,
+                 lambda was, given: was if given is None else given)
+    return _apply_rules(NAME_OR_LINK.get(token, {}), old, kept, _same_resource)
+
+
+def _same_resource(was: Any, given: Any) -> Any:
+    if isinstance(was, str) and isinstance(given, str) \
+            and was.rsplit("/", 1)[-1] == given.rsplit("/", 1)[-1]:
+        return was
+    return given
+
+
+def _apply_rules(rules: dict[str, Any], old: Any, new: Any,
+                 leaf: Callable[[Any, Any], Any]) -> Any:
+    """`new` with `leaf(old value, new value)` at each path `rules` names (blocks and lists of
+    blocks element by element, when both have as many)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    result = dict(new)
+    for name, rule in rules.items():
+        if name not in old:
+            continue
+        given = new.get(name)
+        if not isinstance(rule, dict) or given is None:
+            value = leaf(old[name], given)
+            if value is not None:
+                result[name] = value
+        elif isinstance(given, list) and isinstance(old[name], list) \
+                and len(given) == len(old[name]):
+            result[name] = [_apply_rules(rule, o, n, leaf) for o, n in zip(old[name], given,
+                                                                     strict=True)]
+        elif isinstance(given, dict):
+            result[name] = _apply_rules(rule, old[name], given, leaf)
+    return result

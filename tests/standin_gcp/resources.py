@@ -33,6 +33,18 @@ def _drop_none(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if v is not None}
 
 
+def _gce_scheduling(given: dict[str, Any]) -> dict[str, Any]:
+    """An instance's scheduling as GCE returns it, its defaults filled (the fake keeps what
+    the insert said): automaticRestart true and onHostMaintenance MIGRATE unless preemptible
+    or spot, preemptible false, provisioningModel STANDARD
+    (https://cloud.google.com/compute/docs/reference/rest/v1/instances, `scheduling`)."""
+    spot = bool(given.get("preemptible")) or given.get("provisioningModel") == "SPOT"
+    return {"automaticRestart": not spot, "onHostMaintenance": "TERMINATE" if spot
+            else "MIGRATE", "preemptible": bool(given.get("preemptible")),
+            "provisioningModel": "SPOT" if given.get("provisioningModel") == "SPOT"
+            else "STANDARD", **given}
+
+
 class Handler:
     token = ""
     computed: tuple[str, ...] = ("id",)
@@ -63,6 +75,13 @@ class Handler:
 
     def delete(self, resource_id: str, state: dict[str, Any]) -> None:
         raise NotImplementedError(self.token)
+
+    def imported(self, resource_id: str) -> tuple[str, dict[str, Any], Outputs] | None:
+        """An import (`pulumi import`, the `import` resource option): the resource `resource_id`
+        (its import id) names, read with no state, as (id, inputs, outputs); None when it does
+        not exist. The inputs are the bridge's: every input the Terraform resource's Read
+        sets in its state (pulumi-terraform-bridge ExtractInputsFromOutputs)."""
+        raise ApiError(501, f"the stand-in cannot import {self.token}")
 
 
 class Instance(Handler):
@@ -151,6 +170,55 @@ class Instance(Handler):
     def read(self, resource_id: str, state: dict[str, Any]) -> Outputs | None:
         live = self.apis.get_or_none("compute", resource_id)
         return None if live is None else self._outputs(state, live)
+
+    def imported(self, resource_id: str) -> tuple[str, dict[str, Any], Outputs] | None:
+        """resource_compute_instance.go's Read: boot_disk from the boot disk (its device name,
+        mode, source and initialize_params: image, size, type), network_interface with each
+        access config, metadata, labels, tags, the service account, scheduling and guest
+        accelerators, machine_type by its name. (The fake keeps a disk inside its instance:
+        its initializeParams stand for the disk's own sourceImage, sizeGb and type.)"""
+        live = self.apis.get_or_none("compute", resource_id)
+        if live is None:
+            return None
+        _, project, _, zone, _, name = resource_id.split("/")
+        boot = next((d for d in live.get("disks") or [] if d.get("boot")), {})
+        params = boot.get("initializeParams") or {}
+        inputs = _drop_none({
+            "name": name, "project": project, "zone": zone,
+            "machineType": _short(live["machineType"]),
+            "bootDisk": _drop_none({
+                "autoDelete": boot.get("autoDelete", True),
+                "deviceName": boot.get("deviceName") or "persistent-disk-0",
+                "mode": boot.get("mode") or "READ_WRITE",
+                "source": boot.get("source"),
+                "initializeParams": _drop_none({
+                    "image": params.get("sourceImage"),
+                    "size": params.get("diskSizeGb"),
+                    "type": _short(params.get("diskType") or "pd-standard"),
+                }),
+            }),
+            "networkInterfaces": [_drop_none({
+                "network": nic.get("network"), "subnetwork": nic.get("subnetwork"),
+                "networkIp": nic.get("networkIP"), "name": f"nic{index}",
+                "accessConfigs": [_drop_none({"natIp": a.get("natIP"),
+                                              "networkTier": a.get("networkTier") or "PREMIUM"})
+                                  for a in nic.get("accessConfigs") or []],
+            }) for index, nic in enumerate(live.get("networkInterfaces") or [])],
+            "metadata": {i["key"]: i.get("value", "")
+                         for i in (live.get("metadata") or {}).get("items") or []},
+            "labels": dict(live.get("labels") or {}),
+            "tags": list((live.get("tags") or {}).get("items") or []) or None,
+            "serviceAccount": ({"email": live["serviceAccounts"][0].get("email"),
+                                "scopes": live["serviceAccounts"][0].get("scopes") or []}
+                               if live.get("serviceAccounts") else None),
+            "scheduling": _gce_scheduling(live.get("scheduling") or {}),
+            "guestAccelerators": [{"type": _short(g["acceleratorType"]),
+                                   "count": g["acceleratorCount"]}
+                                  for g in live.get("guestAccelerators") or []] or None,
+        })
+        outputs = self._outputs(inputs, live)
+        outputs["metadata"] = inputs["metadata"]
+        return outputs["id"], inputs, outputs
 
     def update(self, resource_id: str, olds: dict[str, Any], news: dict[str, Any],
                state: dict[str, Any]) -> Outputs:
@@ -358,6 +426,18 @@ class Account(Handler):
         live = self.apis.get_or_none("iam", resource_id)
         return None if live is None else self._outputs(state, live)
 
+    def imported(self, resource_id: str) -> tuple[str, dict[str, Any], Outputs] | None:
+        """resource_google_service_account.go's importer (`projects/{project}/serviceAccounts/
+        {email}`): account_id, display_name, description and project from the account."""
+        live = self.apis.get_or_none("iam", resource_id)
+        if live is None:
+            return None
+        inputs = _drop_none({"accountId": live["email"].split("@")[0],
+                             "project": resource_id.split("/")[1],
+                             "displayName": live.get("displayName") or None,
+                             "description": live.get("description") or None})
+        return resource_id, inputs, self._outputs(inputs, live)
+
     def update(self, resource_id: str, olds: dict[str, Any], news: dict[str, Any],
                state: dict[str, Any]) -> Outputs:
         live = self.apis.call("iam", "PATCH", resource_id, {
@@ -441,6 +521,20 @@ class ProjectIamMember(PolicyMember):
     """google_project_iam_member (id `{project}/{role}/{member}`)."""
 
     token = "gcp:projects/iAMMember:IAMMember"
+
+    def imported(self, resource_id: str) -> tuple[str, dict[str, Any], Outputs] | None:
+        """tpgiamresource's member importer: the import id is space-delimited, `{project}
+        {role} {member}` (pulumi-gcp's docs, "Import" of gcp.projects.IAMMember); the member
+        must hold the role."""
+        parts = resource_id.split(" ")
+        if len(parts) != 3:
+            raise ApiError(400, f"wrong number of parts to Member id {parts}; expected "
+                                "'resource_name role member'.")
+        inputs = {"project": parts[0], "role": parts[1], "member": parts[2]}
+        held = self.read(resource_id, inputs)
+        if held is None:
+            return None
+        return self.member_id(inputs), inputs, {**held, "id": self.member_id(inputs)}
 
     def policy_path(self, inputs: dict[str, Any]) -> str:
         return f"projects/{self.project(inputs)}"

@@ -150,7 +150,7 @@ class StandInGcp(provider_pb2_grpc.ResourceProviderServicer):
     def Diff(self, request: Any, context: Any) -> provider_pb2.DiffResponse:  # noqa: N802
         token = _type_of(request.urn)
         olds = _to_dict(request.old_inputs) or _to_dict(request.olds)
-        news = _to_dict(request.news)
+        news = replace_rules.settled(token, olds, _to_dict(request.news))
         detailed = replace_rules.detailed_diff(token, olds, news)
         return provider_pb2.DiffResponse(
             changes=provider_pb2.DiffResponse.DIFF_SOME if detailed
@@ -174,6 +174,13 @@ class StandInGcp(provider_pb2_grpc.ResourceProviderServicer):
     def Read(self, request: Any, context: Any) -> provider_pb2.ReadResponse:  # noqa: N802
         handler = self.handler(request.urn)
         state = _to_dict(request.properties) or _to_dict(request.inputs)
+        if not state:  # an import: the id alone names what to read
+            found = handler.imported(request.id)
+            if found is None:
+                return provider_pb2.ReadResponse()
+            resource_id, inputs, outputs = found
+            return provider_pb2.ReadResponse(id=resource_id, properties=_to_struct(outputs),
+                                             inputs=_to_struct(inputs))
         outputs = handler.read(request.id, state)
         if outputs is None:
             return provider_pb2.ReadResponse()  # gone: the engine drops it from the state

@@ -126,6 +126,19 @@ def refresh(c, stack=None, config=None):
     _lifecycle(stack, "refresh", config)
 
 
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP})
+def unlock(c, stack=None, config=None):
+    """Clear the stack's lock a run killed half way left (README: Working as a team).
+
+    Shows who held it since when; refuses while that run still goes on on this machine."""
+    from ops.errors import user_errors
+    from ops.lifecycle.locks import unlock as unlock_stack
+    from ops.stack import resolve_stack_name
+
+    with user_errors():
+        unlock_stack(resolve_stack_name(_named(stack, config)), sys.stdout)
+
+
 @task
 def engine(c):
     """Build and install the pinned pulumi CLI, once.
@@ -617,7 +630,7 @@ def catalog_refresh(c, project=None):
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
-    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight,
+    ("Cluster lifecycle", (up, preview, refresh, down, unlock, scale, autostop, preflight,
                            engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),

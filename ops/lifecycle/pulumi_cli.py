@@ -19,6 +19,8 @@ from infra.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
 from ops.errors import OpsError, environment_fix, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
+from ops.lifecycle.locks import locked_error, locks_in
+from ops.lifecycle.pending import settle
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.review.plan import Plan, check_before_create
 from ops.stack import (
@@ -161,6 +163,8 @@ def run_operation(
         "refresh": automation_stack.refresh,
     }
     with _one_line_failure(operation, name), printer.ticking():
+        if operation != "preview" and settle(automation_stack, out) and operation == "destroy":
+            automation_stack.refresh(on_event=printer)  # what was adopted, read back
         if operation == "up" and policy:
             with _mandatory_violations(printer, name, "before the up: nothing was created or "
                                                      "changed"):
@@ -231,6 +235,9 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
         yield
     except auto.CommandError as exc:
         text = str(exc)
+        locks = locks_in(text)
+        if locks is not None:
+            raise locked_error(name, operation, locks) from None
         lines = [line.strip() for line in text.splitlines() if "error:" in line]
         reason = lines[-1] if lines else "see the messages above"
         if "Traceback (most recent call last)" in reason:

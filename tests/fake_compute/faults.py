@@ -17,6 +17,9 @@ class Faults:
     """Sleep before answering every request: a fixed network round trip."""
     operation_s: float = 0.05
     """How long every long-running operation stays RUNNING."""
+    slow_operations: dict[str, float] = field(default_factory=dict)
+    """Operation type (`insert`, `bulkInsert`, `delete`, ...) -> how long its operations stay
+    RUNNING instead of `operation_s`: a run can be caught (and killed) while it waits on one."""
     error_statuses: list[int] = field(default_factory=list)
     """Answer the next requests with these HTTP statuses (e.g. [429, 429, 503]), one each."""
     error_methods: set[str] | None = None

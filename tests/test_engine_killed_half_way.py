@@ -1,0 +1,144 @@
+"""`invoke up -c cluster.yaml` killed half way (SIGKILL of its whole process tree: invoke, the
+engine, its plugins), then run again, through the real pulumi engine against the fake cloud and
+the stand-in gcp plugin, on the file backend `up -c` keeps the stack in:
+
+- the lock the killed run held is shown (who, since when, that its process is gone) with the
+  command that clears it, `invoke unlock`, never cleared silently; pulumi's own advice
+  (`pulumi cancel`) is not given, as it needs the tool's backend;
+- once unlocked, the same `up` says what it found (the pending creates the kill left) and
+  converges: the head the killed run inserted is adopted (it is read back from the cloud by
+  name), the worker group's nodes likewise (by their group label), nothing is created twice,
+  no pending operation stays in the state, and `down` leaves nothing of the cluster;
+- two first `up`s of a new stack started together: one creates the cluster, the other ends in
+  one line naming the lock's holder (or waits its turn), never "unexpected ...".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
+from tests.fake_compute import FakeComputeServer, Faults
+from tests.killed_runs import kill_when, known_instances, pending_operations, start_task
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]  # each test: 1-2 minutes
+
+CLUSTER = "killed-half-way"
+PROJECT, ZONE = "my-gcp-project", "us-west1-a"
+USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+HELD_S = 120.0
+"""How long the operation the kill waits on stays RUNNING: the run is killed inside it."""
+
+
+def cluster_yaml(folder: Path, workers: int) -> Path:
+    """minimal.yaml with a pinned worker type of `workers` nodes."""
+    cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
+    cluster["cluster_name"] = CLUSTER
+    cluster.pop("docker", None)
+    worker = cluster["available_node_types"]["ray_worker_small"]
+    worker["min_workers"] = worker["max_workers"] = workers
+    cluster["max_workers"] = workers
+    path = folder / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cluster))
+    return path
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Path]]:
+    bin_dir = require_engine()
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
+        env = {key: value for key, value in {**os.environ, **space.env}.items()
+               if key not in USERS_OWN}
+        env["RAY_GCP_STATE_DIR"] = str(tmp_path / "state-dir")
+        yield env, fake, tmp_path
+
+
+def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, f"{done.args[3:]}:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+    return done.stdout + done.stderr
+
+
+def exported(env: dict[str, str]) -> dict:
+    state_dir = Path(env["RAY_GCP_STATE_DIR"])
+    done = subprocess.run(
+        [str(Path(env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack", "export", "--stack",
+         CLUSTER, "--cwd", str(state_dir)],
+        env={**env, "PULUMI_BACKEND_URL": f"file://{state_dir}",
+             "PULUMI_CONFIG_PASSPHRASE_FILE": str(state_dir / ".pulumi-passphrase")},
+        capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(done.stdout)["deployment"]
+
+
+def converged(env: dict[str, str], fake: FakeComputeServer, workers: int) -> None:
+    """The checks after a killed run's command ran again: exactly the nodes the stack wants,
+    each known to the state (no orphan), none twice, no pending operation left."""
+    nodes = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)
+    kinds = sorted(node["labels"].get("ray-node-type", "") == "head" for node in nodes.values())
+    assert kinds == [False] * workers + [True], nodes.keys()
+    deployment = exported(env)
+    assert pending_operations(deployment) == []
+    assert set(nodes) <= known_instances(deployment), (set(nodes), known_instances(deployment))
+
+
+def the_one_line(said: str) -> str:
+    lines = [line for line in said.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, said[-4000:]
+    assert "unexpected" not in lines[0] and "a bug" not in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("kill_at", ["insert", "bulkInsert"])
+def test_a_run_killed_inside_a_create_shows_its_lock_then_converges(user, kill_at: str) -> None:
+    env, fake, folder = user
+    config = cluster_yaml(folder, workers=2)
+    fake.faults.slow_operations = {kill_at: HELD_S}
+    started = start_task(env, folder / "runs", "up", "-c", str(config), "-y")
+    kill_when(started, lambda: fake.cloud.calls[kill_at] >= 1, after_s=1.0)
+    fake.faults.slow_operations = {}
+
+    refused = invoke(env, "up", "-c", str(config), "-y")
+    assert refused.returncode != 0
+    line = the_one_line(refused.stdout + refused.stderr)
+    assert "pulumi cancel" not in line
+    assert f"`invoke unlock -s {CLUSTER}`" in line, line
+    assert "no longer running" in line, line  # its pid is gone on this machine
+
+    said = ok(invoke(env, "unlock", "-s", CLUSTER))
+    assert "cleared" in said
+    said = ok(invoke(env, "up", "-c", str(config), "-y"))
+    assert "pending" in said  # it says what it found
+    converged(env, fake, workers=2)
+    assert "pending operations from previous deployment" not in ok(
+        invoke(env, "up", "-c", str(config), "-y"))
+
+    ok(invoke(env, "down", "-c", str(config), "-y"))
+    assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
+
+
+def test_two_first_ups_of_a_new_stack_one_runs_the_other_says_one_line(user) -> None:
+    env, fake, folder = user
+    config = cluster_yaml(folder, workers=1)
+    runs = [start_task(env, folder / "runs", "up", "-c", str(config), "-y") for _ in range(2)]
+    codes = [run.wait() for run in runs]
+    assert 0 in codes, [run.text()[-3000:] for run in runs]
+    for run, code in zip(runs, codes, strict=True):
+        if code != 0:
+            line = the_one_line(run.text())
+            assert "locked" in line or "already" in line, line
+    converged(env, fake, workers=1)
+    ok(invoke(env, "down", "-c", str(config), "-y"))
+    assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}

@@ -330,6 +330,9 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
                       opts=options)
     except auto.StackNotFoundError:
         raise _no_such_stack(name) from None
+    except auto.StackAlreadyExistsError:  # another run created it since this one looked
+        return auto.select_stack(stack_name=name, project_name=PROJECT_NAME, program=_program,
+                                 opts=options)
 
 
 def _cli_reason(output: str) -> str:

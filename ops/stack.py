@@ -530,6 +530,7 @@ class ClusterYamlStack:
             return False
         text = yaml.safe_dump({"config": {CONFIG_KEY: self.setting}},
                               default_flow_style=False)
+        state_root()  # made first when nothing else made it (the user's own backend)
         self.stack_file.parent.mkdir(mode=0o700, exist_ok=True)
         return write_new_file(self.stack_file, text, 0o644)
 

@@ -25,6 +25,7 @@ deleted object's live version becomes noncurrent and stays readable by its gener
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -193,7 +194,8 @@ class FakeGcs:
         parts = raw_path.strip("/").split("/")
         with self.state.lock:
             if parts[:2] == ["storage", "v1"]:
-                return self._json_api(verb, [unquote(p) for p in parts[2:]], query, body)
+                return self._json_api(verb, _json_path(unquote("/".join(parts[2:]))), query,
+                                      body)
             if parts[:3] == ["upload", "storage", "v1"]:
                 return self._upload(verb, [unquote(p) for p in parts[3:]], query, headers,
                                     body)
@@ -236,13 +238,13 @@ class FakeGcs:
                 return 200, {"Content-Type": version.content_type,
                              "X-Goog-Generation": str(version.generation)}, version.data
             return _json(_resource(bucket, name, version))
-        if len(path) == 8 and path[0] == "b" and path[4] == "rewriteTo" and verb == "POST":
+        if len(path) == 9 and path[4] == "rewriteTo" and verb == "POST":
             source = self._version(path[1], path[3], query.get("sourceGeneration"))
-            made = self._store(path[6], path[7], source.data, source.content_type, query)
+            made = self._store(path[6], path[8], source.data, source.content_type, query)
             return _json({"kind": "storage#rewriteResponse", "done": True,
                           "totalBytesRewritten": str(len(source.data)),
                           "objectSize": str(len(source.data)),
-                          "resource": _resource(path[6], path[7], made)})
+                          "resource": _resource(path[6], path[8], made)})
         raise GcsError(404, f"no fake route for {verb} /storage/v1/{'/'.join(path)}",
                        "notFound")
 
@@ -286,6 +288,21 @@ class FakeGcs:
                 return _json(_resource(bucket, name, made))
             return 308, {"Range": f"bytes=0-{len(data) - 1}"}, b""
         raise GcsError(400, f"uploadType {kind!r} is not served here", "invalid")
+
+
+_REWRITE = re.compile(r"b/(?P<sb>[^/]+)/o/(?P<so>.+)/rewriteTo/b/(?P<db>[^/]+)/o/(?P<do>.+)")
+_OBJECT = re.compile(r"b/(?P<b>[^/]+)/o/(?P<o>.+)")
+
+
+def _json_path(path: str) -> list[str]:
+    """A JSON API path's segments, an object's name whole (the Go client sends its slashes as
+    they are, google-api-python-client as %2F)."""
+    rewrite = _REWRITE.fullmatch(path)
+    if rewrite:
+        return ["b", rewrite["sb"], "o", rewrite["so"], "rewriteTo", "b", rewrite["db"], "o",
+                rewrite["do"]]
+    found = _OBJECT.fullmatch(path)
+    return ["b", found["b"], "o", found["o"]] if found else path.split("/")
 
 
 def _json(value: Any) -> tuple[int, dict[str, str], bytes]:

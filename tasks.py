@@ -139,6 +139,25 @@ def unlock(c, stack=None, config=None):
         unlock_stack(resolve_stack_name(_named(stack, config)), sys.stdout)
 
 
+@task(help={"bucket": "the bucket's name, e.g. acme-ray-state",
+            "project": "the project to make it in",
+            "location": "where (default US; a region such as us-west1 keeps it near you)"})
+def state_bucket(c, bucket, project, location="US"):
+    """Make the Cloud Storage bucket a team keeps its stacks' state in.
+
+    Versioning on, uniform bucket-level access, public access prevention; prints the
+    PULUMI_BACKEND_URL to set and the role each teammate needs (README: Working as a team)."""
+    from ops.errors import user_errors
+    from ops.lifecycle.state_bucket import StateBucket
+
+    with user_errors():
+        print(StateBucket(bucket, "").create(project, location))
+        print(f"every teammate: export PULUMI_BACKEND_URL=gs://{bucket} (and one shared "
+              "PULUMI_CONFIG_PASSPHRASE); grant each roles/storage.objectUser on the bucket: "
+              f"gcloud storage buckets add-iam-policy-binding gs://{bucket} "
+              "--member=user:EMAIL --role=roles/storage.objectUser")
+
+
 @task
 def engine(c):
     """Build and install the pinned pulumi CLI, once.
@@ -631,7 +650,7 @@ def catalog_refresh(c, project=None):
 
 TASK_GROUPS = (
     ("Cluster lifecycle", (up, preview, refresh, down, unlock, scale, autostop, preflight,
-                           engine)),
+                           state_bucket, engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

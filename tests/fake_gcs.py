@@ -215,8 +215,12 @@ class FakeGcs:
             bucket = json.loads(body or b"{}")
             if bucket.get("name") in self.state.buckets:
                 raise GcsError(409, "The bucket name is already taken.", "conflict")
+            if not query.get("project"):
+                raise GcsError(400, "Required parameter: project", "required")
             self.state.buckets[bucket["name"]] = {
-                "versioning": {"enabled": bool((bucket.get("versioning") or {}).get("enabled"))}}
+                "versioning": {"enabled": bool((bucket.get("versioning") or {}).get("enabled"))},
+                "iamConfiguration": bucket.get("iamConfiguration") or {},
+                "location": str(bucket.get("location") or "US").upper()}
             return _json({"kind": "storage#bucket", "name": bucket["name"],
                           **self.state.buckets[bucket["name"]]})
         if len(path) == 2 and path[0] == "b":

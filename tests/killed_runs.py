@@ -90,6 +90,24 @@ def kill_tree(root: int) -> None:
         time.sleep(0.05)
 
 
+def wait_gone(pids: list[int], timeout: float = 120) -> None:
+    """Until none of `pids` runs (a zombie counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state != "Z":
+                alive.append(pid)
+        if not alive:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"still running after {timeout}s: {alive}")
+
+
 def kill_when(started: Started, condition: Callable[[], bool], timeout: float = 300,
               after_s: float = 0.0) -> None:
     """Wait for `condition` (polled), then `after_s` more, then kill the task's whole tree.

@@ -9,6 +9,8 @@ the stand-in gcp plugin, on the file backend `up -c` keeps the stack in:
   converges: the head the killed run inserted is adopted (it is read back from the cloud by
   name), the worker group's nodes likewise (by their group label), nothing is created twice,
   no pending operation stays in the state, and `down` leaves nothing of the cluster;
+- Ctrl-C (SIGINT to the task's group) stops it gracefully, saying how to resume, and the
+  same command resumes;
 - two first `up`s of a new stack started together: one creates the cluster, the other ends in
   one line naming the lock's holder (or waits its turn), never "unexpected ...".
 """
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +31,14 @@ import yaml
 
 from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
-from tests.killed_runs import kill_when, known_instances, pending_operations, start_task
+from tests.killed_runs import (
+    kill_when,
+    known_instances,
+    pending_operations,
+    process_tree,
+    start_task,
+    wait_gone,
+)
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]  # each test: 1-2 minutes
 
@@ -140,5 +151,30 @@ def test_two_first_ups_of_a_new_stack_one_runs_the_other_says_one_line(user) -> 
             line = the_one_line(run.text())
             assert "locked" in line or "already" in line, line
     converged(env, fake, workers=1)
+    ok(invoke(env, "down", "-c", str(config), "-y"))
+    assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
+
+
+def test_ctrl_c_stops_the_run_gracefully_and_the_same_command_resumes(user) -> None:
+    """SIGINT to the task's process group, as Ctrl-C in its terminal sends it, while a worker
+    group's bulkInsert runs: the task says how to resume; the engine finishes the call in
+    flight, records it and releases the lock, so the same `up` then runs without `unlock`."""
+    env, fake, folder = user
+    config = cluster_yaml(folder, workers=2)
+    fake.faults.slow_operations = {"bulkInsert": 5.0}
+    started = start_task(env, folder / "runs", "up", "-c", str(config), "-y")
+    while fake.cloud.calls["bulkInsert"] < 1:
+        assert started.process.poll() is None, started.text()[-3000:]
+        time.sleep(0.05)
+    tree = process_tree(started.process.pid)
+    os.killpg(started.process.pid, signal.SIGINT)
+    assert started.wait(timeout=120) != 0
+    said = started.text()
+    assert "run the same command again to resume" in said, said[-3000:]
+    wait_gone(tree)  # the engine ends on its own once the call in flight is recorded
+    fake.faults.slow_operations = {}
+
+    ok(invoke(env, "up", "-c", str(config), "-y"))
+    converged(env, fake, workers=2)
     ok(invoke(env, "down", "-c", str(config), "-y"))
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}

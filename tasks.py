@@ -128,9 +128,10 @@ def refresh(c, stack=None, config=None):
 
 @task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP})
 def unlock(c, stack=None, config=None):
-    """Clear the stack's lock a run killed half way left (README: Working as a team).
+    """Clear the stack's lock a killed run left behind.
 
-    Shows who held it since when; refuses while that run still goes on on this machine."""
+    Shows who held it since when; refuses while that run still goes on on this machine
+    (README: Working as a team)."""
     from ops.errors import user_errors
     from ops.lifecycle.locks import unlock as unlock_stack
     from ops.stack import resolve_stack_name
@@ -143,7 +144,7 @@ def unlock(c, stack=None, config=None):
             "project": "the project to make it in",
             "location": "where (default US; a region such as us-west1 keeps it near you)"})
 def state_bucket(c, bucket, project, location="US"):
-    """Make the Cloud Storage bucket a team keeps its stacks' state in.
+    """Make the bucket a team keeps its stacks' state in.
 
     Versioning on, uniform bucket-level access, public access prevention; prints the
     PULUMI_BACKEND_URL to set and the role each teammate needs (README: Working as a team)."""

@@ -12,6 +12,7 @@ a run killed half way must pass once the same command ran again.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -146,3 +147,20 @@ def known_instances(deployment: dict[str, Any]) -> set[str]:
         for key in ("instance_names", "stopped_instance_names"):
             names.update(str(name) for name in outputs.get(key) or [])
     return names
+
+
+USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+"""What a user who set up nothing for pulumi does not have: `up -c` keeps the stack in the
+state folder's file backend with a generated passphrase."""
+
+
+def exported_stack(env: dict[str, str], stack: str) -> dict[str, Any]:
+    """`pulumi stack export` of a stack `up -c` keeps in the state folder's file backend."""
+    state_dir = Path(env["RAY_GCP_STATE_DIR"])
+    done = subprocess.run(
+        [str(Path(env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack", "export", "--stack",
+         stack, "--cwd", str(state_dir)],
+        env={**env, "PULUMI_BACKEND_URL": f"file://{state_dir}",
+             "PULUMI_CONFIG_PASSPHRASE_FILE": str(state_dir / ".pulumi-passphrase")},
+        capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(done.stdout)["deployment"]

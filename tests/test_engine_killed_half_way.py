@@ -17,7 +17,6 @@ the stand-in gcp plugin, on the file backend `up -c` keeps the stack in:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -32,6 +31,8 @@ import yaml
 from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.killed_runs import (
+    USERS_OWN,
+    exported_stack,
     kill_when,
     known_instances,
     pending_operations,
@@ -44,7 +45,6 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]  # each test: 1-2 minutes
 
 CLUSTER = "killed-half-way"
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
-USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 HELD_S = 120.0
 """How long the operation the kill waits on stays RUNNING: the run is killed inside it."""
 
@@ -83,24 +83,13 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout + done.stderr
 
 
-def exported(env: dict[str, str]) -> dict:
-    state_dir = Path(env["RAY_GCP_STATE_DIR"])
-    done = subprocess.run(
-        [str(Path(env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack", "export", "--stack",
-         CLUSTER, "--cwd", str(state_dir)],
-        env={**env, "PULUMI_BACKEND_URL": f"file://{state_dir}",
-             "PULUMI_CONFIG_PASSPHRASE_FILE": str(state_dir / ".pulumi-passphrase")},
-        capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(done.stdout)["deployment"]
-
-
 def converged(env: dict[str, str], fake: FakeComputeServer, workers: int) -> None:
     """The checks after a killed run's command ran again: exactly the nodes the stack wants,
     each known to the state (no orphan), none twice, no pending operation left."""
     nodes = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)
     kinds = sorted(node["labels"].get("ray-node-type", "") == "head" for node in nodes.values())
     assert kinds == [False] * workers + [True], nodes.keys()
-    deployment = exported(env)
+    deployment = exported_stack(env, CLUSTER)
     assert pending_operations(deployment) == []
     assert set(nodes) <= known_instances(deployment), (set(nodes), known_instances(deployment))
 

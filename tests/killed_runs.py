@@ -18,10 +18,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.engine_stack import EngineWorkspace, require_engine
+from tests.fake_compute import FakeComputeServer, Faults
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,3 +167,28 @@ def exported_stack(env: dict[str, str], stack: str) -> dict[str, Any]:
              "PULUMI_CONFIG_PASSPHRASE_FILE": str(state_dir / ".pulumi-passphrase")},
         capture_output=True, text=True, timeout=300, check=True)
     return json.loads(done.stdout)["deployment"]
+
+
+@contextlib.contextmanager
+def users_cloud(folder: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer]]:
+    """The fake cloud, and the environment of a user who set up nothing for pulumi (the
+    engine pointed at the fake, the state folder in `folder`)."""
+    bin_dir = require_engine()
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, bin_dir, root=folder / "engine")
+        env = {key: value for key, value in {**os.environ, **space.env}.items()
+               if key not in USERS_OWN}
+        env["RAY_GCP_STATE_DIR"] = str(folder / "state-dir")
+        yield env, fake
+
+
+def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`invoke <args>` run to its end."""
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    """What a task that must succeed said."""
+    assert done.returncode == 0, f"{done.args[3:]}:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
+    return done.stdout + done.stderr

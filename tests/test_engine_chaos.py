@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import random
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +24,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
-from tests.fake_compute import FakeComputeServer, Faults
+from tests.engine_stack import PROJECT_ROOT, cluster_nodes
+from tests.fake_compute import FakeComputeServer
 from tests.killed_runs import (
-    USERS_OWN,
     exported_stack,
+    invoke,
     kill_when,
     known_instances,
     pending_operations,
     start_task,
+    users_cloud,
 )
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -72,8 +72,7 @@ class Chaos:
     log: list[str]
 
     def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT,
-                              env=self.env, capture_output=True, text=True, timeout=900)
+        return invoke(self.env, *args)
 
     def faults(self) -> None:
         """A random fault mix for the next run."""
@@ -175,12 +174,7 @@ class Chaos:
 
 @pytest.fixture
 def chaos_user(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Path]]:
-    bin_dir = require_engine()
-    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
-        space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
-        env = {key: value for key, value in {**os.environ, **space.env}.items()
-               if key not in USERS_OWN}
-        env["RAY_GCP_STATE_DIR"] = str(tmp_path / "state-dir")
+    with users_cloud(tmp_path) as (env, fake):
         yield env, fake, tmp_path
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -24,10 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
+from tests.engine_stack import EngineWorkspace, cluster_nodes, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_gcs import FakeGcs
-from tests.killed_runs import kill_when, known_instances, pending_operations, start_task
+from tests.killed_runs import (
+    invoke,
+    kill_when,
+    known_instances,
+    ok,
+    pending_operations,
+    start_task,
+)
 from tests.test_engine_killed_half_way import CLUSTER, PROJECT, ZONE, cluster_yaml
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]  # about two minutes
@@ -49,14 +55,6 @@ def team(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Fa
         yield env, fake, gcs, tmp_path
 
 
-def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, f"{done.args[3:]}:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
-    return done.stdout + done.stderr
 
 
 def pulumi(env: dict[str, str], *args: str) -> str:

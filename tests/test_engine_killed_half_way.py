@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,16 +26,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
-from tests.fake_compute import FakeComputeServer, Faults
+from tests.engine_stack import PROJECT_ROOT, cluster_nodes
+from tests.fake_compute import FakeComputeServer
 from tests.killed_runs import (
-    USERS_OWN,
     exported_stack,
+    invoke,
     kill_when,
     known_instances,
+    ok,
     pending_operations,
     process_tree,
     start_task,
+    users_cloud,
     wait_gone,
 )
 
@@ -64,23 +64,10 @@ def cluster_yaml(folder: Path, workers: int) -> Path:
 
 @pytest.fixture
 def user(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Path]]:
-    bin_dir = require_engine()
-    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
-        space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
-        env = {key: value for key, value in {**os.environ, **space.env}.items()
-               if key not in USERS_OWN}
-        env["RAY_GCP_STATE_DIR"] = str(tmp_path / "state-dir")
+    with users_cloud(tmp_path) as (env, fake):
         yield env, fake, tmp_path
 
 
-def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, f"{done.args[3:]}:\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
-    return done.stdout + done.stderr
 
 
 def converged(env: dict[str, str], fake: FakeComputeServer, workers: int) -> None:
@@ -146,8 +133,9 @@ def test_two_first_ups_of_a_new_stack_one_runs_the_other_says_one_line(user) -> 
 
 def test_ctrl_c_stops_the_run_gracefully_and_the_same_command_resumes(user) -> None:
     """SIGINT to the task's process group, as Ctrl-C in its terminal sends it, while a worker
-    group's bulkInsert runs: the task says how to resume; the engine finishes the call in
-    flight, records it and releases the lock, so the same `up` then runs without `unlock`."""
+    group's bulkInsert runs: the engine finishes the call in flight, records it and releases
+    the lock, the task waits for it and says how to resume, nothing of the run is left
+    running, and the same `up` then runs without `unlock`."""
     env, fake, folder = user
     config = cluster_yaml(folder, workers=2)
     fake.faults.slow_operations = {"bulkInsert": 5.0}
@@ -157,10 +145,13 @@ def test_ctrl_c_stops_the_run_gracefully_and_the_same_command_resumes(user) -> N
         time.sleep(0.05)
     tree = process_tree(started.process.pid)
     os.killpg(started.process.pid, signal.SIGINT)
-    assert started.wait(timeout=120) != 0
+    assert started.wait(timeout=120) == 130
     said = started.text()
-    assert "run the same command again to resume" in said, said[-3000:]
-    wait_gone(tree)  # the engine ends on its own once the call in flight is recorded
+    assert said.strip().splitlines()[-1] == ("error: interrupted: the engine finished the calls "
+                                            "in flight and recorded them; run the same command "
+                                            "again to resume"), said[-3000:]
+    wait_gone(tree)  # nothing of the run left behind
+    assert not list(Path(env["RAY_GCP_STATE_DIR"]).glob(".pulumi/locks/**/*.json"))
     fake.faults.slow_operations = {}
 
     ok(invoke(env, "up", "-c", str(config), "-y"))

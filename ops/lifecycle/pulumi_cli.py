@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
@@ -162,7 +164,7 @@ def run_operation(
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,
     }
-    with _one_line_failure(operation, name), printer.ticking():
+    with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
         if operation != "preview" and settle(automation_stack, out) and operation == "destroy":
             automation_stack.refresh(on_event=printer)  # what was adopted, read back
         if operation == "up" and policy:
@@ -221,6 +223,41 @@ def preview_diff(stack: str | None, cluster_yaml: str | None = None,
     with _one_line_failure("preview", chosen.name):
         automation_stack.preview(diff=True, color="never",
                                  on_output=lambda line: print(line, file=out, flush=True))
+
+
+class Interrupted(OpsError):
+    """Ctrl-C during an engine run, which the engine ended gracefully."""
+
+
+@contextlib.contextmanager
+def graceful_interrupt(out: TextIO) -> Iterator[None]:
+    """Ctrl-C reaches the engine too (the terminal signals the whole foreground group): it
+    stops starting steps, finishes the calls in flight, records them and releases the
+    stack's lock. So the first SIGINT here only says so and lets the engine end (its run then
+    fails: one line saying how to resume); a second stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted: list[bool] = []
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(True)
+        print("interrupted: the engine finishes the calls in flight and records them "
+              "(Ctrl-C again stops at once)", file=out, flush=True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    except OpsError as exc:
+        if interrupted:
+            raise Interrupted("interrupted: the engine finished the calls in flight and "
+                              "recorded them; run the same command again to resume",
+                              exit_code=130) from None
+        raise exc
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Denied|Forbidden|NotFound)\w*: ")

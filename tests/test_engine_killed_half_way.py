@@ -158,3 +158,24 @@ def test_ctrl_c_stops_the_run_gracefully_and_the_same_command_resumes(user) -> N
     converged(env, fake, workers=2)
     ok(invoke(env, "down", "-c", str(config), "-y"))
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
+
+
+def test_a_scale_or_down_while_an_up_runs_is_refused_in_one_line(user) -> None:
+    """`invoke scale` and `invoke down` of a stack whose `up` is running (held inside a worker
+    group's bulkInsert): each ends in one line naming the running up's lock; the up finishes
+    untouched."""
+    env, fake, folder = user
+    config = cluster_yaml(folder, workers=1)
+    fake.faults.slow_operations = {"bulkInsert": 20.0}
+    started = start_task(env, folder / "runs", "up", "-c", str(config), "-y")
+    while fake.cloud.calls["bulkInsert"] < 1:
+        assert started.process.poll() is None, started.text()[-3000:]
+        time.sleep(0.05)
+    for args in (("scale", "-s", CLUSTER, "--type", "ray_worker_small", "--count", "1", "-y"),
+                 ("down", "-c", str(config), "-y")):
+        refused = invoke(env, *args)
+        assert refused.returncode != 0
+        line = the_one_line(refused.stdout + refused.stderr)
+        assert "still running" in line and "wait for that run to end" in line, line
+    assert started.wait() == 0, started.text()[-3000:]
+    converged(env, fake, workers=1)

@@ -82,14 +82,16 @@ class StateStack(Protocol):
 
 def settle(stack: StateStack, out: TextIO) -> bool:
     """Settle the pending operations a killed run left (module docstring); whether there were
-    any (the caller refreshes before acting, so the adopted ones are read back)."""
+    any (the caller refreshes before acting, so the adopted ones are read back). What was
+    found is said once the settled state is in: a run still going holds the stack's lock, so
+    its pending operations fail the import with the lock's one line, and nothing is said of
+    them."""
     exported = stack.export_stack()
     deployment = dict(exported.deployment)
     pending = deployment.get("pending_operations") or []
     if not pending:
         return False
-    print(f"the state holds {len(pending)} pending operation(s) a run killed half way left:",
-          file=out)
+    said = [f"the state holds {len(pending)} pending operation(s) a run killed half way left:"]
     resources = list(deployment.get("resources") or [])
     known = {r["urn"] for r in resources if not r.get("delete")}
     for operation in pending:
@@ -97,20 +99,21 @@ def settle(stack: StateStack, out: TextIO) -> bool:
         urn, kind = resource["urn"], operation.get("type", "")
         short = urn.rsplit("::", 1)[-1]
         if kind != "creating" or urn in known:
-            print(f"  {kind} {short}: the refresh reads it back", file=out)
+            said.append(f"  {kind} {short}: the refresh reads it back")
             continue
         found = adopted_id(resource)
         if found is None:
-            print(f"  creating {short}: made nothing another run would miss: dropped", file=out)
+            said.append(f"  creating {short}: made nothing another run would miss: dropped")
             continue
         resources.append({**resource, "id": found, "custom": True,
                           "outputs": dict(resource.get("inputs") or {})})
         known.add(urn)
-        print(f"  creating {short}: adopted as {found}; the refresh reads it from the cloud "
-              "(kept if there, dropped if not)", file=out)
+        said.append(f"  creating {short}: adopted as {found}; the refresh reads it from the "
+                    "cloud (kept if there, dropped if not)")
     deployment["resources"] = resources
     deployment["pending_operations"] = []
     exported.deployment = deployment
     stack.import_stack(exported)
-    print("  settled: the run goes on from what the cloud has", file=out, flush=True)
+    said.append("  settled: the run goes on from what the cloud has")
+    print("\n".join(said), file=out, flush=True)
     return True

@@ -195,3 +195,4 @@ def test_chaos_over_up_scale_and_down_converges_every_time(chaos_user, seed: int
     left = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)
     assert left == {}, chaos.why(f"down left {sorted(left)}")
     assert pending_operations(exported_stack(env, CLUSTER)) == [], chaos.why("pending left")
+    print(chaos.why("passed"))  # the scenario, for `pytest -rP`

@@ -11,10 +11,8 @@ import pulumi_gcp as gcp
 from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
-from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
-from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
@@ -28,13 +26,15 @@ from infra.metadata import (
 from infra.network import ClusterNetwork
 from infra.node_resources import HeadNode, NodeInputs
 from infra.nodes import node_body
-from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ray_token import RayTokenSecret
 from infra.ssh_keys import ClusterSshKey
 from infra.stack_secret import ARCHIVE_KEY_PURPOSE, StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
-from infra.yaml_text import dump_yaml
+from model.config import ClusterConfig
+from model.labels import LAUNCH_CONFIG, STACK, launch_config_hash
+from model.plan import ClusterPlan, NodeGroupPlan
+from model.yaml_text import dump_yaml
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -51,7 +51,7 @@ class RayCluster(pulumi.ComponentResource):
         mounts: PackedMounts | None = None,
         stack: str = "",
     ) -> None:
-        """`stack` is the stack's identity (infra.labels.stack_identity), on every node.
+        """`stack` is the stack's identity (model.labels.stack_identity), on every node.
         `mounts` are the packed file_mounts, named here with the stack's secret key."""
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
         config = plan.config
@@ -80,7 +80,7 @@ class RayCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
         stack_labels = {STACK: stack} if stack else {}
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
-        # Who each node runs as (infra.identities): the head as the account above unless its
+        # Who each node runs as (model.identities): the head as the account above unless its
         # node_config names one, workers as the cluster's own account unless theirs does.
         head_email = self._head_email(plan)
         self.worker_account = WorkerServiceAccount(

@@ -11,18 +11,18 @@ import pulumi_gcp as gcp
 from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
 from infra.cluster import RayCluster
-from infra.config import (
+from infra.metadata import REAPPLY_ENV
+from infra.metadata_limits import check_metadata_limits
+from model.config import (
     ClusterConfig,
     ConfigError,
     TpuNodeConfig,
     load_cluster_config,
     parse_cluster_config,
 )
-from infra.labels import stack_identity
-from infra.metadata import REAPPLY_ENV
-from infra.metadata_limits import check_metadata_limits
-from infra.plan import check_boot_disks, plan_cluster
-from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
+from model.labels import stack_identity
+from model.plan import check_boot_disks, plan_cluster
+from model.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
 # host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of

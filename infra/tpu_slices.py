@@ -13,11 +13,11 @@ from typing import Any
 
 import pulumi
 
-from infra.config.cluster import TpuQueuedResources
 from infra.metadata import PINNED_METADATA
 from infra.node_resources import Node, NodeInputs, tpu_node
-from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.workers.queued_slice import QueuedTpuSlice, QueuedTpuSliceArgs
+from model.config.cluster import TpuQueuedResources
+from model.plan import ClusterPlan, NodeGroupPlan
 
 
 class TpuSlices(pulumi.ComponentResource):

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The pinned nodes' hourly price from the project's dated price table
-(`infra/price_table.yaml`, which `infra.prices` reads for estimates and the head): a small loader
+(`model/price_table.yaml`, which `model.prices` reads for estimates and the head): a small loader
 of the policy pack's own, because the pack runs without the project's packages. Machine
 (vCPU and memory rates), GPUs and TPU chips, spot priced as such, the region factor applied;
 disks are left out (cents a day).
@@ -16,7 +16,7 @@ import yaml
 
 from policy.nodes import Node
 
-DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "infra" / "price_table.yaml"
+DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "model" / "price_table.yaml"
 _PREDEFINED = re.compile(r"^(?P<family>[a-z0-9]+)-(?P<shape>[a-z]+)-(?P<vcpus>\d+)$")
 _CUSTOM = re.compile(r"^(?:(?P<family>[a-z0-9]+)-)?custom-(?P<vcpus>\d+)-(?P<mb>\d+)$")
 
@@ -27,7 +27,7 @@ def load_table(path: str = str(DEFAULT_TABLE)) -> dict[str, Any]:
 
 
 def _machine(table: dict[str, Any], machine_type: str, spot: bool) -> float | None:
-    """As infra.prices.machine_price: the table's figure for the type, else vCPUs and GiB at
+    """As model.prices.machine_price: the table's figure for the type, else vCPUs and GiB at
     the family's rates (GPUs that come with the type apart)."""
     entry = table.get("machine_types", {}).get(machine_type, {})
     if (kind := "spot" if spot else "on_demand") in entry:

@@ -33,10 +33,10 @@ from googleapiclient import discovery
 from program_grants import grant_as_planned, programs_head
 from program_runs import head_config_text, stack_yaml
 
-from infra.config import ClusterConfig, parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
-from infra.prices import node_type_price
 from infra.workers import WorkerGroupProvider
+from model.config import ClusterConfig, parse_cluster_config
+from model.prices import node_type_price
 from ops.review.plan_engine import ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry

@@ -9,7 +9,7 @@ from bootstrap_stubs import SHIPPED_STACKS, cluster
 from ray.autoscaler._private.util import validate_config
 
 from bootstrap import autoscaler_config
-from infra.config import load_cluster_config, parse_cluster_config
+from model.config import load_cluster_config, parse_cluster_config
 
 
 def _bodies(config) -> dict[str, dict]:

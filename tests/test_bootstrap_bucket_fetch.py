@@ -26,8 +26,8 @@ from bootstrap_stubs import (
 from waiting import wait_for
 
 from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
-from bootstrap.file_mounts import bucket_name
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
+from model.identities import bucket_name
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
 

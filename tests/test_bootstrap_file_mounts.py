@@ -15,7 +15,7 @@ import pytest
 from bootstrap_stubs import cluster
 
 from bootstrap import file_mounts, pack_file_mounts
-from infra.config import ConfigError
+from model.config import ConfigError
 
 KEY = "5e" * 32  # a stack's secret (infra/stack_secret.py)
 

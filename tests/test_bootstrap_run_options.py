@@ -14,7 +14,7 @@ import pytest
 from bootstrap_stubs import cluster, run_script
 
 from bootstrap import render_startup_script
-from infra.config import ConfigError
+from model.config import ConfigError
 
 IMAGE = "rayproject/ray:2.9"
 LEGITIMATE = ["--ulimit nofile=65536:65536", "-e 'GREETING=hello world'", "--label a=\"b c\""]

@@ -25,7 +25,7 @@ from bootstrap.startup_script import (
     STAGES,
     library_code,
 )
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 
 # was ~22 KB with the library in plain text; +2 KB re-apply; +1 KB the bucket fetch and
 # autoscaler v2's environment for ray start; +0.5 KB Ray's token auth on every node
@@ -130,7 +130,7 @@ def test_rendered_script_is_byte_identical_across_runs():
     """Pulumi compares metadata byte for byte: a second process (another hash seed) renders
     the very same script, so an unchanged cluster shows no diff."""
     render = ("import sys; from bootstrap import render_startup_script; "
-              "from infra.config import load_cluster_config; "
+              "from model.config import load_cluster_config; "
               "c = load_cluster_config(sys.argv[1]); "
               "sys.stdout.write(render_startup_script(c, 'head', c.head_node_type))")
     full = next(s for s in SHIPPED_STACKS if s.stem == "full")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ray.autoscaler._private.util import validate_config
 
-from infra.config import ConfigError, parse_cluster_config
+from model.config import ConfigError, parse_cluster_config
 from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from bootstrap_stubs import cluster
 
-from infra.config import ConfigError, load_cluster_config
-from infra.config.catalog import as_of
+from model.config import ConfigError, load_cluster_config
+from model.config.catalog import as_of
 
 HEAD = "available_node_types.head_t.node_config"
 WORKER = "available_node_types.worker_t.node_config"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from bootstrap_stubs import cluster
 
-from infra.config import ConfigError
+from model.config import ConfigError
 
 
 @pytest.mark.parametrize(("typo", "meant"), [("availabilty_zone", "availability_zone"),

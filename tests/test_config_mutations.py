@@ -36,7 +36,7 @@ from pydantic import BaseModel, SecretStr
 
 from bootstrap.file_mounts import pack_file_mounts
 from bootstrap.startup_script import render_startup_script
-from infra.config import ClusterConfig, ConfigError, load_cluster_config
+from model.config import ClusterConfig, ConfigError, load_cluster_config
 from ops.review.plan_engine import run_program
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from bootstrap_stubs import cluster
 
-from bootstrap.file_mounts import bucket_name
-from infra.identities import worker_account_id
-from infra.plan import plan_cluster
+from model.identities import bucket_name, worker_account_id
+from model.plan import plan_cluster
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 READ_ONLY = "https://www.googleapis.com/auth/devstorage.read_only"

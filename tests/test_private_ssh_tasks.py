@@ -25,7 +25,7 @@ from sshd_server import (
     stack_outputs_for,
 )
 
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV
 from tests.fake_compute import FakeComputeServer
 from tests.tools import require_tool

@@ -16,7 +16,7 @@ from ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
     ray_apis_fixture,
 )
 
-from infra.labels import ray_labels
+from model.labels import ray_labels
 from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
 from ops.cloud.cloud_api import StackApi, api_errors
 from ops.cloud.status import nodes_table

@@ -84,7 +84,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git checkout of the project whose working tree adds the broken stack files."""
     root = tmp_path_factory.mktemp("project")
     ignore = shutil.ignore_patterns("__pycache__", ".ray-gcp")
-    for folder in ("infra", "ops", "bootstrap", "stacks", "engine"):
+    for folder in ("model", "infra", "ops", "bootstrap", "stacks", "engine"):
         shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=ignore)
     for name in ("tasks.py", "Pulumi.yaml", "pyproject.toml"):
         shutil.copy(PROJECT_ROOT / name, root / name)

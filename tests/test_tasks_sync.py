@@ -13,7 +13,7 @@ import time
 from sshd_server import PROJECT_ROOT
 from tools import require_tool
 
-from infra.sync_filter import DirMergeFilters, is_excluded
+from model.sync_filter import DirMergeFilters, is_excluded
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

@@ -5,7 +5,7 @@ A GCE zone can be out of a machine or GPU type (`ZONE_RESOURCE_POOL_EXHAUSTED`) 
 zone of the same region has plenty. The subnet is regional, so a worker in another zone reaches
 the head like any other. The head stays where it is; only the workers that did not fit move.
 
-`provider.fallback_zones` (see infra/config) arrives here as the group's `fallback_zones`:
+`provider.fallback_zones` (see model/config) arrives here as the group's `fallback_zones`:
 None means every zone of the region, `False` none, a list exactly those zones, in its order.
 A zone is tried only if it offers the body's machine type and every accelerator type.
 """

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
 from bootstrap.head_provider.spend import RUNNING_STATES, Rate, hours_run, parse_time
-from infra.config import ClusterConfig
-from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
 from infra.workers.capacity import SPOT
 from infra.workers.retry import RetryPolicy
+from model.config import ClusterConfig
+from model.labels import CLUSTER_NAME, USER_NODE_TYPE
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.review.prices import (

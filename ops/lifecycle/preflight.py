@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from infra.workers.clients import ApiClients
 from infra.workers.quota import (
     QuotaReader,
@@ -36,6 +35,7 @@ from infra.workers.tpu_quota import (
     zone_usage,
 )
 from infra.workers.zones import bare
+from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from ops.lifecycle.apis import QuotaApis, quota_apis
 from ops.lifecycle.network_check import network_warnings, render_warnings
 from ops.stack import Stack

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from infra.config import ConfigError, load_cluster_config
-from infra.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
+from model.config import ConfigError, load_cluster_config
+from model.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
 from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.identities import NodeIdentity, check_identities
-from infra.plan import plan_cluster
-from infra.stack_config import (
+from model.identities import NodeIdentity, check_identities
+from model.plan import plan_cluster
+from model.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
     STATE_DIR_ENV,
@@ -35,7 +35,7 @@ from ops.stack import (
 )
 
 if TYPE_CHECKING:
-    from infra.config import ClusterConfig
+    from model.config import ClusterConfig
 
 PLAN_FORMAT_VERSION = 1
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
-from infra.config.urls import short_name
+from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
+from model.config.urls import short_name
 from ops.review.prices import node_type_price
 
 HEADERS = ("NODE TYPE", "ROLE", "MACHINE", "ZONES", "COUNT", "PROVISIONING", "DISK", "PER HOUR")

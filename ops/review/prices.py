@@ -1,6 +1,6 @@
 """The review's price estimates: a machine type's hourly price (the diff's cost hint), and a
 cluster's per hour at its pinned size and at `max_workers`, from the node prices of
-`infra.prices` (the dated table `infra/price_table.yaml`), whose names are importable from here
+`model.prices` (the dated table `model/price_table.yaml`), whose names are importable from here
 too; and how old the table is.
 """
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from infra.config import ClusterConfig
-from infra.prices import (
+from model.config import ClusterConfig
+from model.prices import (
     TABLE_FILE,
     NodePrice,
     machine_price,

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import ComputeNodeConfig, NodeType, TpuNodeConfig
-from infra.config.urls import short_name
+from model.config import ComputeNodeConfig, NodeType, TpuNodeConfig
+from model.config.urls import short_name
 
 TABLE_FILE = Path(__file__).with_name("price_table.yaml")
 DEFAULT_DISK_GB = 10  # GCE's boot disk size when none is given

@@ -30,13 +30,13 @@ from pydantic import (
     model_validator,
 )
 
-from infra.config.catalog import Findings, region_problem, zone_problem
-from infra.config.catalog_checks import check_cluster
-from infra.config.errors import PathError
-from infra.config.head_instance import head_unsupported
-from infra.config.local_paths import expand_local_path
-from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
-from infra.config.private import (
+from model.config.catalog import Findings, region_problem, zone_problem
+from model.config.catalog_checks import check_cluster
+from model.config.errors import PathError
+from model.config.head_instance import head_unsupported
+from model.config.local_paths import expand_local_path
+from model.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
+from model.config.private import (
     IAP_PROXY_COMMAND,
     IAP_SOURCE_RANGE,
     OsLogin,
@@ -44,8 +44,8 @@ from infra.config.private import (
     covers_everything,
     proxy_template_problem,
 )
-from infra.config.ray_merge import fill_like_ray
-from infra.config.urls import (
+from model.config.ray_merge import fill_like_ray
+from model.config.urls import (
     accelerator_type_url,
     disk_type_url,
     machine_type_url,
@@ -258,12 +258,12 @@ class Provider(StrictModel):
     is inside the VPC); here it also leaves nodes without an external IP."""
     private_cluster: PrivateCluster | None = None
     """No node has a public address: SSH only from IAP's range (35.235.240.0/20) and through
-    an IAP tunnel, Ray's ports internal, egress through a Cloud NAT (infra/config/private.py)."""
+    an IAP tunnel, Ray's ports internal, egress through a Cloud NAT (model/config/private.py)."""
     ssh_proxy_command: str | None = None
     """How the tasks reach the head: a ProxyCommand template ({instance}, {zone}, {project},
     {host}, {port}, {user}); in private mode it defaults to `gcloud compute start-iap-tunnel`."""
     os_login: OsLogin | None = None
-    """Logins through OS Login instead of `ssh-keys` metadata (infra/config/private.py)."""
+    """Logins through OS Login instead of `ssh-keys` metadata (model/config/private.py)."""
     ssh_source_ranges: list[str] | None = None
     """Who may open SSH to the head: default IAP's range in private mode, else 0.0.0.0/0."""
     inline_secret_file_mounts: bool = False
@@ -667,7 +667,7 @@ class ClusterConfig(StrictModel):
     @property
     def review_warnings(self) -> list[str]:
         """What a reviewer of the plan should see: names missing from the shipped catalog
-        (infra/config/catalog.yaml), SSH open to every address, Ray's token authentication
+        (model/config/catalog.yaml), SSH open to every address, Ray's token authentication
         turned off."""
         warnings = [f"{path}: {message}" for path, message in self._catalog_findings().warnings]
         whole = covers_everything(self.provider.ssh_ranges)

@@ -166,13 +166,14 @@ def test_a_scale_or_down_while_an_up_runs_is_refused_in_one_line(user) -> None:
     untouched."""
     env, fake, folder = user
     config = cluster_yaml(folder, workers=1)
-    fake.faults.slow_operations = {"bulkInsert": 20.0}
+    fake.faults.slow_operations = {"bulkInsert": 90.0}  # longer than the two refusals take
     started = start_task(env, folder / "runs", "up", "-c", str(config), "-y")
     while fake.cloud.calls["bulkInsert"] < 1:
         assert started.process.poll() is None, started.text()[-3000:]
         time.sleep(0.05)
-    for args in (("scale", "-s", CLUSTER, "--type", "ray_worker_small", "--count", "1", "-y"),
-                 ("down", "-c", str(config), "-y")):
+    for args in (("down", "-c", str(config), "-y"),
+                 ("scale", "-s", CLUSTER, "--type", "ray_worker_small", "--count", "1", "-y")):
+        assert started.process.poll() is None, "the up ended before the refusals were tried"
         refused = invoke(env, *args)
         assert refused.returncode != 0
         line = the_one_line(refused.stdout + refused.stderr)

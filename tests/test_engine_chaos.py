@@ -106,6 +106,9 @@ class Chaos:
                 self.log.append(f"  ended before the kill point (exit "
                                 f"{started.process.returncode})")
                 self.check_one_line(started.process.returncode, started.text())
+                if started.process.returncode == 0:
+                    self.calm()
+                    return
         else:
             self.log.append(f"{' '.join(args)}: not killed")
             done = self.invoke(*args)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import yaml
 
 from model.config.catalog import CATALOG_FILE
-from model.prices import TABLE_FILE as PRICE_FILE
+from model.price_table import TABLE_FILE as PRICE_FILE
 
 COMPUTE_ROOT = "https://compute.googleapis.com/compute/v1"
 TPU_ROOT = "https://tpu.googleapis.com/v2"

@@ -65,7 +65,7 @@ def test_an_unknown_type_names_the_known_ones():
 @pytest.mark.parametrize("capacity, path, fix", [
     ({WORKER: {"fallback": "spot"}}, f"provider.capacity.{WORKER}.fallback",
      "write `fallback: on-demand`"),
-    ({WORKER: {}}, f"provider.capacity.{WORKER}.fallback", ""),
+    ({WORKER: {}}, f"provider.capacity.{WORKER}", "or a `ladder:` of rungs"),
     ({WORKER: {"fallback": "on-demand", "back": True}}, f"provider.capacity.{WORKER}.back",
      "remove it"),
     ({WORKER: "on-demand"}, "provider.capacity", "{gpu_worker: {fallback: on-demand}}"),

@@ -1,7 +1,7 @@
 """The code's arrows point one way, down the floors, with no import circle anywhere:
 
     tasks.py -> the ops rooms -> the shared top of ops -> infra/ -> bootstrap/ -> model/
-                 (ops.review -> policy/, which imports nothing of the project)
+                 (ops.review -> policy/ -> model/price_table.py, standalone)
 
 model/ is the ground floor: plain data (the config model, the node plan, labels, prices, ...)
 that imports only the standard library, pydantic, yaml and itself. bootstrap/ (what runs on a
@@ -14,7 +14,8 @@ sits (inside a function or under TYPE_CHECKING too: a circle hidden in a functio
 circle). An ops room is a subpackage of ops/ (`ops.review`, `ops.lifecycle`, ...); the shared
 top of ops (`ops.stack`, `ops.errors`, ...) is one room of its own, so a shared module that
 imports a room closes a circle. policy/ (the policy pack) is a room of its own that imports
-nothing of the project: Pulumi's analyzer runs it alone, and ops.review imports it.
+nothing of the project but model's standalone modules (the price table's reader, which
+imports nothing of the project): Pulumi's analyzer runs it alone, and ops.review imports it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ PACKAGES = ("model", "bootstrap", "infra", "ops", "policy")
 FLOORS = ("model", "bootstrap", "infra")
 # What model/ may import besides itself and the standard library.
 MODEL_THIRD_PARTY = {"pydantic", "yaml"}
+# Ground-floor modules that import nothing of the project, the policy pack's only way in.
+STANDALONE = {"model", "model.price_table"}
 
 Graph = Mapping[str, set[str]]
 
@@ -133,13 +136,14 @@ def floor(module: str) -> int | None:
 def back_arrows(graph: Graph) -> list[tuple[str, str]]:
     """Imports that point up: a floor into a floor above it (bootstrap into infra, model into
     either) or into policy, ops or tasks; an ops module into tasks; the policy pack into any
-    other package of the project."""
+    other package of the project but the standalone ground-floor modules."""
     def points_up(module: str, target: str) -> bool:
         here, there = floor(module), floor(target)
         if here is not None:
             return there is None or there > here
         return (module.split(".")[0] == "ops" and target == "tasks") \
-            or (room(module) == "policy" and room(target) != "policy")
+            or (room(module) == "policy" and room(target) != "policy"
+                and target not in STANDALONE)
 
     return sorted((module, target) for module, targets in graph.items() for target in targets
                   if points_up(module, target))
@@ -180,6 +184,11 @@ def test_the_floors_are_rooms_of_their_own():
     assert {"model", "bootstrap", "infra"} <= set(rooms)
     assert rooms["model"] == set()
     assert rooms["bootstrap"] == {"model"}
+
+
+def test_what_the_policy_pack_imports_of_model_imports_nothing_of_the_project():
+    graph = project_graph()
+    assert {name: graph[name] for name in STANDALONE if graph[name]} == {}
 
 
 def test_model_imports_only_the_standard_library_pydantic_and_yaml():
@@ -260,7 +269,8 @@ def test_an_import_from_infra_into_ops_or_from_ops_into_tasks_is_found(tmp_path:
         "ops/review/__init__.py": "",
         "ops/review/plan.py": "from tasks import plan\n",
         "policy/__init__.py": "",
-        "policy/rules.py": "import infra.program\n",
+        "policy/rules.py": "import infra.program\nfrom model.price_table import load_table\n",
+        "model/price_table.py": "",
         "tasks.py": "from ops.review import plan\n",
     })
     graph = import_graph(tmp_path, PACKAGES, extra=("tasks",))

@@ -11,8 +11,8 @@ from datetime import date
 from typing import Any
 
 from model.config import ClusterConfig
+from model.price_table import TABLE_FILE
 from model.prices import (
-    TABLE_FILE,
     NodePrice,
     machine_price,
     node_type_price,
@@ -118,5 +118,5 @@ def cost_hint(old_type: str, new_type: str, nodes: int = 1) -> str:
 def price_note() -> str:
     table = price_table()
     return (f"Prices are approximate list prices in {table['reference_region']} as of "
-            f"{table['as_of']} (infra/{TABLE_FILE.name}, region factors applied), without "
+            f"{table['as_of']} (model/{TABLE_FILE.name}, region factors applied), without "
             "discounts.")

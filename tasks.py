@@ -42,7 +42,7 @@ def _named(stack: str | None, config: str | None) -> str | None:
     if not config:
         return stack
     from ops.errors import OpsError, user_errors
-    from ops.stack import stack_for_cluster_yaml
+    from ops.stacks.stack import stack_for_cluster_yaml
 
     with user_errors():
         if stack:
@@ -134,7 +134,7 @@ def unlock(c, stack=None, config=None):
     (README: Working as a team)."""
     from ops.errors import user_errors
     from ops.lifecycle.locks import unlock as unlock_stack
-    from ops.stack import resolve_stack_name
+    from ops.stacks.stack import resolve_stack_name
 
     with user_errors():
         unlock_stack(resolve_stack_name(_named(stack, config)), sys.stdout)
@@ -417,8 +417,9 @@ def diff(c, base, stack=None, output=None):
 def changed_stacks(c, base):
     """Stacks whose plan may differ from --base (for CI).
 
-    Every stack when the program (model/, infra/, bootstrap/, ops/review/, policy/, ops/stack.py,
-    pyproject.toml) changed, else those whose stack file or cluster YAML changed."""
+    Every stack when the program (model/, infra/, bootstrap/, ops/review/, policy/,
+    ops/stacks/stack.py, pyproject.toml) changed, else those whose stack file or cluster YAML
+    changed."""
     from ops.errors import user_errors
     from ops.review.plan_base import changed_stacks as find_changed
 
@@ -490,7 +491,7 @@ def get_head_ip(c, stack=None, config=None, internal=False):
     External unless --internal."""
     from ops.cloud.cluster_ips import head_ip
     from ops.errors import user_errors
-    from ops.stack import load_outputs
+    from ops.stacks.stack import load_outputs
 
     with user_errors():
         print(head_ip(load_outputs(_named(stack, config)), internal))
@@ -504,7 +505,7 @@ def get_worker_ips(c, stack=None, config=None, internal=False):
     External, or internal where a node has none (or with --internal)."""
     from ops.cloud.cluster_ips import worker_ips
     from ops.errors import user_errors
-    from ops.stack import load_outputs
+    from ops.stacks.stack import load_outputs
 
     with user_errors():
         for ip in worker_ips(load_outputs(_named(stack, config)), internal):

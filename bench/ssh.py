@@ -14,7 +14,7 @@ Reported, as medians of interleaved rounds (a busy machine slows every side alik
 With `--stack` (needs the engine `invoke engine` installs), the same outputs also live in a
 real stack (a file backend in the temp folder, deployed by the engine): `invoke get-head-ip`
 reading them with the pulumi CLI (`RAY_GCP_SSH_PERSIST=0`), from the outputs keeper
-(ops.kept_outputs) and from the outputs file, and a warm exec reading them from the keeper.
+(ops.stacks.kept_outputs) and from the outputs file, and a warm exec reading them from the keeper.
 Python runs as it does on a user's machine, with compiled bytecode cached (in a temporary
 PYTHONPYCACHEPREFIX, filled by the first runs): an environment with PYTHONDONTWRITEBYTECODE=1
 would compile every module from source on every run, 100 ms of a warm exec. Exits 1 when a
@@ -35,8 +35,9 @@ from pathlib import Path
 
 TARGET = 1.3
 WARM_TARGET = 1.0
-IMPORTS = "import invoke, tasks, paramiko, ops.remote.shell, ops.remote.ssh_direct, ops.stack"
-WARM_IMPORTS = "import invoke, tasks, ops.remote.shell, ops.stack"
+IMPORTS = ("import invoke, tasks, paramiko, ops.remote.shell, ops.remote.ssh_direct, "
+           "ops.stacks.stack")
+WARM_IMPORTS = "import invoke, tasks, ops.remote.shell, ops.stacks.stack"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT_ROOT), str(PROJECT_ROOT / "tests")]
 
@@ -104,8 +105,8 @@ def main() -> int:
     parser.add_argument("--stack", action="store_true",
                         help="also read the outputs from a real stack (CLI against the keeper)")
     options = parser.parse_args()
-    from ops.kept_outputs import stop_keeper
     from ops.remote.warm import stop_daemon
+    from ops.stacks.kept_outputs import stop_keeper
 
     path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     with tempfile.TemporaryDirectory() as tmp, \

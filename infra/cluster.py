@@ -1,8 +1,11 @@
-"""RayCluster: wires service account, SSH key, Ray auth token, network, bucket, head, worker
-groups and TPU slices. Nothing else."""
+"""RayCluster: the component other Pulumi programs use, and this program's top. Wires service
+account, SSH key, Ray auth token, network, bucket, head, worker groups and TPU slices from a Ray
+cluster YAML; registers what other programs read (its outputs below, and the stack outputs
+infra/program.py exports from them)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +15,7 @@ import pulumi_gcp as gcp
 from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
+from infra.cluster_args import RayClusterArgs, prepare_cluster
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
 from infra.metadata import (
@@ -20,6 +24,7 @@ from infra.metadata import (
     HEAD_ADDRESS_KEY,
     PINNED_METADATA,
     RAY_AUTH_TOKEN_SECRET_KEY,
+    REAPPLY_ENV,
     merge_metadata,
     pinned_body,
     with_worker_request,
@@ -33,14 +38,22 @@ from infra.stack_secret import ARCHIVE_KEY_PURPOSE, StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
 from model.config import ClusterConfig
-from model.labels import LAUNCH_CONFIG, STACK, launch_config_hash
+from model.labels import LAUNCH_CONFIG, STACK, launch_config_hash, stack_identity
 from model.plan import ClusterPlan, NodeGroupPlan
 from model.yaml_text import dump_yaml
 
+__all__ = ["RayCluster", "RayClusterArgs"]
+
+# host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of
+# Google's APIs, over plain http; `invoke kill-random-node --hard` reads the same variable.
+API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
+DASHBOARD_URL = "http://localhost:8265 (after `invoke attach -p 8265`)"
+
 
 @dataclass(frozen=True)
-class RayClusterArgs:
-    """What a cluster is built from: its node plan, and what the program hands down."""
+class ClusterInputs:
+    """What a cluster is built from once its config is checked (`cluster_inputs`): its node
+    plan, and what the environment hands down."""
 
     plan: ClusterPlan
     # The credentials the worker groups and the sweeper call Google APIs with (the gcp
@@ -74,7 +87,15 @@ class _TokenMetadata:
 
 
 class RayCluster(pulumi.ComponentResource):
-    """A Ray cluster on GCP from a node plan; outputs what `invoke attach` and friends need.
+    """A Ray cluster on GCP from a Ray cluster YAML:
+    `RayCluster("ml", RayClusterArgs(config="cluster.yaml"), opts)`.
+
+    Outputs (attributes, registered): `head_name`, `head_internal_ip`, `head_external_ip`,
+    `bucket_name`, `network_name`, `subnetwork`, `service_account_email` (the autoscaler's, the
+    head's unless its node_config names one), `worker_service_account_email`,
+    `dashboard_url`. Every resource is its child; `opts.providers` may name the gcp provider
+    (with the YAML's `provider.gcp_credentials`, the worker groups call Google as the same
+    identity). A bad config raises ClusterConfigError: one message naming the file.
 
     Built in named steps, in the order the resources register: the sweeper, the accounts,
     SSH key, network and key secret, the Ray auth token, the file_mounts key, the bucket, then
@@ -84,39 +105,60 @@ class RayCluster(pulumi.ComponentResource):
         self, name: str, args: RayClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
-        self._name, self._args = name, args
+        self._name, self._args = name, cluster_inputs(args)
+        inputs = self._args
         # SPEC 2.1: fail early, at preview, when the project does not exist.
         self.project_number = gcp.organizations.get_project_output(
-            project_id=args.plan.project, opts=pulumi.InvokeOptions(parent=self)
+            project_id=inputs.plan.project, opts=pulumi.InvokeOptions(parent=self)
         ).number
         self._add_sweeper()
         child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
         node_accounts = self._add_accounts(child)
-        self.ssh_key = ClusterSshKey(f"{name}-ssh-key", args.config, child)
-        self.network = ClusterNetwork(f"{name}-network", args.plan, child)
+        self.ssh_key = ClusterSshKey(f"{name}-ssh-key", inputs.config, child)
+        self.network = ClusterNetwork(f"{name}-network", inputs.plan, child)
         self.key_secret = BootstrapKeySecret(
-            f"ray-{args.config.cluster_name}-ssh-key",
-            args.config,
+            f"ray-{inputs.config.cluster_name}-ssh-key",
+            inputs.config,
             self.ssh_key.private_key,
             self._head_email(),
             child,
-            stack=args.stack,
+            stack=inputs.stack,
         )
         token = self._add_ray_token(node_accounts)
         self._add_file_mounts(child)
         # What nodes fetch with their own service account: file_mounts, the head's config.
         self.bucket = ClusterBucket(
-            f"ray-{args.config.cluster_name}-bucket",
-            args.config,
+            f"ray-{inputs.config.cluster_name}-bucket",
+            inputs.config,
             node_accounts,
             self.file_mounts,
             child,
-            stack=args.stack,
+            stack=inputs.stack,
         )
         bodies, auth = self._node_bodies(token), self._auth()
         self._add_head(bodies, auth, token)
         self._add_workers(bodies, auth, token)
-        self.register_outputs({"head_name": args.plan.head.instance_name})
+        self._register_outputs()
+
+    def _register_outputs(self) -> None:
+        """What another program reads from the component (the stack exports the same)."""
+        self.head_name = pulumi.Output.from_input(self._args.plan.head.instance_name)
+        self.head_internal_ip = self.head.internal_ip
+        self.head_external_ip = self.head.external_ip
+        self.bucket_name = self.bucket.name
+        self.network_name = self.network.network
+        self.subnetwork = self.network.subnetwork
+        self.service_account_email = self.service_account.email
+        self.worker_service_account_email = self.worker_account.email
+        self.dashboard_url = pulumi.Output.from_input(DASHBOARD_URL)
+        self.register_outputs({
+            "head_name": self.head_name, "head_internal_ip": self.head_internal_ip,
+            "head_external_ip": self.head_external_ip, "bucket_name": self.bucket_name,
+            "network": self.network_name, "subnetwork": self.subnetwork,
+            "service_account_email": self.service_account_email,
+            "worker_service_account_email": self.worker_service_account_email,
+            "dashboard_url": self.dashboard_url,
+        })
 
     def _add_sweeper(self) -> None:
         """Created first, so destroyed last: it deletes every node still labelled with the
@@ -299,6 +341,25 @@ class RayCluster(pulumi.ComponentResource):
         if self._args.plan.head.account_from_node_config:
             return self._args.plan.head.service_account_email
         return self.service_account.email
+
+
+def cluster_inputs(args: RayClusterArgs) -> ClusterInputs:
+    """The config checked and planned (a ClusterConfigError otherwise), and what the
+    environment hands down: the YAML's credentials, a re-apply request, the API endpoint."""
+    prepared = prepare_cluster(args)
+    credentials = prepared.config.provider.gcp_credentials
+    return ClusterInputs(
+        prepared.plan,
+        # Either type (service-account JSON or OAuth token): the worker groups and the sweeper
+        # call Google APIs as the same identity as the gcp provider, never ADC behind its back.
+        credentials=(pulumi.Output.secret(credentials.credentials.get_secret_value())
+                     if credentials is not None else None),
+        reapply_request=os.environ.get(REAPPLY_ENV, ""),
+        api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
+        mounts=prepared.mounts,
+        stack=args.stack or stack_identity(pulumi.get_organization(), pulumi.get_project(),
+                                           pulumi.get_stack()),
+    )
 
 
 def sweeper_name(name: str) -> str:

@@ -1,18 +1,21 @@
-"""The program's top: stack config -> ClusterConfig -> ClusterPlan -> RayCluster -> exports."""
+"""The program's top: stack config -> ClusterConfig -> RayCluster -> the stack's outputs.
+
+The stack outputs are what another stack reads through `pulumi.StackReference` (the README's
+"Stack outputs"): `cluster_name`, `project`, `zone`, `head_name`, `head_internal_ip`,
+`head_external_ip`, `bucket_name`, `network`, `subnetwork`, `service_account_email`,
+`worker_service_account_email`, `dashboard_url`, `nodes`, `node_names`, ... (secrets:
+`ssh_private_key`, `ray_auth_token`)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
-from infra.cluster import RayCluster, RayClusterArgs
-from infra.metadata import REAPPLY_ENV
-from infra.metadata_limits import check_metadata_limits
+from infra.cluster import DASHBOARD_URL, RayCluster
+from infra.cluster_args import ClusterConfigError, RayClusterArgs
 from model.config import (
     ClusterConfig,
     ConfigError,
@@ -20,14 +23,9 @@ from model.config import (
     load_cluster_config,
     parse_cluster_config,
 )
-from model.labels import stack_identity
-from model.plan import check_boot_disks, plan_cluster
 from model.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
-# host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of
-# Google's APIs, over plain http; `invoke kill-random-node --hard` reads the same variable.
-API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
 STACK_KEY_PREFIX = f"{CONFIG_NAMESPACE}:"
 
 
@@ -71,16 +69,6 @@ def gcp_provider(config: ClusterConfig) -> gcp.Provider | None:
     )
 
 
-def warn_unsynced_files(config: ClusterConfig) -> None:
-    """`cluster_synced_files` outside every mount target reach no other node: say so."""
-    for path in synced_files_outside_mounts(config):
-        pulumi.log.warn(
-            f"cluster_synced_files {path}: not under any file_mounts target, so no node gets it "
-            "(every node fetches file_mounts from the cluster's bucket, nothing is copied from "
-            "the head): add its local source to file_mounts"
-        )
-
-
 def define_cluster() -> RayCluster:
     settings = pulumi.Config(CONFIG_NAMESPACE)
     config, config_file = read_cluster_config(settings)
@@ -101,36 +89,15 @@ def _naming_the_file(error: ConfigError, config_file: str) -> ConfigError:
 
 
 def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) -> RayCluster:
-    for warning in [*config.warnings, *config.review_warnings]:
-        pulumi.log.warn(warning)
-    plan = plan_cluster(config, settings.get_object("workerCounts"))
-    check_boot_disks(plan)
-    # Packed once: every node's script names the archive by its content's keyed hash.
-    mounts = pack_file_mounts(config)
-    check_metadata_limits(plan, mounts.stand_in() if mounts is not None else None)
-    warn_unsynced_files(config)
     provider = gcp_provider(config)
-    credentials = config.provider.gcp_credentials
-    cluster = RayCluster(
-        config.cluster_name,
-        RayClusterArgs(
-            plan,
-            # Either type (service-account JSON or OAuth token): the worker groups and the
-            # sweeper call Google APIs as the same identity as the gcp provider, never ADC
-            # behind its back.
-            credentials=(
-                pulumi.Output.secret(credentials.credentials.get_secret_value())
-                if credentials is not None
-                else None
-            ),
-            reapply_request=os.environ.get(REAPPLY_ENV, ""),
-            api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
-            mounts=mounts,
-            stack=stack_identity(pulumi.get_organization(), pulumi.get_project(),
-                                 pulumi.get_stack()),
-        ),
-        opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
-    )
+    try:
+        cluster = RayCluster(
+            config.cluster_name,
+            RayClusterArgs(config=config, worker_counts=settings.get_object("workerCounts")),
+            opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
+        )
+    except ClusterConfigError as error:
+        raise error.error from None
     archive = cluster.file_mounts
     versions: pulumi.Input[dict[str, str]] = (
         script_versions(config)
@@ -168,13 +135,17 @@ def export_outputs(
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)
     # A secret: the day-two tasks read it to reach the dashboard; "" when token auth is off.
     pulumi.export("ray_auth_token", cluster.ray_token.token if cluster.ray_token else "")
-    pulumi.export("service_account_email", cluster.service_account.email)
+    pulumi.export("service_account_email", cluster.service_account_email)
+    pulumi.export("worker_service_account_email", cluster.worker_service_account_email)
+    pulumi.export("bucket_name", cluster.bucket_name)
+    pulumi.export("network", cluster.network_name)
+    pulumi.export("subnetwork", cluster.subnetwork)
     pulumi.export(
         "docker_container_name", config.docker.container_name if config.docker.enabled else ""
     )
     # What each node reports once it runs the current script (`invoke status` compares).
     pulumi.export("script_versions", versions)
-    pulumi.export("dashboard_url", "http://localhost:8265 (after `invoke attach -p 8265`)")
+    pulumi.export("dashboard_url", DASHBOARD_URL)
     groups = cluster.worker_groups
     # Positional, not keyword: `Output.all()` of no outputs is a list, even with `**{}`.
     pulumi.export(

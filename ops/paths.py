@@ -73,8 +73,8 @@ PASSPHRASE_FILE = ".pulumi-passphrase"
 
 
 KEEPER_FOLDER = ".outputs-keeper"
-"""In the state folder: the outputs keeper's socket (ops.outputs_keeper); a leading dot, as no
-stack name has."""
+"""In the state folder: the outputs keeper's socket (ops.stacks.outputs_keeper); a leading dot, as
+no stack name has."""
 
 
 def keeper_dir() -> Path:

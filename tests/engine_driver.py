@@ -7,7 +7,8 @@ a fresh pulumi runtime, as `pulumi up` would give it.
 PROGRAM (default infra/__main__.py) is the program file to run. WORKSPACE is an
 EngineWorkspace folder (tests/engine_stack.py): its project folder, and an `env.json` the
 caller wrote (and for `import`, the deployment in `import.json`). Prints one JSON object:
-the steps the engine reported (URN, op, changed and replaced keys) and the summary.
+the steps the engine reported (URN, op, changed and replaced keys, the provider's detailed diff
+and the progress line `invoke up/preview` prints for the step) and the summary.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 
 from pulumi import automation as auto
 from pulumi.automation.events import EngineEvent
+
+from ops.lifecycle.events import EventPrinter
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PROGRAM = PROJECT_ROOT / "infra" / "__main__.py"
@@ -47,6 +50,7 @@ def main(argv: list[str]) -> int:
     workspace, stack_name, operation = Path(argv[0]), argv[1], argv[2]
     stack = open_stack(workspace, stack_name, Path(argv[3]) if len(argv) > 3 else PROGRAM)
     steps: list[dict[str, Any]] = []
+    printer = EventPrinter()
 
     def on_event(event: EngineEvent) -> None:
         pre = event.resource_pre_event
@@ -54,7 +58,10 @@ def main(argv: list[str]) -> int:
             meta = pre.metadata
             steps.append({"urn": meta.urn, "op": str(meta.op.value), "type": meta.type,
                           "diffs": list(meta.diffs or []),
-                          "keys": list(meta.keys or [])})
+                          "keys": list(meta.keys or []),
+                          "detailed_diff": {path: diff.diff_kind.value for path, diff
+                                            in (meta.detailed_diff or {}).items()},
+                          "line": printer.render(event)})
 
     answer: dict[str, Any] = {"steps": steps}
     if operation == "preview":

@@ -189,7 +189,7 @@ class EngineWorkspace:
             yield path
         finally:
             path.unlink(missing_ok=True)
-            # and the engine's copy of it in the state folder (ops.stack.engine_workspace)
+            # and the engine's copy of it in the state folder (ops.stacks.stack.engine_workspace)
             state = Path(self.env.get("RAY_GCP_STATE_DIR") or PROJECT_ROOT / ".ray-gcp")
             (state / "stacks" / path.name).unlink(missing_ok=True)
 

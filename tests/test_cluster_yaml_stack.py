@@ -19,7 +19,7 @@ from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.lifecycle.cluster_yaml import place_stack
 from ops.paths import passphrase_file
-from ops.stack import backend_env, stack_for_cluster_yaml
+from ops.stacks.stack import backend_env, stack_for_cluster_yaml
 
 MINIMAL = PROJECT_ROOT / "stacks" / "clusters" / "minimal.yaml"
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")

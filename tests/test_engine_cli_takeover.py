@@ -52,7 +52,7 @@ def state(cli: CliProject) -> dict[str, tuple[Any, Any]]:
     """URN -> (parent, inputs) of every resource the stack holds, providers' too. The dynamic
     providers' default provider records the stack's config, where `ray-gcp:cluster` names the
     same YAML two ways: invoke runs the engine on its copy of the stack file, which makes the
-    path absolute (ops.stack), the CLI on the tracked file, relative to the project."""
+    path absolute (ops.stacks.stack), the CLI on the tracked file, relative to the project."""
     return {r["urn"]: (r.get("parent"), masked(
         {key: value for key, value in (r.get("inputs") or {}).items()
          if not (r["type"] == DYNAMIC_PROVIDER and key == "ray-gcp:cluster")}))

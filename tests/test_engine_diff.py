@@ -6,6 +6,9 @@ back after refresh and up.
 The engine's preview decides replace vs update with the stand-in gcp plugin's rules
 (terraform-provider-google's ForceNew fields) and our dynamic providers' own diffs; the
 offline plan decides it with ops.review.plan_diff's rules. A disagreement fails with both sides.
+What the change does to a running node is said the same way too: `invoke preview`'s progress
+line, worded from the engine's detailed diff (the stand-in's paths, as the bridge gives them),
+and `invoke diff`'s, from the offline plan.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import yaml
 
 from ops.review.plan import collect_plan, plan_stack_isolated
 from ops.review.plan_diff import diff_plans
+from ops.review.plan_effects import CONFIG_NOTE, node_effect
 from tests.engine_stack import (
     PROJECT_ROOT,
     EngineRun,
@@ -144,6 +148,23 @@ def offline_operations(base: dict[str, Any], head: dict[str, Any]) -> dict[Key, 
     return {key: op for key, op in found.items() if key in custom}
 
 
+def offline_effects(base: dict[str, Any], head: dict[str, Any]) -> dict[Key, str | None]:
+    """`invoke diff`'s effect line per node it updates or replaces."""
+    return {(row.type, row.new_name or ""): node_effect(row) for row in diff_plans(base, head)
+            if row.action in ("update", "replace")}
+
+
+def engine_effects(run: EngineRun) -> dict[Key, str | None]:
+    """The effect `invoke preview` prints after a step that updates or replaces a resource:
+    `  update   NAME (TYPE)... (EFFECT)`."""
+    found: dict[Key, str | None] = {}
+    for step in run.steps:
+        if step["op"] in ("update", "replace"):
+            _, _, effect = step["line"].partition(f"({step['type']})... ")
+            found[(step["type"], step["urn"].rsplit("::", 1)[1])] = effect[1:-1] or None
+    return found
+
+
 def engine_operations(run: EngineRun) -> dict[Key, str]:
     types = {step["urn"]: step["type"] for step in run.steps}
     return {(types[urn], urn.rsplit("::", 1)[1]): op for urn, op in run.operations().items()
@@ -195,13 +216,21 @@ def test_engine_preview_agrees_with_offline_diff(
     offline = plan_stack_isolated(stack, tmp_path)
     space.write_stack(stack, {"ray-gcp:cluster": str(path)})
     try:
-        engine = engine_operations(space.run(stack, "preview"))
+        preview = space.run(stack, "preview")
     finally:
         deployed.restore(stack)
-    ours = offline_operations(deployed.plans[stack], collect_plan(offline, stack))
+    engine = engine_operations(preview)
+    head_plan = collect_plan(offline, stack)
+    ours = offline_operations(deployed.plans[stack], head_plan)
     assert engine, f"{what}: the engine saw no change"
     assert engine == ours, f"{what}: engine {sorted(engine.items())} vs offline " \
                            f"{sorted(ours.items())}"
+    effects = engine_effects(preview)
+    offline_said = offline_effects(deployed.plans[stack], head_plan)
+    said = {key: offline_said.get(key) for key in effects if key in offline_said}
+    assert {key: effects[key] for key in said} == said, f"{what}: effects differ"
+    if what == "worker count":  # only the head's autoscaler config changes: no stop/start
+        assert CONFIG_NOTE in effects.values(), effects
 
 
 def test_up_scales_and_a_deleted_worker_comes_back_after_refresh(

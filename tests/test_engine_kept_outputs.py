@@ -1,9 +1,9 @@
 """Day-two tasks on an unchanged stack read its outputs from the outputs keeper, with no pulumi
 CLI run, and never stale ones: checked with the real engine, whose file backend writes the
-checkpoint the keeper's key is read from (ops.checkpoint), and `invoke get-head-ip` run as a
+checkpoint the keeper's key is read from (ops.stacks.checkpoint), and `invoke get-head-ip` run as a
 user runs it. The CLI the tasks run is the engine behind a wrapper that logs each run.
 
-The stack is made by a small program of outputs alone (the shapes ops.stack reads) in the
+The stack is made by a small program of outputs alone (the shapes ops.stacks.stack reads) in the
 workspace's project, which shares the stack with this project (the diy backend files stacks
 by project name). Every keeper a test starts is stopped by the test."""
 
@@ -27,7 +27,7 @@ import pytest
 from other_user import answered_as_nobody
 from waiting import wait_for
 
-from ops.checkpoint import checkpoint_files, state_identity
+from ops.stacks.checkpoint import checkpoint_files, state_identity
 from tests.engine_stack import ENGINE_VERSION, PROJECT_ROOT, EngineWorkspace, require_engine
 from tests.fake_compute import FakeComputeServer, Faults
 

@@ -1,7 +1,8 @@
 """The code's arrows point one way, down the floors, with no import circle anywhere:
 
-    tasks.py -> the ops rooms -> the shared top of ops -> infra/ -> bootstrap/ -> model/
-                 (ops.review -> policy/ -> model/price_table.py, standalone)
+    tasks.py -> the ops rooms -> ops.stacks -> the shared top of ops
+             -> infra/ -> bootstrap/ -> model/
+    (ops.review -> policy/ -> model/price_table.py, standalone)
 
 model/ is the ground floor: plain data (the config model, the node plan, labels, prices, ...)
 that imports only the standard library, pydantic, yaml and itself. bootstrap/ (what runs on a
@@ -12,7 +13,7 @@ imports infra, model neither. No two floors are counted as one.
 The graph is read from the source with `ast`, every import statement counted wherever it
 sits (inside a function or under TYPE_CHECKING too: a circle hidden in a function is still a
 circle). An ops room is a subpackage of ops/ (`ops.review`, `ops.lifecycle`, ...); the shared
-top of ops (`ops.stack`, `ops.errors`, ...) is one room of its own, so a shared module that
+top of ops (`ops.errors`, `ops.paths`, ...) is one room of its own, so a shared module that
 imports a room closes a circle. policy/ (the policy pack) is a room of its own that imports
 nothing of the project but model's standalone modules (the price table's reader, which
 imports nothing of the project): Pulumi's analyzer runs it alone, and ops.review imports it.
@@ -110,7 +111,7 @@ def cycles(graph: Graph) -> list[list[str]]:
 
 
 def room(module: str) -> str:
-    """`ops.review.plan` -> `ops.review`; the shared top of ops (`ops.stack`) -> `ops`; a
+    """`ops.review.plan` -> `ops.review`; the shared top of ops (`ops.errors`) -> `ops`; a
     module of a floor (`model.plan`, `infra.workers.provider`) -> its floor; `tasks` ->
     `tasks`."""
     parts = module.split(".")
@@ -171,7 +172,8 @@ def test_no_module_imports_in_a_circle():
 
 def test_no_room_imports_in_a_circle():
     rooms = room_graph(project_graph())
-    assert {"ops", "ops.review", "ops.lifecycle", "ops.remote", "ops.cloud", "policy"} <= set(rooms)
+    assert {"ops", "ops.stacks", "ops.review", "ops.lifecycle", "ops.remote", "ops.cloud",
+            "policy"} <= set(rooms)
     assert cycles(rooms) == []
 
 
@@ -199,8 +201,7 @@ def test_model_imports_only_the_standard_library_pydantic_and_yaml():
 
 def test_ops_has_no_plain_module_besides_the_shared_few():
     shared = {path.stem for path in (PROJECT_ROOT / "ops").glob("*.py")}
-    assert shared == {"__init__", "background", "checkpoint", "confirm", "engine", "errors",
-                      "kept_outputs", "outputs_keeper", "paths", "pulumi_types", "stack",
+    assert shared == {"__init__", "confirm", "engine", "errors", "paths", "pulumi_types",
                       "task_flags", "task_groups"}
 
 
@@ -244,9 +245,9 @@ def test_a_circle_hidden_inside_a_function_is_found(tmp_path: Path):
 def test_a_circle_between_rooms_is_found(tmp_path: Path):
     write_tree(tmp_path, {
         "ops/__init__.py": "",
-        "ops/stack.py": "",
+        "ops/paths.py": "",
         "ops/review/__init__.py": "",
-        "ops/review/plan.py": "from ops.stack import x\n",
+        "ops/review/plan.py": "from ops.paths import x\n",
         "ops/lifecycle/__init__.py": "",
         "ops/lifecycle/up.py": "from ops.review.plan import y\n",
         "ops/review/effects.py": "from ops.lifecycle.up import z\n",

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-import ops.stack
+import ops.stacks.stack
 from ops.confirm import confirm
 from ops.errors import OpsError
-from ops.stack import engine_workspace, only_stack
+from ops.stacks.stack import engine_workspace, only_stack
 
 CLUSTER_YAML = """
 cluster_name: mine
@@ -31,7 +31,7 @@ head_node_type: head
 @pytest.fixture
 def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A project folder with no tracked stacks (as outside a checkout) and its state folder."""
-    monkeypatch.setattr(ops.stack, "STACKS_DIR", tmp_path / "tracked")
+    monkeypatch.setattr(ops.stacks.stack, "STACKS_DIR", tmp_path / "tracked")
     (tmp_path / "tracked").mkdir()
     monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("PULUMI_STACK", raising=False)
@@ -49,7 +49,7 @@ def own_stack(folder: Path, name: str) -> Path:
 def test_no_stack_named_takes_the_folders_only_stack(folder):
     own_stack(folder, "mine")
     assert only_stack() == "mine"
-    assert ops.stack.Stack.choose(None).name == "mine"
+    assert ops.stacks.stack.Stack.choose(None).name == "mine"
 
 
 def test_no_stack_named_with_several_refuses_listing_them_in_one_line(folder):
@@ -101,7 +101,7 @@ def test_the_engine_works_on_a_copy_of_a_tracked_stack_file(folder):
     written = yaml.safe_load(copy.read_text())
     assert written["encryptionsalt"] == "v1:salt"
     assert written["config"] == {
-        "ray-gcp:cluster": str(ops.stack.PROJECT_ROOT / "cluster.yaml"),  # absolute
+        "ray-gcp:cluster": str(ops.stacks.stack.PROJECT_ROOT / "cluster.yaml"),  # absolute
         "gcp:project": "p",  # the tracked file's value
         "ray-gcp:workerCounts": {"small": 2}, "ray-gcp:secret": {"secure": "v1:abc"}}
     assert yaml.safe_load((folder / "state" / "Pulumi.yaml").read_text())[

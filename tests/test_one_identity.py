@@ -18,7 +18,7 @@ from ops.cloud.status import head_stopped_note
 from ops.lifecycle.down_workers import delete_autoscaler_workers
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
 from ops.remote.ssh import Connector
-from ops.stack import StackOutputs, parse_outputs, stack_credentials
+from ops.stacks.stack import StackOutputs, parse_outputs, stack_credentials
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.identity import USER, USER_SCOPES
 

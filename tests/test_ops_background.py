@@ -1,4 +1,4 @@
-"""The background processes (ops.background: the warm SSH daemons, the outputs keeper) hold
+"""The background processes (ops.stacks.background: the warm SSH daemons, the outputs keeper) hold
 the stack's key, the Ray token and the outputs: each starts with a minimal environment and
 makes itself undumpable (no core file, PR_SET_DUMPABLE 0) before it reads its settings. The
 warm daemon's own check is in tests/test_ops_warm_ssh.py."""
@@ -16,7 +16,7 @@ import pytest
 from test_ops_warm_ssh import daemon_pid
 from waiting import wait_for
 
-from ops.background import PROJECT_ROOT, minimal_environment, request_line, start_detached
+from ops.stacks.background import PROJECT_ROOT, minimal_environment, request_line, start_detached
 
 
 def test_the_environment_kept_is_where_things_are_and_our_own_settings():
@@ -29,7 +29,7 @@ def test_the_environment_kept_is_where_things_are_and_our_own_settings():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_GET_DUMPABLE is Linux's")
 def test_a_background_main_is_undumpable_before_it_reads_its_settings():
-    code = ("import ctypes\nfrom ops.background import main_with_settings\n"
+    code = ("import ctypes\nfrom ops.stacks.background import main_with_settings\n"
             "main_with_settings(lambda settings: print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),"
             " settings['x']))")
     done = subprocess.run([sys.executable, "-c", code], input='{"x": "read"}', text=True,
@@ -43,7 +43,7 @@ def test_the_outputs_keeper_holds_no_secret_of_the_tasks_environment(tmp_path, m
     monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "a-token")
     folder = tmp_path / "keeper"
     folder.mkdir(mode=0o700)
-    start_detached("ops.outputs_keeper", {"folder": str(folder), "idle_seconds": 30,
+    start_detached("ops.stacks.outputs_keeper", {"folder": str(folder), "idle_seconds": 30,
                                           "slot": "s", "key": "k", "outputs": {"a": 1}})
     sock = folder / "keeper.sock"
     wait_for(lambda: request_line(sock, {"get": "s", "key": "k"}), "the keeper answering")

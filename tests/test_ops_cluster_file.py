@@ -7,7 +7,7 @@ import pytest
 
 from ops.errors import OpsError
 from ops.remote.cluster_file import sync_rules
-from ops.stack import parse_outputs
+from ops.stacks.stack import parse_outputs
 
 
 def outputs(cluster_file: str):

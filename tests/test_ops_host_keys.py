@@ -16,7 +16,7 @@ from ops.errors import OpsError
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
 from ops.remote.ssh import Connector
 from ops.remote.ssh_config import write_ssh_config
-from ops.stack import load_outputs
+from ops.stacks.stack import load_outputs
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures

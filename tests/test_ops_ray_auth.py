@@ -29,7 +29,7 @@ from ops.remote.ray_auth import (
     with_ray_auth,
     write_local_token,
 )
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 LOCAL_YAML = REPO / "stacks" / "clusters" / "local.yaml"
 RAY_TIMEOUT_S = 300  # an upper bound for a loaded machine, not a speed requirement

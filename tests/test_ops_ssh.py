@@ -10,7 +10,7 @@ from sshd_server import keygen, stack_outputs_for
 
 from ops.errors import OpsError
 from ops.remote.ssh import Connector
-from ops.stack import load_outputs, parse_outputs
+from ops.stacks.stack import load_outputs, parse_outputs
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

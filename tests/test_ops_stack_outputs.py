@@ -8,7 +8,7 @@ import pytest
 from sshd_server import stack_outputs_for
 
 from ops.errors import OpsError
-from ops.stack import load_outputs
+from ops.stacks.stack import load_outputs
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

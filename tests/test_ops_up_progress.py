@@ -4,12 +4,19 @@ engine's own events (parsed by the Automation API, as during a real `up`)."""
 from __future__ import annotations
 
 import io
+import re
 import threading
 
 from pulumi.automation.events import EngineEvent
 
 from ops.lifecycle.events import EventPrinter
-from ops.review.plan_effects import NEW_NODE_NOTE, NEW_WORKERS_NOTE, REAPPLY_NOTE, STOP_START_NOTE
+from ops.review.plan_effects import (
+    CONFIG_NOTE,
+    NEW_NODE_NOTE,
+    NEW_WORKERS_NOTE,
+    REAPPLY_NOTE,
+    STOP_START_NOTE,
+)
 from tests.fake_compute.helpers import compute_body
 
 HEAD_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$gcp:compute/instance:Instance"
@@ -19,7 +26,8 @@ HEAD_URN = ("urn:pulumi:full::ray-gcp::ray-gcp:index:RayCluster$gcp:compute/inst
 def _line(op: str, detailed_diff: dict[str, dict]) -> str:
     event = EngineEvent.from_json({"sequence": 1, "timestamp": 1, "resourcePreEvent": {
         "metadata": {"op": op, "urn": HEAD_URN, "type": "gcp:compute/instance:Instance",
-                     "provider": "", "diffs": sorted({k.split(".")[0] for k in detailed_diff}),
+                     "provider": "",
+                     "diffs": sorted({re.split(r"[.\[]", k)[0] for k in detailed_diff}),
                      "detailedDiff": detailed_diff}}})
     out = io.StringIO()
     EventPrinter(out)(event)
@@ -27,9 +35,16 @@ def _line(op: str, detailed_diff: dict[str, dict]) -> str:
 
 
 def test_a_new_startup_script_is_said_to_be_reapplied_in_place():
-    line = _line("update", {"metadata.startup-script": {"diffKind": "update", "inputDiff": True}})
+    """Paths as pulumi-gcp's bridge writes them (a key with a dash quoted)."""
+    line = _line("update", {'metadata["startup-script"]': {"diffKind": "update"}})
     assert line == (f"  update   ray-full-head-1a2b3c4d-compute (gcp:compute/instance:Instance)"
                     f"... ({REAPPLY_NOTE})\n")
+
+
+def test_a_new_autoscaler_config_alone_is_said_to_be_rewritten_in_place():
+    line = _line("update", {'metadata["ray-bootstrap-config"]': {"diffKind": "update"},
+                            "labels.team": {"diffKind": "add"}})
+    assert line.endswith(f"... ({CONFIG_NOTE})\n")
 
 
 def test_a_machine_change_is_said_to_stop_and_start_the_head():

@@ -34,7 +34,7 @@ from ops.remote.os_login import (
 )
 from ops.remote.ssh import Connector
 from ops.remote.warm import stop_daemon
-from ops.stack import load_outputs
+from ops.stacks.stack import load_outputs
 from tests.fake_compute.identity import USER
 
 ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email

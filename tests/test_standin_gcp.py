@@ -149,6 +149,43 @@ def test_diff_replaces_on_force_new_fields_and_updates_the_rest(plugin) -> None:
     assert diff().changes == provider_pb2.DiffResponse.DIFF_NONE
 
 
+KIND = provider_pb2.PropertyDiff
+
+
+def test_diff_details_each_changed_leaf_at_its_path_as_the_bridge_does(plugin) -> None:
+    """pulumi-terraform-bridge's detailed diff (pkg/tfbridge/detailed_diff.go): one entry per
+    changed leaf at the engine's property path, replace or not by the field's ForceNew."""
+    old = instance_inputs("head-3", metadata={"startup-script": "echo hi",
+                                               "ray-bootstrap-config": "min: 0"})
+
+    def details(**changes: Any) -> dict[str, int]:
+        answer = plugin.Diff(provider_pb2.DiffRequest(
+            urn=urn(INSTANCE, "head"), id="x", olds=struct(old), old_inputs=struct(old),
+            news=struct({**old, **changes})))
+        assert answer.hasDetailedDiff
+        return {path: diff.kind for path, diff in answer.detailedDiff.items()}
+
+    # google_compute_instance's `metadata` is a plain map, not ForceNew: a key changes in place
+    assert details(metadata={**old["metadata"], "ray-bootstrap-config": "min: 1"}) == {
+        'metadata["ray-bootstrap-config"]': KIND.UPDATE}
+    # boot_disk.initialize_params: `size` resizes, `image` is ForceNew
+    assert details(bootDisk={"initializeParams": {
+        **old["bootDisk"]["initializeParams"], "size": 100, "image": "y"}}) == {
+        "bootDisk.initializeParams.size": KIND.UPDATE,
+        "bootDisk.initializeParams.image": KIND.UPDATE_REPLACE}
+    # a list element's field, by index; a label added
+    assert details(networkInterfaces=[{"network": "other", "accessConfigs": [{}]}],
+                   labels={**old["labels"], "team": "ml"}) == {
+        "networkInterfaces[0].network": KIND.UPDATE, "labels.team": KIND.ADD}
+    # a block added whole replaces when it sets a ForceNew field (scheduling.preemptible)
+    assert details(scheduling={"preemptible": True}) == {"scheduling": KIND.ADD_REPLACE}
+    assert details(scheduling={"automaticRestart": False}) == {"scheduling": KIND.ADD}
+    # a value a preview cannot know yet: replaced where its field is ForceNew
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+    assert details(zone=unknown, machineType=unknown) == {
+        "zone": KIND.UPDATE_REPLACE, "machineType": KIND.UPDATE}
+
+
 def test_update_read_and_delete_act_on_the_fake(plugin, fake) -> None:
     inputs = instance_inputs("head-3")
     created = plugin.Create(provider_pb2.CreateRequest(urn=urn(INSTANCE, "h3"),

@@ -21,7 +21,7 @@ from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
 from ops.cloud.cloud_api import StackApi, api_errors
 from ops.cloud.status import nodes_table
 from ops.errors import OpsError
-from ops.stack import parse_outputs
+from ops.stacks.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
 PROJECT, ZONE = "my-proj", "us-west1-a"

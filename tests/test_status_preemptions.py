@@ -11,7 +11,7 @@ import pytest
 
 from ops.cloud.cloud_api import StackApi
 from ops.cloud.preemptions import CHECKING, preemption_lines
-from ops.stack import parse_outputs
+from ops.stacks.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
 pytest_plugins = ["sshd_fixture"]  # the stack fixture, for the task itself

@@ -15,7 +15,7 @@ from bootstrap.head_provider.spend import Ledger
 from bootstrap.local_cluster import free_port
 from ops.cloud.cloud_api import StackApi
 from ops.cloud.spend_status import head_spend_lines
-from ops.stack import parse_outputs
+from ops.stacks.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures

@@ -21,7 +21,7 @@ from ops.cloud.bootstrap_status import bootstrap_table, read_nodes
 from ops.cloud.cluster_dump import DumpParts, cluster_dump
 from ops.remote.monitor import monitor
 from ops.remote.ssh import Connector
-from ops.stack import load_outputs
+from ops.stacks.stack import load_outputs
 from ops.task_flags import SHORT_FLAGS
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures

@@ -13,7 +13,7 @@ from sshd_server import PROJECT_ROOT
 from ops.cloud.status import nodes_table, ray_status
 from ops.errors import OpsError
 from ops.remote.ssh import Connector
-from ops.stack import load_outputs
+from ops.stacks.stack import load_outputs
 
 pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 

@@ -13,7 +13,7 @@ import pytest
 
 from ops.lifecycle.preempted import kept_slices, up_replacing_reclaimed
 from ops.review.plan_engine import ProgramRun
-from ops.stack import cluster_credentials
+from ops.stacks.stack import cluster_credentials
 from tests.fake_compute import FakeComputeServer
 from tests.program_runs import run_stack, stack_yaml
 from tests.test_program_behaviour import run_inline

@@ -21,7 +21,7 @@ from hostile_node import Entry, Tree, hostile_node
 from ops.cloud.cluster_dump import DumpParts, cluster_dump
 from ops.remote.commands import run_captured
 from ops.remote.sync import sync_down
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 FILE, FOLDER, LINK = stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX

@@ -13,7 +13,7 @@ import pytest
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.lifecycle import up_summary
 from ops.lifecycle.up_summary import print_summary, ray_state
-from ops.stack import parse_outputs
+from ops.stacks.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer
 
 PROJECT, ZONE, HEAD = "my-gcp-project", "us-west1-a", "ray-mine-head-0000"

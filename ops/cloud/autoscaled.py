@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ops.cloud.cloud_api import StackApi, api_errors
 from ops.errors import OpsError
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 AUTOSCALED_KIND = "autoscaled"  # the KIND column's word for them
 LISTING = "listing the autoscaler's workers"  # what failed, when the API did not answer

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ops.errors import OpsError
 from ops.remote.commands import run_captured
 from ops.remote.ssh import Connector
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 # bootstrap.node_metadata.STATE_DIR's mirror of the guest attributes, and its LOG_FILE (a test
 # keeps them equal; importing bootstrap here would cost `invoke status` the config model's import).

@@ -3,7 +3,7 @@
 Every task that calls a Google API (`kill-random-node --hard`, `down --workers-only`, `status`'s
 preemptions and stopped head, the host-key lookup) calls it as the program and the providers
 do: with the cluster YAML's `provider.gcp_credentials` (service-account JSON or an OAuth token)
-when it has them, else Application Default Credentials (ops.stack.stack_credentials, then
+when it has them, else Application Default Credentials (ops.stacks.stack.stack_credentials, then
 infra.workers.clients.build_credentials, the one place credentials are built).
 `RAY_GCP_API_ENDPOINT` (host:port) points it at an emulator or the tests' fake, over plain http.
 A task that asks several questions (`status`) asks them all through one `StackApi`: one set of
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from infra.workers.clients import ApiClients
     from infra.workers.nodes import NodeApi
-    from ops.stack import StackOutputs
+    from ops.stacks.stack import StackOutputs
 
 API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
 
@@ -32,7 +32,7 @@ API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
 def api_clients(outputs: StackOutputs, endpoint: str | None = None) -> ApiClients:
     """Clients for the stack's identity; `endpoint` (else RAY_GCP_API_ENDPOINT) an emulator."""
     from infra.workers.clients import ApiClients, build_credentials
-    from ops.stack import stack_credentials
+    from ops.stacks.stack import stack_credentials
 
     endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
     return ApiClients(build_credentials(stack_credentials(outputs), endpoint), endpoint)

@@ -44,7 +44,7 @@ from ops.remote.untrusted import (
     member_path,
     safe_mode,
 )
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 SESSION_DIR = "/tmp/ray/session_latest"  # where Ray keeps the current session's logs
 STDERR_CAP = 64 * 1024  # the end of a node's stderr, for the one line a failure shows

@@ -6,7 +6,7 @@ networks) gives its internal address, as `use_internal_ips` does in Ray.
 
 from __future__ import annotations
 
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 
 def head_ip(outputs: StackOutputs, internal: bool = False) -> str:

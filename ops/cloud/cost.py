@@ -28,7 +28,7 @@ from ops.review.prices import (
     region_factor,
     staleness_warning,
 )
-from ops.stack import Stack
+from ops.stacks.stack import Stack
 
 __all__ = ["NodeCost", "cost_report", "hours_run", "node_costs", "stack_cost_report"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell, stream_command
 from ops.remote.ssh import Connector, connect_stack
-from ops.stack import Node, StackOutputs, stack_credentials
+from ops.stacks.stack import Node, StackOutputs, stack_credentials
 
 KILL_COMMAND = "ray stop"
 PROMPT = "A random node will be killed. Confirm [y/N]: "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ops.cloud.cloud_api import StackApi, api_errors
 from ops.errors import OpsError
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 if TYPE_CHECKING:
     from infra.workers.clients import ApiClients

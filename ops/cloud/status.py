@@ -15,7 +15,7 @@ from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
 from ops.remote.ray_auth import with_ray_auth
 from ops.remote.ssh import Connector, connect_stack
-from ops.stack import Node, StackOutputs
+from ops.stacks.stack import Node, StackOutputs
 
 LOG_TAIL_LINES = 20
 RAY_STATUS_COMMAND = "ray status"

@@ -1,8 +1,8 @@
 """`invoke up/preview/refresh/down -c cluster.yaml`: a Ray cluster YAML as the whole input, as
 `ray up cluster.yaml` takes it.
 
-The stack is named after the YAML's cluster_name (ops.stack.stack_for_cluster_yaml). The first
-`up` or `preview` writes `.ray-gcp/stacks/Pulumi.<cluster_name>.yaml` (in the folder the task
+The stack is named after the YAML's cluster_name (ops.stacks.stack.stack_for_cluster_yaml). The
+first `up` or `preview` writes `.ray-gcp/stacks/Pulumi.<cluster_name>.yaml` (in the folder the task
 runs in, or under $RAY_GCP_STATE_DIR) naming the YAML and creates the stack: in pulumi's file
 backend under the state folder (`.ray-gcp/.pulumi/`, or under $RAY_GCP_STATE_DIR) unless
 PULUMI_BACKEND_URL names the user's own, its secrets encrypted with a passphrase generated once
@@ -19,7 +19,7 @@ from typing import TextIO
 from model.stack_config import shown
 from ops.errors import OpsError
 from ops.paths import local_backend_url, mark_local_backend, passphrase_file
-from ops.stack import (
+from ops.stacks.stack import (
     ClusterYamlStack,
     Stack,
     require_cli,

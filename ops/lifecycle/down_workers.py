@@ -27,7 +27,7 @@ from ops.errors import OpsError
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import choose, clean_os_login, deployed_os_login, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
-from ops.stack import Stack, cluster_credentials, require_cli, select_stack, stack_file_path
+from ops.stacks.stack import Stack, cluster_credentials, require_cli, select_stack, stack_file_path
 
 
 def worker_urns(deployment: dict[str, Any]) -> list[str]:

@@ -100,7 +100,7 @@ def unlock(stack: str, out: TextIO) -> None:
     machine, else clear them (the engine's `pulumi cancel`, on the stack's backend)."""
     from pulumi import automation as auto
 
-    from ops.stack import select_stack
+    from ops.stacks.stack import select_stack
 
     automation_stack = select_stack(stack)
     locks = current_locks(stack)
@@ -130,7 +130,7 @@ def current_locks(stack: str) -> list[Lock] | None:
     (`file://`) or a Cloud Storage bucket (`gs://`, through the JSON API, at
     $STORAGE_EMULATOR_HOST when set, as the engine's own client does). None when the backend
     is neither (pulumi's own login) or cannot be read."""
-    from ops.stack import backend_env
+    from ops.stacks.stack import backend_env
 
     url = backend_env(stack).get(BACKEND_ENV) or os.environ.get(BACKEND_ENV, "")
     try:

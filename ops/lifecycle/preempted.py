@@ -17,7 +17,7 @@ from typing import Any, Protocol, TextIO
 
 from infra.dynamic_types import LEGACY_TYPE, QUEUED_TPU_SLICE_TYPE
 from ops.pulumi_types import TPU_VM_TYPE
-from ops.stack import cluster_credentials
+from ops.stacks.stack import cluster_credentials
 
 # URNs name their parents' types: the worker slices live under a TpuSlices component. A TPU
 # head is not replaced here: it is replaced create-before-delete, and its replacement would

@@ -39,7 +39,7 @@ from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from ops.lifecycle.apis import QuotaApis, quota_apis
 from ops.lifecycle.network_check import network_warnings, render_warnings
 from ops.lifecycle.preflight_reservations import reservation_lines
-from ops.stack import Stack
+from ops.stacks.stack import Stack
 
 
 @dataclass(frozen=True)

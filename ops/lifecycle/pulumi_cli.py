@@ -2,8 +2,8 @@
 
 The Automation API drives the pulumi CLI as a subprocess: the engine `invoke engine` installed
 for the pinned version, else `pulumi` on PATH (ops.engine), with the program inline
-(`ops.stack.select_stack`). Without a CLI every entry point says how to get one
-(`ops.stack.require_cli`). A stack that names a policy-pack config runs the pack
+(`ops.stacks.stack.select_stack`). Without a CLI every entry point says how to get one
+(`ops.stacks.stack.require_cli`). A stack that names a policy-pack config runs the pack
 (`policy/analyzer`, which the engine starts itself) in its previews and ups.
 """
 
@@ -25,7 +25,7 @@ from ops.lifecycle.locks import locked_error, locks_in
 from ops.lifecycle.pending import settle
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.review.plan import Plan, check_before_create
-from ops.stack import (
+from ops.stacks.stack import (
     Stack,
     StackOutputs,
     require_cli,

@@ -18,7 +18,13 @@ from model.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stac
 from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation
-from ops.stack import Stack, engine_stack_file, engine_workspace, require_cli, stack_file_path
+from ops.stacks.stack import (
+    Stack,
+    engine_stack_file,
+    engine_workspace,
+    require_cli,
+    stack_file_path,
+)
 
 
 class ScaleError(OpsError):

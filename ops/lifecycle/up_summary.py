@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 WAIT_ENV = "RAY_GCP_UP_WAIT_S"
 DEFAULT_WAIT_S = 90.0

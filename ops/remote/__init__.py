@@ -5,7 +5,7 @@ Owns the SSH connections and pinned host keys (`ssh`: the Connector; `ssh_direct
 side, imported only for a direct connection; `known_hosts`: the pins read as text;
 `host_keys`: what GCE publishes), the warm connections (`warm`, the task's side, and
 `warm_daemon`, the per-user background process holding one transport per node, over
-ops.background's sockets), the ProxyCommand a tunnelled head is dialled through (`ssh_proxy`,
+ops.stacks.background's sockets), the ProxyCommand a tunnelled head is dialled through (`ssh_proxy`,
 IAP for a private cluster), your OS Login key and user (`os_login`), running commands in the right
 shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
 tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
@@ -21,7 +21,8 @@ the autoscaler log (`monitor`), the ssh config block (`ssh_config`) and Ray's to
 for the commands and the dashboard (`ray_auth`). Light on purpose:
 `invoke exec` must start fast, so pulumi and pydantic stay out of its imports, and so does
 paramiko when a warm connection serves it.
-May import `model`, `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
+May import `model`, `infra`, `bootstrap`, the shared top of `ops` and `ops.stacks` (the stack,
+the background processes); no other room. Verbs:
 `connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,
 `rsync_up_stack`, `serve_dashboard`, `monitor_stack`, `stack_ssh_config`.
 """

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.paths import open_no_follow, state_dir
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 RULES_FILE = "sync_rules.json"
 

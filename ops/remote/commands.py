@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # paramiko is imported by ops.remote.ssh when a connection is
     import paramiko
 
     from ops.remote.ssh import Connector
-    from ops.stack import Node, StackOutputs
+    from ops.stacks.stack import Node, StackOutputs
 
 _CHUNK = 32768
 RAY_ON_PATH = "command -v ray >/dev/null 2>&1"

@@ -13,7 +13,7 @@ They are not always there: the agent may not have written them yet, or no creden
 hand. Then `PublishedKeys.keys` is empty and `reason` says why, and the caller refuses unless
 the user accepts the key once (ops/remote/ssh.py).
 
-The lookup runs as the stack's identity (`credentials`, ops.stack.stack_credentials; None:
+The lookup runs as the stack's identity (`credentials`, ops.stacks.stack.stack_credentials; None:
 Application Default Credentials). `RAY_GCP_COMPUTE_ENDPOINT=host:port` points it at an
 emulator or the test fake (plain http). The Google libraries are slower to import than a
 whole SSH round trip, so they are imported only on a first contact and only when credentials

@@ -34,12 +34,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ops.background import idle_seconds
 from ops.errors import OpsError
 from ops.remote.known_hosts import host_key_name, pin_digest, pinned_key
 from ops.remote.ssh import Connector
 from ops.remote.ssh_proxy import head_host, proxy_command
-from ops.stack import Node
+from ops.stacks.background import idle_seconds
+from ops.stacks.stack import Node
 
 CONTROL_PATH_MAX = 88  # OpenSSH binds `path.` + 16 random characters first, in 108 bytes
 TRANSFER_ENV = "RAY_GCP_SYNC"

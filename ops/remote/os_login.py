@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from ops.errors import OpsError
 from ops.paths import open_no_follow, state_dir, write_new_file
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 ACCOUNT_ENV = "RAY_GCP_OS_LOGIN_ACCOUNT"
 ENDPOINT_ENV = "RAY_GCP_OSLOGIN_ENDPOINT"

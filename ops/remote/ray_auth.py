@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ops.paths import state_dir
 
 if TYPE_CHECKING:
-    from ops.stack import StackOutputs
+    from ops.stacks.stack import StackOutputs
 
 # bootstrap.node_metadata.RAY_AUTH_TOKEN_FILE (a test keeps them equal): not imported, as the
 # bootstrap package brings the config model, and `invoke exec` must start fast.

@@ -27,14 +27,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ops.background import idle_seconds
 from ops.errors import OpsError
 from ops.paths import known_hosts_path, open_no_follow
 from ops.remote.host_keys import PublishedKeys, published_host_keys
 from ops.remote.known_hosts import host_key_name
 from ops.remote.os_login import LoginKey, login_key, os_login_user
 from ops.remote.warm import RelayClient, live_daemon, socket_path, start_daemon
-from ops.stack import Node, StackOutputs, load_outputs, stack_credentials
+from ops.stacks.background import idle_seconds
+from ops.stacks.stack import Node, StackOutputs, load_outputs, stack_credentials
 
 if TYPE_CHECKING:  # imported with ops.remote.ssh_direct on the first direct connection
     import paramiko
@@ -222,7 +222,7 @@ class Connector:
     def _published_keys(self, instance: str) -> PublishedKeys:
         """The keys GCE publishes for `instance`, looked up in the node's own zone (a worker
         may have failed over to another), with its API (a TPU node's), as the stack's
-        identity (ops.stack.stack_credentials)."""
+        identity (ops.stacks.stack.stack_credentials)."""
         outputs = self.outputs
         node = next((n for n in outputs.nodes if n.name == instance), None)
         zone = (node.zone if node else "") or outputs.zone

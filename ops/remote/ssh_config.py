@@ -15,7 +15,7 @@ from model.private_files import write_private_file
 from ops.paths import in_existing_folder, open_no_follow, state_dir
 from ops.remote.ssh import connect_stack
 from ops.remote.ssh_proxy import head_host, proxy_command
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 
 def write_private_key(key_text: str, path: Path) -> Path:

@@ -21,7 +21,7 @@ from ops.paths import open_no_follow
 from ops.remote.host_keys import PublishedKeys
 from ops.remote.known_hosts import host_key_name
 from ops.remote.ssh_proxy import head_host, proxy_command, require_proxy_tool
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 TRUST_FIRST_USE_FLAG = "--trust-first-use"
 

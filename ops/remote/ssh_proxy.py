@@ -13,7 +13,7 @@ import shlex
 import shutil
 
 from ops.errors import OpsError
-from ops.stack import StackOutputs
+from ops.stacks.stack import StackOutputs
 
 GCLOUD_INSTALL = "https://cloud.google.com/sdk/docs/install"
 

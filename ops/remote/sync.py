@@ -43,7 +43,7 @@ from ops.remote.untrusted import (
     drain,
     sftp_answers,
 )
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 if TYPE_CHECKING:  # paramiko comes with the connection: the tar stream over OpenSSH needs none
     import paramiko

@@ -37,7 +37,7 @@ from ops.remote.sync_walk import SyncReport, remote_path
 from ops.remote.tar_session import Session
 from ops.remote.tar_unpack import Unpacker
 from ops.remote.untrusted import RefusedEntry, check_entry_name
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 KINDS = {"b": "a block device", "c": "a character device", "p": "a fifo", "s": "a socket",
          "D": "a door"}

@@ -33,7 +33,7 @@ from typing import IO
 from ops.errors import OpsError
 from ops.remote.openssh import OpenSsh
 from ops.remote.untrusted import FILTER_CAP, CappedTail, drain_in_background
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 NO_TOOLS = "ray-gcp: no GNU tar or find on the node"
 NO_TOOLS_STATUS = 3

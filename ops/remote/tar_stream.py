@@ -34,7 +34,7 @@ from ops.remote.progress import Transfers
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
 from ops.remote.tar_session import NodeEnded, Session
 from ops.remote.tar_writer import Candidate, write_tar
-from ops.stack import Node
+from ops.stacks.stack import Node
 
 
 @dataclass(frozen=True)

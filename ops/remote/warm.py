@@ -24,9 +24,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ops.background import connect_socket, request_line, start_detached
 from ops.errors import OpsError
 from ops.remote.known_hosts import pin_digest, pinned_key
+from ops.stacks.background import connect_socket, request_line, start_detached
 
 FRAME = struct.Struct(">cI")
 CHUNK = 1 << 17

@@ -19,7 +19,7 @@ host keys, the same refusals, nothing pinned here: the task that started it pinn
 the socket is named for), before the socket exists: it serves nothing it did not verify. It
 exits when idle for `idle_seconds` with no request running, when the transport dies, or
 when another daemon already serves the same socket (a lock file beside it). The stack
-outputs, the private key among them, reach it on stdin; ops.background starts it with a
+outputs, the private key among them, reach it on stdin; ops.stacks.background starts it with a
 minimal environment and makes it undumpable (no core file, PR_SET_DUMPABLE 0) before it reads
 them.
 """
@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ops.background import accept_own, main_with_settings, only_one, serving
 from ops.remote.warm import CHUNK, FRAME
+from ops.stacks.background import accept_own, main_with_settings, only_one, serving
 
 MAX_REQUEST = 65536
 
@@ -160,7 +160,7 @@ def _relay_stream(connection: socket.socket, channel: Any) -> None:
 
 
 def _outputs(settings: dict[str, Any]) -> Any:
-    from ops.stack import Node, StackOutputs
+    from ops.stacks.stack import Node, StackOutputs
 
     fields = dict(settings["outputs"])
     fields["nodes"] = tuple(Node(**node) for node in fields.get("nodes", ()))

@@ -9,8 +9,8 @@ ref's tree beside the working tree (`plan_base`), the estimates over the dated p
 (`prices`, on `model.prices`) and the price against `provider.spend_cap` (`spend_cap`: the
 projection shown, the refusal of pinned nodes over the hourly cap, which `invoke up` asks for
 too). No cloud, no pulumi CLI.
-May import `model`, `infra`, `bootstrap` and the shared top of `ops` (`errors`, `paths`, `engine`'s
-cache folder, `pulumi_types`, `stack`); no other room. Verbs: `write_plan`,
+May import `model`, `infra`, `bootstrap`, the shared top of `ops` (`errors`, `paths`, `engine`'s
+cache folder, `pulumi_types`) and `ops.stacks` (the stack); no other room. Verbs: `write_plan`,
 `check_before_create`, `write_diff`, `changed_stacks`, `plan_stack`, `diff_plans`,
 `step_effect`, `cluster_price`, `cap_projection`.
 """

@@ -27,7 +27,7 @@ from model.stack_config import (
 from ops.errors import OpsError, is_user_error
 from ops.paths import in_existing_folder
 from ops.review.guardrails import pack_config, plan_findings, refuse_over_cap, table_lines
-from ops.stack import (
+from ops.stacks.stack import (
     cluster_from_settings,
     resolve_stack_name,
     stack_for_cluster_yaml,

@@ -43,8 +43,8 @@ PLANNER = "ops/review/plan.py"
 FLAT_PLANNER = "ops/plan.py"
 # Paths (relative to the project root) whose change can alter any stack's plan (the flat
 # `ops/plan*.py` too: a ref from before the split has them).
-PROGRAM_PATTERNS = ("model/*", "infra/*", "bootstrap/*", "ops/review/*", "ops/stack.py", "policy/*",
-                    "ops/pulumi_types.py", "ops/plan*.py", "pyproject.toml")
+PROGRAM_PATTERNS = ("model/*", "infra/*", "bootstrap/*", "ops/review/*", "ops/stacks/stack.py",
+                    "policy/*", "ops/pulumi_types.py", "ops/plan*.py", "pyproject.toml")
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ scheduling, network, service account) or a new head replaces the group with new 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -35,6 +36,25 @@ STOP_START_NOTE = "stop/start: the instance stops for the update and boots into 
 NEW_WORKERS_NOTE = "replaced: new workers boot from the new script"
 NEW_NODE_NOTE = "replaced: a new node boots from the new script"
 NEW_REQUEST_NOTE = "replaced: a new queued request, the slice waits for TPU capacity again"
+# One element of an engine property path (resource.PropertyPath.String): a plain key, a quoted
+# key (`["startup-script"]`, `\"` escaping a quote) or a list index.
+_PATH_PART = re.compile(r'\.?([A-Za-z0-9_]+)|\["((?:[^"\\]|\\.)*)"\]|\[(\d+)\]')
+
+
+def dotted_path(engine_path: str) -> str:
+    """An engine property path as `invoke diff` writes it: `metadata["startup-script"]` is
+    `metadata.startup-script`, `networkInterfaces[0].network` is
+    `networkInterfaces.0.network`. A path it cannot read is kept as it is."""
+    parts, at = [], 0
+    while at < len(engine_path):
+        match = _PATH_PART.match(engine_path, at)
+        if match is None:
+            return engine_path
+        key, quoted, index = match.groups()
+        parts.append(key if key is not None else index if index is not None
+                     else re.sub(r"\\(.)", r"\1", quoted))
+        at = match.end()
+    return ".".join(parts)
 
 
 def effect_of_paths(paths: Iterable[str]) -> str | None:
@@ -92,9 +112,10 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
                 diffs: list[str] | None, old: Any = None, new: Any = None) -> str | None:
     """What a step of `invoke up/preview` does to a running node, worded as `invoke diff`
-    words it, for nodes Pulumi updates or replaces itself; paths from the engine's detailed
-    diff (`metadata.startup-script`). For a worker group (`old`/`new`: the step's states),
-    from its old and new bodies."""
+    words it, for nodes Pulumi updates or replaces itself; paths from the provider's detailed
+    diff (pulumi-gcp's bridge writes `metadata["startup-script"]`, one path per changed
+    leaf), or only the changed top-level inputs where a provider gives none. For a worker
+    group (`old`/`new`: the step's states), from its old and new bodies."""
     if type_ == WORKER_GROUP_TYPE:
         return _worker_group_step_effect(op, old, new)
     if type_ not in (INSTANCE_TYPE, TPU_VM_TYPE):
@@ -103,7 +124,8 @@ def step_effect(type_: str, op: str, detailed_diff: dict[str, Any] | None,
         return f"({NEW_NODE_NOTE})"
     if op != "update":
         return None
-    effect = effect_of_paths(list(detailed_diff or {}) or list(diffs or []))
+    paths = [dotted_path(path) for path in detailed_diff or {}]
+    effect = effect_of_paths(paths or list(diffs or []))
     return f"({effect})" if effect else None
 
 

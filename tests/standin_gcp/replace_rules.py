@@ -7,6 +7,22 @@ leaf replaces when its value changes; a `ForceNew` block (a TypeList/TypeSet of 
 schema) replaces when its number of elements changes, and its own fields decide the rest.
 Fields not listed update in place. Keys are pulumi-gcp's wire names (camelCase, lists
 pluralised as pulumi-gcp names them).
+
+`detailed_diff` answers as the bridge's detailed diff does (pulumi/pulumi-terraform-bridge,
+pkg/tfbridge/detailed_diff.go, `makeDetailedDiffPropertyMap`): one entry per changed leaf, at
+its nested property path, each an add, delete or update marked replace or not:
+- objects and maps are walked key by key (`makeMapDiff`), lists index by index
+  (`makeListDiff`); a value absent or null on one side is one entry at its path, not walked
+  (`makeShortCircuitDiff`), and so is a value still unknown in a preview;
+- a path replaces when its own field is ForceNew, or its direct parent is a ForceNew
+  collection (a map or a list of plain values: `propertyPathTriggersReplacement`); a value
+  added or deleted whole replaces when any ForceNew field inside it is set
+  (`propertyValueTriggersReplacement`);
+- keys are written as the engine's `resource.PropertyPath.String()` writes them
+  (sdk/go/common/resource/properties_path.go): `metadata["startup-script"]` for a key with
+  characters other than letters, digits and `_`, `bootDisk.initializeParams.size`,
+  `networkInterfaces[0].network`.
+The engine replaces a resource when any entry is a replace (plugin.DiffResult.Replace).
 """
 
 from __future__ import annotations
@@ -203,33 +219,94 @@ RULES: dict[str, dict[str, Rule]] = {
 }
 
 
+ADD, DELETE, UPDATE = "add", "delete", "update"
+# The engine's unknown value on the wire (sdk/go/common/resource/plugin/rpc.go,
+# UnknownStringValue): an input a preview cannot know yet.
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+FREE = Rule()
+
+
+def detailed_diff(token: str, old: dict[str, Any], new: dict[str, Any]) -> dict[str, str]:
+    """Property path -> `add`, `delete` or `update`, with `-replace` where it replaces."""
+    rules = RULES.get(token, {})
+    found: dict[str, str] = {}
+    for key in sorted(set(old) | set(new)):
+        _walk([key], rules.get(key, FREE), old.get(key, _ABSENT), new.get(key, _ABSENT), found)
+    return found
+
+
 def replaced_paths(token: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The top-level input names whose change replaces the resource (Pulumi's `replaces`)."""
-    rules = RULES.get(token, {})
-    return sorted(name for name, rule in rules.items()
-                  if _forces(rule, old.get(name, _ABSENT), new.get(name, _ABSENT)))
+    return sorted({top_key(path) for path, kind in detailed_diff(token, old, new).items()
+                   if kind.endswith("-replace")})
 
 
-def _forces(rule: Rule, old: Any, new: Any) -> bool:
-    if old is _ABSENT and new is _ABSENT:
+def property_path(parts: list[str | int]) -> str:
+    """A path as the engine writes it (PropertyPath.String)."""
+    text = ""
+    for index, part in enumerate(parts):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif all(c.isascii() and (c.isalnum() or c == "_") for c in part):
+            text += part if index == 0 else f".{part}"
+        else:
+            escaped = part.replace('"', '\\"')
+            text += f'["{escaped}"]'
+    return text
+
+
+def top_key(path: str) -> str:
+    if path.startswith('["'):
+        return path[2:path.index('"]')]
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def _walk(path: list[str | int], rule: Rule, old: Any, new: Any, found: dict[str, str]) -> None:
+    if _absent(old) and _absent(new):
+        return
+    if _absent(old) or _absent(new) or new == UNKNOWN:
+        if new == UNKNOWN:
+            kind, replaces = UPDATE, rule.force_new
+        elif _absent(old):
+            kind, replaces = ADD, _sets_forced(rule, new)
+        else:
+            kind, replaces = DELETE, _sets_forced(rule, old)
+        found[property_path(path)] = kind + ("-replace" if replaces else "")
+    elif isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            _walk([*path, key], _child(rule, key), old.get(key, _ABSENT),
+                  new.get(key, _ABSENT), found)
+    elif isinstance(old, list) and isinstance(new, list):
+        for index in range(max(len(old), len(new))):
+            _walk([*path, index], rule, old[index] if index < len(old) else _ABSENT,
+                  new[index] if index < len(new) else _ABSENT, found)
+    elif old != new:
+        found[property_path(path)] = UPDATE + ("-replace" if rule.force_new else "")
+
+
+def _child(rule: Rule, key: str) -> Rule:
+    """A block's field decides for itself; a map's (or a plain list's) value replaces when
+    the collection is ForceNew."""
+    if rule.fields:
+        return rule.fields.get(key, FREE)
+    return LEAF if rule.force_new else FREE
+
+
+def _sets_forced(rule: Rule, value: Any) -> bool:
+    """Whether a value added or deleted whole sets a ForceNew field. A primitive at its zero
+    value (false, 0, "") sets nothing: Terraform's SDK reads an unset primitive as its zero
+    value (helper/schema ResourceData.Get), so no diff, no replacement."""
+    if _absent(value) or value is False or value == 0 or value == "":
         return False
-    if not rule.fields:
-        return rule.force_new and _value(old) != _value(new)
-    olds, news = _elements(old), _elements(new)
-    if len(olds) != len(news):
-        return rule.force_new
-    return any(_forces(child, o.get(name, _ABSENT), n.get(name, _ABSENT))
-               for o, n in zip(olds, news, strict=True)
-               for name, child in rule.fields.items())
+    if rule.force_new:
+        return True
+    if isinstance(value, list):
+        return any(_sets_forced(rule, item) for item in value)
+    if isinstance(value, dict) and rule.fields:
+        return any(_sets_forced(rule.fields.get(key, FREE), item) for key, item in value.items())
+    return False
 
 
-def _elements(value: Any) -> list[dict[str, Any]]:
-    """A block as its elements: absent or null is none, an object (MaxItems 1) is one."""
-    if value is _ABSENT or value is None:
-        return []
-    items = value if isinstance(value, list) else [value]
-    return [item if isinstance(item, dict) else {} for item in items]
-
-
-def _value(value: Any) -> Any:
-    return None if value is _ABSENT else value
+def _absent(value: Any) -> bool:
+    """Absent, null or empty: Terraform holds no element either way (a block's count 0)."""
+    return value is _ABSENT or value is None or value == [] or value == {}

@@ -3,9 +3,10 @@ stdout (the engine's plugin handshake), answering as pulumi-gcp would.
 
 The engine (pkg/resource/plugin/provider_plugin.go) calls GetPluginInfo, Handshake (optional:
 Unimplemented falls back), CheckConfig, DiffConfig, Configure, then per resource Check, Diff,
-Create, Read, Update, Delete, and Invoke for data sources; Cancel at the end. Secrets are not
-accepted (Configure answers acceptSecrets=false): the engine strips them before each call and
-marks outputs secret where their inputs were, as it does for any such provider.
+Create, Read, Update, Delete, and Invoke for data sources; Cancel at the end. Diff answers
+with the bridge's detailed diff (nested paths, replace or not per path: replace_rules.py).
+Secrets are not accepted (Configure answers acceptSecrets=false): the engine strips them
+before each call and marks outputs secret where their inputs were, as it does for any such provider.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ AUTONAMED = frozenset({"gcp:compute/instance:Instance", "gcp:compute/firewall:Fi
 # Where every call is logged, one JSON line each (method, urn, pid), when set.
 CALL_LOG_ENV = "STANDIN_GCP_CALL_LOG"
 HANDLERS = {**RESOURCE_HANDLERS, **network.HANDLERS, **storage.HANDLERS}
+_KIND = provider_pb2.PropertyDiff
+_KINDS = {"add": _KIND.ADD, "add-replace": _KIND.ADD_REPLACE, "delete": _KIND.DELETE,
+          "delete-replace": _KIND.DELETE_REPLACE, "update": _KIND.UPDATE,
+          "update-replace": _KIND.UPDATE_REPLACE}
 SIG_KEY, SECRET_SIG = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
@@ -146,13 +151,15 @@ class StandInGcp(provider_pb2_grpc.ResourceProviderServicer):
         token = _type_of(request.urn)
         olds = _to_dict(request.old_inputs) or _to_dict(request.olds)
         news = _to_dict(request.news)
-        changed = sorted(k for k in set(olds) | set(news)
-                         if olds.get(k) != news.get(k))
-        replaces = replace_rules.replaced_paths(token, olds, news)
+        detailed = replace_rules.detailed_diff(token, olds, news)
         return provider_pb2.DiffResponse(
-            changes=provider_pb2.DiffResponse.DIFF_SOME if changed
+            changes=provider_pb2.DiffResponse.DIFF_SOME if detailed
             else provider_pb2.DiffResponse.DIFF_NONE,
-            diffs=changed, replaces=replaces)
+            diffs=sorted({replace_rules.top_key(path) for path in detailed}),
+            replaces=replace_rules.replaced_paths(token, olds, news),
+            detailedDiff={path: provider_pb2.PropertyDiff(kind=_KINDS[kind])
+                          for path, kind in detailed.items()},
+            hasDetailedDiff=True)
 
     @_aborting
     def Create(self, request: Any, context: Any) -> provider_pb2.CreateResponse:  # noqa: N802

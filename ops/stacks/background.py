@@ -1,5 +1,5 @@
 """The small per-user background processes the tasks keep (ops.remote.warm_daemon's warm SSH
-connections, ops.outputs_keeper's stack outputs): how long they outlive their last request
+connections, ops.stacks.outputs_keeper's stack outputs): how long they outlive their last request
 ($RAY_GCP_SSH_PERSIST), their unix sockets (0600 from their creation, in a 0700 folder of
 ours, reached through the folder's descriptor), who may ask (SO_PEERCRED: only our uid), and
 starting one detached, its settings (secrets among them) over stdin, never argv or disk.
@@ -38,7 +38,7 @@ KEPT_ENV_PREFIXES = ("LC_", "RAY_GCP_", "CLOUDSDK_")  # the locale; ours; gcloud
 PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 PERSIST_ENV = "RAY_GCP_SSH_PERSIST"
 DEFAULT_IDLE_SECONDS = 600.0  # what OpenSSH users often give ControlPersist
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def idle_seconds() -> float:

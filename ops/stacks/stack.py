@@ -4,7 +4,7 @@ Every task chooses its stack here (`Stack.choose`: --stack, $PULUMI_STACK, the o
 else the only stack of the project folder; never pulumi's "selected" stack, which a bare `down`
 would otherwise delete unasked) and hands the one `Stack` down; the stack file is read once, the
 cluster YAML and the outputs when first asked for. The outputs come from one pulumi CLI run, or from
-the outputs keeper while the stack's state is unchanged (ops.kept_outputs), or in test/offline mode
+the outputs keeper while the stack's state is unchanged (ops.stacks.kept_outputs), or in test/offline mode
 from JSON named by $RAY_GCP_STACK_OUTPUTS: a file holding one stack's outputs, or a directory of
 `<stack>.json`. The pulumi CLI check is here too: reading outputs
 needs it. `stack_credentials` is the one identity of every day-two Google call (the YAML's
@@ -43,7 +43,7 @@ from model.stack_config import (
 )
 from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
-from ops.kept_outputs import kept_outputs
+from ops.stacks.kept_outputs import kept_outputs
 from ops.paths import (
     BACKEND_ENV,
     PASSPHRASE_ENV,

@@ -1,6 +1,6 @@
 """The outputs keeper: a small per-user background process holding the stack outputs the tasks
 read last, in memory only, so a day-two task on an unchanged stack needs no pulumi CLI run
-(ops.kept_outputs is the task's side and says when an answer may be used).
+(ops.stacks.kept_outputs is the task's side and says when an answer may be used).
 
 It listens on `keeper.sock` in the state folder's `.outputs-keeper/` (ops.paths.keeper_dir:
 0700, ours), mode 0600 from its creation; a connection from another uid is closed unanswered
@@ -12,7 +12,7 @@ It listens on `keeper.sock` in the state folder's `.outputs-keeper/` (ops.paths.
 - `{"stop": true}`: `{"bye": true}`, then it exits.
 It exits when no request came for `idle_seconds`, or when another keeper already serves the
 folder (a lock file beside the socket). Its first outputs reach it on stdin; nothing it holds
-is written anywhere (no output streams; ops.background makes it undumpable, with a minimal
+is written anywhere (no output streams; ops.stacks.background makes it undumpable, with a minimal
 environment).
 """
 
@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from ops.background import accept_own, main_with_settings, only_one, serving
+from ops.stacks.background import accept_own, main_with_settings, only_one, serving
 
 SOCKET_NAME = "keeper.sock"
 LOCK_NAME = "keeper.lock"

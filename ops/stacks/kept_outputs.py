@@ -1,10 +1,10 @@
-"""The task's side of the outputs keeper (ops.outputs_keeper holds them and says the protocol):
+"""The task's side of the outputs keeper (ops.stacks.outputs_keeper holds them and says the protocol):
 a stack's outputs from the keeper while its state is unchanged, else from the pulumi CLI,
 handed to the keeper after.
 
 An answer is filed in a slot named for the project folder, the backend URL, the stack and how
 its secrets are unlocked (the passphrase, or its file's path and identity: digested, never
-sent), under a key that adds the identity of the stack's state (ops.checkpoint). So any `up`,
+sent), under a key that adds the identity of the stack's state (ops.stacks.checkpoint). So any `up`,
 `refresh`, `destroy` or `stack rm` makes the next task ask the CLI again; a backend with no
 cheap check (anything but `file://`), $RAY_GCP_SSH_PERSIST=0, a state folder that is not ours,
 or a keeper that is missing, dead or holds nothing for the key all mean the CLI. The key is
@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from model.stack_config import StateDirError
-from ops.background import PROJECT_ROOT, idle_seconds, request_line, start_detached
-from ops.checkpoint import digest, state_identity
+from ops.stacks.background import PROJECT_ROOT, idle_seconds, request_line, start_detached
+from ops.stacks.checkpoint import digest, state_identity
 from ops.errors import OpsError
-from ops.outputs_keeper import SOCKET_NAME
+from ops.stacks.outputs_keeper import SOCKET_NAME
 from ops.paths import BACKEND_ENV, PASSPHRASE_ENV, PASSPHRASE_FILE_ENV, keeper_dir
 
 
@@ -81,7 +81,7 @@ def kept_outputs(project: str, stack: str, env: Mapping[str, str],
         return answer["outputs"]
     outputs = read()
     if answer is None or ask(path, {"put": slot, "key": key, "outputs": outputs}) is None:
-        start_detached("ops.outputs_keeper", {"folder": str(path.parent), "idle_seconds": idle,
+        start_detached("ops.stacks.outputs_keeper", {"folder": str(path.parent), "idle_seconds": idle,
                                               "slot": slot, "key": key, "outputs": outputs})
     return outputs
 

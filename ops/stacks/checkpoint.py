@@ -1,5 +1,5 @@
 """Where pulumi's file backend keeps a stack's checkpoint, and the identity of that state: what
-the outputs keeper (ops.outputs_keeper) files a stack's outputs under.
+the outputs keeper (ops.stacks.outputs_keeper) files a stack's outputs under.
 
 As the engine's diy backend has it (pkg/backend/diy of v3.276.0, the engine `.ci/engine`
 builds): the URL is $PULUMI_BACKEND_URL, which the CLI takes before Pulumi.yaml's `backend`

@@ -1,0 +1,15 @@
+"""The stack a task works on and what is kept of it between tasks.
+
+Owns which stack a task works on, its file, cluster and outputs, read once and handed down
+(`stack`: `Stack`, the engine's workspace and stack files, the stack a cluster YAML names);
+a stack's outputs kept in memory by a per-user background process while the file backend's
+checkpoint is unchanged (`kept_outputs` asks it, `outputs_keeper` is that process,
+`checkpoint` says whether the state changed); and what every background process of ours
+shares (`background`: idle time, private unix sockets, starting one detached; ops.remote's
+warm connections use it too).
+
+May import `model`, `infra` and `bootstrap` (as the program reads a stack) and the shared top
+of `ops` (`errors`, `paths`, `engine`); no other room. Every room of ops and `tasks.py` import
+it. Verbs: `Stack`, `stack_settings`, `stack_for_cluster_yaml`, `kept_outputs`,
+`start_detached`.
+"""

@@ -144,6 +144,39 @@ def refresh(c, stack=None, config=None):
     _lifecycle(stack, "refresh", config)
 
 
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP})
+def unlock(c, stack=None, config=None):
+    """Clear the stack's lock a killed run left behind.
+
+    Shows who held it since when; refuses while that run still goes on on this machine
+    (README: Working as a team)."""
+    from ops.errors import user_errors
+    from ops.lifecycle.locks import unlock as unlock_stack
+    from ops.stacks.stack import resolve_stack_name
+
+    with user_errors():
+        unlock_stack(resolve_stack_name(_named(stack, config)), sys.stdout)
+
+
+@task(help={"bucket": "the bucket's name, e.g. acme-ray-state",
+            "project": "the project to make it in",
+            "location": "where (default US; a region such as us-west1 keeps it near you)"})
+def state_bucket(c, bucket, project, location="US"):
+    """Make the bucket a team keeps its stacks' state in.
+
+    Versioning on, uniform bucket-level access, public access prevention; prints the
+    PULUMI_BACKEND_URL to set and the role each teammate needs (README: Working as a team)."""
+    from ops.errors import user_errors
+    from ops.lifecycle.state_bucket import StateBucket
+
+    with user_errors():
+        print(StateBucket(bucket, "").create(project, location))
+        print(f"every teammate: export PULUMI_BACKEND_URL=gs://{bucket} (and one shared "
+              "PULUMI_CONFIG_PASSPHRASE); grant each roles/storage.objectUser on the bucket: "
+              f"gcloud storage buckets add-iam-policy-binding gs://{bucket} "
+              "--member=user:EMAIL --role=roles/storage.objectUser")
+
+
 @task
 def engine(c):
     """Build and install the pinned pulumi CLI, once.
@@ -636,8 +669,8 @@ def catalog_refresh(c, project=None):
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
-    ("Cluster lifecycle", (up, preview, refresh, down, scale, autostop, preflight,
-                           adopt, engine)),
+    ("Cluster lifecycle", (up, preview, refresh, down, unlock, scale, autostop, preflight,
+                           adopt, state_bucket, engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

@@ -74,7 +74,9 @@ def user_errors() -> Iterator[None]:
     except OpsError as exc:
         raise Exit(f"error: {exc}", code=exc.exit_code) from None
     except KeyboardInterrupt:
-        raise Exit("interrupted", code=130) from None
+        raise Exit("interrupted: the engine finishes the calls in flight and records them; run "
+                   "the same command again to resume (README: Working as a team)",
+                   code=130) from None
     except Exception as exc:
         if is_user_error(exc):
             raise Exit(f"error: {exc}", code=1) from None

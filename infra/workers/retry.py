@@ -11,6 +11,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from google.api_core import exceptions as api_exceptions
@@ -47,19 +48,56 @@ class RetryPolicy:
         return (rng or random).uniform(0, ceiling)
 
 
+RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
+"""The reasons of a 403 that is a rate limit, not a refusal: Compute answers a per-minute limit
+with 403 rateLimitExceeded as well as 429
+(https://cloud.google.com/compute/docs/api-rate-limits#rate_limit_errors)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A fault worth retrying: `retryable()`, or a 403 whose reason is a rate limit."""
+    if isinstance(exc, retryable()):
+        return True
+    if not isinstance(exc, api_exceptions.Forbidden):
+        return False
+    reasons = {str(error.get("reason")) for error in (exc.errors or [])
+               if isinstance(error, dict)}
+    return bool(reasons & RATE_LIMIT_REASONS or {exc.reason} & RATE_LIMIT_REASONS)
+
+
+def retry_after_s(exc: BaseException) -> float:
+    """How long the answer asked the client to wait (its `Retry-After`: seconds or an HTTP
+    date, RFC 9110 section 10.2.3); 0 when it did not say."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    value = str(headers.get("Retry-After") or "").strip()
+    if not value:
+        return 0.0
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, when.timestamp() - time.time())
+
+
 def call_with_retry(
     call: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
 ) -> T:
-    """Run `call`, retrying transient faults; the last fault is raised when the budget ends."""
+    """Run `call`, retrying transient faults (`is_transient`) after a backoff, or after the
+    wait the answer's Retry-After asks when that is longer; the last fault is raised when the
+    budget ends. A create's request carries its request id from before the first attempt, so
+    a retry of one whose answer was lost is the same request to GCE, which does it once."""
     give_up_at = time.monotonic() + policy.deadline_s
     attempt = 0
-    transient = retryable()
     while True:
         try:
             return call()
-        except transient:
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
             attempt += 1
-            pause = policy.delay(attempt - 1)
+            pause = max(policy.delay(attempt - 1), retry_after_s(exc))
             if attempt >= policy.max_attempts or time.monotonic() + pause > give_up_at:
                 raise
             sleep(pause)

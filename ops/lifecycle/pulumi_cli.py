@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
@@ -19,6 +21,8 @@ from model.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
 from ops.errors import OpsError, environment_fix, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
+from ops.lifecycle.locks import locked_error, locks_in
+from ops.lifecycle.pending import settle
 from ops.lifecycle.reapply import export_request, reapply_request
 from ops.review.plan import Plan, check_before_create
 from ops.stacks.stack import (
@@ -160,7 +164,9 @@ def run_operation(
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,
     }
-    with _one_line_failure(operation, name), printer.ticking():
+    with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
+        if operation != "preview" and settle(automation_stack, out) and operation == "destroy":
+            automation_stack.refresh(on_event=printer)  # what was adopted, read back
         if operation == "up" and policy:
             with _mandatory_violations(printer, name, "before the up: nothing was created or "
                                                      "changed"):
@@ -219,6 +225,41 @@ def preview_diff(stack: str | None, cluster_yaml: str | None = None,
                                  on_output=lambda line: print(line, file=out, flush=True))
 
 
+class Interrupted(OpsError):
+    """Ctrl-C during an engine run, which the engine ended gracefully."""
+
+
+@contextlib.contextmanager
+def graceful_interrupt(out: TextIO) -> Iterator[None]:
+    """Ctrl-C reaches the engine too (the terminal signals the whole foreground group): it
+    stops starting steps, finishes the calls in flight, records them and releases the
+    stack's lock. So the first SIGINT here only says so and lets the engine end (its run then
+    fails: one line saying how to resume); a second stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted: list[bool] = []
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(True)
+        print("interrupted: the engine finishes the calls in flight and records them "
+              "(Ctrl-C again stops at once)", file=out, flush=True)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    except OpsError as exc:
+        if interrupted:
+            raise Interrupted("interrupted: the engine finished the calls in flight and "
+                              "recorded them; run the same command again to resume",
+                              exit_code=130) from None
+        raise exc
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Denied|Forbidden|NotFound)\w*: ")
 
 
@@ -231,6 +272,9 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
         yield
     except auto.CommandError as exc:
         text = str(exc)
+        locks = locks_in(text)
+        if locks is not None:
+            raise locked_error(name, operation, locks) from None
         lines = [line.strip() for line in text.splitlines() if "error:" in line]
         reason = lines[-1] if lines else "see the messages above"
         if "Traceback (most recent call last)" in reason:

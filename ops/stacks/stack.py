@@ -330,6 +330,9 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
                       opts=options)
     except auto.StackNotFoundError:
         raise _no_such_stack(name) from None
+    except auto.StackAlreadyExistsError:  # another run created it since this one looked
+        return auto.select_stack(stack_name=name, project_name=PROJECT_NAME, program=_program,
+                                 opts=options)
 
 
 def _cli_reason(output: str) -> str:
@@ -527,6 +530,7 @@ class ClusterYamlStack:
             return False
         text = yaml.safe_dump({"config": {CONFIG_KEY: self.setting}},
                               default_flow_style=False)
+        state_root()  # made first when nothing else made it (the user's own backend)
         self.stack_file.parent.mkdir(mode=0o700, exist_ok=True)
         return write_new_file(self.stack_file, text, 0o644)
 

@@ -191,8 +191,8 @@ class FakeCloud:
 
     def _operation(self, kind: str, scope: str, op_type: str, target: str) -> Operation:
         name = f"operation-{next(self._ids):08d}"
-        operation = Operation(name, kind, scope, op_type, target,
-                              time.monotonic() + self.faults.operation_s)
+        running_s = self.faults.slow_operations.get(op_type, self.faults.operation_s)
+        operation = Operation(name, kind, scope, op_type, target, time.monotonic() + running_s)
         self.operations[name] = operation
         return operation
 

@@ -15,6 +15,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.message, self.reason = status, message, reason
         self.status_name, self.details = status_name, details or []
+        self.retry_after: int | None = None  # sent as the Retry-After header when set
 
     def body(self) -> dict[str, Any]:
         """Google's JSON error body (https://cloud.google.com/apis/design/errors#http_mapping)."""

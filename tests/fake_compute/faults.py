@@ -17,10 +17,19 @@ class Faults:
     """Sleep before answering every request: a fixed network round trip."""
     operation_s: float = 0.05
     """How long every long-running operation stays RUNNING."""
+    slow_operations: dict[str, float] = field(default_factory=dict)
+    """Operation type (`insert`, `bulkInsert`, `delete`, ...) -> how long its operations stay
+    RUNNING instead of `operation_s`: a run can be caught (and killed) while it waits on one."""
     error_statuses: list[int] = field(default_factory=list)
     """Answer the next requests with these HTTP statuses (e.g. [429, 429, 503]), one each."""
     error_methods: set[str] | None = None
     """Only requests whose method name (e.g. "bulkInsert", "wait") is in here suffer them."""
+    retry_after_s: int | None = None
+    """Sent as `Retry-After` with each injected 429 and 503, as Google's front ends may ask a
+    client to wait (RFC 9110 section 10.2.3: delay-seconds)."""
+    dropped_answers: list[str] = field(default_factory=list)
+    """Methods whose next call takes effect but whose answer never comes: the connection is
+    closed instead (a cut link, a proxy's timeout), one call each."""
     instance_quota: int | None = None
     """Instances a zone may hold; inserts beyond it fail their operation with QUOTA_EXCEEDED."""
     zone_capacity: dict[str, int] = field(default_factory=dict)
@@ -64,6 +73,14 @@ class Faults:
             if self.error_methods is not None and method not in self.error_methods:
                 return None
             return self.error_statuses.pop(0)
+
+    def take_dropped(self, method: str) -> bool:
+        """Whether this call's answer is to be dropped (once per queued entry)."""
+        with self.lock:
+            if method in self.dropped_answers:
+                self.dropped_answers.remove(method)
+                return True
+            return False
 
     def take_metadata_race(self, instance: str) -> dict[str, str]:
         """The items the other writer sets on `instance` now (once per instance)."""

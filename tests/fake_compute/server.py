@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -245,14 +246,21 @@ class FakeComputeServer:
                 time.sleep(self.faults.latency_s)
             status = self.faults.take_error(method)
             if status is not None:
-                raise ApiError(status, _FAULT_MESSAGES.get(status, "injected fault"),
-                               _FAULT_REASONS.get(status, "backendError"))
+                refused = ApiError(status, _FAULT_MESSAGES.get(status, "injected fault"),
+                                   _FAULT_REASONS.get(status, "backendError"))
+                if status in (429, 503) and self.faults.retry_after_s is not None:
+                    refused.retry_after = self.faults.retry_after_s
+                raise refused
             self.cloud.settle()
             if method.startswith("platform."):
                 return self.platform.handle(method, match.groupdict(), query, body)
             if method.startswith("listing."):
                 return self.listings.handle(method, match.groupdict(), query, body)
-            return getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query, body)
+            answer = getattr(self, "_" + method.replace(".", "_"))(match.groupdict(), query,
+                                                                    body)
+            if self.faults.take_dropped(method):
+                raise DroppedAnswer(method)
+            return answer
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
 
     def _authorize(self, method: str, params: dict[str, str], body: Any, token: Token) -> None:
@@ -528,8 +536,17 @@ class FakeComputeServer:
                        f"{collection}/{p['name']}' was not found", "notFound")
 
 
-_FAULT_MESSAGES = {429: "Rate Limit Exceeded", 500: "Internal Error", 503: "Service Unavailable"}
-_FAULT_REASONS = {429: "rateLimitExceeded", 500: "backendError", 503: "backendError"}
+class DroppedAnswer(Exception):
+    """The call took effect; its answer is not sent (Faults.dropped_answers)."""
+
+
+_FAULT_MESSAGES = {403: "Rate Limit Exceeded", 429: "Rate Limit Exceeded",
+                   500: "Internal Error", 503: "Service Unavailable"}
+# Compute answers a per-user or per-project rate limit with 403 rateLimitExceeded or
+# userRateLimitExceeded as well as 429
+# (https://cloud.google.com/compute/docs/api-rate-limits#rate_limit_errors).
+_FAULT_REASONS = {403: "rateLimitExceeded", 429: "rateLimitExceeded", 500: "backendError",
+                  503: "backendError"}
 
 
 def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
@@ -562,10 +579,21 @@ def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:
                     self.headers.get("Authorization"))
             except ApiError as exc:
                 status, answer = HTTPStatus(exc.status), exc.body()
+                if exc.retry_after is not None:
+                    self._answer(status, "application/json", json.dumps(answer).encode(),
+                                 {"Retry-After": str(exc.retry_after)})
+                    return
+            except DroppedAnswer:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self._answer(status, "application/json", json.dumps(answer).encode())
 
-        def _answer(self, status: int, content_type: str, payload: bytes) -> None:
+        def _answer(self, status: int, content_type: str, payload: bytes,
+                    headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

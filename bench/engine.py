@@ -23,7 +23,7 @@ import yaml
 
 from ops.review.plan import collect_plan, plan_stack_isolated
 from ops.review.plan_diff import diff_plans
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, engine_bin
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, installed_engine_bin
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.identity import signed_in_user
 
@@ -52,7 +52,7 @@ def write_stack(root: Path, cluster: dict) -> Path:
 
 
 def main() -> int:
-    bin_dir = engine_bin()
+    bin_dir = installed_engine_bin()
     if bin_dir is None:
         print("the pulumi engine is not installed: run `invoke engine` first", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ PASSPHRASE = "engine-tests-passphrase"
 OPERATION_TIMEOUT_S = 900
 
 
-def engine_bin() -> Path | None:
+def installed_engine_bin() -> Path | None:
     """The installed engine's bin folder, if there is one."""
     given = os.environ.get(ENGINE_BIN_ENV)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -46,7 +46,7 @@ def engine_bin() -> Path | None:
 
 def require_engine() -> Path:
     """The engine's bin folder; a skip when it is missing, a failure under CI."""
-    found = engine_bin()
+    found = installed_engine_bin()
     if found is None:
         message = (f"the pulumi engine v{ENGINE_VERSION} is not installed: run `invoke engine` "
                    f"(or set {ENGINE_BIN_ENV})")

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from tools import env_tool
-from waiting import wait_for
 
 from bootstrap.autostop import Autostop, RayState
 from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
 from tests.fake_compute import FakeComputeServer
+from tests.tools import env_tool
+from tests.waiting import wait_for
 
 WAIT_S = 60  # an upper bound for a slow machine, not a speed requirement
 _wait_for = functools.partial(wait_for, within_s=WAIT_S, poll_s=0.1)

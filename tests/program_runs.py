@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,14 @@ def stack_yaml(stack: str) -> dict[str, Any]:
     """The stack's cluster YAML exactly as the user wrote it."""
     settings = yaml.safe_load((PROJECT_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
     return yaml.safe_load((PROJECT_ROOT / settings["config"]["ray-gcp:cluster"]).read_text())
+
+
+def run_inline(cluster: dict[str, Any], **extra: object) -> ProgramRun:
+    """The program for a cluster YAML given inline (`ray-gcp:clusterConfig`), with more stack
+    settings as keyword arguments (`workerCounts={...}`), each JSON as `pulumi config set`."""
+    config = {"ray-gcp:clusterConfig": json.dumps(cluster)}
+    config.update({f"ray-gcp:{k}": json.dumps(v) for k, v in extra.items()})
+    return run_program(config, stack="test")
 
 
 @functools.cache

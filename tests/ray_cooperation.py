@@ -30,8 +30,6 @@ import ray.autoscaler._private.providers as ray_providers
 import yaml
 from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
-from program_grants import grant_as_planned, programs_head
-from program_runs import head_config_text, stack_yaml
 
 from infra.config import ClusterConfig, parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
@@ -40,6 +38,8 @@ from infra.workers import WorkerGroupProvider
 from ops.review.plan_engine import ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
+from tests.program_grants import grant_as_planned, programs_head
+from tests.program_runs import head_config_text, stack_yaml
 
 Version = Literal["v1", "v2"]
 IDLE_FOR_AN_HOUR = 3600.0

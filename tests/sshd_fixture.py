@@ -1,6 +1,6 @@
-"""pytest fixtures `sshd` (one real sshd per session) and `stack` (outputs + state per test).
-
-Test modules load them with `pytest_plugins = ["sshd_fixture"]` (conftest.py is owned elsewhere).
+"""pytest fixtures `sshd` (one real sshd per session, per worker), `stack` (outputs + state
+per test), `home_stack` (a stack on an sshd of its own) and `local_sshd` (for a test that runs
+sshds of its own settings): each marks its test `sshd` (tests/conftest.py loads them).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd_server import (
+
+from tests.sshd_server import (
     CLUSTER_YAML,
     LocalSshd,
     TestStack,
@@ -28,6 +29,13 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture
+def local_sshd() -> type[LocalSshd]:
+    """The sshd to start with settings of the test's own (`local_sshd(folder, set_env=...,
+    keys_lines=...)`, started and stopped by the test); marks the test `sshd`."""
+    return LocalSshd
+
+
+@pytest.fixture
 def stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TestStack:
     """Outputs file + state dir for one test, exported like a user's environment would be;
     the sshd's host key already pinned (ops.remote.ssh refuses a key it cannot check)."""
@@ -42,7 +50,7 @@ def first_contact_stack(sshd: LocalSshd, tmp_path: Path, monkeypatch: pytest.Mon
 
 
 @pytest.fixture
-def home_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def home_stack(local_sshd: type[LocalSshd], tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A stack on an sshd of its own whose sessions get `workdir/home` as HOME and the PATH
     `home/fastbin:/usr/local/bin:/usr/bin:/bin`, so a test controls ~/.profile, what is on the
     PATH before any profile runs, and where tmux/screen keep their sockets."""
@@ -58,7 +66,7 @@ def home_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         "TMUX_TMPDIR": str(sockets),
         "SCREENDIR": str(sockets / "screen"),
     }
-    server = LocalSshd(server_dir, set_env=settings).start()
+    server = local_sshd(server_dir, set_env=settings).start()
     try:
         yield make_stack(server, tmp_path, monkeypatch, pin=True)
     finally:

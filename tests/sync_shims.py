@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools import require_tool
+from tests.tools import require_tool
 
 
 def logging_ssh(shims: Path, log: Path) -> None:

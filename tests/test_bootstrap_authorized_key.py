@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import stat
 
-from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, node_entries, run_script
-
 from bootstrap.node_metadata import AUTHORIZED_KEY_KEY
+from tests.bootstrap_stubs import HEAD_INTERNAL_IP, cluster, node_entries, run_script
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq0lTestKeyOfTheClusterOnlyForThisTest"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-from bootstrap_stubs import SHIPPED_STACKS, cluster
 from ray.autoscaler._private.util import validate_config
 
 from bootstrap import autoscaler_config
 from infra.config import load_cluster_config, parse_cluster_config
+from tests.bootstrap_stubs import SHIPPED_STACKS, cluster
 
 
 def _bodies(config) -> dict[str, dict]:

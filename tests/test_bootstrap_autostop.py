@@ -10,16 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-from local_ray_head import (
-    WAIT_S,
-    Clock,
-    _wait_for,
-    instance_statuses,
-    ray_driver,
-    ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
-    run_for,
-)
-from program_grants import local_metadata_token, programs_head
 
 from bootstrap.autostop import (
     OVERRIDE_FILE,
@@ -38,8 +28,15 @@ from infra.config import parse_cluster_config
 from infra.labels import ray_labels
 from ops.cloud.autostop import override_text
 from tests.fake_compute import FakeComputeServer
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.local_ray_head import (
+    WAIT_S,
+    Clock,
+    _wait_for,
+    instance_statuses,
+    ray_driver,
+    run_for,
+)
+from tests.program_grants import local_metadata_token, programs_head
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "idle"
 WINDOW_S = 2.0  # the idle window of these tests
@@ -302,9 +299,8 @@ def test_an_ssh_session_keeps_the_cluster_up(ray_head, fake, tmp_path):
 
 
 def test_the_head_script_starts_the_daemon_from_its_metadata(tmp_path):
-    from bootstrap_stubs import run_script, stop_watchers
-
     from bootstrap.node_metadata import node_metadata
+    from tests.bootstrap_stubs import run_script, stop_watchers
 
     entries = node_metadata(CONFIG, "head", "head")
     script = entries.pop("startup-script")

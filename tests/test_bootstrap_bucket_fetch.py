@@ -12,7 +12,11 @@ import threading
 from pathlib import Path
 
 import yaml
-from bootstrap_stubs import (
+
+from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
+from bootstrap.file_mounts import bucket_name
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
+from tests.bootstrap_stubs import (
     CLOUD_PLATFORM,
     MOUNTS_KEY,
     OBJECT_VIEWER,
@@ -23,11 +27,7 @@ from bootstrap_stubs import (
     granted_node,
     stop_watchers,
 )
-from waiting import wait_for
-
-from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
-from bootstrap.file_mounts import bucket_name
-from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
+from tests.waiting import wait_for
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
 

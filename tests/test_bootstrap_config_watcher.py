@@ -10,18 +10,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from bootstrap_stubs import (
+
+from bootstrap import render_startup_script
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY
+from bootstrap.startup_script import WATCH_CONFIG_ARG
+from tests.bootstrap_stubs import (
     FakeGoogle,
     cluster,
     run_script,
     stop_watchers,
     watcher_pid_file,
 )
-from waiting import WAIT_SECONDS, wait_for
-
-from bootstrap import render_startup_script
-from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY
-from bootstrap.startup_script import WATCH_CONFIG_ARG
+from tests.waiting import WAIT_SECONDS, wait_for
 
 
 def _watchers(state_dir: Path) -> list[int]:

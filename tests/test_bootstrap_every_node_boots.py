@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
-from bootstrap_stubs import STUB_RAY_TOKEN, FakeGoogle, gce_env, stop_watchers
 
 from bootstrap.head_provider.pinned import PROVIDER_FIELD as PINNED_TYPES_FIELD
+from tests.bootstrap_stubs import STUB_RAY_TOKEN, FakeGoogle, gce_env, stop_watchers
 from tests.program_runs import head_config_text, run_stack
 
 STACKS = ["full", "gpu-docker", "tpu", "private"]

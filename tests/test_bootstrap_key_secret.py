@@ -6,10 +6,10 @@ from __future__ import annotations
 import stat
 
 import pytest
-from bootstrap_stubs import STUB_ACCOUNT, cluster, granted_node, run_script
 
 from bootstrap import render_startup_script
 from bootstrap.node_metadata import BOOTSTRAP_SSH_KEY_KEY, BOOTSTRAP_SSH_KEY_SECRET_KEY
+from tests.bootstrap_stubs import STUB_ACCOUNT, cluster, granted_node, run_script
 from tests.fake_compute.identity import IDENTITIES
 
 VERSION = "projects/my-gcp-project/secrets/ray-stubbed-ssh-key/versions/latest"

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from bootstrap_stubs import REPO
 
 from bootstrap.local_cluster import (
     LocalCluster,
@@ -21,6 +20,7 @@ from bootstrap.local_cluster import (
 )
 from bootstrap.local_processes import any_alive, processes_matching
 from infra.config import load_cluster_config
+from tests.bootstrap_stubs import REPO
 
 LOCAL_YAML = REPO / "stacks" / "clusters" / "local.yaml"
 

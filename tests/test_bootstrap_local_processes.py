@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from waiting import wait_for
 
 from bootstrap.local_processes import any_alive, processes_matching, stop_processes
+from tests.waiting import wait_for
 
 NOBODY = 65534
 TAG = "RAY_GCP_LOCAL_CLUSTER"

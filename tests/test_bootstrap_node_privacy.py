@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import stat
 
-from bootstrap_stubs import cluster, node_entries, run_script
+from tests.bootstrap_stubs import cluster, node_entries, run_script
 
 
 def _worker(tmp_path, config):

@@ -9,7 +9,10 @@ from __future__ import annotations
 import stat
 
 import pytest
-from bootstrap_stubs import (
+
+from bootstrap import render_startup_script
+from bootstrap.node_metadata import RAY_AUTH_TOKEN_FILE, RAY_AUTH_TOKEN_SECRET_KEY
+from tests.bootstrap_stubs import (
     CLOUD_PLATFORM,
     SECRET_ACCESSOR,
     STUB_ACCOUNT,
@@ -19,9 +22,6 @@ from bootstrap_stubs import (
     run_script,
     secret_of,
 )
-
-from bootstrap import render_startup_script
-from bootstrap.node_metadata import RAY_AUTH_TOKEN_FILE, RAY_AUTH_TOKEN_SECRET_KEY
 
 VERSION = "projects/my-gcp-project/secrets/ray-stubbed-auth-token/versions/1"
 TOKEN = "5e3c" * 16

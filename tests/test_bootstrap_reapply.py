@@ -9,7 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from bootstrap_stubs import (
+
+from bootstrap import node_metadata
+from bootstrap.node_metadata import VERSION_KEY
+from bootstrap.startup_script import script_version
+from tests.bootstrap_stubs import (
     cluster,
     gce_env,
     grant_head_reader,
@@ -19,11 +23,7 @@ from bootstrap_stubs import (
     run_script,
     stop_watchers,
 )
-from waiting import wait_for
-
-from bootstrap import node_metadata
-from bootstrap.node_metadata import VERSION_KEY
-from bootstrap.startup_script import script_version
+from tests.waiting import wait_for
 
 HEAD_ADDRESS = {"ray-head-address": "10.0.0.9"}
 V1_START = "ray start --address=10.0.0.9:6379"

@@ -11,10 +11,10 @@ import os
 import shlex
 
 import pytest
-from bootstrap_stubs import cluster, run_script
 
 from bootstrap import render_startup_script
 from infra.config import ConfigError
+from tests.bootstrap_stubs import cluster, run_script
 
 IMAGE = "rayproject/ray:2.9"
 LEGITIMATE = ["--ulimit nofile=65536:65536", "-e 'GREETING=hello world'", "--label a=\"b c\""]

@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from bootstrap_stubs import SHIPPED_STACKS, cluster
-from tools import require_tool
 
 from bootstrap import node_metadata, render_startup_script
 from bootstrap.startup_script import (
@@ -26,6 +24,8 @@ from bootstrap.startup_script import (
     library_code,
 )
 from infra.config import load_cluster_config
+from tests.bootstrap_stubs import SHIPPED_STACKS, cluster
+from tests.tools import require_tool
 
 # was ~22 KB with the library in plain text; +2 KB re-apply; +1 KB the bucket fetch and
 # autoscaler v2's environment for ray start; +0.5 KB Ray's token auth on every node

@@ -8,10 +8,9 @@ import json
 import shutil
 import stat
 
-from bootstrap_stubs import HEAD_INTERNAL_IP, cluster, node_entries, run_script, stop_watchers
-
 from bootstrap import render_startup_script
 from bootstrap.startup_script import LIBRARY_DELIMITER
+from tests.bootstrap_stubs import HEAD_INTERNAL_IP, cluster, node_entries, run_script, stop_watchers
 
 HEAD_NAME = "ray-stubbed-head-1a2b3c4d-compute"
 

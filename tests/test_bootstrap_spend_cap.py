@@ -13,16 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from local_ray_head import (
-    WAIT_S,
-    Clock,
-    _wait_for,
-    instance_statuses,
-    ray_driver,
-    ray_head_fixture,  # noqa: F401 (pytest finds it by name: `ray_head`)
-    run_for,
-)
-from program_grants import local_metadata_token, programs_head
 
 from bootstrap.autostop import LEDGER_FILE, Autostop, Cloud, Metadata, RayState
 from bootstrap.autostop_metadata import autostop_entries, autostop_settings
@@ -33,6 +23,15 @@ from infra.config import parse_cluster_config
 from infra.labels import ray_labels
 from infra.prices import node_type_price
 from tests.fake_compute import FakeComputeServer
+from tests.local_ray_head import (
+    WAIT_S,
+    Clock,
+    _wait_for,
+    instance_statuses,
+    ray_driver,
+    run_for,
+)
+from tests.program_grants import local_metadata_token, programs_head
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "capped"
 POLL_S = 0.1

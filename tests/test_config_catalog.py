@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bootstrap_stubs import cluster
 
 from infra.config import ConfigError, load_cluster_config
 from infra.config.catalog import as_of
+from tests.bootstrap_stubs import cluster
 
 HEAD = "available_node_types.head_t.node_config"
 WORKER = "available_node_types.worker_t.node_config"

@@ -5,9 +5,9 @@ type says what was given, what is expected and an example."""
 from __future__ import annotations
 
 import pytest
-from bootstrap_stubs import cluster
 
 from infra.config import ConfigError
+from tests.bootstrap_stubs import cluster
 
 
 @pytest.mark.parametrize(("typo", "meant"), [("availabilty_zone", "availability_zone"),

@@ -6,21 +6,20 @@ project's .venv, against the fake cloud and the stand-in gcp plugin."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.engine_cli import CliProject
-from tests.engine_stack import EngineWorkspace, cluster_nodes, repo_stack_config, require_engine
+from tests.engine_stack import EngineWorkspace, cluster_nodes, repo_stack_config
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 
 
 @pytest.fixture
-def cli(tmp_path) -> Iterator[tuple[CliProject, FakeComputeServer]]:
-    bin_dir = require_engine()
+def cli(engine_bin: Path, tmp_path) -> Iterator[tuple[CliProject, FakeComputeServer]]:
+    bin_dir = engine_bin
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         yield CliProject(EngineWorkspace(fake, bin_dir, root=tmp_path)), fake
 

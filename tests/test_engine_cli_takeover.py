@@ -7,15 +7,14 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.engine_cli import CliProject
-from tests.engine_stack import EngineWorkspace, require_engine
+from tests.engine_stack import EngineWorkspace
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 STACK = "engine-cli-takeover"
 CONFIG = {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}
@@ -23,8 +22,8 @@ SECRET_SIG = "4dabf18193072939515e22adb298388d"  # pulumi's marker of a secret v
 
 
 @pytest.fixture
-def both(tmp_path) -> Iterator[tuple[EngineWorkspace, CliProject]]:
-    bin_dir = require_engine()
+def both(engine_bin: Path, tmp_path) -> Iterator[tuple[EngineWorkspace, CliProject]]:
+    bin_dir = engine_bin
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path)
         with space.repo_stack(STACK, CONFIG) as stack_file:

@@ -26,11 +26,8 @@ from tests.engine_stack import (
     EngineRun,
     EngineWorkspace,
     cluster_nodes,
-    require_engine,
 )
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 Edit = Callable[[dict[str, Any]], None]
 Key = tuple[str, str]  # (type token, logical name)
@@ -167,10 +164,10 @@ def fake() -> Iterator[FakeComputeServer]:
 
 
 @pytest.fixture(scope="module")
-def deployed(fake: FakeComputeServer, tmp_path_factory: pytest.TempPathFactory
+def deployed(engine_bin: Path, fake: FakeComputeServer, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[Deployed]:
     """`full` and `tpu` up, from their YAML as the repo has it; their offline base plans."""
-    space = EngineWorkspace(fake, require_engine())
+    space = EngineWorkspace(fake, engine_bin)
     root = tmp_path_factory.mktemp("base")
     plans, paths = {}, {}
     for stack in ("full", "tpu"):

@@ -11,12 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.conftest import PROJECT_ROOT
-
-pytestmark = pytest.mark.engine
 
 PINNED = "3.276.0"  # engine/go.mod's pulumi/pkg and pulumi/sdk, and what `pulumi version` says
 VENV_BIN = Path(sys.executable).parent

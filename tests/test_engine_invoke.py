@@ -5,21 +5,20 @@ fake cloud and the stand-in gcp plugin."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.engine_stack import EngineWorkspace, cluster_nodes, require_engine
+from tests.engine_stack import EngineWorkspace, cluster_nodes
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 STACK = "engine-invoke"
 PROJECT, ZONE, CLUSTER = "my-gcp-project", "us-west1-a", "minimal"
 
 
 @pytest.fixture
-def user_stack(tmp_path) -> Iterator[tuple[EngineWorkspace, FakeComputeServer]]:
-    bin_dir = require_engine()
+def user_stack(engine_bin: Path, tmp_path) -> Iterator[tuple[EngineWorkspace, FakeComputeServer]]:
+    bin_dir = engine_bin
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path)
         with space.repo_stack(STACK, {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}):

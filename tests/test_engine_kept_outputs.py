@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from other_user import answered_as_nobody
-from waiting import wait_for
 
 from ops.checkpoint import checkpoint_files, state_identity
-from tests.engine_stack import ENGINE_VERSION, PROJECT_ROOT, EngineWorkspace, require_engine
+from tests.engine_stack import ENGINE_VERSION, PROJECT_ROOT, EngineWorkspace
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
+from tests.other_user import answered_as_nobody
+from tests.waiting import wait_for
 
 STACK = "kept-outputs"
 PROJECT = "ray-gcp"
@@ -114,10 +112,11 @@ def logging_cli(cache: Path, real_bin: Path, log: Path) -> None:
 
 
 @pytest.fixture
-def outputs_stack(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OutputsStack]:
+def outputs_stack(engine_bin: Path, tmp_path: Path,
+                  request: pytest.FixtureRequest) -> Iterator[OutputsStack]:
     """An outputs-only stack in a file backend, tasks with the keeper on (60 s) and the
     logging CLI; a parameter (indirect) adds to the workspace's environment."""
-    bin_dir = require_engine()
+    bin_dir = engine_bin
     state_dir, cache, log = tmp_path / "state-dir", tmp_path / "cache", tmp_path / "cli.log"
     logging_cli(cache, bin_dir, log)
     program = tmp_path / "program" / "__main__.py"

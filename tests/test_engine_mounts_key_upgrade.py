@@ -21,10 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, engine_bin, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, installed_engine_bin
 from tests.fake_compute import FakeComputeServer, Faults
 
 STATE_DIR = Path(__file__).parent / "engine_state"
@@ -52,11 +51,10 @@ def _by_type(operations: dict[str, str]) -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.engine
 def test_a_stack_with_mounts_from_before_the_key_previews_its_objects_replaced_only(
-    tmp_path: Path,
+    engine_bin: Path, tmp_path: Path,
 ) -> None:
-    bin_dir = require_engine()
+    bin_dir = engine_bin
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path)
         (space.project / "Pulumi.mounts.yaml").write_text(yaml.safe_dump(
@@ -89,7 +87,7 @@ def test_a_stack_with_mounts_from_before_the_key_previews_its_objects_replaced_o
 
 def write_state() -> None:
     """Up the stack on an empty fake and store its state: run on the release being frozen."""
-    bin_dir = engine_bin()
+    bin_dir = installed_engine_bin()
     if bin_dir is None:
         raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:

@@ -17,10 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, engine_bin, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, installed_engine_bin
 from tests.fake_compute import FakeComputeServer, Faults
 
 STATE_DIR = Path(__file__).parent / "engine_state"
@@ -29,9 +28,9 @@ SALT = STATE_DIR / "full.encryptionsalt"
 CLUSTER = {"ray-gcp:cluster": "stacks/clusters/full.yaml"}
 
 
-@pytest.mark.engine
-def test_previous_release_state_previews_without_replacement(tmp_path: Path) -> None:
-    bin_dir = require_engine()
+def test_previous_release_state_previews_without_replacement(engine_bin: Path,
+                                                             tmp_path: Path) -> None:
+    bin_dir = engine_bin
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path)
         (space.project / "Pulumi.full.yaml").write_text(yaml.safe_dump(
@@ -83,7 +82,7 @@ def _name_of(urn: str) -> str:
 
 def write_state() -> None:
     """Up `full` on an empty fake and store its state: run on the release being frozen."""
-    bin_dir = engine_bin()
+    bin_dir = installed_engine_bin()
     if bin_dir is None:
         raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fake_oslogin import FakeOsLogin
 
 from ops.remote.os_login import ENDPOINT_ENV, KEY_FILE, login_key, public_line
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.identity import USER
-
-pytestmark = pytest.mark.engine
+from tests.fake_oslogin import FakeOsLogin
 
 STACK = "engine-os-login"
 ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
@@ -27,8 +25,9 @@ PROJECT = "my-gcp-project"
 
 
 @pytest.fixture
-def os_login_stack(tmp_path: Path) -> Iterator[tuple[EngineWorkspace, FakeOsLogin]]:
-    bin_dir = require_engine()
+def os_login_stack(engine_bin: Path,
+                   tmp_path: Path) -> Iterator[tuple[EngineWorkspace, FakeOsLogin]]:
+    bin_dir = engine_bin
     cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/minimal.yaml").read_text())
     cluster["cluster_name"] = "oslogin"
     cluster["provider"]["os_login"] = {"principal": f"user:{ACCOUNT}"}

@@ -16,10 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 STACK = "engine-policy"
 STACK_FILE = PROJECT_ROOT / "stacks" / f"Pulumi.{STACK}.yaml"
@@ -38,9 +36,10 @@ Violation = tuple[str, str, str]  # (level, policy, resource)
 
 
 @pytest.fixture
-def policy_stack(tmp_path: Path) -> Iterator[tuple[EngineWorkspace, FakeComputeServer, Path]]:
+def policy_stack(engine_bin: Path,
+                 tmp_path: Path) -> Iterator[tuple[EngineWorkspace, FakeComputeServer, Path]]:
     """The stack `engine-policy` (minimal.yaml) whose pack config is the returned file."""
-    bin_dir = require_engine()
+    bin_dir = engine_bin
     pack_config = tmp_path / "guardrails.json"
     pack_config.write_text(json.dumps(THREE_BROKEN))
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:

@@ -16,6 +16,7 @@ import json
 import tarfile
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,12 +27,9 @@ from tests.engine_stack import (
     cluster_nodes,
     repo_stack_config,
     repo_stacks,
-    require_engine,
 )
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.identity import USER, USER_SCOPES
-
-pytestmark = pytest.mark.engine
 
 INSTANCE = "gcp:compute/instance:Instance"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
@@ -49,8 +47,8 @@ def fake() -> Iterator[FakeComputeServer]:
 
 
 @pytest.fixture(scope="module")
-def workspace(fake: FakeComputeServer) -> Iterator[EngineWorkspace]:
-    space = EngineWorkspace(fake, require_engine())
+def workspace(engine_bin: Path, fake: FakeComputeServer) -> Iterator[EngineWorkspace]:
+    space = EngineWorkspace(fake, engine_bin)
     yield space
     space.cleanup()
 

@@ -18,10 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 CLUSTER = "engine-up-yaml"
 TRACKED_STACKS = PROJECT_ROOT / "stacks"
@@ -30,10 +28,11 @@ USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PA
 
 
 @pytest.fixture
-def user(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Path]]:
+def user(engine_bin: Path,
+         tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Path]]:
     """The environment of a user who set up nothing for pulumi (the engine pointed at the
     fake), the fake cloud, and the user's own cluster YAML outside the project."""
-    bin_dir = require_engine()
+    bin_dir = engine_bin
     cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/minimal.yaml").read_text())
     cluster["cluster_name"] = CLUSTER
     cluster_yaml = tmp_path / "my-cluster.yaml"

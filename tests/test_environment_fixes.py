@@ -20,7 +20,7 @@ import pytest
 
 from infra.ssh_keys import generate_key_pair
 from ops.errors import environment_fix, user_errors
-from tests.engine_stack import PROJECT_ROOT, require_engine
+from tests.engine_stack import PROJECT_ROOT
 
 PASSPHRASE_FIX = "the passphrase does not open this stack's secrets"
 LOGIN_FIX = "pulumi has no backend to keep the stack's state in: run `pulumi login`"
@@ -28,9 +28,9 @@ EXPIRED_FIX = "Google refused the credentials (expired or revoked)"
 NO_ADC_FIX = "no Google credentials on this machine: run `gcloud auth application-default login`"
 
 
-def engine_says(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
+def engine_says(engine_bin: Path, tmp_path: Path, *args: str, env: dict[str, str]) -> str:
     """What the pinned engine prints for `pulumi ARGS` in a YAML project of its own."""
-    cli = require_engine() / "pulumi"
+    cli = engine_bin / "pulumi"
     (tmp_path / "Pulumi.yaml").write_text("name: x\nruntime: yaml\n")
     base = {"PATH": os.environ["PATH"], "PULUMI_HOME": str(tmp_path / "home"),
             "PULUMI_SKIP_UPDATE_CHECK": "true"}
@@ -39,22 +39,20 @@ def engine_says(tmp_path: Path, *args: str, env: dict[str, str]) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.engine
-def test_the_engines_wrong_passphrase_error_is_the_passphrase_fix(tmp_path):
+def test_the_engines_wrong_passphrase_error_is_the_passphrase_fix(engine_bin, tmp_path):
     backend = {"PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}"}
     (tmp_path / "state").mkdir()
     right = {**backend, "PULUMI_CONFIG_PASSPHRASE": "right"}
-    engine_says(tmp_path, "stack", "init", "s", env=right)
-    engine_says(tmp_path, "config", "set", "--secret", "k", "v", "-s", "s", env=right)
-    said = engine_says(tmp_path, "config", "get", "k", "-s", "s",
+    engine_says(engine_bin, tmp_path, "stack", "init", "s", env=right)
+    engine_says(engine_bin, tmp_path, "config", "set", "--secret", "k", "v", "-s", "s", env=right)
+    said = engine_says(engine_bin, tmp_path, "config", "get", "k", "-s", "s",
                        env={**backend, "PULUMI_CONFIG_PASSPHRASE": "wrong"})
     assert "incorrect passphrase" in said
     assert environment_fix(said).startswith(PASSPHRASE_FIX)
 
 
-@pytest.mark.engine
-def test_the_engines_no_login_error_is_the_login_fix(tmp_path):
-    said = engine_says(tmp_path, "stack", "ls", env={})
+def test_the_engines_no_login_error_is_the_login_fix(engine_bin, tmp_path):
+    said = engine_says(engine_bin, tmp_path, "stack", "ls", env={})
     assert environment_fix(said).startswith(LOGIN_FIX)
 
 

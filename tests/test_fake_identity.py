@@ -159,7 +159,7 @@ def test_a_nodes_metadata_token_works_at_the_cloud_apis_by_its_own_accounts_gran
         fake) -> None:
     """One token registry: what the fake metadata server (tests/bootstrap_stubs.py) hands a
     node is its account's token at every fake API, judged by that account's grants alone."""
-    from bootstrap_stubs import FakeGoogle
+    from tests.bootstrap_stubs import FakeGoogle
 
     with FakeGoogle(service_account=WORKER, scopes=(CLOUD_PLATFORM,), project=PROJECT) as node:
         answer = requests.get(f"{node.url}/computeMetadata/v1/instance/service-accounts/"

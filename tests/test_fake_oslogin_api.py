@@ -12,9 +12,10 @@ from typing import Any
 import google.auth
 import httplib2
 import pytest
-from fake_oslogin import FakeOsLogin
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
+
+from tests.fake_oslogin import FakeOsLogin
 
 ME, OTHER = "me@example.com", "other@example.com"
 PROJECT = "p"

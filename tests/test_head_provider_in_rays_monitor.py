@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bootstrap_stubs import cluster, node_entries, run_script
-from tools import env_tool
-from waiting import wait_for
 
 from bootstrap import autoscaler_config
 from bootstrap.head_provider_metadata import ARCHIVE_NAME, SHIPPED_PACKAGE
 from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
+from tests.bootstrap_stubs import cluster, node_entries, run_script
+from tests.tools import env_tool
+from tests.waiting import wait_for
 
 # What the head's script puts in `ray start`'s environment for the autoscaler.
 START_ENV = ("PYTHONPATH", "RAY_enable_autoscaler_v2", "RAY_CLOUD_INSTANCE_ID",

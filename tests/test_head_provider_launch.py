@@ -11,14 +11,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from ray_cooperation import (
+
+from tests.fake_compute import FakeComputeServer, Faults
+from tests.ray_cooperation import (
     as_the_programs_head,
     autoscaler_launch,
     market_of_instance,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
 )
-
-from tests.fake_compute import FakeComputeServer, Faults
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "c"
 SPOT = {"machineType": "n1-standard-2",

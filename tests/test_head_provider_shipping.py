@@ -15,13 +15,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-from bootstrap_stubs import cluster, node_entries, run_script, stop_watchers
-from waiting import wait_for
-
 import bootstrap.head_provider_metadata as shipping
 from bootstrap import autoscaler_config
 from bootstrap.node_metadata import VERSION_KEY
 from bootstrap.startup_script import script_version
+from tests.bootstrap_stubs import cluster, node_entries, run_script, stop_watchers
+from tests.waiting import wait_for
 
 ARCHIVE = "ray_head_provider.zip"
 DOCKER = {"image": "rayproject/ray:2.9", "container_name": "rc"}

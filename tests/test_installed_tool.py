@@ -23,10 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes
 from tests.fake_compute import FakeComputeServer, Faults
-
-pytestmark = pytest.mark.engine
 
 CLUSTER = "my-own-cluster"
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
@@ -62,11 +60,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def user(installed: Path, tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer,
-                                                             Path]]:
+def user(engine_bin: Path, installed: Path,
+         tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer, Path]]:
     """A user's own project folder (a cluster YAML with a relative file mount, the folder it
     names), their environment with nothing set up for pulumi, and the fake cloud."""
-    bin_dir = require_engine()
+    bin_dir = engine_bin
     folder = tmp_path / "my-project"
     (folder / "data").mkdir(parents=True)
     (folder / "data" / "train.csv").write_text("a,b\n1,2\n")

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import stat
 
-from bootstrap_stubs import cluster, run_script, stop_watchers
-from waiting import wait_for
-
 from bootstrap import render_startup_script
+from tests.bootstrap_stubs import cluster, run_script, stop_watchers
+from tests.waiting import wait_for
 
 
 def mode(path) -> int:

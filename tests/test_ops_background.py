@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_ops_warm_ssh import daemon_pid
-from waiting import wait_for
 
 from ops.background import PROJECT_ROOT, minimal_environment, request_line, start_detached
+from tests.socket_peers import daemon_pid
+from tests.waiting import wait_for
 
 
 def test_the_environment_kept_is_where_things_are_and_our_own_settings():

@@ -20,11 +20,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from sshd_server import LocalSshd, keygen
-from sync_shims import logging_ssh, logging_tar
-from tools import require_tool
 
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import LocalSshd, keygen
+from tests.sync_shims import logging_ssh, logging_tar
+from tests.tools import require_tool
 
 WAYS = {"tar": {}, "tarfile": {}, "sftp": {"RAY_GCP_SYNC": "sftp"}}
 """tar: the local GNU tar unpacks the node's stream; tarfile: the tar on PATH is not GNU's
@@ -197,10 +196,11 @@ def test_a_fetch_is_one_ssh_run(stack, tmp_path):
     assert stack.ssh_log.read_text().count("run") == 1
 
 
-def node_with_tools(tmp_path: Path, monkeypatch, tools: dict[str, str], links: list[str]):
+def node_with_tools(local_sshd: type[LocalSshd], tmp_path: Path, monkeypatch,
+                    tools: dict[str, str], links: list[str]):
     """A stack on an sshd of its own whose sessions' PATH holds only `tools` (name -> sh
     script) and `links` (the system's programs of those names)."""
-    from sshd_fixture import make_stack  # loaded as a plugin first (pytest_plugins)
+    from tests.sshd_fixture import make_stack
 
     folder = tmp_path / "node-bin"
     folder.mkdir()
@@ -211,7 +211,7 @@ def node_with_tools(tmp_path: Path, monkeypatch, tools: dict[str, str], links: l
         (folder / program).chmod(0o755)
     server_dir = tmp_path / "sshd"
     server_dir.mkdir()
-    server = LocalSshd(server_dir, set_env={"PATH": str(folder)})
+    server = local_sshd(server_dir, set_env={"PATH": str(folder)})
     return server, lambda: logged(make_stack(server, tmp_path, monkeypatch, pin=True), tmp_path)
 
 
@@ -219,10 +219,10 @@ NODE_BASICS = ["head", "xargs", "sh", "base64", "stat", "mkdir"]
 
 
 @pytest.mark.parametrize("missing", ["tar", "find"])
-def test_a_head_without_gnu_tar_or_find_is_fetched_from_over_sftp(missing, tmp_path,
+def test_a_head_without_gnu_tar_or_find_is_fetched_from_over_sftp(local_sshd, missing, tmp_path,
                                                                    monkeypatch):
     links = [*NODE_BASICS, *({"tar", "find"} - {missing})]
-    server, make = node_with_tools(tmp_path, monkeypatch, {}, links)
+    server, make = node_with_tools(local_sshd, tmp_path, monkeypatch, {}, links)
     remote, local = tmp_path / "remote", tmp_path / "local"
     remote.mkdir()
     (remote / "a.txt").write_text("a\n")
@@ -233,7 +233,8 @@ def test_a_head_without_gnu_tar_or_find_is_fetched_from_over_sftp(missing, tmp_p
     assert (local / "a.txt").read_text() == "a\n"
 
 
-def test_a_file_gone_before_the_pack_is_left_out_with_the_nodes_word(tmp_path, monkeypatch):
+def test_a_file_gone_before_the_pack_is_left_out_with_the_nodes_word(local_sshd, tmp_path,
+                                                                      monkeypatch):
     """The node's tar removes one listed file first, as a job that deletes it meanwhile
     would; GNU tar says so and goes on with the rest."""
     remote, local = tmp_path / "remote", tmp_path / "local"
@@ -242,7 +243,7 @@ def test_a_file_gone_before_the_pack_is_left_out_with_the_nodes_word(tmp_path, m
     (remote / "kept.txt").write_text("k\n")
     racing_tar = (f'case "$*" in *" -c "*|-c*) rm -f "{remote}/gone.txt" ;; esac\n'
                   f'exec "{require_tool("tar")}" "$@"')
-    server, make = node_with_tools(tmp_path, monkeypatch, {"tar": racing_tar},
+    server, make = node_with_tools(local_sshd, tmp_path, monkeypatch, {"tar": racing_tar},
                                    [*NODE_BASICS, "find", "rm"])
     with server:
         result = make().invoke("rsync-down", str(remote), str(local))
@@ -279,7 +280,8 @@ def hostile_archive(outside: Path) -> bytes:
     return buffer.getvalue()
 
 
-def fetch_from_a_lying_node(tmp_path: Path, monkeypatch, records: list[tuple[str, str, str, str]],
+def fetch_from_a_lying_node(local_sshd: type[LocalSshd], tmp_path: Path, monkeypatch,
+                            records: list[tuple[str, str, str, str]],
                             archive: bytes, destination: Path, gnu_here: bool):
     """`rsync-down /anywhere` from a node whose `find` prints `records` (type, mode, path, link
     target) whatever it is asked and whose `tar` sends `archive` whatever names it is given;
@@ -294,7 +296,7 @@ def fetch_from_a_lying_node(tmp_path: Path, monkeypatch, records: list[tuple[str
         "tar": f'case "$1" in --version) echo "tar (GNU tar) 1.34" ;;'
                f' *) cat > /dev/null; cat "{tmp_path / "lying.tar"}" ;; esac',
     }
-    server, make = node_with_tools(tmp_path, monkeypatch, tools, [*NODE_BASICS, "cat"])
+    server, make = node_with_tools(local_sshd, tmp_path, monkeypatch, tools, [*NODE_BASICS, "cat"])
     with server:
         stack = make()
         logging_tar(tmp_path / "shims", tmp_path / "tar-runs.log", gnu=gnu_here)
@@ -312,7 +314,7 @@ HOSTILE_LISTING = [  # find's records as a lying node prints them
 
 
 @pytest.mark.parametrize("local_tar", ["GNU's", "not GNU's"])
-def test_a_hostile_nodes_listing_and_archive_land_nothing_outside(local_tar, tmp_path,
+def test_a_hostile_nodes_listing_and_archive_land_nothing_outside(local_sshd, local_tar, tmp_path,
                                                                   monkeypatch):
     """Unpacked here by GNU tar (given only the names asked for) or, where the local tar
     is not GNU's, by Python's tarfile (which names each member it refuses)."""
@@ -324,7 +326,7 @@ def test_a_hostile_nodes_listing_and_archive_land_nothing_outside(local_tar, tmp
     aimed_at = tmp_path / "aimed-at"
     aimed_at.mkdir()
     (aimed_at / "mine.txt").write_text("mine")
-    result = fetch_from_a_lying_node(tmp_path, monkeypatch, HOSTILE_LISTING,
+    result = fetch_from_a_lying_node(local_sshd, tmp_path, monkeypatch, HOSTILE_LISTING,
                                      hostile_archive(aimed_at), destination,
                                      gnu_here=local_tar == "GNU's")
     assert result.returncode == 0, result.stderr
@@ -404,8 +406,8 @@ BOTH_TARS = pytest.mark.parametrize("local_tar", ["GNU's", "not GNU's"])
 
 
 @BOTH_TARS
-def test_a_listed_folder_that_arrives_as_a_link_moves_nothing_of_yours(local_tar, tmp_path,
-                                                                      monkeypatch):
+def test_a_listed_folder_that_arrives_as_a_link_moves_nothing_of_yours(local_sshd, local_tar,
+                                                                       tmp_path, monkeypatch):
     """The node lists `x/` and `x/id_ed25519`, then its tar makes `x` a link to the user's
     ~/.ssh before (and after) the file under it: the user's key stays where it is."""
     ssh_folder = tmp_path / "home" / ".ssh"
@@ -417,7 +419,7 @@ def test_a_listed_folder_that_arrives_as_a_link_moves_nothing_of_yours(local_tar
                              ("x", link[1], b"", link[0], 0o777)])
     destination = tmp_path / "dest"
     result = fetch_from_a_lying_node(
-        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "x", ""),
+        local_sshd, tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "x", ""),
                                 ("f", "600", "x/id_ed25519", "")],
         archive, destination, gnu_here=local_tar == "GNU's")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
@@ -429,7 +431,7 @@ def test_a_listed_folder_that_arrives_as_a_link_moves_nothing_of_yours(local_tar
 
 
 @BOTH_TARS
-def test_a_member_the_listing_did_not_promise_never_hangs_the_fetch(local_tar, tmp_path,
+def test_a_member_the_listing_did_not_promise_never_hangs_the_fetch(local_sshd, local_tar, tmp_path,
                                                                    monkeypatch):
     """A folder arrives as a link (an empty stand-in under GNU tar) with a file under it, then
     names enough to fill any pipe: the fetch ends, with what was asked for."""
@@ -439,7 +441,7 @@ def test_a_member_the_listing_did_not_promise_never_hangs_the_fetch(local_tar, t
                  for index in range(3000))]
     destination = tmp_path / "dest"
     result = fetch_from_a_lying_node(
-        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "x", ""),
+        local_sshd, tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "x", ""),
                                 ("f", "644", "x/a.txt", "")],
         lying_archive(members), destination, gnu_here=local_tar == "GNU's")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
@@ -448,7 +450,8 @@ def test_a_member_the_listing_did_not_promise_never_hangs_the_fetch(local_tar, t
 
 
 @BOTH_TARS
-def test_a_file_the_stream_breaks_off_in_is_never_placed(local_tar, tmp_path, monkeypatch):
+def test_a_file_the_stream_breaks_off_in_is_never_placed(local_sshd, local_tar, tmp_path,
+                                                         monkeypatch):
     """The stream ends inside the second file's data: the first (whole) may land, the second
     never does, and the break is one line."""
     archive = lying_archive([("whole.txt", tarfile.REGTYPE, b"w" * 1000, "", 0o644),
@@ -456,7 +459,7 @@ def test_a_file_the_stream_breaks_off_in_is_never_placed(local_tar, tmp_path, mo
                             cut=60_000)
     destination = tmp_path / "dest"
     result = fetch_from_a_lying_node(
-        tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "whole.txt", ""),
+        local_sshd, tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "whole.txt", ""),
                                 ("f", "755", "cut.sh", "")],
         archive, destination, gnu_here=local_tar == "GNU's")
     assert result.returncode != 0 and "Traceback" not in result.stderr
@@ -466,15 +469,15 @@ def test_a_file_the_stream_breaks_off_in_is_never_placed(local_tar, tmp_path, mo
 
 
 @BOTH_TARS
-def test_a_name_of_many_megabytes_is_refused_in_one_line_by_either_tar(local_tar, tmp_path,
-                                                                      monkeypatch):
+def test_a_name_of_many_megabytes_is_refused_in_one_line_by_either_tar(local_sshd, local_tar,
+                                                                       tmp_path, monkeypatch):
     """A long-name header of 16 MiB from a lying node is refused at its size, before it is
     read, whichever tar unpacks here (GNU tar would hold it whole in memory too)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
         info = tarfile.TarInfo("n" * (16 << 20))
         archive.addfile(info, io.BytesIO(b""))
-    result = fetch_from_a_lying_node(tmp_path, monkeypatch, [("d", "755", "", ""),
+    result = fetch_from_a_lying_node(local_sshd, tmp_path, monkeypatch, [("d", "755", "", ""),
                                                              ("f", "644", "a.txt", "")],
                                      buffer.getvalue(), tmp_path / "dest",
                                      gnu_here=local_tar == "GNU's")
@@ -484,8 +487,8 @@ def test_a_name_of_many_megabytes_is_refused_in_one_line_by_either_tar(local_tar
 
 
 @BOTH_TARS
-def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_tar, tmp_path,
-                                                                     monkeypatch):
+def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_sshd, local_tar,
+                                                                        tmp_path, monkeypatch):
     """An unwritable folder with a link inside, aimed at a file of the user's: the cleanup of
     what was unpacked here (TemporaryDirectory's chmodded through links before Python
     3.11.8, CVE-2023-6597) leaves the user's file as it was."""
@@ -497,7 +500,7 @@ def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_ta
                              ("d/a.txt", tarfile.REGTYPE, b"a", "", 0o644)])
     destination = tmp_path / "dest"
     result = fetch_from_a_lying_node(
-        tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "d", ""),
+        local_sshd, tmp_path, monkeypatch, [("d", "755", "", ""), ("d", "755", "d", ""),
                                 ("f", "644", "d/a.txt", ""), ("f", "644", "d/l", "")],
         archive, destination, gnu_here=local_tar == "GNU's")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
@@ -508,13 +511,13 @@ def test_a_folder_and_a_link_the_node_sends_never_change_a_mode_outside(local_ta
 
 
 @BOTH_TARS
-def test_endless_members_not_asked_for_end_the_fetch_in_one_line(local_tar, tmp_path,
+def test_endless_members_not_asked_for_end_the_fetch_in_one_line(local_sshd, local_tar, tmp_path,
                                                                 monkeypatch):
     """Every member left out is named, so a node sending members nobody asked for without end
     would grow that list without end: past 10,000 the stream is refused in one line."""
     members = [(f"unasked-{index}", tarfile.REGTYPE, b"", "", 0o644) for index in range(10_001)]
     result = fetch_from_a_lying_node(
-        tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "a.txt", "")],
+        local_sshd, tmp_path, monkeypatch, [("d", "755", "", ""), ("f", "644", "a.txt", "")],
         lying_archive(members), tmp_path / "dest", gnu_here=local_tar == "GNU's")
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "could not be read (over 10000 members that could not be taken)" in result.stderr

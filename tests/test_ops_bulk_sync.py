@@ -14,13 +14,11 @@ import stat
 from pathlib import Path
 
 import pytest
-from sshd_server import LocalSshd, keygen
-from sync_shims import logging_ssh, logging_tar
-from tools import require_tool
 
 from ops.remote.openssh import system_ssh
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import keygen
+from tests.sync_shims import logging_ssh, logging_tar
+from tests.tools import require_tool
 
 WAYS = {"tar": {}, "tarfile": {}, "sftp": {"RAY_GCP_SYNC": "sftp"}}
 """tar: the system's GNU tar writes a folder's stream; tarfile: the tar on PATH is not GNU's
@@ -266,11 +264,12 @@ def test_a_destination_the_node_cannot_make_is_one_line(way, tmp_path):
 
 
 @pytest.mark.parametrize("node_tar", ["none", "not GNU's"])
-def test_a_node_without_gnu_tar_is_served_over_sftp(node_tar, tmp_path, monkeypatch):
+def test_a_node_without_gnu_tar_is_served_over_sftp(node_tar, local_sshd, tmp_path,
+                                                     monkeypatch):
     """The node's PATH has what the stat step uses but no tar, or a tar that is not GNU's
     (whose options the stream uses): the stream is refused there and the files go over
     SFTP."""
-    from sshd_fixture import make_stack  # loaded as a plugin first (pytest_plugins)
+    from tests.sshd_fixture import make_stack
 
     tools = tmp_path / "node-bin"
     tools.mkdir()
@@ -281,7 +280,7 @@ def test_a_node_without_gnu_tar_is_served_over_sftp(node_tar, tmp_path, monkeypa
         (tools / "tar").chmod(0o755)
     server_dir = tmp_path / "sshd"
     server_dir.mkdir()
-    with LocalSshd(server_dir, set_env={"PATH": str(tools)}) as server:
+    with local_sshd(server_dir, set_env={"PATH": str(tools)}) as server:
         stack = make_stack(server, tmp_path, monkeypatch, pin=True)
         stack.ssh_log = tmp_path / "ssh-runs.log"
         logging_ssh(tmp_path / "shims", stack.ssh_log)

@@ -10,12 +10,6 @@ import sys
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
-from bootstrap_stubs import REPO, SHIPPED_STACKS
-from ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
-    as_the_programs_head,
-    autoscaler_launch,
-    ray_apis_fixture,
-)
 
 from bootstrap.local_cluster import free_port
 from infra.config import load_cluster_config, parse_cluster_config
@@ -28,7 +22,13 @@ from ops.review.prices import (
     region_factor,
     staleness_warning,
 )
+from tests.bootstrap_stubs import REPO, SHIPPED_STACKS
 from tests.fake_compute import FakeComputeServer
+from tests.ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
+    as_the_programs_head,
+    autoscaler_launch,
+    ray_apis_fixture,
+)
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-c", "priced"  # us-west1-c offers TPU v5e
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)

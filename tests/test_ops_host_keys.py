@@ -10,7 +10,6 @@ import stat
 
 import paramiko
 import pytest
-from sshd_server import keygen, stack_outputs_for
 
 from ops.errors import OpsError
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV, published_host_keys
@@ -18,8 +17,7 @@ from ops.remote.ssh import Connector
 from ops.remote.ssh_config import write_ssh_config
 from ops.stack import load_outputs
 from tests.fake_compute import FakeComputeServer
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import keygen, stack_outputs_for
 
 PROJECT, ZONE, HEAD = "test-project", "us-west1-a", "ray-local-head-0000"
 

@@ -17,7 +17,7 @@ from ops.lifecycle.apis import quota_apis
 from ops.lifecycle.network_check import network_warnings
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_retry
-from tests.test_ops_up_refreshes import RecordingStack
+from tests.recording_stacks import RecordingStack
 
 CLUSTERS = Path(__file__).resolve().parents[1] / "stacks" / "clusters"
 PROJECT = "my-gcp-project"

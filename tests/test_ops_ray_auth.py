@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from bootstrap_stubs import REPO
 
 from bootstrap.autostop import ApiError, RayState
 from bootstrap.local_cluster import LocalCluster, free_port, local_up
@@ -30,6 +29,7 @@ from ops.remote.ray_auth import (
     write_local_token,
 )
 from ops.stack import StackOutputs
+from tests.bootstrap_stubs import REPO
 
 LOCAL_YAML = REPO / "stacks" / "clusters" / "local.yaml"
 RAY_TIMEOUT_S = 300  # an upper bound for a loaded machine, not a speed requirement

@@ -9,7 +9,6 @@ import subprocess
 import tarfile
 
 import pytest
-from tools import require_tool
 
 from ops.remote.tar_headers import (
     NAME_CAP,
@@ -18,6 +17,7 @@ from ops.remote.tar_headers import (
     padded,
     rewritten_header,
 )
+from tests.tools import require_tool
 
 
 def members_of(stream: bytes) -> list[tuple[str, bytes, int]]:

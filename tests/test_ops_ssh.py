@@ -6,13 +6,11 @@ import io
 
 import paramiko
 import pytest
-from sshd_server import keygen, stack_outputs_for
 
 from ops.errors import OpsError
 from ops.remote.ssh import Connector
 from ops.stack import load_outputs, parse_outputs
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import keygen, stack_outputs_for
 
 
 def test_first_connection_pins_host_key_and_prints_fingerprint(first_contact_stack, sshd):
@@ -48,7 +46,7 @@ def test_changed_host_key_is_refused_with_clear_message(stack, sshd, tmp_path):
 
 
 def test_unreachable_head_names_ip_and_port(stack, sshd):
-    from sshd_server import free_port
+    from tests.sshd_server import free_port
 
     port = free_port()  # nothing listens there
     outputs = parse_outputs("test", stack_outputs_for(sshd, ssh_port=port))

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from sshd_server import stack_outputs_for
 
 from ops.errors import OpsError
 from ops.stack import load_outputs
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import stack_outputs_for
 
 
 def test_head_address_prefers_external_ip(stack):

@@ -4,26 +4,9 @@ command: the refresh lowers a group's count in the state and the up makes the no
 from __future__ import annotations
 
 import io
-from types import SimpleNamespace
-from typing import Any
 
 from ops.lifecycle import pulumi_cli
-
-
-class RecordingStack:
-    """The Automation API stack calls `invoke up` makes, in order."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def __getattr__(self, operation: str) -> Any:  # refresh, preview, destroy
-        return lambda **kwargs: self.calls.append((operation, kwargs))
-
-    def export_stack(self) -> SimpleNamespace:
-        return SimpleNamespace(deployment={"resources": []})  # no TPU slice to ask about
-
-    def up(self, **kwargs: Any) -> None:
-        self.calls.append(("up", kwargs))
+from tests.recording_stacks import RecordingStack
 
 
 def test_up_refreshes_first_so_lost_workers_are_recreated(monkeypatch):

@@ -11,7 +11,7 @@ from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.lifecycle import pulumi_cli
 from tests.fake_compute import FakeComputeServer
-from tests.test_ops_up_refreshes import RecordingStack
+from tests.recording_stacks import RecordingStack
 
 PROJECT = "my-gcp-project"
 ZONE = "us-central1-f"  # stacks/clusters/tpu.yaml: a CPU head and 7 on-demand v2-8 (56 cores)

@@ -11,21 +11,19 @@ import os
 import signal
 import socket
 import stat
-import struct
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from other_user import answered_as_nobody
-from sshd_server import keygen
-from tools import require_tool
-from waiting import wait_for
 
 from ops.remote.openssh import control_folder, control_prefix
 from ops.remote.warm import stop_daemon
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.other_user import answered_as_nobody
+from tests.socket_peers import daemon_pid, short
+from tests.sshd_server import keygen
+from tests.tools import require_tool
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -54,19 +52,6 @@ def openssh_masters(stack) -> list[Path]:
     """The ControlMaster sockets rsync-up's OpenSSH left for the stack (ops.remote.openssh)."""
     prefix = control_prefix(stack.state_dir / stack.name / "known_hosts")
     return sorted(control_folder().glob(f"{prefix}-*"))
-
-
-def short(path: Path) -> str:
-    """`path` through its folder's descriptor: a unix socket path holds 108 bytes."""
-    return f"/proc/{os.getpid()}/fd/{os.open(path.parent, os.O_RDONLY)}/{path.name}"
-
-
-def daemon_pid(path: Path) -> int:
-    with socket.socket(socket.AF_UNIX) as probe:
-        probe.connect(short(path))
-        credentials = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                       struct.calcsize("3i"))
-    return struct.unpack("3i", credentials)[0]
 
 
 def _answers(path: Path) -> bool:

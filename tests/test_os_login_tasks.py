@@ -17,10 +17,6 @@ from pathlib import Path
 
 import paramiko
 import pytest
-from fake_oslogin import FakeOsLogin
-from sshd_fixture import make_stack
-from sshd_server import LocalSshd, TestStack, stack_outputs_for
-from waiting import wait_for
 
 from ops.remote.os_login import (
     ACCOUNT_ENV,
@@ -36,6 +32,10 @@ from ops.remote.ssh import Connector
 from ops.remote.warm import stop_daemon
 from ops.stack import load_outputs
 from tests.fake_compute.identity import USER
+from tests.fake_oslogin import FakeOsLogin
+from tests.sshd_fixture import make_stack
+from tests.sshd_server import LocalSshd, TestStack, stack_outputs_for
+from tests.waiting import wait_for
 
 ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
 SYSTEM_PYTHON = Path("/usr/bin/python3")  # sshd runs only root-owned AuthorizedKeysCommands
@@ -64,7 +64,7 @@ class OsLoginVm:
 
 
 @pytest.fixture
-def vm(tmp_path: Path) -> Iterator[OsLoginVm]:
+def vm(local_sshd: type[LocalSshd], tmp_path: Path) -> Iterator[OsLoginVm]:
     if not SYSTEM_PYTHON.is_file():
         pytest.skip("no /usr/bin/python3 for the sshd's AuthorizedKeysCommand")
     with FakeOsLogin({ACCOUNT: getpass.getuser()}) as fake:
@@ -74,7 +74,7 @@ def vm(tmp_path: Path) -> Iterator[OsLoginVm]:
                  f"AuthorizedKeysCommand {SYSTEM_PYTHON} {KEYS_COMMAND} "
                  f"http://{fake.endpoint} %u",
                  f"AuthorizedKeysCommandUser {getpass.getuser()}"]
-        with LocalSshd(folder, keys_lines=lines) as sshd:
+        with local_sshd(folder, keys_lines=lines) as sshd:
             yield OsLoginVm(fake, sshd)
 
 

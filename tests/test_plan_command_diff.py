@@ -3,12 +3,11 @@ each under its stage, not as a line count; file_mounts appear only as their arch
 
 from __future__ import annotations
 
-from bootstrap_stubs import cluster
-
 from bootstrap import render_startup_script
 from ops.review.command_diff import command_diff, script_commands
 from ops.review.plan_diff import diff_plans
 from ops.review.plan_markdown import render_markdown
+from tests.bootstrap_stubs import cluster
 
 
 def _script(**overrides) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +25,11 @@ from ops.review.plan_diff import DiffRow, diff_plans
 from ops.review.plan_effects import REAPPLY_NOTE, node_effect
 from ops.review.plan_markdown import change_lines, render_markdown
 from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
+from tests.plan_repos import BASE_YAML, git_commit_all, write_stack
 
-BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
-# In us-west1-c, which offers the TPU the TPU scenarios add (v5e; us-west1-a offers no TPU).
-BASE_YAML["provider"]["availability_zone"] = "us-west1-c"
 WORKER = "ray_worker_small"
 HEAD_TYPE = BASE_YAML["head_node_type"]
 IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
-
-
-def write_stack(root: Path, stack: str, cluster: dict[str, Any]) -> None:
-    (root / "stacks/clusters").mkdir(parents=True, exist_ok=True)
-    (root / f"stacks/clusters/{stack}.yaml").write_text(yaml.safe_dump(cluster))
-    (root / f"stacks/Pulumi.{stack}.yaml").write_text(
-        yaml.safe_dump({"config": {"ray-gcp:cluster": f"stacks/clusters/{stack}.yaml"}})
-    )
 
 
 def edited(edit) -> dict[str, Any]:
@@ -312,14 +301,6 @@ def test_bootstrap_config_key_matches_bootstrap() -> None:
     from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY as BOOTSTRAP_KEY
 
     assert BOOTSTRAP_CONFIG_KEY == BOOTSTRAP_KEY
-
-
-def git_commit_all(root: Path, message: str) -> None:
-    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
-    if not (root / ".git").exists():
-        subprocess.run(["git", "init", "-q", str(root)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", message], check=True)
 
 
 def test_diff_against_a_ref_without_a_planner_plans_its_yaml_and_says_so(

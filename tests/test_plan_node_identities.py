@@ -3,11 +3,10 @@ and warns when a node_config's own account cannot do what its node needs."""
 
 from __future__ import annotations
 
-from bootstrap_stubs import cluster
-
 from bootstrap.file_mounts import bucket_name
 from infra.identities import worker_account_id
 from infra.plan import plan_cluster
+from tests.bootstrap_stubs import cluster
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 READ_ONLY = "https://www.googleapis.com/auth/devstorage.read_only"

@@ -10,7 +10,7 @@ import pytest
 from infra.config import parse_cluster_config
 from ops.review.plan import plan_stack, render_table
 from ops.review.plan_base import diff_stack_markdown
-from tests.test_plan_diff import BASE_YAML, git_commit_all, write_stack
+from tests.plan_repos import BASE_YAML, git_commit_all, write_stack
 
 PROVIDER = {"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",
             "project_id": "proj"}

@@ -16,7 +16,11 @@ from pathlib import Path
 import paramiko
 import pexpect
 import pytest
-from sshd_server import (
+
+from infra.config import load_cluster_config
+from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV
+from tests.fake_compute import FakeComputeServer
+from tests.sshd_server import (
     PROJECT_ROOT,
     TestStack,
     http_server,
@@ -24,13 +28,7 @@ from sshd_server import (
     pin_host_key,
     stack_outputs_for,
 )
-
-from infra.config import load_cluster_config
-from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV
-from tests.fake_compute import FakeComputeServer
 from tests.tools import require_tool
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
 
 HEAD, WORKER = "ray-local-head-0000", "ray-local-worker-0001"
 PROJECT, ZONE = "test-project", "us-west1-a"

@@ -14,14 +14,7 @@ from ray.autoscaler._private.util import hash_launch_conf
 
 from infra.config import ConfigError
 from infra.dynamic_types import WORKER_GROUP_TYPE
-from ops.review.plan_engine import run_program
-from tests.program_runs import PROJECT_ROOT, head_config_text, stack_yaml
-
-
-def run_inline(cluster: dict, **extra: object) -> object:
-    config = {"ray-gcp:clusterConfig": json.dumps(cluster)}
-    config.update({f"ray-gcp:{k}": json.dumps(v) for k, v in extra.items()})
-    return run_program(config, stack="test")
+from tests.program_runs import PROJECT_ROOT, head_config_text, run_inline, stack_yaml
 
 
 def test_worker_count_in_stack_config_scales_the_group():

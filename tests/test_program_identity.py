@@ -10,20 +10,15 @@ from google.oauth2.credentials import Credentials as TokenCredentials
 
 from infra.workers.clients import build_credentials
 from ops.review.plan_diff import diff_plans, unchanged_count
-from ops.review.plan_engine import run_program
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_provider, fast_sweeper, group_props, sweeper_props
 from tests.fake_compute.identity import USER, USER_SCOPES
-from tests.program_runs import stack_yaml
+from tests.program_runs import run_inline, stack_yaml
 
 TOKEN = "ya29.a-token-that-must-stay-secret"
 GROUP = "pulumi-python:dynamic/ray-gcp:WorkerGroup"
 SWEEPER = "pulumi-python:dynamic/ray-gcp:ClusterSweeper"
 LEGACY = "pulumi-python:dynamic:Resource"  # the type every dynamic resource shared before
-
-
-def run_inline(cluster: dict):
-    return run_program({"ray-gcp:clusterConfig": json.dumps(cluster)}, stack="test")
 
 
 def with_token(cluster: dict) -> dict:

@@ -17,8 +17,8 @@ from infra.dynamic_types import STACK_SECRET_TYPE, WORKER_GROUP_TYPE
 from ops.review.plan import plan_stack, render_table
 from ops.review.plan_base import diff_stack_markdown
 from ops.review.plan_engine import plan_secret
+from tests.plan_repos import BASE_YAML, git_commit_all, write_stack
 from tests.program_runs import head_config_text, run_stack, stack_yaml
-from tests.test_plan_diff import BASE_YAML, git_commit_all, write_stack
 
 TOKEN_KEY = "ray-auth-token-secret"
 SECRET = "gcp:secretmanager/secret:Secret"

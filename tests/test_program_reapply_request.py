@@ -5,19 +5,12 @@ a new launch hash would make Ray replace the autoscaler's own workers)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, VERSION_KEY
 from bootstrap.startup_script import script_version
 from infra.metadata import REAPPLY_ENV
-from ops.review.plan_engine import run_program
-from tests.program_runs import stack_yaml
-
-
-def run_inline(cluster: dict):
-    return run_program({"ray-gcp:clusterConfig": json.dumps(cluster)}, stack="test")
+from tests.program_runs import run_inline, stack_yaml
 
 
 def _worker_items(run) -> dict[str, str]:

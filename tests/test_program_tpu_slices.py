@@ -13,8 +13,7 @@ from ray.autoscaler._private.util import hash_launch_conf
 from infra.config import parse_cluster_config
 from infra.config.cluster import ray_up_autoscaler_version
 from infra.plan import plan_cluster
-from tests.program_runs import head_config_text, run_stack, stack_label, stack_yaml
-from tests.test_program_behaviour import run_inline
+from tests.program_runs import head_config_text, run_inline, run_stack, stack_label, stack_yaml
 
 TPU_STACKS = ["tpu", "tpu-pod", "tpu-pod-topology"]
 V2VM = "gcp:tpu/v2Vm:V2Vm"

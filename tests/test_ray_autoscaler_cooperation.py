@@ -24,11 +24,18 @@ from typing import Any
 
 import pytest
 import yaml
-from program_grants import local_metadata_token
 from ray.autoscaler._private.autoscaler import StandardAutoscaler
 from ray.autoscaler._private.load_metrics import LoadMetrics
 from ray.autoscaler._private.util import format_info_string
-from ray_cooperation import (
+
+from bootstrap.autostop import Autostop, Cloud, Metadata, RayState
+from bootstrap.local_cluster import free_port
+from infra.workers import ClusterSweeperProvider
+from ops.review.plan_engine import PLANNED_PRIVATE_KEY, run_program
+from tests.fake_compute import FakeComputeServer
+from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
+from tests.program_grants import local_metadata_token
+from tests.ray_cooperation import (
     CYCLES,
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
@@ -55,13 +62,6 @@ from ray_cooperation import (
     start_cluster,
     start_with_one_pinned,
 )
-
-from bootstrap.autostop import Autostop, Cloud, Metadata, RayState
-from bootstrap.local_cluster import free_port
-from infra.workers import ClusterSweeperProvider
-from ops.review.plan_engine import PLANNED_PRIVATE_KEY, run_program
-from tests.fake_compute import FakeComputeServer
-from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
 
 
 class DrainingGcs:

@@ -38,7 +38,6 @@ import ray.autoscaler.v2.instance_manager.node_provider as v2_node_provider
 import ray.autoscaler.v2.instance_manager.reconciler as v2_reconciler
 import ray.autoscaler.v2.instance_manager.subscribers.ray_stopper as v2_ray_stopper
 import ray.autoscaler.v2.scheduler as v2_scheduler
-import ray_cooperation
 import yaml
 from ray._private.resource_and_label_spec import ResourceAndLabelSpec
 from ray.autoscaler.v2.autoscaler import Autoscaler
@@ -56,7 +55,13 @@ from ray.core.generated.autoscaler_pb2 import (
     ResourceRequestByCount,
 )
 from ray.core.generated.instance_manager_pb2 import Instance as IMInstance
-from ray_cooperation import (
+
+from infra.workers import ClusterSweeperProvider
+from ops.review.plan_engine import PLANNED_PRIVATE_KEY
+from tests import ray_cooperation
+from tests.fake_compute import FakeComputeServer
+from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
+from tests.ray_cooperation import (
     CYCLES,
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
@@ -80,11 +85,6 @@ from ray_cooperation import (
     start_cluster,
     start_with_one_pinned,
 )
-
-from infra.workers import ClusterSweeperProvider
-from ops.review.plan_engine import PLANNED_PRIVATE_KEY
-from tests.fake_compute import FakeComputeServer
-from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
 
 STACKS = ["full", "minimal"]
 RAY_DEFAULT_MAX_WORKERS = 2  # Ray's GCP defaults (the `minimal` stack leaves max_workers out)

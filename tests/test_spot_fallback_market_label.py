@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bootstrap_stubs import cluster, node_entries, run_script
-
+from tests.bootstrap_stubs import cluster, node_entries, run_script
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import CLUSTER, PROJECT, fast_provider, group_props
 

@@ -5,13 +5,10 @@ keeps its connection open between calls, so one client is one connection."""
 
 from __future__ import annotations
 
-from sshd_server import stack_outputs_for
-
 from bootstrap.autostop import REASON_LABEL, TIME_LABEL
 from bootstrap.local_cluster import free_port
 from tests.fake_compute import FakeComputeServer
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import stack_outputs_for
 
 # The fake's names for what an InstancesClient asks (tests/fake_compute/server.py ROUTES).
 INSTANCES_CALLS = {"list", "get", "getGuestAttributes"}

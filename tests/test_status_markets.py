@@ -10,11 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
-    as_the_programs_head,
-    autoscaler_launch,
-    ray_apis_fixture,
-)
 
 from infra.labels import ray_labels
 from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
@@ -23,6 +18,11 @@ from ops.cloud.status import nodes_table
 from ops.errors import OpsError
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
+from tests.ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
+    as_the_programs_head,
+    autoscaler_launch,
+    ray_apis_fixture,
+)
 
 PROJECT, ZONE = "my-proj", "us-west1-a"
 SPOT_BODY = {"machineType": "n1-standard-2",

@@ -14,8 +14,6 @@ from ops.cloud.preemptions import CHECKING, preemption_lines
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer, Faults
 
-pytest_plugins = ["sshd_fixture"]  # the stack fixture, for the task itself
-
 PROJECT, ZONE, OTHER_ZONE = "my-proj", "us-west1-a", "us-west1-b"
 NOW = datetime(2026, 12, 3, 16, 2, tzinfo=timezone.utc)
 PREEMPTED_AT = datetime(2026, 12, 3, 14, 2, 30, tzinfo=timezone.utc)

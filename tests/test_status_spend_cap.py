@@ -9,16 +9,13 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sshd_server import stack_outputs_for
-
 from bootstrap.head_provider.spend import Ledger
 from bootstrap.local_cluster import free_port
 from ops.cloud.cloud_api import StackApi
 from ops.cloud.spend_status import head_spend_lines
 from ops.stack import parse_outputs
 from tests.fake_compute import FakeComputeServer
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import stack_outputs_for
 
 PROJECT, ZONE, HEAD = "my-proj", "us-west1-a", "ray-c-head"
 

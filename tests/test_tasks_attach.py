@@ -10,10 +10,9 @@ import urllib.request
 
 import pexpect
 import pytest
-from sshd_server import PROJECT_ROOT, free_port
-from tools import require_tool
 
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import PROJECT_ROOT, free_port
+from tests.tools import require_tool
 
 
 def spawn_attach(stack, *args: str) -> pexpect.spawn:

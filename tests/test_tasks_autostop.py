@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 
-from sshd_server import stack_outputs_for
-
 from bootstrap.autostop import OVERRIDE_FILE, REASON_LABEL, TIME_LABEL
 from bootstrap.local_cluster import free_port
 from ops.cloud.autostop import override_text
 from tests.fake_compute import FakeComputeServer
-
-pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures
+from tests.sshd_server import stack_outputs_for
 
 
 def _override(home_stack) -> dict:

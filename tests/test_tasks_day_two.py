@@ -15,7 +15,6 @@ import urllib.request
 
 import pexpect
 import pytest
-from sshd_server import PROJECT_ROOT, free_port, stack_outputs_for
 
 from ops.cloud.bootstrap_status import bootstrap_table, read_nodes
 from ops.cloud.cluster_dump import DumpParts, cluster_dump
@@ -23,8 +22,7 @@ from ops.remote.monitor import monitor
 from ops.remote.ssh import Connector
 from ops.stack import load_outputs
 from ops.task_flags import SHORT_FLAGS
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import PROJECT_ROOT, free_port, stack_outputs_for
 
 HEAD = "ray-local-head-0000"
 WORKER = "ray-local-worker-0001"

@@ -6,9 +6,7 @@ import json
 import subprocess
 import sys
 
-from sshd_server import PROJECT_ROOT
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import PROJECT_ROOT
 
 
 def test_exec_exits_with_remote_status_and_splits_streams(stack):

@@ -11,12 +11,10 @@ import urllib.request
 
 import pexpect
 import pytest
-from sshd_server import PROJECT_ROOT, free_port, http_server
-from tools import require_tool
-from waiting import WAIT_SECONDS, wait_for
 
-pytest_plugins = ["sshd_fixture"]  # the sshd, stack and home_stack fixtures
-
+from tests.sshd_server import PROJECT_ROOT, free_port, http_server
+from tests.tools import require_tool
+from tests.waiting import WAIT_SECONDS, wait_for
 
 
 def _needs(program: str) -> None:

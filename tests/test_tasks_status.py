@@ -8,14 +8,12 @@ import stat
 import subprocess
 
 import pytest
-from sshd_server import PROJECT_ROOT
 
 from ops.cloud.status import nodes_table, ray_status
 from ops.errors import OpsError
 from ops.remote.ssh import Connector
 from ops.stack import load_outputs
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import PROJECT_ROOT
 
 TASKS = ["up", "preview", "down", "refresh", "attach", "exec", "submit", "rsync-up",
          "rsync-down", "file-mounts", "status", "ssh-config"]

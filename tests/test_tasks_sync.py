@@ -10,12 +10,9 @@ import select
 import subprocess
 import time
 
-from sshd_server import PROJECT_ROOT
-from tools import require_tool
-
 from infra.sync_filter import DirMergeFilters, is_excluded
-
-pytest_plugins = ["sshd_fixture"]  # the sshd and stack fixtures
+from tests.sshd_server import PROJECT_ROOT
+from tests.tools import require_tool
 
 
 def make_tree(root):

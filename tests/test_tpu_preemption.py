@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,8 +14,8 @@ from ops.lifecycle.preempted import kept_slices, up_replacing_reclaimed
 from ops.review.plan_engine import ProgramRun
 from ops.stack import cluster_credentials
 from tests.fake_compute import FakeComputeServer
-from tests.program_runs import run_stack, stack_yaml
-from tests.test_program_behaviour import run_inline
+from tests.program_runs import run_inline, run_stack, stack_yaml
+from tests.recording_stacks import ExportedStateStack
 
 V2VM = "gcp:tpu/v2Vm:V2Vm"
 
@@ -42,29 +41,6 @@ def start(fake: FakeComputeServer, vm_inputs: dict[str, Any]) -> None:
     fake.cloud.wait_for(operation, 5)
 
 
-class RecordingStack:
-    """The Automation API calls `invoke up` makes, on a state exported from the program."""
-
-    def __init__(self, deployment: dict[str, Any]) -> None:
-        self.deployment = deployment
-        self.calls: list[str] = []
-        self.replaced: list[str] | None = None
-
-    def refresh(self, *, on_event: Any) -> None:
-        self.calls.append("refresh")
-
-    def export_stack(self) -> SimpleNamespace:
-        self.calls.append("export")
-        return SimpleNamespace(deployment=self.deployment)
-
-    def get_all_config(self) -> dict[str, SimpleNamespace]:
-        return {"ray-gcp:cluster": SimpleNamespace(value="stacks/clusters/tpu.yaml")}
-
-    def up(self, *, on_event: Any, replace: list[str] | None) -> None:
-        self.calls.append("up")
-        self.replaced = replace
-
-
 def test_preempted_and_vanished_slices_are_replaced_in_the_same_up(fake):
     run = run_stack("tpu")
     slices = sorted(run.of_type(V2VM), key=lambda r: r.name)
@@ -73,7 +49,7 @@ def test_preempted_and_vanished_slices_are_replaced_in_the_same_up(fake):
         start(fake, vm.inputs)
     preempted = slices[1].inputs
     fake.cloud.preempt_node(preempted["project"], preempted["zone"], preempted["name"])
-    stack, out = RecordingStack(exported_state(run)), io.StringIO()
+    stack, out = ExportedStateStack(exported_state(run)), io.StringIO()
 
     replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 
@@ -88,7 +64,7 @@ def test_nothing_is_replaced_while_every_slice_is_ready(fake):
     run = run_stack("tpu-pod")
     for vm in run.of_type(V2VM):
         start(fake, vm.inputs)
-    stack = RecordingStack(exported_state(run))
+    stack = ExportedStateStack(exported_state(run))
     assert up_replacing_reclaimed(stack, lambda event: None, io.StringIO(),
                                   api_endpoint=fake.endpoint) == []
     assert stack.replaced is None
@@ -109,7 +85,7 @@ def test_a_preempted_tpu_head_and_nodes_of_other_stacks_are_left_alone(fake):
     # A replaced slice's old copy, still pending delete, is not a slice to replace again.
     (entry,) = [r for r in state["resources"] if r["urn"] == worker.urn]
     state["resources"].append({**entry, "delete": True})
-    stack = RecordingStack(state)
+    stack = ExportedStateStack(state)
 
     up_replacing_reclaimed(stack, lambda event: None, io.StringIO(), api_endpoint=fake.endpoint)
 
@@ -120,7 +96,7 @@ def test_a_preempted_tpu_head_and_nodes_of_other_stacks_are_left_alone(fake):
 def test_a_tpu_api_refusal_is_one_warning_and_the_up_still_runs(fake):
     run = run_stack("tpu-pod")
     fake.faults.fail_next(403, methods={"tpu.list"})
-    stack, out = RecordingStack(exported_state(run)), io.StringIO()
+    stack, out = ExportedStateStack(exported_state(run)), io.StringIO()
 
     up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 

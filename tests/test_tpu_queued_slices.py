@@ -34,7 +34,7 @@ from tests.fake_compute.helpers import (
     tpu_body,
 )
 from tests.program_runs import run_stack, stack_label, stack_yaml
-from tests.test_tpu_preemption import RecordingStack
+from tests.recording_stacks import ExportedStateStack
 
 QUEUED_SLICE = "pulumi-python:dynamic/ray-gcp:QueuedTpuSlice"
 LEGACY = "pulumi-python:dynamic:Resource"  # the type all dynamic resources shared before
@@ -253,7 +253,7 @@ def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake, record
         provider().create(slice_props(fake.endpoint, name=resource.inputs["name"], **where))
     reclaimed = queued[0]
     fake.queued.reclaim(where["project"], where["zone"], reclaimed.inputs["name"])
-    stack, out = RecordingStack(state), io.StringIO()
+    stack, out = ExportedStateStack(state), io.StringIO()
 
     replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 

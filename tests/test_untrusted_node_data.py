@@ -16,12 +16,12 @@ from types import SimpleNamespace
 
 import paramiko
 import pytest
-from hostile_node import Entry, Tree, hostile_node
 
 from ops.cloud.cluster_dump import DumpParts, cluster_dump
 from ops.remote.commands import run_captured
 from ops.remote.sync import sync_down
 from ops.stack import Node
+from tests.hostile_node import Entry, Tree, hostile_node
 
 FILE, FOLDER, LINK = stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX

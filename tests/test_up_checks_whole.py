@@ -5,7 +5,7 @@ refuses it with the same one message, creates nothing in the (fake) cloud and wr
 Differential, over a corpus: every refusal the config tests know (harvested from
 tests/test_config_*.py into tests/corpus/refused_configs.yaml by tests/refusal_corpus.py), the
 missing `auth.ssh_private_key` a user met (`up` once made 10 resources, then printed the error
-three times), and YAMLs broken at random by tests/test_config_mutations.py's strategy. The
+three times), and YAMLs broken at random by tests/yaml_mutations.py. The
 corpus goes through the gate the up path calls (`check_before_create`); a handful goes
 through the real `invoke up` with the pinned engine against the fake cloud.
 """
@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 from ops.errors import OpsError, is_user_error
 from ops.review.guardrails import refuse_over_cap
 from ops.review.plan import check_before_create, plan_yaml
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, require_engine
+from tests.engine_stack import PROJECT_ROOT, EngineWorkspace
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.refusal_corpus import CORPUS
-from tests.test_config_mutations import mutated_texts
+from tests.yaml_mutations import mutated_texts
 
 STACKS = PROJECT_ROOT / "stacks"
 MINIMAL = (STACKS / "clusters" / "minimal.yaml").read_text()
@@ -178,9 +178,10 @@ ENGINE_CASES = {
 
 
 @pytest.fixture
-def engine_user(tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer]]:
+def engine_user(engine_bin: Path,
+                tmp_path: Path) -> Iterator[tuple[dict[str, str], FakeComputeServer]]:
     """A user who set up nothing for pulumi, the engine pointed at the fake cloud."""
-    bin_dir = require_engine()
+    bin_dir = engine_bin
     shipped = stack_files()
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, bin_dir, root=tmp_path / "engine")
@@ -200,7 +201,6 @@ def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.engine
 @pytest.mark.parametrize("case", sorted(ENGINE_CASES))
 def test_invoke_up_refuses_what_plan_refuses_before_anything_is_made(case, engine_user,
                                                                        tmp_path):

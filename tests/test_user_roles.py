@@ -12,7 +12,7 @@ import pytest
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.lifecycle.down_workers import delete_autoscaler_workers
-from tests.engine_stack import EngineWorkspace, require_engine
+from tests.engine_stack import EngineWorkspace
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.identity import USER, USER_ROLES
 
@@ -51,10 +51,10 @@ def test_down_workers_only_without_compute_admin_names_the_role(fake, monkeypatc
     assert delete_autoscaler_workers(PROJECT, ZONE, "c") == ["c-autoscaled"]
 
 
-@pytest.mark.engine
 @pytest.mark.parametrize("role", USER_ROLES)
-def test_up_without_a_documented_role_stops_in_one_line_naming_it(role, fake, tmp_path) -> None:
-    space = EngineWorkspace(fake, require_engine(), root=tmp_path)
+def test_up_without_a_documented_role_stops_in_one_line_naming_it(role, fake, engine_bin,
+                                                                  tmp_path) -> None:
+    space = EngineWorkspace(fake, engine_bin, root=tmp_path)
     stack = f"user-roles-{role.split('/')[1].replace('.', '-').lower()}"
     fake.platform.revoke(PROJECT, role, USER)
     with space.repo_stack(stack, {"ray-gcp:cluster": f"stacks/clusters/{UP_STACKS[role]}.yaml"}):

@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bootstrap_stubs import (
+
+from bootstrap import node_metadata
+from bootstrap.node_metadata import VERSION_KEY
+from infra.workers import WorkerGroupError
+from infra.workers.clients import ApiClients, build_credentials
+from infra.workers.naming import GROUP_LABEL, IDENTITY_KEYS
+from tests.bootstrap_stubs import (
     FakeGoogle,
     cluster,
     gce_env,
@@ -23,12 +29,6 @@ from bootstrap_stubs import (
     granted_node,
     stop_watchers,
 )
-
-from bootstrap import node_metadata
-from bootstrap.node_metadata import VERSION_KEY
-from infra.workers import WorkerGroupError
-from infra.workers.clients import ApiClients, build_credentials
-from infra.workers.naming import GROUP_LABEL, IDENTITY_KEYS
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import (
     CLUSTER,

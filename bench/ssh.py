@@ -38,9 +38,9 @@ WARM_TARGET = 1.0
 IMPORTS = "import invoke, tasks, paramiko, ops.remote.shell, ops.remote.ssh_direct, ops.stack"
 WARM_IMPORTS = "import invoke, tasks, ops.remote.shell, ops.stack"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(PROJECT_ROOT), str(PROJECT_ROOT / "tests")]
+sys.path[:0] = [str(PROJECT_ROOT)]
 
-from sshd_server import LocalSshd, stack_outputs_for  # noqa: E402
+from tests.sshd_server import LocalSshd, stack_outputs_for  # noqa: E402
 
 
 def median_ms(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int

@@ -161,7 +161,7 @@ def engine_env(engine_bin: Path, tmp_path: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def ray_processes() -> str:
     """For a test that starts Ray itself (a local cluster, Ray's monitor, `ray start`): the
     `ray` command of this environment; marks the test `ray`."""

@@ -20,15 +20,18 @@ from bootstrap.autostop import Autostop, RayState
 from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
 from tests.fake_compute import FakeComputeServer
-from tests.tools import env_tool
 from tests.waiting import wait_for
 
 WAIT_S = 60  # an upper bound for a slow machine, not a speed requirement
+# `ray start` gives its raylet 30 s to register with the GCS (ray/_private/node.py, not
+# configurable); on a loaded machine it can miss that once: the start is tried again.
+RAYLET_LATE = "The current node timed out during startup"
+START_ATTEMPTS = 3
 _wait_for = functools.partial(wait_for, within_s=WAIT_S, poll_s=0.1)
 
 
 @pytest.fixture(name="ray_head", scope="module")
-def ray_head_fixture(tmp_path_factory):
+def ray_head_fixture(tmp_path_factory, ray_processes: str):
     """One Ray head with its dashboard, on its own ports and temp dir; stopped by its marker,
     never with `ray stop` (other Ray clusters may run on this machine)."""
     root = Path(tmp_path_factory.mktemp("rayhead"))
@@ -41,7 +44,7 @@ def ray_head_fixture(tmp_path_factory):
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(temp_dir),
            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     command = [
-        env_tool("ray"), "start", "--head", "--node-ip-address=127.0.0.1", "--num-cpus=2",
+        ray_processes, "start", "--head", "--node-ip-address=127.0.0.1", "--num-cpus=2",
         "--disable-usage-stats",
         f"--temp-dir={temp_dir}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
         f"--port={ports['gcs']}", f"--dashboard-port={ports['dashboard']}",
@@ -53,8 +56,14 @@ def ray_head_fixture(tmp_path_factory):
         f"--node-manager-port={ports['node_manager']}",
         f"--object-manager-port={ports['object']}",
     ]
+    markers = [str(temp_dir), f"--port={ports['gcs']} ", f"--port={ports['client']} "]
     try:
-        started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        for _ in range(START_ATTEMPTS):
+            started = subprocess.run(command, env=env, capture_output=True, text=True,
+                                     timeout=120)
+            if RAYLET_LATE not in started.stderr:
+                break
+            stop_processes(markers, grace_seconds=3)  # what that start left, before the next
         assert started.returncode == 0, started.stderr[-2000:]
         head = {"address": f"127.0.0.1:{ports['gcs']}", "env": env, "root": root,
                 "dashboard": f"http://127.0.0.1:{ports['dashboard']}"}
@@ -63,8 +72,7 @@ def ray_head_fixture(tmp_path_factory):
     finally:
         # `ray start` exits, leaving its daemons without a parent to follow; Ray's client
         # server names neither the temp dir nor 127.0.0.1 (it binds the machine's address)
-        stop_processes([str(temp_dir), f"--port={ports['gcs']} ", f"--port={ports['client']} "],
-                       grace_seconds=3)
+        stop_processes(markers, grace_seconds=3)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 

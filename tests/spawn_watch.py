@@ -3,22 +3,23 @@ while the test ran, seen through Python's audit events (`subprocess.Popen`, `os.
 https://docs.python.org/3/library/audit_events.html), so tests/conftest.py can fail a test that
 starts one of them without the marker that keeps it out of the fast tier.
 
-Only the test process's own spawns are seen (not what a child starts in turn); a child that
-starts a node of a local Ray cluster carries RAY_GCP_LOCAL_CLUSTER in its environment, one
-that runs the engine a PULUMI_BACKEND_URL (engine_env, EngineWorkspace) or is the engine.
+Only the test process's own spawns are seen, by their program: `ray` (and the gcs_server and
+raylet `ray.init()` starts), `sshd`, the engine (`pulumi` and
+what `invoke engine` installed beside it, tests/engine_driver.py); not what
+a child starts in turn (a local cluster's node scripts, `invoke up` running the engine).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 RAY_PROGRAMS = ("ray", "gcs_server", "raylet")
-LOCAL_CLUSTER_ENV = "RAY_GCP_LOCAL_CLUSTER"  # bootstrap/local_cluster.py's TAG_ENV
+ENGINE_FOLDER = "/ray-gcp-pulumi/engine/"  # ops/engine.py's engine_root: its plugins too
 
 
-def kind_of(argv: Sequence[Any], env: Mapping[Any, Any] | None) -> str | None:
+def kind_of(argv: Sequence[Any]) -> str | None:
     """`ray`, `sshd` or `engine` for a command line that starts one, else None."""
     words = [os.fsdecode(word) if isinstance(word, bytes) else str(word) for word in argv]
     if not words:
@@ -28,12 +29,8 @@ def kind_of(argv: Sequence[Any], env: Mapping[Any, Any] | None) -> str | None:
         return "sshd"
     if program in RAY_PROGRAMS or any("ray start" in word for word in words):
         return "ray"
-    if program.startswith("pulumi") or "tests.engine_driver" in words:
-        return "engine"
-    names = {os.fsdecode(k) if isinstance(k, bytes) else str(k) for k in (env or {})}
-    if LOCAL_CLUSTER_ENV in names:
-        return "ray"
-    if "PULUMI_BACKEND_URL" in names:
+    if program == "pulumi" or ENGINE_FOLDER in words[0] or any(
+            word.endswith("engine_driver") for word in words):
         return "engine"
     return None
 
@@ -60,14 +57,11 @@ class SpawnWatch:
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.watching or os.getpid() != self.pid:
             return
-        if event == "subprocess.Popen":
-            _, argv, _, env = args
-        elif event == "os.posix_spawn":
-            _, argv, env = args
-        else:
+        if event not in ("subprocess.Popen", "os.posix_spawn"):
             return
+        argv = args[1]
         if isinstance(argv, str | bytes):
             argv = [argv]
-        kind = kind_of(list(argv or []), os.environ if env is None else env)
+        kind = kind_of(list(argv or []))
         if kind is not None and kind not in self.seen:
             self.seen[kind] = " ".join(map(str, argv))[:160]

@@ -31,7 +31,7 @@ def config():
 
 
 @pytest.fixture(scope="module")
-def started(config):
+def started(config, ray_processes):
     """One local cluster shared by the assertions below (Ray starts are slow)."""
     cluster = local_up(config)
     try:
@@ -87,6 +87,7 @@ def test_a_remote_task_runs_on_each_node(started):
     assert report["task_ran_on"] == {node_id: node_id for node_id in node_ids}
 
 
+@pytest.mark.usefixtures("ray_processes")
 def test_two_kept_clusters_and_one_local_down_leave_no_process_of_either(
     config, tmp_path, monkeypatch
 ):

@@ -19,7 +19,6 @@ from bootstrap.head_provider_metadata import ARCHIVE_NAME, SHIPPED_PACKAGE
 from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes
 from tests.bootstrap_stubs import cluster, node_entries, run_script
-from tests.tools import env_tool
 from tests.waiting import wait_for
 
 # What the head's script puts in `ray start`'s environment for the autoscaler.
@@ -34,7 +33,8 @@ def monitor_log(temp_dir: Path) -> str:
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
-def test_rays_monitor_builds_the_head_provider_from_the_installed_zip(tmp_path, version):
+def test_rays_monitor_builds_the_head_provider_from_the_installed_zip(ray_processes, tmp_path,
+                                                                     version):
     provider = {"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",
                 "project_id": "my-gcp-project", "autoscaler_version": version}
     config = cluster(provider=provider)
@@ -57,7 +57,7 @@ def test_rays_monitor_builds_the_head_provider_from_the_installed_zip(tmp_path, 
            "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
     try:
         started = subprocess.run(
-            [env_tool("ray"), "start", "--head", "--node-ip-address=127.0.0.1",
+            [ray_processes, "start", "--head", "--node-ip-address=127.0.0.1",
              f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
              "--disable-usage-stats", f"--temp-dir={temp_dir}",
              f"--autoscaling-config={config_file}"],

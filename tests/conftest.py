@@ -52,7 +52,7 @@ _WATCH = SpawnWatch()
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects and xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         names = set(item.fixturenames)
         for marker, fixtures in NEEDS.items():
@@ -60,6 +60,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         if _uses_module_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        if config.getoption("dist", "no") == "loadgroup" or getattr(config.option, "loadgroup",
+                                                                      False):
+            _group_in_nodeid(item)
+
+
+def _group_in_nodeid(item: pytest.Item) -> None:
+    """`test@group`, the form xdist's loadgroup scheduler groups by. xdist 3.8 writes it to
+    `item._nodeid`, which pytest 9.2's structured node ids no longer read, so every test went
+    to any worker (pytest-dev/pytest-xdist#1386): written here into the id pytest reads."""
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    if not groups or "@" in item.nodeid.rsplit("]", 1)[-1] or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def _uses_module_fixture(item: pytest.Item) -> bool:

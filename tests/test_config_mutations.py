@@ -13,8 +13,8 @@ program's plan under the mock engine and the startup-script rendering of every n
   directories and malformed keys;
 - the YAML text: a key given twice, broken syntax.
 
-2,000 examples a run (`MUTATION_EXAMPLES=200` for a quick local loop), derandomized so every
-run tries the same ones.
+2,000 examples a run (`MUTATION_EXAMPLES=200` for a quick local loop) in 16 shards, each of
+its own fixed seed so every run tries the same ones, and the suite's workers share them out.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import copy
 import os
 from pathlib import Path
 
+import hypothesis
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -35,12 +36,14 @@ from ops.review.plan_engine import run_program
 from tests.yaml_mutations import SEEDS, mutated_texts
 
 EXAMPLES = int(os.environ.get("MUTATION_EXAMPLES", "2000"))
+SHARDS = 16
 
 
-@pytest.fixture(scope="module")
-def odd_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+@pytest.fixture
+def odd_files(tmp_path: Path) -> list[str]:
     """Local paths a user might point file_mounts or ssh_private_key at by mistake."""
-    base = tmp_path_factory.mktemp("odd")
+    base = tmp_path / "odd"
+    base.mkdir()
     (base / "loop").symlink_to(base / "loop")
     (base / "dangling").symlink_to(base / "missing")
     os.mkfifo(base / "fifo")
@@ -77,9 +80,9 @@ def drive(path: Path) -> None:
         _assert_names_a_path(error, path)
 
 
-@pytest.fixture(scope="module")
-def mutation_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("mutation") / "cluster.yaml"
+@pytest.fixture
+def mutation_file(tmp_path: Path) -> Path:
+    return tmp_path / "cluster.yaml"
 
 
 @pytest.mark.parametrize("name", [name for name, _ in SEEDS])
@@ -90,16 +93,20 @@ def test_every_seed_is_accepted_unchanged(name, mutation_file):
     load_cluster_config(mutation_file)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
-@given(data=st.data())
+@pytest.mark.parametrize("shard", range(SHARDS))
 def test_mutated_cluster_yamls_end_accepted_or_in_a_path_named_config_error(
-    data, odd_files, mutation_file
+    shard, odd_files, mutation_file
 ):
-    _, text = data.draw(mutated_texts(odd_files))
-    mutation_file.write_bytes(text.encode("utf-8", "surrogatepass"))
-    drive(mutation_file)
+    @hypothesis.seed(shard)
+    @settings(max_examples=EXAMPLES // SHARDS, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def mutated(data: st.DataObject) -> None:
+        _, text = data.draw(mutated_texts(odd_files))
+        mutation_file.write_bytes(text.encode("utf-8", "surrogatepass"))
+        drive(mutation_file)
+
+    mutated()
 
 
 def test_a_yaml_nested_past_the_parsers_depth_is_a_config_error_naming_the_file(mutation_file):

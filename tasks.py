@@ -384,7 +384,7 @@ def diff(c, base, stack=None, output=None):
 def changed_stacks(c, base):
     """Stacks whose plan may differ from --base (for CI).
 
-    Every stack when the program (infra/, bootstrap/, ops/review/, policy/, ops/stack.py,
+    Every stack when the program (model/, infra/, bootstrap/, ops/review/, policy/, ops/stack.py,
     pyproject.toml) changed, else those whose stack file or cluster YAML changed."""
     from ops.errors import user_errors
     from ops.review.plan_base import changed_stacks as find_changed
@@ -407,7 +407,7 @@ def local_up(c, config="", keep=False):
 
     Runs a task on each node, then tears the cluster down unless --keep is given."""
     from bootstrap.local_cluster import DEFAULT_CONFIG, try_local_cluster
-    from infra.config import load_cluster_config
+    from model.config import load_cluster_config
     from ops.errors import user_errors
 
     with user_errors():
@@ -599,10 +599,10 @@ def catalog_refresh(c, project=None):
     """Refresh the machine/GPU/TPU catalog and list prices.
 
     Reads the Compute, Cloud TPU and Cloud Billing Catalog APIs with your application-default
-    credentials and rewrites infra/config/catalog.yaml and infra/price_table.yaml, dated."""
+    credentials and rewrites model/config/catalog.yaml and model/price_table.yaml, dated."""
     from invoke.exceptions import Exit
 
-    from infra.config.catalog_refresh import CatalogRefreshError, live_getter, refresh
+    from infra.catalog_refresh import CatalogRefreshError, live_getter, refresh
 
     try:
         get, own_project = live_getter()

@@ -24,7 +24,7 @@ from bootstrap.local_cluster import (  # noqa: E402
     local_up,
 )
 from bootstrap.local_processes import become_subreaper  # noqa: E402
-from infra.config import load_cluster_config  # noqa: E402
+from model.config import load_cluster_config  # noqa: E402
 
 
 def _quiet(_: str) -> None:

@@ -62,11 +62,11 @@ def main(stack: str, root: Path, plan_path: Path) -> dict[str, float]:
     from ops.review.plan import plan_stack, render_json, resolve_plan_args
     from ops.review.plan_engine import run_program  # noqa: F401
     phase("project modules (pydantic models)")
-    from infra.config import load_cluster_config
-    from infra.stack_config import resolve_cluster_path
+    from model.config import load_cluster_config
+    from model.stack_config import resolve_cluster_path
 
     _, tree = resolve_plan_args(stack, "json", str(root), None)
-    from infra.stack_config import check_stack
+    from model.stack_config import check_stack
 
     load_cluster_config(resolve_cluster_path(check_stack(stack, tree / "stacks", tree)[
         "ray-gcp:cluster"], tree))

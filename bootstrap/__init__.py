@@ -1,9 +1,12 @@
-"""What runs on a node: the startup script that makes a GCE instance or TPU VM a Ray head or
-worker, the file_mounts archive it fetches from the cluster's bucket, the head's autoscaler
+"""Owns what runs on a node: the startup script that makes a GCE instance or TPU VM a Ray head
+or worker, the file_mounts archive it fetches from the cluster's bucket, the head's autoscaler
 config and its node provider (`head_provider/`, shipped to the head in metadata by
-`head_provider_metadata`), and a local two-node cluster built from the same scripts. It imports
-only infra (the cluster config, Ray's labels, the local state folder); `head_provider/` imports
-nothing of the project (see its docstring), and infra/workers imports its `capacity` rules."""
+`head_provider_metadata`), and a local two-node cluster built from the same scripts.
+
+May import only `model` (the cluster config, Ray's labels, prices, sync filters, the local
+state folder), never `infra` (which stands on bootstrap: it puts these scripts in metadata),
+`policy`, `ops` or `tasks`; `head_provider/` imports nothing of the project (see its
+docstring), and infra/workers imports its `capacity` rules (tests/test_import_graph.py)."""
 
 from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts, pack_file_mounts

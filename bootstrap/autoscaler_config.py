@@ -8,7 +8,7 @@ GCPNodeProvider with our launch path, which also reads `capacity` (the spot type
 back to on-demand). Each node type's `node_config` is the final body the program created nodes with,
 kept exactly as given: the autoscaler hashes it to recognise its own nodes as up to date.
 
-Pulumi's workers are unmanaged nodes to Ray (infra/labels.py), and both autoscalers count them
+Pulumi's workers are unmanaged nodes to Ray (model/labels.py), and both autoscalers count them
 (resource requests, pending demand, `max_workers`) without ever terminating them. Autoscaler v1
 counts them towards their type's size, so a type's `min_workers` here is only what Pulumi does
 not already keep, and under v1 the config does not change when a worker count does (no window in
@@ -31,7 +31,7 @@ from bootstrap.head_provider import pinned
 from bootstrap.head_provider.capacity import PROVIDER_FIELD as CAPACITY_PROVIDER_FIELD
 from bootstrap.head_provider.spend import PROVIDER_FIELD as SPEND_CAP_PROVIDER_FIELD
 from bootstrap.head_provider_metadata import PROVIDER_MODULE
-from infra.config import ClusterConfig
+from model.config import ClusterConfig
 
 REMOTE_KEY_PATH = "~/ray_bootstrap_key.pem"
 REMOTE_CONFIG_PATH = "~/ray_bootstrap_config.yaml"

@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 from bootstrap.autostop import DAEMON_KEY, SETTINGS_KEY
-from infra.config import ClusterConfig
-from infra.labels import CLUSTER_NAME, NODE_KIND, ray_labels
+from model.config import ClusterConfig
+from model.labels import CLUSTER_NAME, NODE_KIND, ray_labels
 
 # The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the head
 # provider's package, whose standard-library modules it imports, under a `bootstrap` package of

@@ -3,7 +3,7 @@
 `ray up` rsyncs each `file_mounts` entry (a file or a folder) to every node before its setup
 commands, and so does its autoscaler for the workers it adds. Here the program packs every entry
 into one gzip'd tar (`pack_file_mounts`), skipping what `rsync_exclude` and `rsync_filter` skip
-(infra/sync_filter.py), and stores it in the cluster's private bucket under a name made of
+(model/sync_filter.py), and stores it in the cluster's private bucket under a name made of
 an HMAC-SHA256 of its content keyed with the stack's own random secret
 (`file-mounts/<hmac>.tar.gz`, `PackedMounts.keyed`; the key is infra/stack_secret.py's). The
 name changes exactly when the content does, so a change is one new object, and the startup
@@ -33,9 +33,9 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.config import ClusterConfig, ConfigError, expand_local_path
-from infra.private_files import private_folder, write_private_file
-from infra.sync_filter import DirMergeFilters, is_excluded
+from model.config import ClusterConfig, ConfigError, expand_local_path
+from model.private_files import private_folder, write_private_file
+from model.sync_filter import DirMergeFilters, is_excluded
 
 MOUNT_SIZE_LIMIT = 256 * 1024 * 1024
 OBJECT_PREFIX = "file-mounts/"
@@ -60,7 +60,7 @@ class FileMountArchive:
     def write(self, folder: Path) -> Path:
         """The archive as a file in `folder` (the program's asset; the local cluster's bucket):
         it holds the mounted files (secrets among them), so the folder is 0700 and the file
-        0600 (infra.private_files), an older one tightened."""
+        0600 (model.private_files), an older one tightened."""
         private_folder(folder)
         path = folder / Path(self.object_name).name
         if path.is_file() and not path.is_symlink() and path.read_bytes() == self.content:
@@ -68,13 +68,6 @@ class FileMountArchive:
         else:
             write_private_file(path, self.content)
         return path
-
-
-def bucket_name(config: ClusterConfig) -> str:
-    """The cluster's private bucket: bucket names are global, so the project's hash makes it
-    the project's own (cluster names are 1-35 lowercase letters, digits and hyphens)."""
-    project = hashlib.sha256(config.provider.project.encode()).hexdigest()[:12]
-    return f"ray-{config.cluster_name}-{project}"
 
 
 def pack_file_mounts(

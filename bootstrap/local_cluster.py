@@ -33,9 +33,9 @@ from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, pack_file_mounts
 from bootstrap.local_processes import any_alive, become_subreaper, stop_processes
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, HEAD_ADDRESS_KEY, node_metadata
-from infra.config import ClusterConfig
-from infra.private_files import write_private_file
-from infra.stack_config import state_base, writable_folder
+from model.config import ClusterConfig
+from model.private_files import write_private_file
+from model.stack_config import state_base, writable_folder
 
 Progress = Callable[[str], None]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -859,8 +859,8 @@ long_poll_config() {
     sleep "$WATCH_INTERVAL"
 }
 
-# ---- the head's autostop daemon (bootstrap/autostop.py and infra/spend.py, a zip python3
-# runs, base64 in metadata ray-autostop-daemon): it stops the cluster once idle, as
+# ---- the head's autostop daemon (bootstrap/autostop.py and bootstrap/head_provider/spend.py,
+# a zip python3 runs, base64 in metadata ray-autostop-daemon): it stops the cluster once idle, as
 # `provider.autostop` or `invoke autostop` says, and at `provider.spend_cap`'s total. Without
 # python3 the node still works, but never stops itself: say so loudly.
 start_autostop() {

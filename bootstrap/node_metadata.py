@@ -17,7 +17,7 @@ from bootstrap.file_mounts import FileMountArchive
 from bootstrap.head_provider_metadata import head_provider_entries
 from bootstrap.spend_metadata import spend_cap_entries
 from bootstrap.startup_script import Role, render_startup_script, script_version
-from infra.config import ClusterConfig
+from model.config import ClusterConfig
 
 # Keys the program sets and the script reads.
 HEAD_ADDRESS_KEY = "ray-head-address"

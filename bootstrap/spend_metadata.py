@@ -13,9 +13,9 @@ import json
 
 from bootstrap.head_provider.capacity import ON_DEMAND, SPOT
 from bootstrap.head_provider.spend import SPEND_CAP_KEY
-from infra.config import ClusterConfig, TpuNodeConfig
-from infra.labels import USER_NODE_TYPE
-from infra.prices import NodePrice, node_type_price
+from model.config import ClusterConfig, TpuNodeConfig
+from model.labels import USER_NODE_TYPE
+from model.prices import NodePrice, node_type_price
 
 
 def _rate(price: NodePrice) -> dict[str, float]:

@@ -39,10 +39,11 @@ import shlex
 from pathlib import Path
 from typing import Literal
 
-from bootstrap.file_mounts import FileMountArchive, bucket_name
+from bootstrap.file_mounts import FileMountArchive
 from bootstrap.head_provider import pinned
 from bootstrap.head_provider_metadata import payload_digest
-from infra.config import ClusterConfig, TpuNodeConfig
+from model.config import ClusterConfig, TpuNodeConfig
+from model.identities import bucket_name
 
 Role = Literal["head", "worker"]
 LIBRARY = Path(__file__).with_name("node_bootstrap.sh")

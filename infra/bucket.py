@@ -19,12 +19,12 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from bootstrap.file_mounts import FileMountArchive, bucket_name
+from bootstrap.file_mounts import FileMountArchive
 from infra.component_options import waits_for
-from infra.config import ClusterConfig
-from infra.identities import OBJECT_VIEWER
-from infra.labels import CLUSTER_NAME, STACK
-from infra.stack_config import state_base
+from model.config import ClusterConfig
+from model.identities import OBJECT_VIEWER, bucket_name
+from model.labels import CLUSTER_NAME, STACK
+from model.stack_config import state_base
 
 CONFIG_PREFIX = "autoscaler/"
 
@@ -41,7 +41,7 @@ class ClusterBucket(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         stack: str = "",
     ) -> None:
-        """`stack` is the stack's identity (infra.labels.stack_identity), on the bucket."""
+        """`stack` is the stack's identity (model.labels.stack_identity), on the bucket."""
         super().__init__("ray-gcp:index:ClusterBucket", name, None, opts)
         self._name = name
         child = pulumi.ResourceOptions(parent=self)

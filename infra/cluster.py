@@ -3,6 +3,7 @@ groups and TPU slices. Nothing else."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -11,10 +12,8 @@ import pulumi_gcp as gcp
 from bootstrap import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
-from infra.config import ClusterConfig
 from infra.iam import ClusterServiceAccount, OsLoginGrants, WorkerServiceAccount
 from infra.key_secret import BootstrapKeySecret
-from infra.labels import LAUNCH_CONFIG, STACK, launch_config_hash
 from infra.metadata import (
     BOOTSTRAP_CONFIG_KEY,
     BOOTSTRAP_SSH_KEY_SECRET_KEY,
@@ -28,141 +27,199 @@ from infra.metadata import (
 from infra.network import ClusterNetwork
 from infra.node_resources import HeadNode, NodeInputs
 from infra.nodes import node_body
-from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.ray_token import RayTokenSecret
 from infra.ssh_keys import ClusterSshKey
 from infra.stack_secret import ARCHIVE_KEY_PURPOSE, StackSecret
 from infra.tpu_slices import TpuSlices
 from infra.workers import ClusterSweeper, ClusterSweeperArgs, WorkerGroup, WorkerGroupArgs
-from infra.yaml_text import dump_yaml
+from model.config import ClusterConfig
+from model.labels import LAUNCH_CONFIG, STACK, launch_config_hash
+from model.plan import ClusterPlan, NodeGroupPlan
+from model.yaml_text import dump_yaml
+
+
+@dataclass(frozen=True)
+class RayClusterArgs:
+    """What a cluster is built from: its node plan, and what the program hands down."""
+
+    plan: ClusterPlan
+    # The credentials the worker groups and the sweeper call Google APIs with (the gcp
+    # provider's own), else None for application default credentials.
+    credentials: pulumi.Output[str] | None = None
+    # `invoke up --restart-only` and friends: a new value re-applies every node's setup.
+    reapply_request: str = ""
+    # A Compute API root other than Google's (the fake cloud of the tests).
+    api_endpoint: str | None = None
+    # The packed file_mounts, named here with the stack's secret key.
+    mounts: PackedMounts | None = None
+    # The stack's identity (model.labels.stack_identity), on every node.
+    stack: str = ""
+
+    @property
+    def config(self) -> ClusterConfig:
+        return self.plan.config
+
+    @property
+    def stack_labels(self) -> dict[str, str]:
+        return {STACK: self.stack} if self.stack else {}
+
+
+@dataclass(frozen=True)
+class _TokenMetadata:
+    """How nodes name the Ray auth token's secret version, and what they wait for."""
+
+    workers: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    head: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    dependencies: tuple[pulumi.Resource, ...] = ()
 
 
 class RayCluster(pulumi.ComponentResource):
-    """A Ray cluster on GCP from a node plan; outputs what `invoke attach` and friends need."""
+    """A Ray cluster on GCP from a node plan; outputs what `invoke attach` and friends need.
+
+    Built in named steps, in the order the resources register: the sweeper, the accounts,
+    SSH key, network and key secret, the Ray auth token, the file_mounts key, the bucket, then
+    the head and the worker groups from the same node bodies."""
 
     def __init__(
-        self,
-        name: str,
-        plan: ClusterPlan,
-        credentials: pulumi.Output[str] | None = None,
-        opts: pulumi.ResourceOptions | None = None,
-        reapply_request: str = "",
-        api_endpoint: str | None = None,
-        mounts: PackedMounts | None = None,
-        stack: str = "",
+        self, name: str, args: RayClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        """`stack` is the stack's identity (infra.labels.stack_identity), on every node.
-        `mounts` are the packed file_mounts, named here with the stack's secret key."""
         super().__init__("ray-gcp:index:RayCluster", name, None, opts)
-        config = plan.config
-        user = config.auth.ssh_user
-
+        self._name, self._args = name, args
         # SPEC 2.1: fail early, at preview, when the project does not exist.
         self.project_number = gcp.organizations.get_project_output(
-            project_id=plan.project, opts=pulumi.InvokeOptions(parent=self)
+            project_id=args.plan.project, opts=pulumi.InvokeOptions(parent=self)
         ).number
-        # Created first, so destroyed last: it deletes every node still labelled with the
-        # cluster and the stack (the autoscaler's own, leftovers of a half-failed up) once the
-        # rest is gone. Its create claims the cluster name: everything else waits for it.
+        self._add_sweeper()
+        child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
+        node_accounts = self._add_accounts(child)
+        self.ssh_key = ClusterSshKey(f"{name}-ssh-key", args.config, child)
+        self.network = ClusterNetwork(f"{name}-network", args.plan, child)
+        self.key_secret = BootstrapKeySecret(
+            f"ray-{args.config.cluster_name}-ssh-key",
+            args.config,
+            self.ssh_key.private_key,
+            self._head_email(),
+            child,
+            stack=args.stack,
+        )
+        token = self._add_ray_token(node_accounts)
+        self._add_file_mounts(child)
+        # What nodes fetch with their own service account: file_mounts, the head's config.
+        self.bucket = ClusterBucket(
+            f"ray-{args.config.cluster_name}-bucket",
+            args.config,
+            node_accounts,
+            self.file_mounts,
+            child,
+            stack=args.stack,
+        )
+        bodies, auth = self._node_bodies(token), self._auth()
+        self._add_head(bodies, auth, token)
+        self._add_workers(bodies, auth, token)
+        self.register_outputs({"head_name": args.plan.head.instance_name})
+
+    def _add_sweeper(self) -> None:
+        """Created first, so destroyed last: it deletes every node still labelled with the
+        cluster and the stack (the autoscaler's own, leftovers of a half-failed up) once the
+        rest is gone. Its create claims the cluster name: everything else waits for it."""
+        args, name = self._args, self._name
         self.sweeper = ClusterSweeper(
             sweeper_name(name),
             ClusterSweeperArgs(
-                project=plan.project,
-                zone=plan.zone,
-                cluster_name=config.cluster_name,
-                has_tpu=config.has_tpu,
-                credentials=credentials,
-                api_endpoint=api_endpoint,
-                stack=stack or None,
+                project=args.plan.project,
+                zone=args.plan.zone,
+                cluster_name=args.config.cluster_name,
+                has_tpu=args.config.has_tpu,
+                credentials=args.credentials,
+                api_endpoint=args.api_endpoint,
+                stack=args.stack or None,
             ),
-            opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, plan)),
+            opts=pulumi.ResourceOptions(parent=self, aliases=_sweeper_aliases(name, args.plan)),
         )
-        child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
-        stack_labels = {STACK: stack} if stack else {}
+
+    def _add_accounts(self, child: pulumi.ResourceOptions) -> list[pulumi.Input[str]]:
+        """Who each node runs as (model.identities): the head as Ray's autoscaler account
+        unless its node_config names one, workers as the cluster's own account unless theirs
+        does; with OS Login, the grants that let you log in. Every account a node runs as."""
+        args, name, config = self._args, self._name, self._args.config
         self.service_account = ClusterServiceAccount(f"{name}-service-account", config, child)
-        # Who each node runs as (infra.identities): the head as the account above unless its
-        # node_config names one, workers as the cluster's own account unless theirs does.
-        head_email = self._head_email(plan)
         self.worker_account = WorkerServiceAccount(
-            f"ray-{config.cluster_name}-worker", plan, head_email, child)
-        node_accounts = _node_accounts(plan, {
-            config.autoscaler_service_account_email: self.service_account.email,
-            plan.worker_account_email: self.worker_account.email,
-        })
+            f"ray-{config.cluster_name}-worker", args.plan, self._head_email(), child)
         if config.provider.os_login:
             self.os_login = OsLoginGrants(
-                f"{name}-os-login", plan,
+                f"{name}-os-login", args.plan,
                 depends_on=[self.service_account, self.worker_account], opts=child
             )
-        self.ssh_key = ClusterSshKey(f"{name}-ssh-key", config, child)
-        self.network = ClusterNetwork(f"{name}-network", plan, child)
-        self.key_secret = BootstrapKeySecret(
-            f"ray-{config.cluster_name}-ssh-key",
-            config,
-            self.ssh_key.private_key,
-            head_email,
-            child,
-            stack=stack,
-        )
-        # Every node reads the Ray auth token with its own service account, as the head reads
-        # the key, and nothing else's; off when the YAML says `provider.ray_token_auth: false`.
+        return _node_accounts(args.plan, {
+            config.autoscaler_service_account_email: self.service_account.email,
+            args.plan.worker_account_email: self.worker_account.email,
+        })
+
+    def _add_ray_token(self, node_accounts: list[pulumi.Input[str]]) -> _TokenMetadata:
+        """Every node reads the Ray auth token with its own service account, as the head reads
+        the key, and nothing else's; off when the YAML says `provider.ray_token_auth: false`."""
+        config = self._args.config
         self.ray_token: RayTokenSecret | None = None
-        token_metadata: dict[str, pulumi.Input[str]] = {}
-        token_after_version: dict[str, pulumi.Input[str]] = {}
-        if config.provider.ray_token_auth:
-            self.ray_token = RayTokenSecret(
-                f"ray-{config.cluster_name}-auth-token",
-                config,
-                node_accounts,
-                pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.key_secret]),
-                stack=stack,
-            )
-            # Workers name the version as plain text (a preview keeps their bodies known) and
-            # wait for it through depends_on; the head, whose component's depends_on does not
-            # reach its instance, waits through the output.
-            token_metadata = {RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_name}
-            token_after_version = {
-                RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_reference}
-        token_dependencies: list[pulumi.Resource] = [self.ray_token] if self.ray_token else []
-        # The archive's name is an HMAC under a key only this stack's state holds, so the name
-        # (in public metadata and previews) cannot be checked against guesses of a secret file.
-        # A cluster without file_mounts has no key: its stack gains no resource.
-        self.file_mounts: pulumi.Output[FileMountArchive] | None = None
-        if mounts is not None:
-            key = StackSecret(f"{name}-file-mounts-key", ARCHIVE_KEY_PURPOSE, child)
-            self.file_mounts = key.value.apply(mounts.keyed)
-        mounts_archive = self.file_mounts
-        # What nodes fetch with their own service account: file_mounts, the head's config.
-        self.bucket = ClusterBucket(
-            f"ray-{config.cluster_name}-bucket",
+        if not config.provider.ray_token_auth:
+            return _TokenMetadata()
+        self.ray_token = RayTokenSecret(
+            f"ray-{config.cluster_name}-auth-token",
             config,
             node_accounts,
-            mounts_archive,
-            child,
-            stack=stack,
+            pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper, self.key_secret]),
+            stack=self._args.stack,
         )
-        head_name = plan.head.instance_name
+        # Workers name the version as plain text (a preview keeps their bodies known) and
+        # wait for it through depends_on; the head, whose component's depends_on does not
+        # reach its instance, waits through the output.
+        return _TokenMetadata(
+            workers={RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_name},
+            head={RAY_AUTH_TOKEN_SECRET_KEY: self.ray_token.version_reference},
+            dependencies=(self.ray_token,),
+        )
 
-        # Every node type in the worker role: what Ray's autoscaler launches from the head's
-        # bootstrap config, and exactly what our worker groups create. Each boots itself from
-        # its startup script.
-        worker_bodies: dict[str, pulumi.Output[dict[str, Any]]] = {
+    def _add_file_mounts(self, child: pulumi.ResourceOptions) -> None:
+        """The archive's name is an HMAC under a key only this stack's state holds, so the name
+        (in public metadata and previews) cannot be checked against guesses of a secret file.
+        A cluster without file_mounts has no key: its stack gains no resource."""
+        mounts = self._args.mounts
+        self.file_mounts: pulumi.Output[FileMountArchive] | None = None
+        if mounts is not None:
+            key = StackSecret(f"{self._name}-file-mounts-key", ARCHIVE_KEY_PURPOSE, child)
+            self.file_mounts = key.value.apply(mounts.keyed)
+
+    def _node_bodies(self, token: _TokenMetadata) -> dict[str, pulumi.Output[dict[str, Any]]]:
+        """Every node type in the worker role: what Ray's autoscaler launches from the head's
+        bootstrap config, and exactly what our worker groups create. Each boots itself from
+        its startup script."""
+        args = self._args
+        return {
             node_type: _body(
-                config, group, self.network, self.ssh_key,
-                {HEAD_ADDRESS_KEY: head_name, **token_metadata}, mounts_archive, stack_labels,
+                args.config, group, self.network, self.ssh_key,
+                {HEAD_ADDRESS_KEY: args.plan.head.instance_name, **token.workers},
+                self.file_mounts, args.stack_labels,
             )
-            for node_type, group in plan.node_types.items()
+            for node_type, group in args.plan.node_types.items()
         }
-        auth = pulumi.Output.all(self.ssh_key.private_key).apply(
+
+    def _auth(self) -> pulumi.Output[dict[str, str]]:
+        """Ray's `auth` section as the head's autoscaler sees it (its launch hash covers it)."""
+        user = self._args.config.auth.ssh_user
+        return pulumi.Output.all(self.ssh_key.private_key).apply(
             lambda key: {"ssh_user": user, "ssh_private_key": key[0]}
         )
+
+    def _add_head(self, bodies: dict[str, pulumi.Output[dict[str, Any]]],
+                  auth: pulumi.Output[dict[str, str]], token: _TokenMetadata) -> None:
+        args = self._args
+        plan, config = args.plan, args.config
         # The head's autoscaler counts the worker groups' nodes towards each type's minimum.
         worker_counts = {group.node_type: group.count for group in plan.workers}
-        bootstrap_yaml = pulumi.Output.all(**worker_bodies).apply(
-            lambda bodies: dump_yaml(autoscaler_config(config, bodies, worker_counts))
+        bootstrap_yaml = pulumi.Output.all(**bodies).apply(
+            lambda all_bodies: dump_yaml(autoscaler_config(config, all_bodies, worker_counts))
         )
         self.head = HeadNode(
-            f"{name}-head",
+            f"{self._name}-head",
             plan,
             NodeInputs(
                 # Its metadata goes apart (it holds secrets): the body only gives its networking.
@@ -176,65 +233,71 @@ class RayCluster(pulumi.ComponentResource):
                     {
                         BOOTSTRAP_CONFIG_KEY: self.bucket.autoscaler_config(bootstrap_yaml),
                         BOOTSTRAP_SSH_KEY_SECRET_KEY: self.key_secret.version_name,
-                        **token_after_version,
+                        **token.head,
                     },
-                    mounts_archive,
-                    request=reapply_request,
+                    self.file_mounts,
+                    request=args.reapply_request,
                 ),
-                labels=_labels(plan.head, worker_bodies[plan.head.node_type], auth, stack_labels),
+                labels=_labels(plan.head, bodies[plan.head.node_type], auth, args.stack_labels),
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=[self.sweeper, self.service_account, self.worker_account,
-                            self.network, self.key_secret, *token_dependencies,
+                            self.network, self.key_secret, *token.dependencies,
                             *self.bucket.dependencies],
             ),
         )
+
+    def _add_workers(self, bodies: dict[str, pulumi.Output[dict[str, Any]]],
+                     auth: pulumi.Output[dict[str, str]], token: _TokenMetadata) -> None:
+        """A WorkerGroup per compute worker type, a TpuSlices per TPU one, after the head."""
+        args = self._args
+        plan, request = args.plan, args.reapply_request
         after_head: list[pulumi.Resource] = [self.sweeper, self.head, self.worker_account,
-                                             *self.bucket.dependencies, *token_dependencies]
+                                             *self.bucket.dependencies, *token.dependencies]
         self.worker_groups: dict[str, WorkerGroup | TpuSlices] = {}
         for group in plan.workers:
-            body = worker_bodies[group.node_type]
-            labels = _labels(group, body, auth, stack_labels)
+            body = bodies[group.node_type]
+            labels = _labels(group, body, auth, args.stack_labels)
             opts = pulumi.ResourceOptions(parent=self, depends_on=after_head)
             if group.kind == "tpu":
                 # Each slice Pulumi keeps is a V2Vm of its own, shown and validated by Pulumi.
                 self.worker_groups[group.node_type] = TpuSlices(
-                    f"{name}-{group.node_type}",
+                    f"{self._name}-{group.node_type}",
                     plan,
                     group,
                     NodeInputs(
                         body=body,
                         metadata=merge_metadata(
-                            config, group, self.ssh_key.public_key,
-                            {HEAD_ADDRESS_KEY: head_name, **token_metadata, **PINNED_METADATA},
-                            mounts_archive,
+                            args.config, group, self.ssh_key.public_key,
+                            {HEAD_ADDRESS_KEY: plan.head.instance_name, **token.workers,
+                             **PINNED_METADATA},
+                            self.file_mounts,
                         ),
                         labels=labels,
                     ),
                     depends_on=after_head,
                     opts=opts,
-                    credentials=credentials,
-                    api_endpoint=api_endpoint,
+                    credentials=args.credentials,
+                    api_endpoint=args.api_endpoint,
                 )
             else:
                 self.worker_groups[group.node_type] = _worker_group(
-                    f"{name}-{group.node_type}",
+                    f"{self._name}-{group.node_type}",
                     plan,
                     group,
-                    body.apply(lambda b: with_worker_request(pinned_body(b), reapply_request)),
+                    body.apply(lambda b: with_worker_request(pinned_body(b), request)),
                     labels,
-                    credentials,
+                    args.credentials,
                     opts,
-                    api_endpoint,
+                    args.api_endpoint,
                 )
-        self.register_outputs({"head_name": head_name})
 
-    def _head_email(self, plan: ClusterPlan) -> pulumi.Input[str]:
+    def _head_email(self) -> pulumi.Input[str]:
         """The head's account: the autoscaler account's output (a grant to it waits for it),
         or the one its node_config names."""
-        if plan.head.account_from_node_config:
-            return plan.head.service_account_email
+        if self._args.plan.head.account_from_node_config:
+            return self._args.plan.head.service_account_email
         return self.service_account.email
 
 

@@ -1,4 +1,4 @@
-"""The nodes' service accounts and their grants (infra.identities says who gets what): Ray's
+"""The nodes' service accounts and their grants (model.identities says who gets what): Ray's
 autoscaler account for the head with its project roles (SPEC 2.2, trimmed to what the head's
 autoscaler uses), the cluster's own worker account, the head's actAs on the worker accounts;
 OS Login's grants."""
@@ -9,10 +9,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
-from infra.config import ClusterConfig
-from infra.config.cluster import AUTOSCALER_ACCOUNT_ID
-from infra.identities import SERVICE_ACCOUNT_USER, head_project_roles, worker_account_id
-from infra.plan import ClusterPlan
+from model.config import ClusterConfig
+from model.config.cluster import AUTOSCALER_ACCOUNT_ID
+from model.identities import SERVICE_ACCOUNT_USER, head_project_roles, worker_account_id
+from model.plan import ClusterPlan
 
 
 class ClusterServiceAccount(pulumi.ComponentResource):

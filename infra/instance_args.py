@@ -3,7 +3,7 @@
 Workers send the API body as written; only the head goes through pulumi-gcp, whose inputs
 differ in name and shape (`reservationAffinity.consumeReservationType` -> `type`, a disk's
 `diskEncryptionKey.kmsKeyName` -> `kms_key_self_link`, ...). What it cannot express at all is
-refused by the config (infra/config/head_instance.py), so nothing is dropped here in silence.
+refused by the config (model/config/head_instance.py), so nothing is dropped here in silence.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infra.config import ComputeNodeConfig
-from infra.config.node_config import AttachedDisk, CustomerEncryptionKey, InitializeParams
-from infra.config.urls import short_name
+from model.config import ComputeNodeConfig
+from model.config.node_config import AttachedDisk, CustomerEncryptionKey, InitializeParams
+from model.config.urls import short_name
 
 
 def instance_args(config: ComputeNodeConfig) -> dict[str, Any]:

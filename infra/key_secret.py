@@ -11,9 +11,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
-from infra.config import ClusterConfig
-from infra.identities import SECRET_ACCESSOR, key_secret_id
-from infra.labels import CLUSTER_NAME, STACK
+from model.config import ClusterConfig
+from model.identities import SECRET_ACCESSOR, key_secret_id
+from model.labels import CLUSTER_NAME, STACK
 
 SECRET_MANAGER_API = "secretmanager.googleapis.com"
 

@@ -24,9 +24,9 @@ from bootstrap.node_metadata import (
     REAPPLY_ENV,
     VERSION_KEY,
 )
-from infra.config import ClusterConfig
-from infra.plan import NodeGroupPlan
 from infra.ssh_keys import ssh_keys_entry
+from model.config import ClusterConfig
+from model.plan import NodeGroupPlan
 
 __all__ = [
     "BOOTSTRAP_CONFIG_KEY",

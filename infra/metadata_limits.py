@@ -14,8 +14,8 @@ from __future__ import annotations
 from bootstrap import node_metadata as bootstrap_metadata
 from bootstrap.file_mounts import FileMountArchive
 from bootstrap.node_metadata import METADATA_TOTAL_LIMIT, METADATA_VALUE_LIMIT
-from infra.config import ConfigError
-from infra.plan import ClusterPlan, NodeGroupPlan
+from model.config import ConfigError
+from model.plan import ClusterPlan, NodeGroupPlan
 
 # What the program adds to a node's metadata after this check: the `ssh-keys` line, the head's
 # address, the reference to the autoscaler config and the key's secret version.

@@ -15,15 +15,15 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
-from infra.config import ClusterConfig, ComputeNodeConfig
-from infra.config.node_config import NetworkInterface
-from infra.plan import ClusterPlan, NodeGroupPlan, subnet_preference
+from model.config import ClusterConfig, ComputeNodeConfig
+from model.config.node_config import NetworkInterface
+from model.plan import ClusterPlan, NodeGroupPlan, subnet_preference
 
 EXTERNAL_NAT = {"name": "External NAT", "type": "ONE_TO_ONE_NAT"}
 
 
 def pick_subnetwork(subnetworks: list[Any]) -> dict[str, str]:
-    """The region's subnet the nodes join (infra.plan.subnet_preference)."""
+    """The region's subnet the nodes join (model.plan.subnet_preference)."""
     if not subnetworks:
         raise pulumi.RunError(
             "the region has no subnetwork: create one (or a network in auto "

@@ -9,7 +9,6 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config import TpuNodeConfig
 from infra.instance_args import (
     created_disk_attachment,
     data_disk_args,
@@ -18,7 +17,8 @@ from infra.instance_args import (
     new_data_disks,
 )
 from infra.nodes import tpu_args, tpu_network_args
-from infra.plan import ClusterPlan, NodeGroupPlan
+from model.config import TpuNodeConfig
+from model.plan import ClusterPlan, NodeGroupPlan
 
 
 @dataclass(frozen=True)

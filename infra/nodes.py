@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import ComputeNodeConfig, TpuNodeConfig
-from infra.config.urls import resource_path, tpu_network_path, tpu_subnetwork_path
-from infra.plan import NodeGroupPlan
+from model.config import ComputeNodeConfig, TpuNodeConfig
+from model.config.urls import resource_path, tpu_network_path, tpu_subnetwork_path
+from model.plan import NodeGroupPlan
 
 
 def node_body(

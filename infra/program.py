@@ -10,19 +10,19 @@ import pulumi_gcp as gcp
 
 from bootstrap.file_mounts import pack_file_mounts, synced_files_outside_mounts
 from bootstrap.node_metadata import script_versions
-from infra.cluster import RayCluster
-from infra.config import (
+from infra.cluster import RayCluster, RayClusterArgs
+from infra.metadata import REAPPLY_ENV
+from infra.metadata_limits import check_metadata_limits
+from model.config import (
     ClusterConfig,
     ConfigError,
     TpuNodeConfig,
     load_cluster_config,
     parse_cluster_config,
 )
-from infra.labels import stack_identity
-from infra.metadata import REAPPLY_ENV
-from infra.metadata_limits import check_metadata_limits
-from infra.plan import check_boot_disks, plan_cluster
-from infra.stack_config import PROJECT_ROOT, resolve_cluster_path
+from model.labels import stack_identity
+from model.plan import check_boot_disks, plan_cluster
+from model.stack_config import PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
 # host:port of an emulator (the tests' fake cloud) that the dynamic providers call instead of
@@ -113,19 +113,23 @@ def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) ->
     credentials = config.provider.gcp_credentials
     cluster = RayCluster(
         config.cluster_name,
-        plan,
-        # Either type (service-account JSON or OAuth token): the worker groups and the sweeper
-        # call Google APIs as the same identity as the gcp provider, never ADC behind its back.
-        credentials=(
-            pulumi.Output.secret(credentials.credentials.get_secret_value())
-            if credentials is not None
-            else None
+        RayClusterArgs(
+            plan,
+            # Either type (service-account JSON or OAuth token): the worker groups and the
+            # sweeper call Google APIs as the same identity as the gcp provider, never ADC
+            # behind its back.
+            credentials=(
+                pulumi.Output.secret(credentials.credentials.get_secret_value())
+                if credentials is not None
+                else None
+            ),
+            reapply_request=os.environ.get(REAPPLY_ENV, ""),
+            api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
+            mounts=mounts,
+            stack=stack_identity(pulumi.get_organization(), pulumi.get_project(),
+                                 pulumi.get_stack()),
         ),
         opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
-        reapply_request=os.environ.get(REAPPLY_ENV, ""),
-        api_endpoint=os.environ.get(API_ENDPOINT_ENV) or None,
-        mounts=mounts,
-        stack=stack_identity(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack()),
     )
     archive = cluster.file_mounts
     versions: pulumi.Input[dict[str, str]] = (
@@ -155,9 +159,10 @@ def export_outputs(
     pulumi.export("head_external_ip", head.external_ip)
     pulumi.export("ssh_user", config.auth.ssh_user)
     pulumi.export("ssh_port", 22)
-    # How the tasks reach the head (IAP in private mode): a template ops/ssh_proxy.py fills in.
+    # How the tasks reach the head (IAP in private mode): a template that
+    # ops/remote/ssh_proxy.py fills in.
     pulumi.export("ssh_proxy_command", config.provider.proxy_command or "")
-    # With OS Login the tasks register the stack's key for this account (ops/os_login.py).
+    # With OS Login the tasks register the stack's key for this account (ops/remote/os_login.py).
     pulumi.export("os_login", config.provider.os_login is not None)
     pulumi.export("os_login_account", config.provider.os_login_account)
     pulumi.export("ssh_private_key", cluster.ssh_key.private_key)

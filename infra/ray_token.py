@@ -14,10 +14,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
-from infra.config import ClusterConfig
-from infra.identities import SECRET_ACCESSOR, token_secret_id
-from infra.labels import CLUSTER_NAME, STACK
 from infra.stack_secret import StackSecret
+from model.config import ClusterConfig
+from model.identities import SECRET_ACCESSOR, token_secret_id
+from model.labels import CLUSTER_NAME, STACK
 
 TOKEN_PURPOSE = "Ray auth token"
 

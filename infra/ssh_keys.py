@@ -12,8 +12,8 @@ import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
 from infra.component_options import waits_for
-from infra.config import ClusterConfig, ConfigError, expand_local_path
 from infra.dynamic_types import MODULE, legacy_aliases
+from model.config import ClusterConfig, ConfigError, expand_local_path
 
 KEY_BITS = 3072
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pulumi
 
-from infra.config.cluster import TpuQueuedResources
 from infra.metadata import PINNED_METADATA
 from infra.node_resources import Node, NodeInputs, tpu_node
-from infra.plan import ClusterPlan, NodeGroupPlan
 from infra.workers.queued_slice import QueuedTpuSlice, QueuedTpuSliceArgs
+from model.config.cluster import TpuQueuedResources
+from model.plan import ClusterPlan, NodeGroupPlan
 
 
 class TpuSlices(pulumi.ComponentResource):
@@ -56,6 +56,7 @@ class TpuSlices(pulumi.ComponentResource):
                     credentials,
                     child,
                     api_endpoint,
+                    plan.config.provider.capacity_input(group.node_type),
                 )
                 for index in range(group.count)
             ]
@@ -95,6 +96,7 @@ def queued_node(
     credentials: pulumi.Output[str] | None,
     opts: pulumi.ResourceOptions,
     api_endpoint: str | None = None,
+    capacity: dict[str, Any] | None = None,
 ) -> Node:
     """A slice through the queued-resources API: the node body as any TPU worker's (its
     metadata holds the startup script) with the slice's labels; (resource, host 0's internal
@@ -114,6 +116,7 @@ def queued_node(
             ),
             wait_minutes=queued.wait_minutes,
             valid_until_minutes=queued.valid_until_minutes,
+            capacity=capacity,
             credentials=credentials,
             api_endpoint=api_endpoint,
         ),

@@ -7,7 +7,7 @@ files need. `install_engine` builds the CLI from the Go module proxy into
 stamped as pulumi's release build stamps it, and puts next to it the dynamic-provider plugin
 script the Python SDK ships (`sdk/python/dist`), which the engine finds beside its own binary.
 The Python language host is a separate Go module the proxy does not serve, so the lifecycle
-tasks run the program inline through the Automation API (ops/pulumi_cli.py).
+tasks run the program inline through the Automation API (ops/lifecycle/pulumi_cli.py).
 
 Imports nothing from infra/ or the rest of ops/ but `ops.errors` and `ops.paths`.
 """
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 
 if TYPE_CHECKING:

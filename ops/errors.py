@@ -12,9 +12,9 @@ from contextlib import contextmanager
 TRACEBACK_ENV = "RAY_GCP_TRACEBACK"
 # Errors of other layers that are the user's to fix, by module (imported only if it was used).
 _USER_ERRORS = (
-    ("infra.config.errors", "ConfigError"),
-    ("infra.stack_config", "StackFileError"),
-    ("infra.stack_config", "StateDirError"),
+    ("model.config.errors", "ConfigError"),
+    ("model.stack_config", "StackFileError"),
+    ("model.stack_config", "StateDirError"),
     ("bootstrap.local_cluster", "LocalClusterError"),
 )
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.stack_config import StateDirError
+from model.stack_config import StateDirError
 from ops.background import PROJECT_ROOT, idle_seconds, request_line, start_detached
 from ops.checkpoint import digest, state_identity
 from ops.errors import OpsError

@@ -1,5 +1,5 @@
 """Where per-stack local state lives (pinned host keys, the ssh config block, the key file),
-under infra.stack_config's state folder; the local pulumi backend and passphrase the stacks
+under model.stack_config's state folder; the local pulumi backend and passphrase the stacks
 `invoke up -c` creates use there; the outputs keeper's folder; and the checks of local paths a
 task will write."""
 
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from infra.private_files import write_private_file
-from infra.stack_config import STATE_DIR_ENV, state_base, writable_folder
+from model.private_files import write_private_file
+from model.stack_config import STATE_DIR_ENV, state_base, writable_folder
 from ops.errors import OpsError
 
 

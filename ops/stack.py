@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.stack_config import (
+from model.stack_config import (
     CONFIG_KEY,
     COUNTS_KEY,
     INLINE_KEY,
@@ -59,7 +59,7 @@ from ops.paths import (
 if TYPE_CHECKING:
     from pulumi.automation import Stack as AutomationStack
 
-    from infra.config import ClusterConfig
+    from model.config import ClusterConfig
 
 OUTPUTS_ENV = "RAY_GCP_STACK_OUTPUTS"
 STACK_ENV = "PULUMI_STACK"
@@ -83,7 +83,7 @@ class Node:
 
     @property
     def api(self) -> str:
-        """"tpu" for a TPU VM, else "compute": node names end in their kind (infra/plan.py)."""
+        """"tpu" for a TPU VM, else "compute": node names end in their kind (model/plan.py)."""
         return "tpu" if self.name.endswith("-tpu") else "compute"
 
 
@@ -414,7 +414,7 @@ def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
     """The stack file's `ray-gcp:*` keys as pulumi hands them to a program: strings as they
     are, anything else as JSON text. `ray-gcp:cluster` becomes absolute under `root`, so a
     stack materialised from another git ref plans its own cluster YAML."""
-    from infra.stack_config import check_stack
+    from model.stack_config import check_stack
 
     if root != PROJECT_ROOT:
         settings = check_stack(stack, root / "stacks", root)
@@ -443,7 +443,7 @@ def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
 def _cluster_config(settings: dict[str, str]) -> ClusterConfig | None:
     """The cluster config the settings name (inline or a YAML file), as the program reads it;
     None when they name none."""
-    from infra.config import load_cluster_config, parse_cluster_config
+    from model.config import load_cluster_config, parse_cluster_config
 
     inline = settings.get(INLINE_KEY)
     if inline:
@@ -455,8 +455,8 @@ def _cluster_config(settings: dict[str, str]) -> ClusterConfig | None:
 
 def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict[str, int]]:
     """The stack's cluster config and pinned worker counts, read as the program reads them."""
-    from infra.plan import resolve_worker_counts
-    from infra.stack_config import COUNTS_KEY
+    from model.plan import resolve_worker_counts
+    from model.stack_config import COUNTS_KEY
 
     config = _cluster_config(settings)
     if config is None:
@@ -479,8 +479,8 @@ def stack_credentials(outputs: StackOutputs) -> str | None:
     down --workers-only, the host-key lookup): its `provider.gcp_credentials` as the program
     reads them (the stack file's cluster, else the YAML named by its `cluster_config_file`
     output); None means Application Default Credentials."""
-    from infra.config import ConfigError, load_cluster_config
-    from infra.stack_config import StackFileError
+    from model.config import ConfigError, load_cluster_config
+    from model.stack_config import StackFileError
 
     try:
         if stack_file_path(outputs.stack).is_file():
@@ -536,7 +536,7 @@ def stack_for_cluster_yaml(path: str, stacks_dir: Path | None = None,
     """The stack a cluster YAML (`-c`, relative to where the task runs) deploys as. The YAML is
     read and checked whole first, and a stack file of that name that deploys another cluster
     (another YAML, or one inline) is refused in one line naming both; nothing is written."""
-    from infra.config import load_cluster_config
+    from model.config import load_cluster_config
 
     cluster_yaml = Path(path).expanduser().absolute()
     config = load_cluster_config(cluster_yaml)

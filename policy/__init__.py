@@ -5,9 +5,9 @@ Python language host) and by the offline review (`invoke plan` / `invoke diff`, 
 `ops.review`).
 
 Owns the node view of a resource's inputs as pulumi-gcp and the dynamic providers name them
-(`nodes`), the price table's small loader (`prices`) and the rules with their defaults and
-the pack config they read (`rules`). No pulumi-policy import outside `__main__.py`.
-May import nothing of the project (only the standard library and PyYAML): the pack runs on its
-own under Pulumi's analyzer. `ops.review` imports it; it never imports `ops`, `infra` or
-`tasks`. Verbs: `evaluate`, `load_pack_config`, `RULES`.
+(`nodes`), a node's price from the price table (`prices`) and the rules with their defaults and
+the pack config they read (`rules`). No pulumi-policy import outside `__main__.py`. May import
+nothing of the project but `model.price_table` (the table's one reader, standalone: the standard
+library and PyYAML): the pack runs on its own under Pulumi's analyzer. `ops.review` imports it;
+it never imports `ops`, `infra` or `tasks`. Verbs: `evaluate`, `load_pack_config`, `RULES`.
 """

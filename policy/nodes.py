@@ -182,6 +182,10 @@ def node_of(type_token: str, inputs: Mapping[str, Any]) -> Node | None:
     if not isinstance(body, Mapping):
         return None
     if count is not None:  # a WorkerGroup: `count` pinned nodes of this body
-        fallback = _dict(inputs.get("capacity")).get("fallback") == "on-demand"
+        capacity = _dict(inputs.get("capacity"))
+        # The short form's fallback, or a capacity ladder with any rung that is not spot.
+        ladder = capacity.get("ladder") if isinstance(capacity.get("ladder"), list) else []
+        fallback = capacity.get("fallback") == "on-demand" or any(
+            _dict(rung).get("market") != "spot" for rung in ladder)
         return _gce_body(body, inputs.get("zone"), count, fallback)
     return _tpu(body, inputs.get("zone"))  # a QueuedTpuSlice

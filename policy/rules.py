@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model.price_table import TABLE_FILE, load_table
 from policy.nodes import CLOUD_PLATFORM, FIREWALL_TYPE, Node, node_of
-from policy.prices import DEFAULT_TABLE, load_table, node_price
+from policy.prices import node_price
 
 LEVELS = ("advisory", "mandatory", "disabled")
 Params = Mapping[str, Any]
@@ -144,7 +145,7 @@ def max_hourly_price(resources: list[Resource], params: Params) -> list[tuple[st
     cap = params["maxUsdPerHour"]
     if cap is None:
         return []
-    table = load_table(str(params.get("priceTable") or DEFAULT_TABLE))
+    table = load_table(str(params.get("priceTable") or TABLE_FILE))
     by_cluster: dict[str, float] = {}
     unpriced: set[str] = set()
     for _, node in _nodes(resources):

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from bootstrap import node_metadata, pack_file_mounts
 from bootstrap.node_metadata import RAY_AUTH_TOKEN_SECRET_KEY
-from infra.config import ClusterConfig, parse_cluster_config
+from model.config import ClusterConfig, parse_cluster_config
 from tests.fake_compute.cloud import ApiError
 from tests.fake_compute.identity import IDENTITIES, ROLE_PERMISSIONS, discovery_scopes
 

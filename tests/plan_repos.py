@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 
 BASE_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 # In us-west1-c, which offers the TPU the TPU scenarios add (v5e; us-west1-a offers no TPU).

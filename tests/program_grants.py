@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.config.cluster import AUTOSCALER_ACCOUNT_ID, CLOUD_PLATFORM_SCOPE
-from infra.identities import head_project_roles
+from model.config.cluster import AUTOSCALER_ACCOUNT_ID, CLOUD_PLATFORM_SCOPE
+from model.identities import head_project_roles
 from ops.review.plan_engine import ProgramRun
 from tests.fake_compute import FakeComputeServer
 
@@ -37,7 +37,7 @@ def grant_as_planned(run: ProgramRun, fake: FakeComputeServer) -> None:
 def programs_head(fake: FakeComputeServer, project: str, tpu: bool = False) -> dict[str, Any]:
     """For a test with no planned cluster: the head's service account as the program makes
     it (the autoscaler's account, cloud-platform scope), granted the project roles the
-    program grants it (infra.identities; with `tpu`, a cluster with TPU types');
+    program grants it (model.identities; with `tpu`, a cluster with TPU types');
     {"email", "scopes"}."""
     email = f"{AUTOSCALER_ACCOUNT_ID}@{project}.iam.gserviceaccount.com"
     for role in head_project_roles(tpu):

@@ -31,10 +31,10 @@ import yaml
 from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
 
-from infra.config import ClusterConfig, parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
-from infra.prices import node_type_price
 from infra.workers import WorkerGroupProvider
+from model.config import ClusterConfig, parse_cluster_config
+from model.prices import node_type_price
 from ops.review.plan_engine import ProgramRun, run_program
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
@@ -231,6 +231,51 @@ def spot_with_fallback(worker_type: str, max_workers: int) -> Callable[[dict[str
         data["provider"]["capacity"] = {worker_type: {"fallback": "on-demand"}}
 
     return edit
+
+
+LADDER_RESERVATION = "gpu-res"
+FLEX_WAIT_S = 1.0
+
+
+def ladder_of_markets(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: the worker type's capacity ladder is a specific reservation,
+    spot, flex-start (2 hours), on-demand; the cluster and the type may grow to
+    `max_workers`."""
+
+    def edit(data: dict[str, Any]) -> None:
+        spot_with_fallback(worker_type, max_workers)(data)
+        data["provider"]["capacity"] = {worker_type: {"ladder": [
+            {"market": "reservation", "reservations": [LADDER_RESERVATION]},
+            {"market": "spot"},
+            {"market": "flex-start", "max_run_duration_hours": 2},
+            {"market": "on-demand"}]}}
+
+    return edit
+
+
+def planned_ladder(version: Version, fake: FakeComputeServer, worker_type: str,
+                   max_workers: int) -> Cluster:
+    """`full` with the ladder of `ladder_of_markets`, planned, and its reservation (of the
+    worker's shape) full, so the pinned workers go spot."""
+    cluster = planned("full", version, edit=ladder_of_markets(worker_type, max_workers))
+    fake.cloud.reservations.add(cluster.project, cluster.zone, LADDER_RESERVATION, 0,
+                                "n1-standard-2")
+    return cluster
+
+
+def assert_reserved_then_flex_start(launched: dict[str, dict[str, Any]], wanted: int) -> None:
+    """`wanted` autoscaled nodes: one from the reservation's one free place, the rest
+    flex-start (spot being out), each labelled with its rung."""
+    labels = sorted(i["labels"]["ray-capacity"] for i in launched.values())
+    assert labels == ["flex-start"] * (wanted - 1) + ["reservation"]
+
+
+def reservation_full_spot_out(cluster: Cluster, fake: FakeComputeServer, room: int) -> None:
+    """After the pinned workers are up: the ladder's reservation has `room` nodes left, spot
+    is stocked out, a flex-start node is PENDING for FLEX_WAIT_S before it runs."""
+    fake.cloud.reservations.get(cluster.project, cluster.zone, LADDER_RESERVATION).count = room
+    fake.faults.spot_capacity[cluster.zone] = 0
+    fake.faults.flex_start_s = FLEX_WAIT_S
 
 
 def market_of_instance(instance: dict[str, Any]) -> str:

@@ -82,17 +82,17 @@ class HarvestPlugin:
         self.harvest = harvest
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        import infra.config
-        import infra.config.loader as loader
+        import model.config
+        import model.config.loader as loader
         import ops.review.plan_engine as plan_engine
-        from infra.config.errors import ConfigError
+        from model.config.errors import ConfigError
 
         harvest = self.harvest
         parse = _refusals(loader.parse_cluster_config, harvest.keep_data, ConfigError)
         load = _refusals(loader.load_cluster_config, harvest.keep_file, ConfigError)
         run = _refusals(plan_engine.run_program, self._keep_program_input, ConfigError)
-        loader.parse_cluster_config = infra.config.parse_cluster_config = parse
-        loader.load_cluster_config = infra.config.load_cluster_config = load
+        loader.parse_cluster_config = model.config.parse_cluster_config = parse
+        loader.load_cluster_config = model.config.load_cluster_config = load
         plan_engine.run_program = run
 
     def _keep_program_input(self, config: dict[str, str]) -> None:

@@ -8,7 +8,7 @@ import pytest
 from ray.autoscaler._private.util import validate_config
 
 from bootstrap import autoscaler_config
-from infra.config import load_cluster_config, parse_cluster_config
+from model.config import load_cluster_config, parse_cluster_config
 from tests.bootstrap_stubs import SHIPPED_STACKS, cluster
 
 

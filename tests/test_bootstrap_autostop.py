@@ -24,8 +24,8 @@ from bootstrap.autostop import (
 )
 from bootstrap.autostop_metadata import autostop_settings
 from bootstrap.local_cluster import free_port
-from infra.config import parse_cluster_config
-from infra.labels import ray_labels
+from model.config import parse_cluster_config
+from model.labels import ray_labels
 from ops.cloud.autostop import override_text
 from tests.fake_compute import FakeComputeServer
 from tests.local_ray_head import (
@@ -335,7 +335,7 @@ def test_changing_autostop_changes_only_the_heads_setting_entry():
 
 
 def test_a_bad_autostop_setting_names_its_path():
-    from infra.config import ConfigError
+    from model.config import ConfigError
 
     data = copy.deepcopy(CONFIG_DATA)
     data["provider"]["autostop"] = {"idle_minutes": 0}

@@ -14,8 +14,8 @@ from pathlib import Path
 import yaml
 
 from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
-from bootstrap.file_mounts import bucket_name
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
+from model.identities import bucket_name
 from tests.bootstrap_stubs import (
     CLOUD_PLATFORM,
     MOUNTS_KEY,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bootstrap import file_mounts, pack_file_mounts
-from infra.config import ConfigError
+from model.config import ConfigError
 from tests.bootstrap_stubs import cluster
 
 KEY = "5e" * 32  # a stack's secret (infra/stack_secret.py)

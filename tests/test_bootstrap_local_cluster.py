@@ -19,7 +19,7 @@ from bootstrap.local_cluster import (
     read_status,
 )
 from bootstrap.local_processes import any_alive, processes_matching
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 from tests.bootstrap_stubs import REPO
 
 LOCAL_YAML = REPO / "stacks" / "clusters" / "local.yaml"

@@ -13,7 +13,7 @@ import shlex
 import pytest
 
 from bootstrap import render_startup_script
-from infra.config import ConfigError
+from model.config import ConfigError
 from tests.bootstrap_stubs import cluster, run_script
 
 IMAGE = "rayproject/ray:2.9"

@@ -23,7 +23,7 @@ from bootstrap.startup_script import (
     STAGES,
     library_code,
 )
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 from tests.bootstrap_stubs import SHIPPED_STACKS, cluster
 from tests.tools import require_tool
 
@@ -130,7 +130,7 @@ def test_rendered_script_is_byte_identical_across_runs():
     """Pulumi compares metadata byte for byte: a second process (another hash seed) renders
     the very same script, so an unchanged cluster shows no diff."""
     render = ("import sys; from bootstrap import render_startup_script; "
-              "from infra.config import load_cluster_config; "
+              "from model.config import load_cluster_config; "
               "c = load_cluster_config(sys.argv[1]); "
               "sys.stdout.write(render_startup_script(c, 'head', c.head_node_type))")
     full = next(s for s in SHIPPED_STACKS if s.stem == "full")

@@ -19,9 +19,9 @@ from bootstrap.autostop_metadata import autostop_entries, autostop_settings
 from bootstrap.head_provider.spend import Ledger, NodeUsage, Rate, SpendCap
 from bootstrap.node_metadata import node_metadata
 from bootstrap.spend_metadata import spend_cap_entries, spend_cap_settings
-from infra.config import parse_cluster_config
-from infra.labels import ray_labels
-from infra.prices import node_type_price
+from model.config import parse_cluster_config
+from model.labels import ray_labels
+from model.prices import node_type_price
 from tests.fake_compute import FakeComputeServer
 from tests.local_ray_head import (
     WAIT_S,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.lifecycle.cluster_yaml import place_stack
 from ops.paths import passphrase_file

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ray.autoscaler._private.util import validate_config
 
-from infra.config import ConfigError, parse_cluster_config
+from model.config import ConfigError, parse_cluster_config
 from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 
@@ -65,7 +65,7 @@ def test_an_unknown_type_names_the_known_ones():
 @pytest.mark.parametrize("capacity, path, fix", [
     ({WORKER: {"fallback": "spot"}}, f"provider.capacity.{WORKER}.fallback",
      "write `fallback: on-demand`"),
-    ({WORKER: {}}, f"provider.capacity.{WORKER}.fallback", ""),
+    ({WORKER: {}}, f"provider.capacity.{WORKER}", "or a `ladder:` of rungs"),
     ({WORKER: {"fallback": "on-demand", "back": True}}, f"provider.capacity.{WORKER}.back",
      "remove it"),
     ({WORKER: "on-demand"}, "provider.capacity", "{gpu_worker: {fallback: on-demand}}"),

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import ConfigError, load_cluster_config
-from infra.config.catalog import as_of
+from model.config import ConfigError, load_cluster_config
+from model.config.catalog import as_of
 from tests.bootstrap_stubs import cluster
 
 HEAD = "available_node_types.head_t.node_config"

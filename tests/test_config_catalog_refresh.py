@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config.catalog import CATALOG_FILE
-from infra.config.catalog_refresh import (
+from infra.catalog_refresh import (
     PRICE_FILE,
     CatalogRefreshError,
     Roots,
     live_getter,
     refresh,
 )
+from model.config.catalog import CATALOG_FILE
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.identity import USER
 
@@ -103,7 +103,7 @@ def test_compute_prices_come_from_the_reference_regions_skus(fake, tmp_path):
 
 
 def test_a_refreshed_catalog_is_one_the_cluster_model_reads(fake, tmp_path, monkeypatch):
-    import infra.config.catalog as catalog_module
+    import model.config.catalog as catalog_module
 
     catalog, _, _ = _refreshed(fake, tmp_path)
     monkeypatch.setattr(catalog_module, "CATALOG_FILE", tmp_path / "catalog.yaml")

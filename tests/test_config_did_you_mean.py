@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import ConfigError
+from model.config import ConfigError
 from tests.bootstrap_stubs import cluster
 
 

@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from infra.config import ConfigError
-from infra.stack_config import PROJECT_ROOT
+from model.config import ConfigError
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan_engine import run_program
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from infra.config import ConfigError, parse_cluster_config
+from model.config import ConfigError, parse_cluster_config
 from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 

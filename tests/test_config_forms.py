@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from infra.config import parse_cluster_config
 from infra.instance_args import instance_args
+from model.config import parse_cluster_config
 from tests.program_runs import PROJECT_ROOT
 
 

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from bootstrap.file_mounts import pack_file_mounts
 from bootstrap.startup_script import render_startup_script
-from infra.config import ConfigError, load_cluster_config
+from model.config import ConfigError, load_cluster_config
 from ops.review.plan_engine import run_program
 from tests.yaml_mutations import SEEDS, mutated_texts
 

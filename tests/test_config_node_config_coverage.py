@@ -15,8 +15,8 @@ import pytest
 import yaml
 from google.cloud import compute_v1, tpu_v2
 
-from infra.config import ComputeNodeConfig, ConfigError, TpuNodeConfig, parse_cluster_config
-from infra.config.node_config import ApiModel
+from model.config import ComputeNodeConfig, ConfigError, TpuNodeConfig, parse_cluster_config
+from model.config.node_config import ApiModel
 from tests.program_runs import PROJECT_ROOT
 
 DOCUMENTS = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"

@@ -22,8 +22,8 @@ import yaml
 from ray.autoscaler._private import util as ray_util
 from ray.autoscaler._private.gcp.config import get_node_type
 
-from infra.config import ClusterConfig, ConfigError, parse_cluster_config
-from infra.config.cluster import DEFAULTS_FILE
+from model.config import ClusterConfig, ConfigError, parse_cluster_config
+from model.config.cluster import DEFAULTS_FILE
 
 RAY_GCP = Path(ray.autoscaler.__file__).parent / "gcp"
 RAY_DEFAULTS = RAY_GCP / "defaults.yaml"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from infra.config import ConfigError, load_cluster_config, parse_cluster_config
+from model.config import ConfigError, load_cluster_config, parse_cluster_config
 
 PROVIDER = {"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",
             "project_id": "proj"}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ray.autoscaler._private.util import validate_config
 
-from infra.config import ConfigError, parse_cluster_config
+from model.config import ConfigError, parse_cluster_config
 from tests.program_runs import stack_yaml
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import ConfigError, load_cluster_config, parse_cluster_config
+from model.config import ConfigError, load_cluster_config, parse_cluster_config
 
 CLUSTERS = Path(__file__).resolve().parents[1] / "stacks" / "clusters"
 PROVIDER = {"type": "gcp", "region": "us-west1", "availability_zone": "us-west1-a",

@@ -5,7 +5,7 @@ back after refresh and up.
 
 The engine's preview decides replace vs update with the stand-in gcp plugin's rules
 (terraform-provider-google's ForceNew fields) and our dynamic providers' own diffs; the
-offline plan decides it with ops.plan_diff's rules. A disagreement fails with both sides.
+offline plan decides it with ops.review.plan_diff's rules. A disagreement fails with both sides.
 """
 
 from __future__ import annotations

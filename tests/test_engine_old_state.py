@@ -56,7 +56,7 @@ def test_previous_release_state_previews_without_replacement(engine_bin: Path,
 # holds: Ray's auth token, its secret, version and readers (the SSH key has a secret too).
 # The cluster's own worker account, its grants, and each node account's bucket read.
 NEW_SINCE_RELEASE = ("ray-full-auth-token", "ray-full-worker", "ray-full-bucket-reader-")
-# Least privilege (infra/identities.py) changes two things on purpose. The head account's
+# Least privilege (model/identities.py) changes two things on purpose. The head account's
 # project-wide storage.objectAdmin, serviceAccountUser and roleViewer leave the program: they
 # were retained on delete (shared by the project's clusters), so dropping them from the state
 # touches no policy. The pinned workers move to the cluster's worker account: GCE changes an

@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from bootstrap.file_mounts import pack_file_mounts
-from infra.config import parse_cluster_config
 from infra.ssh_keys import generate_key_pair
-from infra.stack_config import PROJECT_ROOT
+from model.config import parse_cluster_config
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan import plan_stack, render_json
 from ops.review.plan_diff import diff_plans, unchanged_count
 from ops.review.plan_engine import PLAN_SECRET_FILE

@@ -16,10 +16,10 @@ import pulumi_gcp.compute._inputs as gcp_inputs
 import pulumi_gcp.tpu as gcp_tpu
 import pytest
 
-from infra.config import ConfigError, parse_cluster_config
-from infra.config.head_instance import HEAD_UNSUPPORTED
 from infra.instance_args import data_disk_args, instance_args, network_interface_args
 from infra.nodes import tpu_args
+from model.config import ConfigError, parse_cluster_config
+from model.config.head_instance import HEAD_UNSUPPORTED
 from ops.review.plan_engine import run_program
 from tests.program_runs import stack_yaml
 

@@ -36,7 +36,8 @@ print(json.dumps({
     "name": cls.__name__,
     "is_rays_gcp_provider": issubclass(cls, GCPNodeProvider),
     "file": sys.modules[cls.__module__].__file__,
-    "project_modules": sorted(m for m in sys.modules if m.split(".")[0] in ("bootstrap", "infra")),
+    "project_modules": sorted(m for m in sys.modules
+                              if m.split(".")[0] in ("bootstrap", "infra", "model")),
 }))
 """
 

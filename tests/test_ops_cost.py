@@ -12,8 +12,8 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 
 from bootstrap.local_cluster import free_port
-from infra.config import load_cluster_config, parse_cluster_config
-from infra.labels import ray_labels
+from model.config import load_cluster_config, parse_cluster_config
+from model.labels import ray_labels
 from ops.cloud.cost import cost_report, hours_run, node_costs
 from ops.review.prices import (
     STALE_AFTER_DAYS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import load_cluster_config, parse_cluster_config
+from model.config import load_cluster_config, parse_cluster_config
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.lifecycle import pulumi_cli
 from ops.lifecycle.apis import quota_apis

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import load_cluster_config
-from infra.stack_config import cluster_path_for_stack
+from model.config import load_cluster_config
+from model.stack_config import cluster_path_for_stack
 from ops.lifecycle.preflight import preflight, render
 from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import fast_retry

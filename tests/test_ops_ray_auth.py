@@ -18,7 +18,7 @@ import pytest
 from bootstrap.autostop import ApiError, RayState
 from bootstrap.local_cluster import LocalCluster, free_port, local_up
 from bootstrap.node_metadata import RAY_AUTH_TOKEN_FILE
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 from ops.cloud.status import status_command
 from ops.remote.commands import node_shell, submit_command
 from ops.remote.ray_auth import (

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config.urls import short_name
-from infra.stack_config import PROJECT_ROOT
+from model.config.urls import short_name
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan import Plan, collect_plan, plan_stack_isolated
 from ops.review.plan_base import PLANNER, changed_stacks, diff_stack_markdown
 from ops.review.plan_diff import DiffRow, diff_plans
@@ -322,8 +322,8 @@ def test_diff_against_a_ref_without_a_planner_plans_its_yaml_and_says_so(
     ), "the working tree must not be touched"
 
 
-PROJECT_PARTS = ("infra", "bootstrap", "ops", "stacks", "pyproject.toml")
-DEFAULTS = "infra/config/gcp_defaults.yaml"
+PROJECT_PARTS = ("model", "infra", "bootstrap", "ops", "stacks", "pyproject.toml")
+DEFAULTS = "model/config/gcp_defaults.yaml"
 
 
 def copy_project(dest: Path) -> None:

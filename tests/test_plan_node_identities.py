@@ -3,9 +3,8 @@ and warns when a node_config's own account cannot do what its node needs."""
 
 from __future__ import annotations
 
-from bootstrap.file_mounts import bucket_name
-from infra.identities import worker_account_id
-from infra.plan import plan_cluster
+from model.identities import bucket_name, worker_account_id
+from model.plan import plan_cluster
 from tests.bootstrap_stubs import cluster
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"

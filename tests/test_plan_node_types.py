@@ -8,9 +8,9 @@ import copy
 
 import yaml
 
-from infra.config import parse_cluster_config
-from infra.plan import resolve_worker_counts
-from infra.stack_config import PROJECT_ROOT
+from model.config import parse_cluster_config
+from model.plan import resolve_worker_counts
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan_node_types import node_type_rows, render_node_types
 from ops.review.prices import cluster_price
 

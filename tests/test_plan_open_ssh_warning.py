@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from infra.config import parse_cluster_config
+from model.config import parse_cluster_config
 from ops.review.plan import plan_stack, render_table
 from ops.review.plan_base import diff_stack_markdown
 from tests.plan_repos import BASE_YAML, git_commit_all, write_stack

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from infra.ssh_keys import generate_key_pair
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan import plan_stack_isolated, render_table
 
 FULL_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())

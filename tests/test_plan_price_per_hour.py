@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import parse_cluster_config
-from infra.stack_config import PROJECT_ROOT
+from model.config import parse_cluster_config
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan import collect_plan, plan_stack_isolated, render_table
 from ops.review.plan_diff import diff_plans, unchanged_count
 from ops.review.plan_markdown import price_line, render_markdown

@@ -7,7 +7,7 @@ import pytest
 
 from ops.review.prices import cost_hint, hourly_price, price_note
 
-# Per-machine on-demand prices published for us-central1 (see ops/prices.py's docstring),
+# Per-machine on-demand prices published for us-central1 (see ops/review/prices.py's docstring),
 # independent of the per-unit rates the module computes from.
 PUBLISHED = {"n1-standard-4": 0.1900, "e2-standard-4": 0.134012, "n2-standard-2": 0.0971,
              "n1-standard-1": 0.0475, "e2-standard-2": 0.067006}

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import parse_cluster_config
-from infra.stack_config import PROJECT_ROOT
+from model.config import parse_cluster_config
+from model.stack_config import PROJECT_ROOT
 from ops.review.plan import plan_yaml, render_table
 from ops.review.prices import node_type_price
 

@@ -27,7 +27,7 @@ import yaml
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 RUNNER = PROJECT_ROOT / "tests" / "task_runner.py"
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
-TABLE = yaml.safe_load((PROJECT_ROOT / "infra/price_table.yaml").read_text())
+TABLE = yaml.safe_load((PROJECT_ROOT / "model/price_table.yaml").read_text())
 
 
 def n1_standard(vcpus: int, spot: bool) -> float:
@@ -105,7 +105,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     edited in the working tree, and a stand-in `pulumi` that records any call."""
     root = tmp_path_factory.mktemp("project")
     ignore = shutil.ignore_patterns("__pycache__", ".ray-gcp")
-    for folder in ("infra", "ops", "bootstrap", "stacks", "engine", "policy"):
+    for folder in ("model", "infra", "ops", "bootstrap", "stacks", "engine", "policy"):
         shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=ignore)
     for name in ("tasks.py", "Pulumi.yaml", "pyproject.toml"):
         shutil.copy(PROJECT_ROOT / name, root / name)
@@ -248,8 +248,8 @@ def test_the_diff_shows_the_cap_change_and_the_projection_before_and_after(runs)
 
 def cap_refusal(cluster: dict[str, Any], worker_counts: dict[str, int] | None = None) -> str:
     """The refusal's fix for a cluster, as the plan and the up word it."""
-    from infra.config import parse_cluster_config
-    from infra.plan import resolve_worker_counts
+    from model.config import parse_cluster_config
+    from model.plan import resolve_worker_counts
     from ops.review.spend_cap import cap_findings, cap_projection
 
     config = parse_cluster_config(cluster)
@@ -281,8 +281,8 @@ def test_a_head_dearer_than_the_cap_says_so():
 
 
 def test_pinned_spot_workers_that_may_fall_back_to_on_demand_over_the_cap_are_a_warning():
-    from infra.config import parse_cluster_config
-    from infra.plan import resolve_worker_counts
+    from model.config import parse_cluster_config
+    from model.plan import resolve_worker_counts
     from ops.review.spend_cap import cap_findings, cap_lines, cap_projection
 
     # The pinned ray_worker_small is spot (0.0237 $/h); on-demand it is priced as the head's

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.review.guardrails import refuse_mandatory
 from ops.review.plan_base import diff_stack

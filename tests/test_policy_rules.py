@@ -112,6 +112,19 @@ def test_a_spot_group_with_an_on_demand_fallback_is_flagged_where_spot_is_requir
         (group, "spot worker that falls back to on-demand where spot is required")]
 
 
+def test_a_spot_group_whose_capacity_ladder_leaves_spot_is_flagged_where_spot_is_required(
+        plans):
+    full = resources(plans["full"])
+    (group,) = by_kind(plans["full"], "WorkerGroup")
+    inputs = next(inputs for _, n, inputs in full if n == group)
+    inputs["capacity"] = {"ladder": [{"market": "spot"}]}
+    assert evaluate(full, only("spot-workers", required=True)) == []
+    inputs["capacity"] = {"ladder": [{"market": "spot"}, {"market": "flex-start"}]}
+    found = evaluate(full, only("spot-workers", required=True))
+    assert [(v.resource, v.message.split(":")[0]) for v in found] == [
+        (group, "spot worker that falls back to on-demand where spot is required")]
+
+
 def test_machine_families_and_regions_outside_the_allow_lists_are_flagged(plans):
     full = resources(plans["full"])
     nodes = {*by_kind(plans["full"], "Instance"), *by_kind(plans["full"], "WorkerGroup")}

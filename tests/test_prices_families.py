@@ -1,13 +1,13 @@
 """Every current machine family has a list price (the plan, `invoke cost`, the spend cap and
-the policy pack's max-hourly-price all read infra/price_table.yaml): a2/a3/g2 nodes are priced
-with the GPUs they come with, and the two readers of the table (infra.prices for the program
+the policy pack's max-hourly-price all read model/price_table.yaml): a2/a3/g2 nodes are priced
+with the GPUs they come with, and the two readers of the table (model.prices for the program
 and the tasks, policy.prices for the policy pack, which imports nothing of ours) agree."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra.prices import bundled_gpus, machine_price, price_table
+from model.prices import bundled_gpus, machine_price, price_table
 from policy.nodes import Node
 from policy.prices import node_price
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from bootstrap.head_provider.pinned import PROVIDER_FIELD as PINNED_TYPES_FIELD
-from infra.config import ConfigError, parse_cluster_config
 from infra.dynamic_types import WORKER_GROUP_TYPE
+from model.config import ConfigError, parse_cluster_config
 from tests.program_runs import head_config_text, run_program, run_stack, stack_yaml
 
 IAP_RANGE = "35.235.240.0/20"  # cloud.google.com/iap/docs/using-tcp-forwarding

@@ -17,7 +17,7 @@ import paramiko
 import pexpect
 import pytest
 
-from infra.config import load_cluster_config
+from model.config import load_cluster_config
 from ops.remote.host_keys import COMPUTE_ENDPOINT_ENV
 from tests.fake_compute import FakeComputeServer
 from tests.sshd_server import (

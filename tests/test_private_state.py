@@ -1,4 +1,4 @@
-"""Local state is private (infra.private_files and its writers): the state folders are 0700,
+"""Local state is private (model.private_files and its writers): the state folders are 0700,
 tightened on every use (an older checkout made them 0755), and every file written there is
 0600 from its creation, the file_mounts archive (the user's mounted secrets) first of all."""
 
@@ -68,7 +68,7 @@ def test_the_local_clusters_record_is_private(state):
 
 
 def test_a_shared_folder_with_the_sticky_bit_is_never_tightened(tmp_path):
-    from infra.private_files import private_folder
+    from model.private_files import private_folder
 
     shared = tmp_path / "shared"
     shared.mkdir()

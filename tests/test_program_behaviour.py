@@ -12,8 +12,8 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import hash_launch_conf
 
-from infra.config import ConfigError
 from infra.dynamic_types import WORKER_GROUP_TYPE
+from model.config import ConfigError
 from tests.program_runs import PROJECT_ROOT, head_config_text, run_inline, stack_yaml
 
 

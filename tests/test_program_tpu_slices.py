@@ -10,9 +10,9 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import hash_launch_conf
 
-from infra.config import parse_cluster_config
-from infra.config.cluster import ray_up_autoscaler_version
-from infra.plan import plan_cluster
+from model.config import parse_cluster_config
+from model.config.cluster import ray_up_autoscaler_version
+from model.plan import plan_cluster
 from tests.program_runs import head_config_text, run_inline, run_stack, stack_label, stack_yaml
 
 TPU_STACKS = ["tpu", "tpu-pod", "tpu-pod-topology"]

@@ -37,11 +37,13 @@ from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
 from tests.program_grants import local_metadata_token
 from tests.ray_cooperation import (
     CYCLES,
+    FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
     Cluster,
     active_lines,
     assert_on_demand_fallback,
+    assert_reserved_then_flex_start,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_credentials,
@@ -56,7 +58,9 @@ from tests.ray_cooperation import (
     node_id,
     past_the_maximum,
     planned,
+    planned_ladder,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    reservation_full_spot_out,
     running,
     spot_with_fallback,
     start_cluster,
@@ -369,6 +373,37 @@ def test_a_spot_type_without_the_fallback_stalls_on_a_stockout_as_rays_provider_
     assert launch_failures(up.head)
 
 
+# ------------------------------------ the capacity ladder (provider.capacity.<type>.ladder), v1
+
+
+def test_demand_walks_the_ladder_reservation_then_flex_start_and_retires_every_node(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    cluster = planned_ladder("v1", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    reservation_full_spot_out(cluster, fake, room=1)
+
+    grow(up)  # the flex-start nodes are PENDING meanwhile: Ray counts them, adds none
+    time.sleep(FLEX_WAIT_S)
+    launched = grow(up)
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes) + len(launched)
+
+    assert_reserved_then_flex_start(launched, SPOT_MAX - len(up.nodes[1:]))
+    for name, instance in launched.items():
+        assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
+        if instance["labels"]["ray-capacity"] == "flex-start":
+            assert instance["scheduling"]["provisioningModel"] == "FLEX_START"
+    assert launch_failures(up.head) == []
+    grow(up)  # nothing made twice: later cycles add none
+    assert set(up.head.running()) == {*up.nodes, *launched}
+
+    for _ in range(CYCLES):
+        up.head.cycle(idle_s=idle_an_hour(up.head.running()))
+    assert set(up.head.running()) == set(up.nodes)  # none left behind
+    fake.cloud.settle()
+    assert fake.cloud.reservations.get(cluster.project, cluster.zone, "gpu-res").free == 1
+
+
 # ------------------------------------ the workers Pulumi pins, counted by v1 (issue 36)
 
 
@@ -487,6 +522,33 @@ def test_a_launch_over_the_hourly_cap_is_refused_and_says_why_in_the_log_and_ray
     labels = fake.instances(cluster.project, cluster.zone)[cluster.head_name]["labels"]
     assert labels["ray-spend-refused"] == SPOT_TYPE
     assert labels["ray-spend-refused-at"].endswith("z")
+
+
+@pytest.mark.parametrize("ladder, refused", [
+    ([{"market": "spot"}], False),
+    ([{"market": "spot"}, {"market": "flex-start"}], True),
+])
+def test_a_laddered_launch_is_priced_at_the_dearest_rung_it_may_take(
+    ladder: list[dict[str, Any]], refused: bool, fake: FakeComputeServer,
+    head_for: Callable[[Cluster], RayHead], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Room for 1.5 spot workers more, less than one on-demand: a ladder that may leave spot
+    is priced on-demand and refused; an all-spot ladder goes ahead."""
+    capped = hourly_cap_with_room(SPOT_TYPE, 1.5)
+
+    def edit(data: dict[str, Any]) -> None:
+        capped(data)
+        data["provider"]["capacity"] = {SPOT_TYPE: {"ladder": ladder}}
+
+    cluster = planned("full", "v1", edit=edit)
+    head_metadata_files(cluster, tmp_path, monkeypatch)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    per_node = cluster.bootstrap_config["available_node_types"][SPOT_TYPE]["resources"]
+
+    up.head.cycle(busy=set(up.head.running()), demand=[dict(per_node)])
+
+    assert bool(launch_failures(up.head)) is refused
+    assert len(up.head.running()) == len(up.nodes) + (0 if refused else 1)
 
 
 def test_a_launch_within_the_hourly_cap_goes_ahead(

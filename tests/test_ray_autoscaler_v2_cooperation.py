@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -63,11 +64,13 @@ from tests.fake_compute import FakeComputeServer
 from tests.fake_compute.helpers import FAST_DEADLINES, fast_retry
 from tests.ray_cooperation import (
     CYCLES,
+    FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
     Cluster,
     active_lines,
     assert_on_demand_fallback,
+    assert_reserved_then_flex_start,
     create_groups,
     fake_fixture,  # noqa: F401 (pytest finds it by name: `fake`)
     head_metadata_files,
@@ -79,7 +82,9 @@ from tests.ray_cooperation import (
     node_bundles,
     past_the_maximum,
     planned,
+    planned_ladder,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    reservation_full_spot_out,
     running,
     spot_with_fallback,
     start_cluster,
@@ -628,6 +633,31 @@ def test_v2_spot_available_gives_spot_workers_as_before(
                                           "instanceTerminationAction": "DELETE"}
         assert instance["labels"]["ray-capacity"] == "spot"
         assert up.head.gcs.nodes[name].state().labels["ray.io/market-type"] == "spot"
+
+
+def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    cluster = planned_ladder("v2", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
+    reservation_full_spot_out(cluster, fake, room=1)
+
+    grow_v2(up)  # the flex-start nodes are PENDING meanwhile: Ray counts them, adds none
+    time.sleep(FLEX_WAIT_S)
+    launched = grow_v2(up)
+    assert len(fake.instances(cluster.project, cluster.zone)) == len(up.nodes) + len(launched)
+
+    assert_reserved_then_flex_start(launched, SPOT_MAX - len(up.nodes[1:]))
+    for name in launched:
+        ray_labels = up.head.gcs.nodes[name].state().labels
+        # Reserved and flex-start nodes are not preemptible: on-demand to Ray's schedulers.
+        assert ray_labels["ray.io/market-type"] == "on-demand"
+        assert ray_labels["ray.io/availability-zone"] == cluster.zone
+    # Nothing made twice: the IM knows exactly these, each running Ray.
+    workers = {i: s for i, s in up.head.instances().items() if i not in up.nodes}
+    assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
+    grow_v2(up)
+    assert set(up.head.running()) == {*up.nodes, *launched}
 
 
 # ------------------------------------------- the spend cap's launch check (provider.spend_cap)

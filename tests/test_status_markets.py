@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from infra.labels import ray_labels
+from model.labels import ray_labels
 from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
 from ops.cloud.cloud_api import StackApi, api_errors
 from ops.cloud.status import nodes_table

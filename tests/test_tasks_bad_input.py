@@ -61,7 +61,8 @@ WRONG_ARGUMENTS = [
     (["scale", "-s", "full", "--type", "ray_worker_huge", "--count", "1"],
      "use one of ray_worker_small"),
     (["scale", "-s", "full", "--type", "ray_worker_small", "--count", "9"],
-     "[min_workers, max_workers] = [1, 2]"),
+     "9 is outside ray_worker_small's range: set a whole number from min_workers 1 to "
+     "max_workers 2"),
     (["attach", "-s", "full", "--tmux", "--screen"], "--tmux and --screen are alternatives"),
     (["attach", "-s", "full", "-p", "dashboard"], "--port-forward 'dashboard'"),
     (["attach", "-s", "full", "-p", "99999"], "--port-forward '99999'"),
@@ -84,7 +85,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git checkout of the project whose working tree adds the broken stack files."""
     root = tmp_path_factory.mktemp("project")
     ignore = shutil.ignore_patterns("__pycache__", ".ray-gcp")
-    for folder in ("infra", "ops", "bootstrap", "stacks", "engine"):
+    for folder in ("model", "infra", "ops", "bootstrap", "stacks", "engine"):
         shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=ignore)
     for name in ("tasks.py", "Pulumi.yaml", "pyproject.toml"):
         shutil.copy(PROJECT_ROOT / name, root / name)

@@ -371,7 +371,7 @@ def test_status_reads_where_nodes_write_and_stays_light():
     assert BOOTSTRAP_LOG == LOG_FILE
     imported = subprocess.run(
         [sys.executable, "-c", "import sys, ops.cloud.bootstrap_status, ops.cloud.cluster_dump; "
-         "print('infra.config' in sys.modules)"],
+         "print('model.config' in sys.modules)"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert imported.stdout == "False\n"
 

@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 
-from infra.config import load_cluster_config
 from infra.dynamic_types import CLUSTER_SWEEPER_TYPE, LEGACY_TYPE, WORKER_GROUP_TYPE
-from infra.labels import KIND_UNMANAGED, NODE_KIND
 from infra.workers.provider import WorkerGroupProvider
 from infra.workers.sweeper import ClusterSweeperProvider
+from model.config import load_cluster_config
+from model.labels import KIND_UNMANAGED, NODE_KIND
 from ops.errors import OpsError
 from ops.lifecycle.down_workers import (
     delete_autoscaler_workers,

@@ -143,8 +143,8 @@ def test_exec_does_not_import_pulumi_pydantic_or_google(stack):
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
     assert "paramiko" in imported  # the probe sees exec's imports
-    # Every task checks its stack file through infra.stack_config, which stays light.
-    light = {"infra", "infra.stack_config", "infra.yaml_text", "infra.private_files"}
-    heavy = sorted(name for name in imported - light
-                   if name.split(".")[0] in {"pulumi", "pulumi_gcp", "pydantic", "google", "infra"})
+    # Every task checks its stack file through model.stack_config, which stays light.
+    light = {"model", "model.stack_config", "model.yaml_text", "model.private_files"}
+    heavy_roots = {"pulumi", "pulumi_gcp", "pydantic", "google", "infra", "model"}
+    heavy = sorted(name for name in imported - light if name.split(".")[0] in heavy_roots)
     assert heavy == []

@@ -11,7 +11,7 @@ from types import ModuleType
 from invoke import Collection
 from invoke.parser import ParserContext
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.task_flags import SHORT_FLAGS
 
 

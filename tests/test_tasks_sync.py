@@ -10,7 +10,7 @@ import select
 import subprocess
 import time
 
-from infra.sync_filter import DirMergeFilters, is_excluded
+from model.sync_filter import DirMergeFilters, is_excluded
 from tests.sshd_server import PROJECT_ROOT
 from tests.tools import require_tool
 

@@ -14,15 +14,15 @@ import pulumi
 import pytest
 from google.cloud import tpu_v2
 
-from infra.config import parse_cluster_config
 from infra.metadata import HEAD_ADDRESS_KEY
-from infra.plan import plan_cluster
 from infra.workers.queued_slice import (
     QueuedSliceError,
     QueuedSliceProvider,
     QueuedTpuSlice,
     QueuedTpuSliceArgs,
 )
+from model.config import parse_cluster_config
+from model.plan import plan_cluster
 from ops.lifecycle.preempted import kept_slices, up_replacing_reclaimed
 from tests.fake_compute import FakeComputeServer, Faults
 from tests.fake_compute.helpers import (
@@ -269,7 +269,7 @@ def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake, record
     (30, "{wait_minutes: 30}"),
 ])
 def test_a_bad_tpu_queued_resources_setting_is_one_line_naming_its_path(value, message):
-    from infra.config import ConfigError
+    from model.config import ConfigError
 
     raw = stack_yaml("tpu")
     raw["provider"]["tpu_queued_resources"] = value

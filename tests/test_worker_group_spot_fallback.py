@@ -166,7 +166,7 @@ def test_when_on_demand_is_out_too_the_error_tells_both_and_keeps_what_spot_made
         fast_provider().create(group_props(fake.endpoint, 3, capacity=FALLBACK))
 
     message = str(failure.value)
-    assert message.startswith("spot: created 1 of 3 instances")
-    assert "then on-demand (provider.capacity fallback): created 0 of 2 instances" in message
+    assert "spot: created 1 of 3 instances" in message
+    assert "on-demand: created 0 of 2 instances" in message
     assert failure.value.created == list(cluster_instances(fake))
     assert set(markets(fake).values()) == {"spot"}

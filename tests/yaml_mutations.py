@@ -28,7 +28,7 @@ import yaml
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
-from infra.config import ClusterConfig
+from model.config import ClusterConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 RAY_DEFAULTS = Path(ray.autoscaler.gcp.__file__).parent / "defaults.yaml"

@@ -7,13 +7,15 @@ Owns: `provider.HeadNodeProvider`, Ray's GCPNodeProvider with its listing, names
 launch hashes inherited, whose `create_node` runs the checks in `launch_checks` (the spend
 cap's, `spend_gate.SpendGate`, and the refusal of a pinned twin) and then launches through
 `launch.launch_nodes`, and which never terminates a node Pulumi keeps; `capacity`, the pure
-rules of spot with on-demand fallback that the workers Pulumi keeps (infra/workers) share;
+rules of spot with on-demand fallback, and `ladder`, those of the capacity ladder (each rung's
+insert body, which refusals move a node down), that the workers Pulumi keeps (infra/workers)
+share;
 `spend`, the spend accounting (hours run, the hourly projection, the head's ledger, the launch
 rule) that `invoke cost` shares; `pinned`, how autoscaler v2 counts the workers Pulumi keeps
 (their types' pinned twins, which the provider's `node_tags` reports them as), shared with the
 head's config (autoscaler_config) and startup script; and `instance_metadata`, the node's
-metadata server. `capacity`, `spend`, `pinned` and `instance_metadata` are standard library
-only: the operator's side imports them without Ray, and the head's autostop daemon
+metadata server. `capacity`, `ladder`, `spend`, `pinned` and `instance_metadata` are standard
+library only: the operator's side imports them without Ray, and the head's autostop daemon
 (bootstrap/autostop.py) imports what it needs from its own copy of this package.
 
 May import: the standard library, Ray and what `ray[default]` and Ray's GCP extras bring, and

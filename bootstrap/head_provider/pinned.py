@@ -1,6 +1,6 @@
 """The workers Pulumi keeps, as autoscaler v2 sees them: counted, never launched or retired.
 
-On GCE a worker group's node is Ray's `unmanaged` kind (infra/labels.py), which v2's
+On GCE a worker group's node is Ray's `unmanaged` kind (model/labels.py), which v2's
 NodeProviderAdapter drops: its scheduler would not count it for `request_resources`, pending
 demand or `max_workers`. So under v2 the head's provider lists each such node as a worker of its
 type's *pinned twin*, `<type>.pinned`, a node type the head's config adds (`twin_type`): room

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ray.autoscaler._private.gcp.node import GCPComputeNode
 from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
 from ray.autoscaler.node_launch_exception import NodeLaunchException
 from ray.autoscaler.tags import NODE_KIND_UNMANAGED, TAG_RAY_NODE_KIND, TAG_RAY_USER_NODE_TYPE
@@ -25,6 +26,12 @@ from .launch import launch_nodes
 from .spend_gate import SpendGate
 
 logger = logging.getLogger(__name__)
+
+# A flex-start instance is PENDING while it waits for Dynamic Workload Scheduler's capacity
+# (compute v1's Instance status enum); Ray 2.60 lists only PROVISIONING, STAGING and RUNNING
+# ones, so it would not count a pending node and would launch another. In the head's own
+# autoscaler process, PENDING is listed too.
+GCPComputeNode.NON_TERMINATED_STATUSES = {*GCPComputeNode.NON_TERMINATED_STATUSES, "PENDING"}
 
 LaunchCheck = Callable[[dict[str, Any], dict[str, str], int], None]
 """Run before every launch with (node_config, the autoscaler's tags, count); raising refuses
@@ -49,7 +56,7 @@ class HeadNodeProvider(GCPNodeProvider):
             for twin, user_type in (provider_config.get(pinned.PROVIDER_FIELD) or {}).items()}
         self.launch_checks: list[LaunchCheck] = [SpendGate(self), self._refuse_twins]
         # The autoscaler's log (monitor.log) says which provider launches, and from where.
-        logger.info("HeadNodeProvider from %s: on-demand fallback for %s", __file__,
+        logger.info("HeadNodeProvider from %s: capacity ladders for %s", __file__,
                     ", ".join(sorted(self.capacity)) or "no node type")
 
     def node_tags(self, node_id: str) -> dict[str, str]:
@@ -85,4 +92,4 @@ class HeadNodeProvider(GCPNodeProvider):
             for check in self.launch_checks:
                 check(base_config, tags, count)
             return launch_nodes(create, base_config, count, self.capacity.get(node_type),
-                                node_type)
+                                node_type, self.provider_config.get("availability_zone"))

@@ -5,7 +5,7 @@ spent, and whether a launch would break the spend cap.
 Standard library only (and `capacity` beside it): `invoke cost` uses it, and on the head the
 node provider (`provider.py`'s launch check) and the daemon (bootstrap/autostop.py, which ships
 a copy of this package in its own zip) run it, where neither the project's packages nor PyYAML
-are. The prices come in as plain numbers, rendered at plan time from infra.prices into the
+are. The prices come in as plain numbers, rendered at plan time from model.prices into the
 head's metadata `ray-spend-cap` (bootstrap/spend_metadata.py).
 
 Hours run: since creation, minus the one stopped period the timestamps show (between the last
@@ -154,7 +154,7 @@ class SpendCap:
     action: str  # "stop_workers" or "down"
     rates: dict[str, dict[str, Rate]] = field(default_factory=dict)
     unpriced: tuple[str, ...] = ()  # what the price table lacks (counted as free)
-    node_type_label: str = ""  # the label naming a node's type (infra.labels.USER_NODE_TYPE)
+    node_type_label: str = ""  # the label naming a node's type (model.labels.USER_NODE_TYPE)
 
     @classmethod
     def from_json(cls, text: str) -> SpendCap:

@@ -6,8 +6,10 @@ head's daemon holds the workers stopped at `max_usd_total`.
 The cap and every node type's prices come from the head's metadata `ray-spend-cap` (re-read at
 each launch, so a changed cap needs no restart); the projection from every node of the cluster
 Ray's GCP provider lists (the head, the workers Pulumi keeps, TPU slices, the autoscaler's own),
-each at its type's price for the market it runs at. A launch of a type that may fall back to
-on-demand (provider.capacity) is priced on-demand, the dearer of the two.
+each at its type's price for the market it runs at. A launch of a type whose capacity ladder
+(provider.capacity, the short form's on-demand fallback included) has a rung other than spot
+is priced on-demand, the dearest the rungs may give (reserved and flex-start nodes are priced
+at the on-demand list, as `invoke cost` prices them).
 
 A refusal raises Ray's NodeLaunchException (category `SpendCap`). Ray 2.60's v1 autoscaler
 logs "Failed to launch ... (SpendCap): <why>", adds it to its events, and `ray status` lists
@@ -30,8 +32,9 @@ from ray.autoscaler._private.gcp.node import GCPNodeType
 from ray.autoscaler.node_launch_exception import NodeLaunchException
 from ray.autoscaler.tags import NODE_KIND_HEAD, TAG_RAY_NODE_KIND, TAG_RAY_USER_NODE_TYPE
 
-from .capacity import ON_DEMAND, falls_back, market_of
+from .capacity import ON_DEMAND, SPOT
 from .instance_metadata import ApiError, Metadata
+from .ladder import ladder_of
 from .spend import (
     CAPPED_AT_LABEL,
     CAPPED_LABEL,
@@ -89,9 +92,9 @@ class SpendGate:
     def _market(self, node_type: str, node_config: dict[str, Any]) -> Market:
         if "machineType" not in node_config:  # a TPU node
             return tpu_market(node_config.get("schedulingConfig"))
-        if falls_back(self.provider.capacity.get(node_type), node_config):
-            return ON_DEMAND
-        return market_of(node_config.get("scheduling"))
+        # Priced at the dearest market its ladder may give it: spot only if every rung is.
+        rungs = ladder_of(self.provider.capacity.get(node_type), node_config)
+        return SPOT if all(rung["market"] == SPOT for rung in rungs) else ON_DEMAND
 
     def _cluster(self, cap: SpendCap, now: datetime) -> tuple[list[NodeUsage], Any]:
         """Every node of the cluster Ray's provider lists, and the head among them."""

@@ -3,7 +3,8 @@
 `WorkerGroup` is a dynamic resource; `WorkerGroupProvider` does the work (see provider.py).
 `ClusterSweeper` makes `pulumi destroy` delete every node of the cluster, TPU VMs included
 (see sweeper.py). TPU slices Pulumi keeps are `tpu.V2Vm` resources (infra/tpu_slices.py), or
-`QueuedTpuSlice` requests to the TPU queued-resources API (see queued_slice.py).
+`QueuedTpuSlice` requests to the TPU queued-resources API (see queued_slice.py). New nodes of
+a type with a capacity ladder walk it (ladder.py; reservations read by reservations.py).
 Importing this package does not import the google-cloud client libraries: the providers
 import them when they first build a client.
 """

@@ -3,7 +3,7 @@ its on-demand twin and the label a node carries saying which it got are the rule
 autoscaler uses too: they live in bootstrap/head_provider/capacity.py (shipped to the head,
 which has none of our packages) and are imported here under their old names.
 
-A group whose node type has `provider.capacity.<type>.fallback: on-demand` (see infra/config)
+A group whose node type has `provider.capacity.<type>.fallback: on-demand` (see model/config)
 gets the policy as its `capacity` input: when every allowed zone refuses the spot body for
 capacity, the slots left are created from `on_demand_body` under the same names, so a slot is
 never both. Every node a group creates is labelled `ray-capacity: spot|on-demand`; its

@@ -135,6 +135,12 @@ class ApiClients:
         return self._cached("subnetworks", lambda: self._compute("subnetworks", "Subnetworks"))
 
     @property
+    def reservations(self) -> compute_v1.ReservationsClient:
+        """What a capacity ladder's reservation rungs read (infra/workers/reservations.py)."""
+        return self._cached("reservations",
+                            lambda: self._compute("reservations", "Reservations"))
+
+    @property
     def firewalls(self) -> compute_v1.FirewallsClient:
         return self._cached("firewalls", lambda: self._compute("firewalls", "Firewalls"))
 

@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
-from infra.workers.capacity import Market, market_of
+from bootstrap.head_provider.ladder import FLEX_START, MARKETS, is_capacity_refusal
+from infra.workers.capacity import CAPACITY_LABEL, market_of
 from infra.workers.clients import ApiClients
 from infra.workers.nodes import NoCapacity, Node, Phase, Want, WorkerGroupError
 from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
 from infra.workers.quota import QuotaReader, body_needs, quota_rows, refuse_if_short
-from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry
+from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry, poll_until
 from infra.workers.zones import (
     FallbackZones,
     ZoneFinder,
     ZoneRefused,
     body_in_zone,
     describe_skipped,
-    is_zone_capacity_error,
     refused_for_capacity,
     region_of,
 )
@@ -42,7 +42,10 @@ from infra.workers.zones import (
 if TYPE_CHECKING:
     from google.cloud import compute_v1
 
-_LIVE = {"PROVISIONING", "STAGING", "RUNNING", "REPAIRING"}
+# PENDING: a flex-start instance waiting for Dynamic Workload Scheduler's capacity (the
+# Instance status enum of the compute v1 discovery document): it is the group's node already.
+_LIVE = {"PENDING", "PROVISIONING", "STAGING", "RUNNING", "REPAIRING"}
+PENDING = "PENDING"
 _STOPPED = {"STOPPING", "STOPPED", "TERMINATED", "SUSPENDING", "SUSPENDED"}
 # zoneOperations.wait returns after at most ~2 minutes even if the operation still runs.
 _WAIT_CALL_S = 130.0
@@ -88,9 +91,16 @@ def _node(instance: compute_v1.Instance) -> Node:
     )
 
 
-def instance_market(instance: compute_v1.Instance) -> Market:
-    """What an instance is by its own scheduling: `spot` (spot or preemptible) or `on-demand`."""
+def instance_market(instance: compute_v1.Instance) -> str:
+    """What an instance is: the ladder rung its label names (reservation, any-reservation,
+    spot, flex-start, on-demand), else by its own scheduling: `flex-start`, `spot` (spot or
+    preemptible) or `on-demand`."""
+    label = instance.labels.get(CAPACITY_LABEL, "")
+    if label in MARKETS:
+        return label
     scheduling = instance.scheduling
+    if scheduling.provisioning_model == "FLEX_START":
+        return FLEX_START
     return market_of({"provisioningModel": scheduling.provisioning_model,
                       "preemptible": scheduling.preemptible})
 
@@ -192,7 +202,7 @@ class ComputeNodes:
                 made, errors = self._create_in_zone(zone, remaining, body_in_zone(body, zone))
                 created += made
                 remaining = [n for n in remaining if n not in made]
-                if errors and not all(is_zone_capacity_error(e) for e in errors):
+                if errors and not all(is_capacity_refusal(e) for e in errors):
                     raise WorkerGroupError(
                         f"created {len(created)} of {len(names)} instances in "
                         f"{zone}: {'; '.join(errors)}",
@@ -206,6 +216,27 @@ class ComputeNodes:
             raise NoCapacity(
                 self._no_capacity(len(names), len(created), refusals, body), created
             )
+
+    def await_started(self, names: Sequence[str], timeout_s: float) -> list[str]:
+        """Flex-start instances just created: wait, at most `timeout_s`, until none is PENDING.
+        The names that started; those still PENDING are deleted (given up: never made twice),
+        and those gone (their request failed) are left out."""
+        found: dict[str, Node] = {}
+
+        def settled() -> bool:
+            by_zone: dict[str, list[str]] = {}
+            for name in names:
+                by_zone.setdefault(self._zone_of.get(name, self.zone), []).append(name)
+            found.clear()
+            for zone, in_zone in by_zone.items():
+                found.update({n.name: n for n in self._get_existing(zone, in_zone)})
+            return all(node.status != PENDING for node in found.values())
+
+        try:
+            poll_until(settled, timeout_s, "flex-start instances", interval_s=0.05, cap_s=5.0)
+        except OperationTimeout:
+            self.delete([name for name, node in found.items() if node.status == PENDING])
+        return [name for name in names if name in found and found[name].status != PENDING]
 
     def check_quota(self, count: int, body: dict[str, Any]) -> None:
         """Refuse, before any insert, what the region's quotas cannot hold."""

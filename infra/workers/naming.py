@@ -1,6 +1,6 @@
 """Names and labels of a worker group's nodes: what Ray expects and how we find our own.
 
-Our nodes carry Ray's labels as an *unmanaged* node kind (see infra/labels.py): Ray's autoscaler
+Our nodes carry Ray's labels as an *unmanaged* node kind (see model/labels.py): Ray's autoscaler
 counts them for its type and packs demand onto them, but never terminates them. We add
 `ray-gcp-group`, a hash of everything that defines the group's machines, so our nodes are found
 again after a half-failed call: the labels in the cloud, not Pulumi's state, are the source of
@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE, ray_labels
+from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE, ray_labels
 
 GROUP_LABEL = "ray-gcp-group"
 MAX_NAME_LENGTH = 63

@@ -25,6 +25,8 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from bootstrap.head_provider.ladder import rank
+
 # Deadlines stays importable from here: providers pickled into existing stacks name it
 # `infra.workers.provider.Deadlines`.
 from infra.workers.apis import (
@@ -33,15 +35,8 @@ from infra.workers.apis import (
     compute_nodes,
     replacing_diff,
 )
-from infra.workers.capacity import (
-    ON_DEMAND,
-    SPOT,
-    falls_back,
-    market_of,
-    on_demand_body,
-    returns_to_spot,
-    with_market,
-)
+from infra.workers.capacity import ON_DEMAND, SPOT, returns_to_spot, with_market
+from infra.workers.ladder import LadderWalk
 from infra.workers.naming import (
     GROUP_LABEL,
     IDENTITY_KEYS,
@@ -54,7 +49,7 @@ from infra.workers.naming import (
     replaced_keys,
     resource_id,
 )
-from infra.workers.nodes import NoCapacity, Node, NodeApi, Want, WorkerGroupError
+from infra.workers.nodes import NoCapacity, Node, NodeApi, Want
 from infra.workers.plan import plan_scale
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
@@ -102,8 +97,9 @@ class WorkerGroupProvider(ApiProvider):
         """`retired`: the metadata and label keys the old body had and the new one has not."""
         api = self._api(props)
         ours, _ = self._observe(api, props)
-        # Live on-demand fallbacks count as the newest: a scale-down removes them first.
-        ours = sorted(ours, key=lambda n: n.phase == "live" and n.market == ON_DEMAND)
+        # Live nodes of the dearer rungs count as the newest: a scale-down removes on-demand
+        # first, then flex-start, spot, and reserved nodes last.
+        ours = sorted(ours, key=lambda n: rank(n.market) if n.phase == "live" else 0)
         plan = plan_scale(ours, int(props["count"]), bool(props.get("cache_stopped_nodes")))
         # Stopped nodes too: they boot into the current script when started.
         kept = [n for n in ours if n.phase != "dead" and n.name not in plan.delete]
@@ -122,27 +118,11 @@ class WorkerGroupProvider(ApiProvider):
         return self._outputs(props, *self._observe(api, props))
 
     def _create(self, api: NodeApi, props: Mapping[str, Any], count: int) -> None:
-        """`count` new nodes from the body, each labelled with the market it got. With an
-        on-demand fallback, the slots no allowed zone took as spot are created on-demand under
-        the same names: one node per slot."""
+        """`count` new nodes from the body down the type's capacity ladder (ladder.py), each
+        labelled with the market it got: one node per slot, on the first rung that takes it."""
         names = [new_node_name(props["name_prefix"]) for _ in range(count)]
-        body = self._labelled_body(props)
-        market = market_of(body.get("scheduling"))
-        if not falls_back(props.get("capacity"), body):
-            api.create(names, with_market(body, market))
-            return
-        try:
-            api.create(names, with_market(body, SPOT))
-        except NoCapacity as refused:
-            rest = [name for name in names if name not in refused.created]
-            try:
-                api.create(rest, with_market(on_demand_body(body), ON_DEMAND))
-            except WorkerGroupError as failed:
-                raise type(failed)(
-                    f"spot: {refused.reason}; then on-demand (provider.capacity fallback): "
-                    f"{failed.reason}",
-                    [*refused.created, *failed.created],
-                ) from None
+        LadderWalk(props, self.retry, self.deadlines, api).create(
+            names, self._labelled_body(props))
 
     def _back_to_spot(self, api: NodeApi, props: Mapping[str, Any], live: list[Node]) -> None:
         """`return_to_spot`: a spot node for each live on-demand one, as many as some zone

@@ -13,7 +13,7 @@ node) are no longer eligible for allocation. Deleting with `force` deletes the n
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +69,44 @@ def request_body(
     if valid_until_minutes:
         body["queueingPolicy"] = {"validUntilDuration": f"{int(valid_until_minutes) * 60}s"}
     return body
+
+
+TPU_MARKETS = ("reservation", "any-reservation", "spot", "on-demand")
+"""The rungs a TPU slice's ladder may name (the v2 API has no flex-start tier)."""
+
+
+def rung_request(parent: str, name: str, node: dict[str, Any],
+                 valid_until_minutes: int | None, rung: Mapping[str, Any],
+                 reservation: str | None = None) -> dict[str, Any]:
+    """The QueuedResource JSON for one slice on one rung of its ladder
+    (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources):
+    `spot` asks for the Spot tier; `reservation` names the reservation the slice is made in
+    (`reservationName`, `projects/P/locations/ZONE/reservations/R`) and, like
+    `any-reservation`, marks the node `schedulingConfig.reserved`; `on-demand` neither. The
+    node is labelled with the rung (`ray-capacity`)."""
+    market = rung["market"]
+    scheduling = {k: v for k, v in (node.get("schedulingConfig") or {}).items()
+                  if k not in ("spot", "preemptible", "reserved")}
+    if market in ("reservation", "any-reservation"):
+        scheduling["reserved"] = True
+    labels = {**(node.get("labels") or {}), "ray-capacity": market}
+    node = {**node, "schedulingConfig": {**scheduling, "spot": market == "spot"},
+            "labels": labels}
+    body = request_body(parent, name, node, valid_until_minutes)
+    if reservation:
+        project, reservation_id = _reservation_parts(parent, reservation)
+        zone = parent.rsplit("/", 1)[-1]
+        body["reservationName"] = (
+            f"projects/{project}/locations/{zone}/reservations/{reservation_id}")
+    return body
+
+
+def _reservation_parts(parent: str, reference: str) -> tuple[str, str]:
+    """`projects/P/reservations/R` -> (P, R); `R` -> (the parent's project, R)."""
+    if reference.startswith("projects/"):
+        parts = reference.split("/")
+        return parts[1], parts[-1]
+    return parent.split("/")[1], reference
 
 
 def _request(resource: tpu_v2.QueuedResource) -> QueuedRequest:

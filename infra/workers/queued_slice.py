@@ -36,6 +36,7 @@ from pulumi.dynamic import (
 
 from infra.dynamic_types import MODULE, legacy_aliases
 from infra.workers.apis import ApiProvider, queued_slices, replacing_diff
+from infra.workers.capacity import CAPACITY_LABEL
 from infra.workers.queued_api import (
     ACTIVE,
     DEAD,
@@ -44,6 +45,7 @@ from infra.workers.queued_api import (
     QueuedSlices,
     QueuedSliceTimeout,
     request_body,
+    rung_request,
 )
 
 # What the request asks for: a change queues a new one (the old one is withdrawn first),
@@ -52,7 +54,8 @@ from infra.workers.queued_api import (
 REQUEST_KEYS = ("project", "zone", "name", "body")
 BODY_IN_PLACE_KEYS = ("metadata", "labels")
 # How long to wait and how to reach the API: only the next create reads them.
-IN_PLACE_KEYS = ("wait_minutes", "valid_until_minutes", "credentials", "api_endpoint")
+IN_PLACE_KEYS = ("wait_minutes", "valid_until_minutes", "credentials", "api_endpoint",
+                 "capacity")
 OUTPUT_KEYS = ("queued_state", "status", "internal_ip", "external_ip")
 WAIT_KEY = "provider.tpu_queued_resources.wait_minutes"
 
@@ -74,7 +77,9 @@ class QueuedSliceProvider(ApiProvider):
         if existing is not None and existing.state in DEAD:
             api.delete([name])  # never ACTIVE again: queue anew
             existing = None
-        if existing is None:
+        if existing is None and (props.get("capacity") or {}).get("ladder"):
+            self._walk_ladder(api, props)
+        elif existing is None:
             api.create(
                 name,
                 request_body(api.parent, name, props["body"], props.get("valid_until_minutes")),
@@ -84,7 +89,8 @@ class QueuedSliceProvider(ApiProvider):
             # Queued by an earlier up for another startup script or labels: it keeps its place
             # in the queue, and its node gets ours once it exists.
             body = props["body"]
-            api.update_node(name, body.get("metadata") or {}, body.get("labels") or {})
+            api.update_node(name, body.get("metadata") or {},
+                            _with_rung(body.get("labels") or {}, request.labels))
         return CreateResult(
             f"{api.parent}/queuedResources/{name}", self._outputs(api, props, request)
         )
@@ -98,12 +104,14 @@ class QueuedSliceProvider(ApiProvider):
         old_body, new_body = olds.get("body") or {}, news.get("body") or {}
         if any(old_body.get(k) != new_body.get(k) for k in BODY_IN_PLACE_KEYS):
             api, name = self._api(news), news["name"]
-            if api.node(name) is None:
+            node = api.node(name)
+            if node is None:
                 raise QueuedSliceError(
                     f"TPU slice {name} has no node to update (GCP reclaimed it): `invoke up` "
                     "replaces the slice"
                 )
-            api.update_node(name, new_body.get("metadata") or {}, new_body.get("labels") or {})
+            api.update_node(name, new_body.get("metadata") or {},
+                            _with_rung(new_body.get("labels") or {}, node.labels))
         return UpdateResult({**_inputs(news), **{k: olds.get(k) for k in OUTPUT_KEYS}})
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -119,6 +127,30 @@ class QueuedSliceProvider(ApiProvider):
         self._api(props).delete([props["name"]])
 
     # ------------------------------------------------------------------ internals
+
+    def _walk_ladder(self, api: QueuedSlices, props: Mapping[str, Any]) -> None:
+        """Queue the slice on each rung of its ladder in turn: a request that GCP fails (no
+        capacity on that tier or in that reservation) or that is not ACTIVE within
+        `provision_timeout` is withdrawn and the next rung's is queued under the same name;
+        the last rung's request is left for `_wait`, as a slice without a ladder is."""
+        name, policy = props["name"], props["capacity"]
+        steps = [(rung, reservation) for rung in policy["ladder"]
+                 for reservation in rung.get("reservations") or [None]]
+        timeout_s = float(policy.get("provision_timeout_s")
+                          or float(props["wait_minutes"]) * 60.0)
+        for index, (rung, reservation) in enumerate(steps):
+            api.create(name, rung_request(api.parent, name, props["body"],
+                                          props.get("valid_until_minutes"), rung, reservation))
+            if index == len(steps) - 1:
+                return
+            try:
+                request = api.wait_active(name, timeout_s)
+            except QueuedSliceTimeout:
+                request = None
+            if request is not None and request.state == ACTIVE:
+                return
+            api.delete([name])  # failed or still queued: withdrawn, never made twice
+            api.wait_gone(name)
 
     def _api(self, props: Mapping[str, Any]) -> QueuedSlices:
         return queued_slices(props, self.retry, self.deadlines)
@@ -178,11 +210,19 @@ def _fixed_body(body: Any) -> Any:
 
 
 def _asks_for(request: QueuedRequest, props: Mapping[str, Any]) -> bool:
-    """Whether the request asked for this node's labels and metadata."""
+    """Whether the request asked for this node's labels (besides the ladder's rung label)
+    and metadata."""
     body = props["body"]
-    return request.labels == dict(body.get("labels") or {}) and request.metadata == dict(
+    labels = {k: v for k, v in request.labels.items() if k != CAPACITY_LABEL}
+    return labels == dict(body.get("labels") or {}) and request.metadata == dict(
         body.get("metadata") or {}
     )
+
+
+def _with_rung(labels: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
+    """New labels for a node, keeping the rung label its ladder gave it."""
+    rung = current.get(CAPACITY_LABEL)
+    return {**labels, **({CAPACITY_LABEL: rung} if rung else {})}
 
 
 def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,6 +239,9 @@ class QueuedTpuSliceArgs:
     body: pulumi.Input[dict[str, Any]]
     wait_minutes: int
     valid_until_minutes: int | None = None
+    capacity: dict[str, Any] | None = None
+    """The type's capacity ladder (provider.capacity), rungs TPU_MARKETS only; None: one
+    request as the body asks."""
     credentials: pulumi.Input[str] | None = None
     """Service-account JSON (or an OAuth token); kept secret in the state. None: ADC."""
     api_endpoint: str | None = None
@@ -225,6 +268,7 @@ class QueuedTpuSlice(Resource, module=MODULE, name="QueuedTpuSlice"):
                 "body": args.body,
                 "wait_minutes": args.wait_minutes,
                 "valid_until_minutes": args.valid_until_minutes,
+                "capacity": args.capacity,
                 "credentials": (
                     pulumi.Output.secret(args.credentials) if args.credentials is not None else None
                 ),

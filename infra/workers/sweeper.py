@@ -30,11 +30,11 @@ from typing import Any
 
 from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
-from infra.labels import CLUSTER_NAME, STACK
 from infra.workers.apis import ApiProvider, Deadlines, Kind, keyed_diff, node_api, queued_slices
 from infra.workers.nodes import Node, NodeLister, WorkerGroupError
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy
+from model.labels import CLUSTER_NAME, STACK
 
 # Which cluster is swept: a change replaces the sweeper, and deleting the old one (at the end of
 # that `up`) sweeps what is left of the old cluster, whose head and groups are replaced too.

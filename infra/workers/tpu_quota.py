@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infra.labels import CLUSTER_NAME
 from infra.workers.quota import QuotaRow
+from model.labels import CLUSTER_NAME
 
 TPU_SERVICE = "tpu.googleapis.com"
 Model = Literal["on-demand", "preemptible", "reserved"]

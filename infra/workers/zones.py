@@ -5,7 +5,7 @@ A GCE zone can be out of a machine or GPU type (`ZONE_RESOURCE_POOL_EXHAUSTED`) 
 zone of the same region has plenty. The subnet is regional, so a worker in another zone reaches
 the head like any other. The head stays where it is; only the workers that did not fit move.
 
-`provider.fallback_zones` (see infra/config) arrives here as the group's `fallback_zones`:
+`provider.fallback_zones` (see model/config) arrives here as the group's `fallback_zones`:
 None means every zone of the region, `False` none, a list exactly those zones, in its order.
 A zone is tried only if it offers the body's machine type and every accelerator type.
 """
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from google.api_core import exceptions as api_exceptions
 
-from bootstrap.head_provider.capacity import is_zone_capacity_error
+from bootstrap.head_provider.ladder import is_capacity_refusal
 from infra.workers.clients import ApiClients
 from infra.workers.parallel import run_all, short_error
 from infra.workers.retry import RetryPolicy, call_with_retry
@@ -46,7 +46,7 @@ def refused_for_capacity(call: Callable[[], T]) -> Callable[[], T]:
         try:
             return call()
         except api_exceptions.GoogleAPICallError as exc:
-            if is_zone_capacity_error(short_error(exc)):
+            if is_capacity_refusal(short_error(exc)):
                 raise ZoneRefused(short_error(exc)) from exc
             raise
 

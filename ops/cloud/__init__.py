@@ -8,8 +8,8 @@ preemptions (`preemptions`), each node's startup script version and bootstrap st
 (`bootstrap_status`), the log archive (`cluster_dump`), failure drills (`kill_node`), what the
 cluster has cost (`cost`), what the head counts against its spend cap (`spend_status`), a
 running cluster's autostop (`autostop`) and its IPs (`cluster_ips`).
-May import `infra`, `bootstrap`, the shared top of `ops`, `ops.remote` (to reach a node) and
-`ops.review.prices` (the price table); imported by `tasks.py`, and by `ops.lifecycle` for
+May import `model`, `infra`, `bootstrap`, the shared top of `ops`, `ops.remote` (to reach a
+node) and `ops.review.prices` (the price table); imported by `tasks.py`, and by `ops.lifecycle` for
 `cloud_api`. Verbs: `show_status`, `dump_stack`, `kill_stack_node`, `stack_cost_report`,
 `change_autostop`, `head_ip`, `worker_ips`.
 """

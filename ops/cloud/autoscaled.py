@@ -20,8 +20,8 @@ def autoscaled_nodes(api: StackApi) -> list[Node]:
     """The cluster's autoscaler-launched instances in the stack's zone, by name."""
     from google.cloud import compute_v1
 
-    from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
     from infra.workers.compute_api import instance_market, label_filter
+    from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
 
     outputs = api.outputs
     request = compute_v1.ListInstancesRequest(

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
 from bootstrap.head_provider.spend import RUNNING_STATES, Rate, hours_run, parse_time
-from infra.config import ClusterConfig
-from infra.labels import CLUSTER_NAME, USER_NODE_TYPE
 from infra.workers.capacity import SPOT
 from infra.workers.retry import RetryPolicy
+from model.config import ClusterConfig
+from model.labels import CLUSTER_NAME, USER_NODE_TYPE
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.review.prices import (
@@ -42,7 +42,9 @@ class NodeCost:
     hours_run: float
     hours_existed: float
     market: str = ""
-    """`spot` or `on-demand`, as the instance is (and is priced); empty for a TPU VM."""
+    """The rung the instance got (`reservation`, `any-reservation`, `spot`, `flex-start`,
+    `on-demand`; spot is priced spot, the others at the on-demand list price); empty for a TPU
+    VM."""
 
     @property
     def running(self) -> bool:
@@ -67,9 +69,19 @@ def _prices(config: ClusterConfig) -> dict[str, NodePrice]:
     return {name: node_type_price(t, region) for name, t in config.available_node_types.items()}
 
 
+RESERVED = ("reservation", "any-reservation")
+LIST_PRICED_NOTE = ("reserved and flex-start nodes are priced at the on-demand list price: "
+                    "a reservation's commitment and flex-start's discount are not list prices")
+
+
+def _shown_market(market: str) -> str:
+    """A node's market as the report names it: `reserved` for a node from a reservation."""
+    return "reserved" if market in RESERVED else market or "-"
+
+
 def _fallback_prices(config: ClusterConfig) -> dict[str, NodePrice]:
-    """The on-demand price of each spot type that may fall back to on-demand
-    (provider.capacity)."""
+    """The on-demand price of each type whose capacity policy may make on-demand-priced nodes
+    (provider.capacity: the short form's fallback, a ladder's non-spot rungs)."""
     return {name: node_type_price(config.available_node_types[name], config.provider.region,
                                   spot=False)
             for name in config.provider.capacity or {}}
@@ -186,11 +198,15 @@ def cost_report(stack: str, config: ClusterConfig, costs: list[NodeCost],
     for name, price in prices.items():
         rows.append(_price_row(name, price, "spot/preemptible" if price.spot else "on-demand"))
     for name, price in _fallback_prices(config).items():
-        rows.append(_price_row(name, price, "on-demand (spot's fallback)"))
+        ladder = (config.provider.capacity or {})[name].is_ladder
+        rows.append(_price_row(name, price, "on-demand list (reserved, flex-start, on-demand "
+                                            "rungs)" if ladder else
+                               "on-demand (spot's fallback)"))
     lines += _table(rows) + [""]
     if costs:
         rows = [("NODE", "TYPE", "MARKET", "STATE", "HOURS RUN", "SO FAR $", "NOW $/H")]
-        rows += [(c.name, c.node_type or "-", c.market or "-", c.state, f"{c.hours_run:.2f}",
+        rows += [(c.name, c.node_type or "-", _shown_market(c.market), c.state,
+                  f"{c.hours_run:.2f}",
                   f"{c.so_far:.2f}" if c.price else "?", f"{c.per_hour_now:.4f}")
                  for c in costs]
         lines += _table(rows) + [""]
@@ -199,6 +215,8 @@ def cost_report(stack: str, config: ClusterConfig, costs: list[NodeCost],
     unknown = sorted({c.node_type or c.name for c in costs if c.price is None})
     if unknown:
         lines.append(f"not priced (no such node type in the YAML): {', '.join(unknown)}")
+    if any(c.market in (*RESERVED, "flex-start") for c in costs):
+        lines.append(f"note: {LIST_PRICED_NOTE}")
     lines.append(f"total so far: ${sum(c.so_far for c in costs):.2f}   "
                  f"per hour now: ${sum(c.per_hour_now for c in costs):.2f}/h")
     lines.append(price_note())

@@ -8,8 +8,8 @@ reclaimed TPU slices in `preempted`, the re-apply request in `reapply`) and last
 whether Ray is up on it and what to type next: `up_summary`), deleting only the
 workers (`down_workers`), pinning a worker count in the stack file (`scale`), the quota table
 (`preflight`), the network's firewall rules and Private Google Access (`network_check`) and
-how these checks reach the APIs (`apis`). May import `infra`, `bootstrap`, the shared top of
-`ops`, `ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API) and
+how these checks reach the APIs (`apis`). May import `model`, `infra`, `bootstrap`, the shared
+top of `ops`, `ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API) and
 `ops.remote.host_keys` (whether credentials exist) and `ops.remote.os_login` (your OS Login
 profile cleaned on `up` and `down`); only `tasks.py` imports it. Verbs: `up`,
 `operate`, `stack_from_yaml`, `run_operation`, `down`, `scale`, `preflight_stack`.

@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import ClusterConfig
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.retry import RetryPolicy
+from model.config import ClusterConfig
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 
 

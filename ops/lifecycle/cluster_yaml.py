@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from infra.stack_config import shown
+from model.stack_config import shown
 from ops.errors import OpsError
 from ops.paths import local_backend_url, mark_local_backend, passphrase_file
 from ops.stack import (

@@ -16,11 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infra.config import load_cluster_config
 from infra.dynamic_types import LEGACY_TYPE, WORKER_GROUP_TYPE
-from infra.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
-from infra.stack_config import cluster_path_for_stack
 from infra.workers.naming import GROUP_LABEL
+from model.config import load_cluster_config
+from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
+from model.stack_config import cluster_path_for_stack
 from ops.cloud.cloud_api import api_errors, nodes_api
 from ops.confirm import confirm
 from ops.errors import OpsError

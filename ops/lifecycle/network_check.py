@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import ClusterConfig, ComputeNodeConfig
-from infra.plan import ClusterPlan, plan_cluster, subnet_preference
+from model.config import ClusterConfig, ComputeNodeConfig
+from model.plan import ClusterPlan, plan_cluster, subnet_preference
 from ops.lifecycle.apis import QuotaApis
 from ops.remote.host_keys import credentials_may_exist
 

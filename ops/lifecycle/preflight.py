@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from infra.workers.clients import ApiClients
 from infra.workers.quota import (
     QuotaReader,
@@ -36,8 +35,10 @@ from infra.workers.tpu_quota import (
     zone_usage,
 )
 from infra.workers.zones import bare
+from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
 from ops.lifecycle.apis import QuotaApis, quota_apis
 from ops.lifecycle.network_check import network_warnings, render_warnings
+from ops.lifecycle.preflight_reservations import reservation_lines
 from ops.stack import Stack
 
 
@@ -268,10 +269,14 @@ def _num(value: float | None) -> str:
 def preflight_stack(stack: str | None) -> bool:
     """`invoke preflight`: print the quota table for the stack's largest cluster; whether a
     quota is short."""
-    config = Stack.choose(stack, require_file=True).cluster
+    chosen = Stack.choose(stack, require_file=True)
+    config = chosen.cluster
     report = preflight(config)
     print(render(report))
-    found = network_warnings(config, quota_apis(config, None, None))
+    apis = quota_apis(config, None, None)
+    found = network_warnings(config, apis)
     if found:
         print(render_warnings(found))
+    for line in reservation_lines(config, chosen.worker_counts, apis):
+        print(line)
     return bool(report.short or report.unoffered)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
-from infra.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
+from model.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
 from ops.errors import OpsError, environment_fix, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter

@@ -7,12 +7,14 @@ tracked file); the program reads it and sets each WorkerGroup's `count`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
-from infra.config import ConfigError, load_cluster_config
-from infra.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
+from model.config import ClusterConfig, ConfigError, load_cluster_config
+from model.plan import resolve_worker_counts
+from model.stack_config import COUNTS_KEY, StackFileError, cluster_path_for_stack
 from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import run_operation
@@ -23,30 +25,32 @@ class ScaleError(OpsError):
     """A scale request that cannot be applied; the message is one line naming the fix."""
 
 
-def check_count(stack: str, node_type: str, count: int, stacks_dir: Path | None = None) -> None:
-    """`count` must be within the type's [min_workers, max_workers] in the stack's cluster YAML."""
+def check_count(cluster: ClusterConfig, pinned: Mapping[str, object], node_type: str,
+                count: int) -> None:
+    """The plan's own check of the counts the stack would pin (model.plan.resolve_worker_counts,
+    as `up` makes it): `count` for `node_type` beside the other types' pinned counts, each
+    within its [min_workers, max_workers] and all together within the cluster's max_workers."""
     try:
-        cluster = load_cluster_config(
+        resolve_worker_counts(cluster, {**pinned, node_type: count})
+    except ConfigError as exc:
+        raise ScaleError(f"count {count} for {node_type!r}: "
+                         + "; ".join(message for _, message in exc.problems)) from None
+
+
+def _cluster_of(stack: str, stacks_dir: Path | None) -> ClusterConfig:
+    try:
+        return load_cluster_config(
             cluster_path_for_stack(stack, stacks_dir or stack_file_path(stack).parent))
     except (ConfigError, StackFileError) as exc:
         raise ScaleError(" ".join(str(exc).split())) from None
-    types = cluster.worker_types
-    if node_type not in types:
-        raise ScaleError(f"{node_type!r} is not a worker node type of stack {stack!r}: "
-                         f"use one of {', '.join(sorted(types)) or 'none'}")
-    low, high = types[node_type].min_workers, types[node_type].max_workers or 0
-    if not low <= count <= high:
-        raise ScaleError(f"count {count} for {node_type!r} is outside its "
-                         f"[min_workers, max_workers] = [{low}, {high}]: pick a count in range "
-                         "or change the limits in the cluster YAML")
 
 
 def set_worker_count(stack: str, node_type: str, count: int,
                      stacks_dir: Path | None = None) -> Path:
-    """Validate, then write the count into the stack file the engine reads, keeping every other
-    key: `stacks_dir`'s, else the state folder's (for a tracked stack its copy there: the
-    tracked file is never written)."""
-    check_count(stack, node_type, count, stacks_dir)
+    """Validate against the counts pinned in the file, then write the count into the stack file
+    the engine reads, keeping every other key: `stacks_dir`'s, else the state folder's (for a
+    tracked stack its copy there: the tracked file is never written)."""
+    cluster = _cluster_of(stack, stacks_dir)
     if stacks_dir:
         path = stacks_dir / f"Pulumi.{stack}.yaml"
     else:
@@ -58,6 +62,7 @@ def set_worker_count(stack: str, node_type: str, count: int,
     counts = settings.get(COUNTS_KEY) or {}
     if not isinstance(counts, dict):
         raise ScaleError(f"{path}: {COUNTS_KEY} must be a mapping of node type to count")
+    check_count(cluster, counts, node_type, count)
     counts[node_type] = count
     settings[COUNTS_KEY] = counts
     path.write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=False))
@@ -65,13 +70,14 @@ def set_worker_count(stack: str, node_type: str, count: int,
 
 
 def scale(stack: str | None, node_type: str, count: str, yes: bool = False) -> None:
-    """`invoke scale`: write the count (checked against the type's limits), then up as `invoke
-    up` does (refresh first, progress as it goes); fewer workers than the stack has pinned are
-    deleted only once confirmed (ops.confirm)."""
+    """`invoke scale`: write the count (checked as the plan checks it: the type's limits and the
+    cluster's max_workers), then up as `invoke up` does (refresh first, progress as it goes);
+    fewer workers than the stack has pinned are deleted only once confirmed (ops.confirm)."""
     if not str(count).isdigit():
         raise OpsError(f"--count {count!r} is not a whole number: pass a count such as 2")
     chosen = Stack.choose(stack, require_file=True)
-    check_count(chosen.name, node_type, int(count))  # every check before the file is written
+    # every check before the file is written or the CLI is looked for
+    check_count(chosen.cluster, chosen.worker_counts, node_type, int(count))
     require_cli()
     now = chosen.worker_counts.get(node_type, 0)
     if int(count) < now:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TextIO
 
-from infra.config import ClusterConfig
 from infra.workers.quota import quota_request_url
 from infra.workers.retry import RetryPolicy
+from model.config import ClusterConfig
 from ops.errors import OpsError
 from ops.lifecycle.apis import quota_apis
 from ops.lifecycle.preflight import kept_cluster, tpu_quota_check

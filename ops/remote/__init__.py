@@ -9,7 +9,7 @@ ops.background's sockets), the ProxyCommand a tunnelled head is dialled through 
 IAP for a private cluster), your OS Login key and user (`os_login`), running commands in the right
 shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
 tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
-syncs with rsync's filters (`sync_walk`: what to send, filters from infra.sync_filter;
+syncs with rsync's filters (`sync_walk`: what to send, filters from model.sync_filter;
 one tar stream through the system's ssh (`openssh`) per node, the node's side and the
 requests in `tar_session`: up in `tar_stream`, written by `tar_writer`, down in `tar_fetch`,
 unpacked by `tar_unpack`, every header read first by `tar_headers`;
@@ -21,7 +21,7 @@ the autoscaler log (`monitor`), the ssh config block (`ssh_config`) and Ray's to
 for the commands and the dashboard (`ray_auth`). Light on purpose:
 `invoke exec` must start fast, so pulumi and pydantic stay out of its imports, and so does
 paramiko when a warm connection serves it.
-May import `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
+May import `model`, `infra`, `bootstrap` and the shared top of `ops`; no other room. Verbs:
 `connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,
 `rsync_up_stack`, `serve_dashboard`, `monitor_stack`, `stack_ssh_config`.
 """

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from infra.stack_config import PROJECT_ROOT
+from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
 from ops.paths import open_no_follow, state_dir
 from ops.stack import StackOutputs
@@ -22,15 +22,15 @@ from ops.stack import StackOutputs
 RULES_FILE = "sync_rules.json"
 
 if TYPE_CHECKING:
-    from infra.config import ClusterConfig
+    from model.config import ClusterConfig
 
 
 def load_for_stack(outputs: StackOutputs) -> ClusterConfig | None:
     """None when the stack names no file (then there is nothing to exclude or mount)."""
     if not outputs.cluster_config_file:
         return None
-    from infra.config import ConfigError, load_cluster_config
-    from infra.stack_config import resolve_cluster_path
+    from model.config import ConfigError, load_cluster_config
+    from model.stack_config import resolve_cluster_path
 
     path = resolve_cluster_path(outputs.cluster_config_file)
     if not path.is_file():
@@ -55,7 +55,7 @@ def sync_rules(outputs: StackOutputs) -> SyncRules:
     state folder when the YAML and the model are as they were when it was read."""
     if not outputs.cluster_config_file:
         return SyncRules([], [])
-    from infra.stack_config import resolve_cluster_path
+    from model.stack_config import resolve_cluster_path
 
     path = resolve_cluster_path(outputs.cluster_config_file)
     key = _rules_key(path) if path.is_file() else None
@@ -80,7 +80,7 @@ def _rules_key(path: Path) -> str:
     """The YAML's bytes and the config model's sources (name, size, mtime): what the rules
     are read from, and how."""
     digest = hashlib.sha256(path.read_bytes())
-    for source in sorted((PROJECT_ROOT / "infra" / "config").glob("*.py")):
+    for source in sorted((PROJECT_ROOT / "model" / "config").glob("*.py")):
         st = source.stat()
         digest.update(f"\0{source.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return digest.hexdigest()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from infra.private_files import write_private_file
+from model.private_files import write_private_file
 from ops.paths import in_existing_folder, open_no_follow, state_dir
 from ops.remote.ssh import connect_stack
 from ops.remote.ssh_proxy import head_host, proxy_command

@@ -1,5 +1,5 @@
 """rsync-like SFTP sync: honours `rsync_exclude` and `rsync_filter` (per-directory filter
-files such as .gitignore, see infra/sync_filter.py), sends only files whose size or mtime
+files such as .gitignore, see model/sync_filter.py), sends only files whose size or mtime
 changed.
 
 A directory source syncs its contents into the destination (rsync's `src/` form). Times are
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from infra.sync_filter import DirMergeFilters, is_excluded
+from model.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote import landing
 from ops.remote.progress import ProgressBar, TransferCount, Transfers

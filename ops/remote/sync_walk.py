@@ -1,6 +1,6 @@
 """What a sync sends, whichever way it goes (SFTP in ops.remote.sync, the tar stream over
 OpenSSH in ops.remote.tar_stream): the folders and files under a source that rsync_exclude and the
-rsync_filter files keep (infra.sync_filter), which files the node has with the same content
+rsync_filter files keep (model.sync_filter), which files the node has with the same content
 (--checksum), the remote path as the login's home sees it, and the report of what moved."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.sync_filter import DirMergeFilters, is_excluded
+from model.sync_filter import DirMergeFilters, is_excluded
 
 
 @dataclass

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.sync_filter import DirMergeFilters, is_excluded
+from model.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote import landing
 from ops.remote.openssh import OpenSsh

@@ -28,7 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.sync_filter import DirMergeFilters
+from model.sync_filter import DirMergeFilters
 from ops.remote.openssh import OpenSsh
 from ops.remote.progress import Transfers
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered

@@ -6,10 +6,10 @@ comparing two plans (`plan_diff`: matching; `plan_values`: how a changed input i
 `replacements`: whether it replaces the resource), wording what each change does to a running
 node (`plan_effects`, whose `step_effect` also words `invoke up`'s progress), planning a git
 ref's tree beside the working tree (`plan_base`), the estimates over the dated price table
-(`prices`, on `infra.prices`) and the price against `provider.spend_cap` (`spend_cap`: the
+(`prices`, on `model.prices`) and the price against `provider.spend_cap` (`spend_cap`: the
 projection shown, the refusal of pinned nodes over the hourly cap, which `invoke up` asks for
 too). No cloud, no pulumi CLI.
-May import `infra`, `bootstrap` and the shared top of `ops` (`errors`, `paths`, `engine`'s
+May import `model`, `infra`, `bootstrap` and the shared top of `ops` (`errors`, `paths`, `engine`'s
 cache folder, `pulumi_types`, `stack`); no other room. Verbs: `write_plan`,
 `check_before_create`, `write_diff`, `changed_stacks`, `plan_stack`, `diff_plans`,
 `step_effect`, `cluster_price`, `cap_projection`.

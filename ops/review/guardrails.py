@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.stack_config import POLICY_KEY, resolve_cluster_path
+from model.stack_config import POLICY_KEY, resolve_cluster_path
 from ops.errors import OpsError
 from ops.review.spend_cap import SPEND_CAP
 from policy.rules import PackConfigError, evaluate, load_pack_config

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.identities import NodeIdentity, check_identities
-from infra.plan import plan_cluster
-from infra.stack_config import (
+from model.identities import NodeIdentity, check_identities
+from model.plan import plan_cluster
+from model.stack_config import (
     CONFIG_KEY,
     PROJECT_ROOT,
     STATE_DIR_ENV,
@@ -35,7 +35,7 @@ from ops.stack import (
 )
 
 if TYPE_CHECKING:
-    from infra.config import ClusterConfig
+    from model.config import ClusterConfig
 
 PLAN_FORMAT_VERSION = 1
 
@@ -119,6 +119,7 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
         }
         for r in sorted(run.resources, key=lambda r: (r.type, r.name))
     ]
+    from ops.review.plan_capacity import ladder_rows
     from ops.review.plan_node_types import node_type_rows
     from ops.review.spend_cap import cap_findings, cap_projection, config_source
 
@@ -131,6 +132,7 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
             "warnings": run.warnings + [line for line in check_identities(identities)
                                         if line not in run.warnings],
             "node_types": node_type_rows(cluster, counts),
+            "capacity_ladders": ladder_rows(cluster, counts),
             "identities": [identity_row(identity) for identity in identities],
             "policy": plan_findings(resources, pack_config(config, root))
             + cap_findings(projection, config_source(config, stack, root))}
@@ -220,6 +222,7 @@ def render_table(plan: Plan) -> str:
     """For people: the node types (role, machine, zones, counts, spot, disk, price) and the
     cluster's total, then one line per resource (kind, logical name, parent, type token), the
     spend cap, each warning once and the policy findings; every line ends in a newline."""
+    from ops.review.plan_capacity import ladder_lines
     from ops.review.plan_node_types import render_node_types
     from ops.review.spend_cap import table_lines as cap_table_lines
 
@@ -233,6 +236,7 @@ def render_table(plan: Plan) -> str:
         for row in rows
     ]
     types = render_node_types(plan.get("node_types", []), plan["price_per_hour"])
+    types += ladder_lines(plan.get("capacity_ladders", []))
     types += identity_lines(plan.get("identities", []))
     closing = [*cap_table_lines(plan.get("spend_cap")),
                *(f"warning: {line}" for line in plan.get("warnings", [])),

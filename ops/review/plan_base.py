@@ -21,8 +21,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from infra.stack_config import CONFIG_KEY, PROJECT_ROOT, STATE_DIR_ENV
-from infra.yaml_text import YamlFileError, parse_yaml_text
+from model.stack_config import CONFIG_KEY, PROJECT_ROOT, STATE_DIR_ENV
+from model.yaml_text import YamlFileError, parse_yaml_text
 from ops.errors import OpsError
 from ops.review.guardrails import Finding, refuse_mandatory
 from ops.review.plan import (
@@ -43,7 +43,7 @@ PLANNER = "ops/review/plan.py"
 FLAT_PLANNER = "ops/plan.py"
 # Paths (relative to the project root) whose change can alter any stack's plan (the flat
 # `ops/plan*.py` too: a ref from before the split has them).
-PROGRAM_PATTERNS = ("infra/*", "bootstrap/*", "ops/review/*", "ops/stack.py", "policy/*",
+PROGRAM_PATTERNS = ("model/*", "infra/*", "bootstrap/*", "ops/review/*", "ops/stack.py", "policy/*",
                     "ops/pulumi_types.py", "ops/plan*.py", "pyproject.toml")
 
 

@@ -29,8 +29,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.dynamic_types import DYNAMIC_TYPES, STACK_SECRET_TYPE
-from infra.stack_config import STATE_DIR_ENV, writable_folder
 from infra.stack_secret import ARCHIVE_KEY_PURPOSE
+from model.stack_config import STATE_DIR_ENV, writable_folder
 from ops.engine import cache_root
 from ops.errors import OpsError
 from ops.paths import open_no_follow

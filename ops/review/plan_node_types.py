@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
-from infra.config.urls import short_name
+from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
+from model.config.urls import short_name
 from ops.review.prices import node_type_price
 
 HEADERS = ("NODE TYPE", "ROLE", "MACHINE", "ZONES", "COUNT", "PROVISIONING", "DISK", "PER HOUR")
@@ -32,6 +32,8 @@ def node_type_rows(config: ClusterConfig, counts: dict[str, int]) -> list[dict[s
             "max": 1 if head else node_type.max_workers or 0,
             "spot": price.spot,
             "on_demand_fallback": config.provider.capacity_input(name) is not None,
+            "ladder": [rung["market"] for rung in
+                       (config.provider.capacity_input(name) or {}).get("ladder", [])],
             "disk": _disk(node_config),
             "price_per_hour": None if price.unpriced else round(price.running, 4),
             "unpriced": list(price.unpriced),
@@ -64,7 +66,10 @@ def render_node_types(rows: list[dict[str, Any]], price: dict[str, Any]) -> list
 
 def _provisioning(row: dict[str, Any]) -> str:
     """`spot`, `on-demand`, or `spot, else on-demand` for a type with the capacity fallback
-    (priced as spot: the price it pays while spot lasts)."""
+    (priced as spot: the price it pays while spot lasts); a ladder's markets in order (priced
+    as its node_config)."""
+    if row.get("ladder"):
+        return " > ".join(row["ladder"])
     if not row["spot"]:
         return "on-demand"
     return "spot, else on-demand" if row.get("on_demand_fallback") else "spot"

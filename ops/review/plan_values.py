@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from infra.config.urls import short_name
+from model.config.urls import short_name
 
 # Inputs whose values are resource URLs: shown by their last segment, as the YAML writes them.
 URL_KEYS = frozenset({"machineType", "acceleratorType", "diskType", "type", "network",

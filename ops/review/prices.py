@@ -1,6 +1,6 @@
 """The review's price estimates: a machine type's hourly price (the diff's cost hint), and a
 cluster's per hour at its pinned size and at `max_workers`, from the node prices of
-`infra.prices` (the dated table `infra/price_table.yaml`), whose names are importable from here
+`model.prices` (the dated table `model/price_table.yaml`), whose names are importable from here
 too; and how old the table is.
 """
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from infra.config import ClusterConfig
-from infra.prices import (
-    TABLE_FILE,
+from model.config import ClusterConfig
+from model.price_table import TABLE_FILE
+from model.prices import (
     NodePrice,
     machine_price,
     node_type_price,
@@ -118,5 +118,5 @@ def cost_hint(old_type: str, new_type: str, nodes: int = 1) -> str:
 def price_note() -> str:
     table = price_table()
     return (f"Prices are approximate list prices in {table['reference_region']} as of "
-            f"{table['as_of']} (infra/{TABLE_FILE.name}, region factors applied), without "
+            f"{table['as_of']} (model/{TABLE_FILE.name}, region factors applied), without "
             "discounts.")

@@ -16,8 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from infra.config import ClusterConfig
-from infra.stack_config import CONFIG_KEY, INLINE_KEY
+from model.config import ClusterConfig
+from model.stack_config import CONFIG_KEY, INLINE_KEY
 from ops.review.prices import cluster_price, node_type_price, price_table
 
 SPEND_CAP = "spend-cap"

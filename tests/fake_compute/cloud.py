@@ -21,9 +21,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tests.fake_compute.catalogue import Catalogue
+from tests.fake_compute.errors import COMPUTE, ApiError
 from tests.fake_compute.faults import Faults
+from tests.fake_compute.reservations import Reservations, check_flex_start
 
-COMPUTE = "https://www.googleapis.com/compute/v1"
 # GCE's label rules: keys start with a lowercase letter; keys and values are at most 63
 # lowercase letters, digits, `-` and `_` (values may be empty); at most 64 labels.
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
@@ -92,27 +93,6 @@ def _is_spot(body: dict[str, Any]) -> bool:
     return model == "SPOT" or scheduling.get("preemptible") is True
 
 
-class ApiError(Exception):
-    """An HTTP error answer in Google's JSON error shape."""
-
-    def __init__(self, status: int, message: str, reason: str = "invalid",
-                 status_name: str = "", details: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.reason = status, message, reason
-        self.status_name, self.details = status_name, details or []
-
-    def body(self) -> dict[str, Any]:
-        """Google's JSON error body (https://cloud.google.com/apis/design/errors#http_mapping)."""
-        error: dict[str, Any] = {"code": self.status, "message": self.message,
-                                 "errors": [{"message": self.message, "domain": "global",
-                                             "reason": self.reason}]}
-        if self.status_name:
-            error["status"] = self.status_name
-        if self.details:
-            error["details"] = self.details
-        return {"error": error}
-
-
 @dataclass
 class Operation:
     name: str
@@ -165,6 +145,9 @@ class FakeCloud:
         self.request_ids: dict[str, Operation] = {}
         self.calls: Counter[str] = Counter()
         self.catalogue = Catalogue()
+        self.reservations = Reservations()
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        """(when, effect): what happens later without an operation (a flex-start VM's wait)."""
         self._ids = itertools.count(1)
         self._created = itertools.count(1)
 
@@ -175,6 +158,10 @@ class FakeCloud:
         now = time.monotonic()
         with self.lock:
             finished = False
+            due = [timer for timer in self.timers if timer[0] <= now]
+            self.timers = [timer for timer in self.timers if timer[0] > now]
+            for _, effect in due:
+                effect()
             for operation in self.operations.values():
                 if not operation.done and operation.done_at <= now:
                     for effect in operation.effects:
@@ -228,16 +215,45 @@ class FakeCloud:
                 if name in zone_instances:
                     raise ApiError(409, f"The resource '{scope}/instances/{name}' already exists",
                                    "alreadyExists")
+            flex = check_flex_start(body)
+            reservation, reserved = self.reservations.to_consume(project, zone, body, len(names))
             room = len(names)
             if self.faults.instance_quota is not None:
                 room = max(0, min(room, self.faults.instance_quota - len(zone_instances)))
-            room, refusal = self._zone_room(project, zone, room, len(zone_instances),
-                                            _is_spot(body))
+            refusal, reserved, granted = None, min(reserved, room), 0
+            if reservation is not None and reservation.specific_required:
+                # Reserved capacity is held for its consumers: no stockout; the rest refused.
+                if reserved < room:
+                    refusal = ({"errors": [{"code": "INVALID_FIELD_VALUE",
+                                            "message": f"Specified reservations "
+                                                       f"[{reservation.path}] do not have "
+                                                       "enough resources available to fulfill "
+                                                       "the request."}]},
+                               (400, "BAD REQUEST"))
+                room = reserved
+            elif flex:
+                granted = min(room, self.faults.flex_capacity.get(zone, room))
+                if zone in self.faults.flex_capacity:
+                    self.faults.flex_capacity[zone] -= granted
+            else:
+                # ANY_RESERVATION: the first `reserved` consume it, the rest are plain.
+                plain = room - reserved if reservation is not None else room
+                plain, refusal = self._zone_room(project, zone, plain, len(zone_instances),
+                                                 _is_spot(body))
+                room = plain + (reserved if reservation is not None else 0)
             target = f"{COMPUTE}/{scope}/instances/{names[0]}" if names else ""
             operation = self._operation("compute", scope, op_type, target)
-            for name in names[:room]:
+            for index, name in enumerate(names[:room]):
                 zone_instances[name] = self._new_instance(scope, name, body)
+                if flex:  # PENDING: waiting for DWS capacity; then it runs, or the request fails
+                    zone_instances[name]["status"] = "PENDING"
+                    effect = self._set_status(zone_instances, name, "RUNNING") \
+                        if index < granted else self._remove(zone_instances, name)
+                    self.timers.append((time.monotonic() + self.faults.flex_start_s, effect))
+                    continue
                 operation.effects.append(self._set_status(zone_instances, name, "RUNNING"))
+                if reservation is not None and index < reserved:
+                    reservation.consumers.add(f"{project}/{zone}/{name}")
             if room < len(names):
                 operation.error = {"errors": [{
                     "code": "QUOTA_EXCEEDED",
@@ -330,6 +346,13 @@ class FakeCloud:
     def _remove(store: dict[str, dict[str, Any]], name: str) -> Callable[[], None]:
         return lambda: store.pop(name, None)
 
+    def _release(self, instance: str) -> Callable[[], None]:
+        """A deleted instance's reservation is free again."""
+        def effect() -> None:
+            for reservation in self.reservations.by_key.values():
+                reservation.consumers.discard(instance)
+        return effect
+
     def get_instance(self, project: str, zone: str, name: str) -> dict[str, Any]:
         with self.lock:
             instance = self.zone_instances(project, zone).get(name)
@@ -349,6 +372,7 @@ class FakeCloud:
             if action == "delete":
                 store[name]["status"] = "STOPPING"
                 operation.effects.append(self._remove(store, name))
+                operation.effects.append(self._release(f"{project}/{zone}/{name}"))
             elif action == "stop":
                 store[name]["status"] = "STOPPING"
                 operation.effects.append(self._set_status(store, name, "TERMINATED"))

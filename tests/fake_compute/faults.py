@@ -28,6 +28,11 @@ class Faults:
     spot_capacity: dict[str, int] = field(default_factory=dict)
     """Zone -> spot (or preemptible) instances it can still take; the rest fail with
     `stockout_code`, as `zone_capacity` does, while on-demand inserts go through."""
+    flex_capacity: dict[str, int] = field(default_factory=dict)
+    """Zone -> flex-start instances Dynamic Workload Scheduler can still find there; the rest
+    are created PENDING and removed once `flex_start_s` has passed (the request failed)."""
+    flex_start_s: float = 0.2
+    """How long a flex-start instance stays PENDING before it runs (or its request fails)."""
     zone_quota: dict[str, int] = field(default_factory=dict)
     """Zone -> instances it may hold; beyond, QUOTA_EXCEEDED naming that zone (a per-zone cap)."""
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
@@ -41,6 +46,9 @@ class Faults:
     it is provisioned; None: it waits forever (no capacity ever comes)."""
     queued_failure: str | None = None
     """Queued resources that would be provisioned go FAILED instead, with this message."""
+    queued_tier_failure: dict[str, str] = field(default_factory=dict)
+    """Tier ("spot", "reservation", "on-demand") -> the message its queued resources FAIL with
+    when they would be provisioned (no capacity on that tier)."""
     metadata_race: dict[str, str] = field(default_factory=dict)
     """Items another writer (say `gcloud compute ssh` adding a key) sets on an instance just
     before the first setMetadata that reaches it: that call quotes a stale fingerprint."""

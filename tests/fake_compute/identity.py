@@ -78,7 +78,8 @@ _COMPUTE_READ = ("compute.instances.get", "compute.instances.list",
                  "compute.subnetworks.get", "compute.subnetworks.list",
                  "compute.firewalls.get", "compute.firewalls.list", "compute.disks.get",
                  "compute.routers.get", "compute.projects.get", "compute.regions.list",
-                 "compute.machineTypes.list", "compute.acceleratorTypes.list")
+                 "compute.machineTypes.list", "compute.acceleratorTypes.list",
+                 "compute.reservations.get", "compute.reservations.list")
 _COMPUTE_INSTANCES = ("compute.instances.create", "compute.instances.delete",
                       "compute.instances.start", "compute.instances.stop",
                       "compute.instances.setLabels", "compute.instances.setMetadata",

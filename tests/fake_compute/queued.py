@@ -6,6 +6,13 @@ never) it is PROVISIONING and its node is created from the spec, labels and meta
 once the node is READY the request is ACTIVE. `Faults.queued_failure` makes it FAILED instead.
 GCP reclaiming a spot slice (`reclaim`) deletes the node and SUSPENDS the request. A delete
 without `force` is refused while the request still has a node, as the API refuses it.
+
+Tiers and reservations (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources,
+https://cloud.google.com/tpu/docs/queued-resources): a request is Spot (`spot`), in a
+reservation (`reservationName`, `projects/P/locations/ZONE/reservations/R`: one that does not
+exist is refused at create; a full one FAILS the request when it would be provisioned; the
+node then consumes it until deleted), or on-demand. `Faults.queued_tier_failure` fails the
+requests of one tier ("spot", "reservation", "on-demand") with a message.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ class QueuedResources:
         self.cloud = cloud
         self.requests: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self._reads: dict[str, int] = {}
+        self._held: dict[str, tuple[Any, dict[str, dict[str, Any]]]] = {}
+        """node path -> (the reservation it consumes, its location's nodes)."""
 
     def location(self, project: str, zone: str) -> dict[str, dict[str, Any]]:
         return self.requests.setdefault((project, zone), {})
@@ -49,6 +58,8 @@ class QueuedResources:
             raise ApiError(400, "tpu.nodeSpec[0].node needs runtimeVersion and an accelerator")
         check_labels(node.get("labels") or {}, "tpu.nodeSpec[0].node.labels")
         with self.cloud.lock:
+            if body.get("reservationName"):
+                self._reservation(body["reservationName"], zone)
             requests = self.location(project, zone)
             if request_id in requests:
                 raise ApiError(409, f"queued resource {request_id} already exists",
@@ -78,6 +89,7 @@ class QueuedResources:
             return copy.deepcopy(requests)
 
     def delete(self, project: str, zone: str, request_id: str, force: bool) -> Operation:
+        self.release_gone()
         with self.cloud.lock:
             self.get(project, zone, request_id)
             requests = self.location(project, zone)
@@ -107,6 +119,26 @@ class QueuedResources:
             self._set(request, "SUSPENDED")
             request["state"]["stateInitiator"] = "SERVICE"
 
+    def release_gone(self) -> None:
+        """Reservations held by nodes that no longer exist are free again."""
+        with self.cloud.lock:
+            self.cloud.settle()
+            for node_path, (reservation, nodes) in list(self._held.items()):
+                if node_path.rsplit("/", 1)[-1] not in nodes:
+                    reservation.consumers.discard(node_path)
+                    del self._held[node_path]
+
+    def _reservation(self, path: str, zone: str) -> Any:
+        parts = path.split("/")
+        if len(parts) != 6 or parts[0] != "projects" or parts[2] != "locations" \
+                or parts[4] != "reservations" or parts[3] != zone:
+            raise ApiError(400, f"reservationName {path!r} must be projects/PROJECT/locations/"
+                                f"{zone}/reservations/NAME")
+        try:
+            return self.cloud.reservations.get(parts[1], zone, parts[5])
+        except ApiError:
+            raise ApiError(400, f"reservation {path} not found") from None
+
     # ------------------------------------------------------------------ internals
 
     def _advance(self, project: str, zone: str, request: dict[str, Any]) -> None:
@@ -118,12 +150,23 @@ class QueuedResources:
             self._reads[request["name"]] = reads + 1
             if faults.queued_wait_polls is None or reads < faults.queued_wait_polls:
                 return
-            if faults.queued_failure:
+            failure = faults.queued_failure or faults.queued_tier_failure.get(_tier(request))
+            reservation = None
+            if not failure and request.get("reservationName"):
+                reservation = self._reservation(request["reservationName"], zone)
+                if reservation.free == 0:
+                    failure = (f"Reservation {request['reservationName']} does not have enough "
+                               "resources available to fulfill the request.")
+            if failure:
                 self._set(request, "FAILED")
-                request["state"]["failedData"] = {
-                    "error": {"code": 8, "message": faults.queued_failure}}
+                request["state"]["failedData"] = {"error": {"code": 8, "message": failure}}
                 return
             self._provision(project, zone, request)
+            if reservation is not None:
+                node_path = f"{project}/{zone}/{_node_id(request)}"
+                reservation.consumers.add(node_path)
+                nodes = self.cloud.location_nodes(project, zone)
+                self._held[node_path] = (reservation, nodes)
         elif state == "PROVISIONING":
             node = self.cloud.location_nodes(project, zone).get(_node_id(request))
             if node is not None and node.get("state") == "READY":
@@ -143,6 +186,12 @@ class QueuedResources:
     @staticmethod
     def _set(request: dict[str, Any], state: str) -> None:
         request["state"] = {"state": state}
+
+
+def _tier(request: dict[str, Any]) -> str:
+    if "spot" in request:
+        return "spot"
+    return "reservation" if request.get("reservationName") else "on-demand"
 
 
 def _node_id(request: dict[str, Any]) -> str:

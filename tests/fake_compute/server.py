@@ -100,6 +100,8 @@ ROUTES += [
         ("GET", r"/zones/(?P<zone>[^/]+)/acceleratorTypes/(?P<name>[^/]+)",
          "acceleratorTypes.get"),
         ("GET", r"/regions/(?P<region>[^/]+)", "regions.get"),
+        ("GET", r"/zones/(?P<zone>[^/]+)/reservations", "reservations.list"),
+        ("GET", r"/zones/(?P<zone>[^/]+)/reservations/(?P<name>[^/]+)", "reservations.get"),
     ]
 ]
 ROUTES += [("GET", re.compile(_TPU + r"/acceleratorTypes/(?P<name>[^/]+)$"),
@@ -326,6 +328,16 @@ class FakeComputeServer:
         operation = self.cloud.insert_instances(p["project"], p["zone"], names, properties,
                                                 "bulkInsert", query.get("requestId"))
         return operation.compute_json()
+
+    def _reservations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        with self.cloud.lock:
+            return self.cloud.reservations.get(p["project"], p["zone"], p["name"]).json()
+
+    def _reservations_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        with self.cloud.lock:
+            items = [r.json() for r in self.cloud.reservations.in_zone(p["project"], p["zone"])]
+        page, token = _page(items, query, "maxResults")
+        return {"kind": "compute#reservationList", "items": page, "nextPageToken": token}
 
     def _get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         return self.cloud.get_instance(p["project"], p["zone"], p["name"])

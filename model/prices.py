@@ -8,31 +8,24 @@ A hint, not a bill. Compute Engine bills predefined machine types as vCPU-hours 
 of memory, so a machine's price is vCPUs x the family's vCPU rate + GiB x its memory rate; the
 table holds those rates, the shapes of types not named <family>-<shape>-<vCPUs> and the GPUs
 a2/a3/g2 types come with, accelerator and disk prices, region factors, its source and its
-date. `policy.prices` reads the same file for the policy pack (which imports nothing of ours).
+date. `model.price_table` reads it, for this module and the policy pack's `policy.prices`.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
+from model.config import ComputeNodeConfig, NodeType, TpuNodeConfig
+from model.config.urls import short_name
+from model.price_table import bundled_gpus as _bundled_gpus
+from model.price_table import load_table, machine_rate
 
-from infra.config import ComputeNodeConfig, NodeType, TpuNodeConfig
-from infra.config.urls import short_name
-
-TABLE_FILE = Path(__file__).with_name("price_table.yaml")
 DEFAULT_DISK_GB = 10  # GCE's boot disk size when none is given
-_PREDEFINED = re.compile(r"^(?P<family>[a-z0-9]+)-(?P<shape>[a-z]+)-(?P<vcpus>\d+)$")
-_CUSTOM = re.compile(r"^(?:(?P<family>[a-z0-9]+)-)?custom-(?P<vcpus>\d+)-(?P<mb>\d+)$")
 
 
-@functools.cache
 def price_table() -> dict[str, Any]:
-    return yaml.safe_load(TABLE_FILE.read_text())
+    return load_table()
 
 
 def region_factor(region: str) -> tuple[float, str | None]:
@@ -45,37 +38,16 @@ def region_factor(region: str) -> tuple[float, str | None]:
 
 
 def machine_price(machine_type: str, spot: bool = False) -> float | None:
-    """USD per hour of a machine type in the reference region, GPUs that come with it apart
-    (`bundled_gpus`): the table's own figure for the type, else vCPUs x the family's vCPU
-    rate + GiB x its memory rate; None when the table has neither."""
-    name = short_name(machine_type)
-    entry = price_table().get("machine_types", {}).get(name, {})
-    kind = "spot" if spot else "on_demand"
-    if kind in entry:
-        return float(entry[kind])
-    if "vcpus" in entry:
-        family, vcpus, memory = name.split("-", 1)[0], float(entry["vcpus"]), float(entry["gib"])
-    elif match := _CUSTOM.match(name):
-        family, vcpus = match["family"] or "n1", int(match["vcpus"])
-        memory = int(match["mb"]) / 1024
-    elif (match := _PREDEFINED.match(name)) and (
-            per_vcpu := price_table()["machine_shapes"].get(f"{match['family']}-"
-                                                             f"{match['shape']}")) is not None:
-        family, vcpus = match["family"], int(match["vcpus"])
-        memory = vcpus * float(per_vcpu)
-    else:
-        return None
-    rates = price_table()["machine_families"].get(family) or {}
-    prefix = "spot_" if spot else ""
-    if f"{prefix}vcpu" not in rates:
-        return None
-    return round(vcpus * rates[f"{prefix}vcpu"] + memory * rates[f"{prefix}gib"], 6)
+    """USD per hour of a machine type (a URL or short name) in the reference region, GPUs that
+    come with it apart (`bundled_gpus`), as model.price_table reckons it; None when the table
+    has no price for it."""
+    price = machine_rate(price_table(), short_name(machine_type), spot)
+    return None if price is None else round(price, 6)
 
 
 def bundled_gpus(machine_type: str) -> list[tuple[str, int]]:
-    """The GPUs a machine type comes with (a2, a3, g2): (type, count)."""
-    entry = price_table().get("machine_types", {}).get(short_name(machine_type), {})
-    return [(str(entry["gpus"][0]), int(entry["gpus"][1]))] if "gpus" in entry else []
+    """The GPUs a machine type (a URL or short name) comes with (a2, a3, g2): (type, count)."""
+    return _bundled_gpus(price_table(), short_name(machine_type))
 
 
 @dataclass

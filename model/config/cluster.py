@@ -30,13 +30,14 @@ from pydantic import (
     model_validator,
 )
 
-from infra.config.catalog import Findings, region_problem, zone_problem
-from infra.config.catalog_checks import check_cluster
-from infra.config.errors import PathError
-from infra.config.head_instance import head_unsupported
-from infra.config.local_paths import expand_local_path
-from infra.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
-from infra.config.private import (
+from model.config.capacity import Capacity
+from model.config.catalog import Findings, region_problem, zone_problem
+from model.config.catalog_checks import check_cluster
+from model.config.errors import PathError
+from model.config.head_instance import head_unsupported
+from model.config.local_paths import expand_local_path
+from model.config.node_config import ComputeNodeConfig, NodeConfig, TpuNodeConfig
+from model.config.private import (
     IAP_PROXY_COMMAND,
     IAP_SOURCE_RANGE,
     OsLogin,
@@ -44,8 +45,8 @@ from infra.config.private import (
     covers_everything,
     proxy_template_problem,
 )
-from infra.config.ray_merge import fill_like_ray
-from infra.config.urls import (
+from model.config.ray_merge import fill_like_ray
+from model.config.urls import (
     accelerator_type_url,
     disk_type_url,
     machine_type_url,
@@ -195,30 +196,6 @@ class SpendCap(StrictModel):
         return self
 
 
-class Capacity(StrictModel):
-    """`provider.capacity.<node type>`: how a spot worker type gets capacity.
-
-    `fallback: on-demand`: when every allowed zone (provider.fallback_zones) refuses spot for
-    capacity, the pinned workers still missing are created on-demand; the workers the head's
-    autoscaler launches fall back the same way in `availability_zone`, their one zone
-    (bootstrap/head_provider). `return_to_spot: true`: a later `invoke up` replaces the pinned
-    on-demand workers by spot ones when spot is back (by default they are kept); autoscaled
-    ones try spot at every launch either way and leave when idle."""
-
-    fallback: Literal["on-demand"]
-    return_to_spot: bool = False
-
-    @field_validator("fallback", mode="before")
-    @classmethod
-    def _fallback_word(cls, value: Any) -> Any:
-        if value != "on-demand":
-            raise ValueError(
-                f"{value!r} is not a fallback: write `fallback: on-demand` (the one market a "
-                "spot type can fall back to), or leave the type out of provider.capacity"
-            )
-        return value
-
-
 class TpuQueuedResources(StrictModel):
     """`provider.tpu_queued_resources`: TPU worker slices are requested through the TPU
     queued-resources API (they wait in GCP's queue for capacity) instead of created outright.
@@ -258,12 +235,12 @@ class Provider(StrictModel):
     is inside the VPC); here it also leaves nodes without an external IP."""
     private_cluster: PrivateCluster | None = None
     """No node has a public address: SSH only from IAP's range (35.235.240.0/20) and through
-    an IAP tunnel, Ray's ports internal, egress through a Cloud NAT (infra/config/private.py)."""
+    an IAP tunnel, Ray's ports internal, egress through a Cloud NAT (model/config/private.py)."""
     ssh_proxy_command: str | None = None
     """How the tasks reach the head: a ProxyCommand template ({instance}, {zone}, {project},
     {host}, {port}, {user}); in private mode it defaults to `gcloud compute start-iap-tunnel`."""
     os_login: OsLogin | None = None
-    """Logins through OS Login instead of `ssh-keys` metadata (infra/config/private.py)."""
+    """Logins through OS Login instead of `ssh-keys` metadata (model/config/private.py)."""
     ssh_source_ranges: list[str] | None = None
     """Who may open SSH to the head: default IAP's range in private mode, else 0.0.0.0/0."""
     inline_secret_file_mounts: bool = False
@@ -432,7 +409,7 @@ class Provider(StrictModel):
     def capacity_input(self, node_type: str) -> dict[str, Any] | None:
         """The WorkerGroup's `capacity` input for a node type: its policy, or None."""
         policy = (self.capacity or {}).get(node_type)
-        return policy.model_dump() if policy else None
+        return policy.as_input() if policy else None
 
     @property
     def project(self) -> str:
@@ -667,7 +644,7 @@ class ClusterConfig(StrictModel):
     @property
     def review_warnings(self) -> list[str]:
         """What a reviewer of the plan should see: names missing from the shipped catalog
-        (infra/config/catalog.yaml), SSH open to every address, Ray's token authentication
+        (model/config/catalog.yaml), SSH open to every address, Ray's token authentication
         turned off."""
         warnings = [f"{path}: {message}" for path, message in self._catalog_findings().warnings]
         whole = covers_everything(self.provider.ssh_ranges)
@@ -812,26 +789,56 @@ class ClusterConfig(StrictModel):
                     params.disk_type = disk_type_url(zone, params.disk_type)
 
     def _capacity_problems(self) -> list[tuple[str, str]]:
-        """`provider.capacity` names worker types whose node_config asks for spot."""
+        """`provider.capacity` names worker types; the short form a spot one; a ladder's
+        zones are the region's."""
         problems = []
-        for name in self.provider.capacity or {}:
+        for name, policy in (self.provider.capacity or {}).items():
             path = f"provider.capacity.{name}"
             node_type = self.available_node_types.get(name)
             if node_type is None:
                 problems.append((path, f"{name!r} is not a key of available_node_types: use "
                                        f"one of {', '.join(sorted(self.available_node_types))}"))
             elif isinstance(node_type.node_config, TpuNodeConfig):
-                problems.append((path, "TPU slices have no on-demand fallback: remove "
-                                       f"{name} from provider.capacity"))
+                problems += self._tpu_ladder_problems(path, name, policy)
+            elif not node_type.max_workers and name == self.head_node_type:
+                problems.append((path, "the head is never created on-demand in its stead and "
+                                       f"{name} has no workers: remove it from "
+                                       "provider.capacity"))
+            elif policy.is_ladder:
+                problems += self._ladder_problems(path, policy)
             elif not node_type.node_config.scheduling.is_preemptible:
                 problems.append((path, f"{name}'s node_config is on-demand already: set "
                                        f"available_node_types.{name}.node_config.scheduling."
                                        "provisioningModel: SPOT, or remove it from "
                                        "provider.capacity"))
-            elif not node_type.max_workers and name == self.head_node_type:
-                problems.append((path, "the head is never created on-demand in its stead and "
-                                       f"{name} has no workers: remove it from "
-                                       "provider.capacity"))
+        return problems
+
+    def _tpu_ladder_problems(self, path: str, name: str,
+                             policy: Capacity) -> list[tuple[str, str]]:
+        """A TPU slice walks a ladder only as queued requests, in its zone, on the markets the
+        TPU API has (no flex-start tier in its v2 API)."""
+        if not policy.is_ladder or self.provider.tpu_queued_resources is None:
+            return [(path, f"a TPU type walks a capacity ladder through queued resources: set "
+                           "provider.tpu_queued_resources (e.g. {wait_minutes: 30}) and write "
+                           f"a `ladder:`, or remove {name} from provider.capacity")]
+        problems = []
+        for index, rung in enumerate(policy.ladder or []):
+            where = f"{path}.ladder[{index}]"
+            if rung.market not in ("reservation", "any-reservation", "spot", "on-demand"):
+                problems.append((f"{where}.market", f"a TPU slice has no {rung.market} rung: "
+                                 "use reservation, any-reservation, spot or on-demand"))
+            if rung.zones or rung.machine_type:
+                problems.append((where, "a TPU slice stays in availability_zone with its "
+                                        "accelerator type: remove zones and machine_type"))
+        return problems
+
+    def _ladder_problems(self, path: str, policy: Capacity) -> list[tuple[str, str]]:
+        """Every rung's zones are zones of the provider's region."""
+        problems = []
+        for index, rung in enumerate(policy.ladder or []):
+            for zone in rung.zones or []:
+                if wrong := zone_problem(zone, self.provider.region):
+                    problems.append((f"{path}.ladder[{index}].zones", wrong))
         return problems
 
     def _head_problems(self) -> list[tuple[str, str]]:

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from infra.config import ClusterConfig, ComputeNodeConfig, ConfigError, TpuNodeConfig
-from infra.identities import (
+from model.config import ClusterConfig, ComputeNodeConfig, ConfigError, TpuNodeConfig
+from model.identities import (
     NodeIdentity,
     Role,
     check_identities,
@@ -21,7 +21,7 @@ from infra.identities import (
     node_reads,
     worker_account_email,
 )
-from infra.labels import identity_labels, ray_labels, short_hash
+from model.labels import identity_labels, ray_labels, short_hash
 
 WORKER_COUNTS_KEY = "ray-gcp:workerCounts"
 
@@ -105,7 +105,7 @@ class ClusterPlan:
 
     @property
     def worker_account_email(self) -> str:
-        """The cluster's own worker account (infra.identities), made with the stack."""
+        """The cluster's own worker account (model.identities), made with the stack."""
         return worker_account_email(self.config)
 
     @property
@@ -115,7 +115,7 @@ class ClusterPlan:
 
     @property
     def identities(self) -> list[NodeIdentity]:
-        """Per node role and account: its scopes and every grant it holds (infra.identities).
+        """Per node role and account: its scopes and every grant it holds (model.identities).
         The head's first."""
         found: dict[tuple[str, str], list[NodeGroupPlan]] = {}
         for group in [self.head, *self.node_types.values()]:

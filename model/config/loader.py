@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infra.config.cluster import ClusterConfig
-from infra.config.errors import ConfigError, from_validation_error
-from infra.yaml_text import DuplicateKeysError, YamlFileError, read_yaml_file, unusable_values
+from model.config.cluster import ClusterConfig
+from model.config.errors import ConfigError, from_validation_error
+from model.yaml_text import DuplicateKeysError, YamlFileError, read_yaml_file, unusable_values
 
 
 def parse_cluster_config(data: Any, source: str | None = None) -> ClusterConfig:

@@ -28,10 +28,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
-from bootstrap.file_mounts import bucket_name
-from infra.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
-from infra.config.cluster import CLOUD_PLATFORM_SCOPE
-from infra.config.urls import service_account_email
+from model.config import ClusterConfig, ComputeNodeConfig, TpuNodeConfig
+from model.config.cluster import CLOUD_PLATFORM_SCOPE
+from model.config.urls import service_account_email
 
 Role = Literal["head", "worker"]
 
@@ -76,6 +75,14 @@ def key_secret_id(config: ClusterConfig) -> str:
 def token_secret_id(config: ClusterConfig) -> str:
     """The Ray auth token's secret (infra.ray_token)."""
     return f"ray-{config.cluster_name}-auth-token"
+
+
+def bucket_name(config: ClusterConfig) -> str:
+    """The cluster's private bucket (infra.bucket, where bootstrap.file_mounts' archive is
+    kept): bucket names are global, so the project's hash makes it the project's own (cluster
+    names are 1-35 lowercase letters, digits and hyphens)."""
+    project = hashlib.sha256(config.provider.project.encode()).hexdigest()[:12]
+    return f"ray-{config.cluster_name}-{project}"
 
 
 def head_project_roles(has_tpu: bool) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
-"""`invoke catalog-refresh`: rebuild the catalog (`catalog.yaml` beside this module) and the
-price table (`infra/price_table.yaml`) from Google's live APIs, with the caller's credentials.
+"""`invoke catalog-refresh`: rebuild the catalog (`model/config/catalog.yaml`) and the
+price table (`model/price_table.yaml`) from Google's live APIs, with the caller's credentials.
 
 Reads Compute v1 `regions.list`, `machineTypes.aggregatedList` and
 `acceleratorTypes.aggregatedList`, the TPU v2 API's `locations.list` and, per zone,
@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from infra.config.catalog import CATALOG_FILE
+from model.config.catalog import CATALOG_FILE
+from model.price_table import TABLE_FILE as PRICE_FILE
 
-PRICE_FILE = Path(__file__).resolve().parents[1] / "price_table.yaml"
 COMPUTE_ROOT = "https://compute.googleapis.com/compute/v1"
 TPU_ROOT = "https://tpu.googleapis.com/v2"
 BILLING_ROOT = "https://cloudbilling.googleapis.com/v1"
@@ -37,18 +37,18 @@ _GPU = re.compile(r"(?:Spot Preemptible )?(?P<gpu>Nvidia [A-Za-z0-9 ]+?) GPU"
                   r"(?: attached to Spot Preemptible VMs)? running in")
 _USAGE = {"OnDemand": "", "Preemptible": "spot_"}
 HEADER = """\
-# What Google Cloud offers, for the offline checks of a cluster YAML (infra/config/catalog.py).
-# Written by `invoke catalog-refresh` (infra/config/catalog_refresh.py) from the live APIs named
+# What Google Cloud offers, for the offline checks of a cluster YAML (model/config/catalog.py).
+# Written by `invoke catalog-refresh` (infra/catalog_refresh.py) from the live APIs named
 # in `sources`; `custom`, `gpus.*.counts` and `tpus.*.also_called` are curated and kept as they
-# were. Prices live beside it in infra/price_table.yaml.
+# were. Prices live beside it in model/price_table.yaml.
 """
 
 
 PRICE_HEADER = """\
 # Approximate Google Cloud list prices, USD, Linux, no sustained-use or committed-use discounts:
-# a hint, not a bill (infra/prices.py, policy/prices.py). Rates per vCPU-hour and GiB-hour by
+# a hint, not a bill (model/prices.py, policy/prices.py). Rates per vCPU-hour and GiB-hour by
 # family, GPU-hours, TPU chip-hours, disk GB-months, region factors; `as_of` and `source` say
-# when and whence. Written by `invoke catalog-refresh` (infra/config/catalog_refresh.py).
+# when and whence. Written by `invoke catalog-refresh` (infra/catalog_refresh.py).
 """
 
 
@@ -158,7 +158,7 @@ def build_catalog(old: dict[str, Any], compute: dict[str, Any],
             gpus[name]["counts"] = old_gpus[name]["counts"]
     return {
         "as_of": today,
-        "generated_by": "invoke catalog-refresh (infra/config/catalog_refresh.py)",
+        "generated_by": "invoke catalog-refresh (infra/catalog_refresh.py)",
         "sources": {
             "regions": "Compute Engine API v1 regions.list",
             "machine_series": "Compute Engine API v1 machineTypes.aggregatedList",

@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from infra.private_files import private_folder
-from infra.yaml_text import YamlFileError, read_yaml_file
+from model.private_files import private_folder
+from model.yaml_text import YamlFileError, read_yaml_file
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 STACKS_DIR = PROJECT_ROOT / "stacks"
@@ -167,7 +167,7 @@ def state_base() -> Path:
 
 def writable_folder(path: Path) -> Path:
     """`path`, created when missing and private (0700, tightened on every use:
-    infra.private_files); one line naming it and $RAY_GCP_STATE_DIR when it cannot be."""
+    model.private_files); one line naming it and $RAY_GCP_STATE_DIR when it cannot be."""
     try:
         private_folder(path)
     except OSError as exc:

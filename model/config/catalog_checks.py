@@ -1,4 +1,4 @@
-"""The catalog checks (infra/config/catalog.py) over a whole cluster: the provider's zones and
+"""The catalog checks (model/config/catalog.py) over a whole cluster: the provider's zones and
 every node type's machine type, GPUs and TPU type, with YAML paths. The cluster model runs
 them, so `plan`, `up` and the head's provider all refuse the same names."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from infra.config.catalog import (
+from model.config.catalog import (
     Findings,
     check_gpus,
     check_machine_type,
@@ -14,8 +14,8 @@ from infra.config.catalog import (
     check_tpu_type,
     location_warnings,
 )
-from infra.config.node_config import ComputeNodeConfig, TpuNodeConfig
-from infra.config.urls import short_name
+from model.config.node_config import ComputeNodeConfig, TpuNodeConfig
+from model.config.urls import short_name
 
 
 def check_cluster(

@@ -1,6 +1,6 @@
 """Ray's `rsync_exclude` (`is_excluded`) and `rsync_filter`: exclude files named in per-directory
 filter files such as .gitignore. The SSH sync (ops/remote/sync.py) and the program's file_mounts
-archive (bootstrap/file_mounts.py) both skip what these say. It lives in infra, the floor both
+archive (bootstrap/file_mounts.py) both skip what these say. It lives in model, the floor both
 stand on, with nothing but the standard library: importing the bootstrap package brings the
 config model (a quarter of a second), which `invoke rsync-up` does without.
 

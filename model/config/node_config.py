@@ -20,8 +20,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from infra.config.catalog import generation_of_config_type
-from infra.config.errors import PathError
+from model.config.catalog import generation_of_config_type
+from model.config.errors import PathError
 
 
 class ApiModel(BaseModel):
@@ -330,7 +330,7 @@ class WorkloadIdentityConfig(ApiModel):
 class ComputeNodeConfig(ApiModel):
     """The `instances.insert` body: every field GCE takes at creation but the few in
     `refused`. Workers send it as written; the head maps it onto pulumi-gcp's
-    `compute.Instance` (infra/config/head_instance.py lists what that cannot express)."""
+    `compute.Instance` (model/config/head_instance.py lists what that cannot express)."""
 
     machine_type: str
     disks: list[AttachedDisk] = Field(default_factory=list)

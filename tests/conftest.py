@@ -9,10 +9,12 @@ marks `engine` (and so does every fixture built on them, such as `stack`). The f
 hand where the test is, and the session names each unmarked test that took longer. A test
 that starts ray, sshd or the engine without its marker fails (`_started_only_what_it_says`).
 
-The workers (`-n N --dist loadgroup`, as .ci/run runs it): a test using a module-scoped
-fixture (a Ray head, a planned set of stacks, an engine workspace) is grouped with the rest of
-its module on one worker, so the fixture starts once; session fixtures (the sshd) start once
-per worker. Ports are free ones taken at start, temp folders per test or per worker.
+The workers (`-n N --dist loadgroup`, as .ci/run runs it): the tests marked `ray` all run on
+one worker, one Ray at a time (two Ray clusters starting at once on a loaded 2-core machine
+miss Ray's own 30 s startup wait); any other test using a module-scoped fixture (a planned set
+of stacks, an engine workspace) is grouped with the rest of its module on one worker, so the
+fixture starts once; session fixtures (the sshd) start once per worker. Ports are free ones
+taken at start, temp folders per test or per worker.
 
 `engine_bin` is the pinned pulumi engine `invoke engine` installed; `engine_env` the
 environment that keeps such a test to itself (its own PULUMI_HOME, a file backend and a
@@ -58,7 +60,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, fixtures in NEEDS.items():
             if names.intersection(fixtures):
                 item.add_marker(marker)
-        if _uses_module_fixture(item) and not item.get_closest_marker("xdist_group"):
+        if item.get_closest_marker("xdist_group"):
+            pass
+        elif item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))  # one Ray at a time
+        elif _uses_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
         if config.getoption("dist", "no") == "loadgroup" or getattr(config.option, "loadgroup",
                                                                       False):

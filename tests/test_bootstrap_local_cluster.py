@@ -113,6 +113,7 @@ def test_two_kept_clusters_and_one_local_down_leave_no_process_of_either(
             cluster.down()
 
 
+@pytest.mark.usefixtures("ray_processes")  # its nodes' scripts run (and fail before Ray starts)
 def test_failed_start_is_torn_down_and_reports_the_stage(config, tmp_path):
     broken = config.model_copy(update={"setup_commands": ["exit 5"]})
     root = tmp_path / "broken"

@@ -36,7 +36,7 @@ RAY_TIMEOUT_S = 300  # an upper bound for a loaded machine, not a speed requirem
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory):
+def cluster(tmp_path_factory: pytest.TempPathFactory, ray_processes: str):
     """The local cluster (token auth on), its head also serving the dashboard on 127.0.0.1."""
     text = LOCAL_YAML.read_text()
     dashboard = (f"--include-dashboard=true --dashboard-host=127.0.0.1 "

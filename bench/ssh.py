@@ -40,7 +40,7 @@ WARM_IMPORTS = "import invoke, tasks, ops.remote.shell, ops.stack"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT_ROOT)]
 
-from tests.sshd_server import LocalSshd, stack_outputs_for  # noqa: E402
+from tests.support.sshd_server import LocalSshd, stack_outputs_for  # noqa: E402
 
 
 def median_ms(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int

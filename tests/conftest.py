@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_compute.identity import signed_in_user
-from tests.leftover_processes import leftover_processes
-from tests.spawn_watch import SpawnWatch
+from tests.fakes.compute.identity import signed_in_user
+from tests.support.leftover_processes import leftover_processes
+from tests.support.spawn_watch import SpawnWatch
 
-pytest_plugins = ["tests.sshd_fixture", "tests.local_ray_head"]
+pytest_plugins = ["tests.support.sshd_fixture", "tests.support.local_ray_head"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
@@ -151,8 +151,8 @@ def _project_root_cwd(monkeypatch: pytest.MonkeyPatch, _worker_state: Path) -> N
 def _user_credentials(_no_process_left_behind: None) -> Iterator[None]:
     """The user's own Google credentials, as `gcloud auth application-default login` leaves
     them for a workforce user (GOOGLE_APPLICATION_CREDENTIALS), refreshing at a fake
-    OAuth endpoint: every call the product makes to the fake APIs (tests/fake_compute)
-    presents the user's identity, which the fakes check (tests/fake_compute/identity.py)."""
+    OAuth endpoint: every call the product makes to the fake APIs (tests/fakes/compute)
+    presents the user's identity, which the fakes check (tests/fakes/compute/identity.py)."""
     with signed_in_user():
         yield
 
@@ -162,7 +162,7 @@ def engine_bin() -> Path:
     """The bin folder of the pinned engine (marks the test `engine`). Missing, the test
     fails under CI=true (CI runs `invoke engine` first: a missing engine there is a broken
     CI) and is skipped elsewhere."""
-    from tests.engine_stack import require_engine
+    from tests.support.engine_stack import require_engine
 
     return require_engine()
 
@@ -187,7 +187,7 @@ def engine_env(engine_bin: Path, tmp_path: Path) -> dict[str, str]:
 def ray_processes() -> str:
     """For a test that starts Ray itself (a local cluster, Ray's monitor, `ray start`): the
     `ray` command of this environment; marks the test `ray`."""
-    from tests.tools import env_tool
+    from tests.support.tools import env_tool
 
     return env_tool("ray")
 

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-CORPUS = PROJECT_ROOT / "tests" / "corpus" / "refused_configs.yaml"
+CORPUS = PROJECT_ROOT / "tests" / "support" / "corpus" / "refused_configs.yaml"
 
 
 class Harvest:

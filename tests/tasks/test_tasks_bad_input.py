@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-RUNNER = PROJECT_ROOT / "tests" / "task_runner.py"
+RUNNER = PROJECT_ROOT / "tests" / "support" / "task_runner.py"
 
 BROKEN_STACKS = {
     "syntax": "config:\n  ray-gcp:cluster: [stacks/clusters/full.yaml\n",

@@ -14,7 +14,7 @@ from invoke import Collection, Task
 from ops.task_groups import OTHER, grouped_pairs
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-RUNNER = PROJECT_ROOT / "tests" / "task_runner.py"
+RUNNER = PROJECT_ROOT / "tests" / "support" / "task_runner.py"
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-RUNNER = PROJECT_ROOT / "tests" / "task_runner.py"
+RUNNER = PROJECT_ROOT / "tests" / "support" / "task_runner.py"
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 TABLE = yaml.safe_load((PROJECT_ROOT / "model/price_table.yaml").read_text())
 

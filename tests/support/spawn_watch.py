@@ -3,27 +3,25 @@ while the test ran, seen through Python's audit events (`subprocess.Popen`, `os.
 https://docs.python.org/3/library/audit_events.html), so tests/conftest.py can fail a test that
 starts one of them without the marker that keeps it out of the fast tier.
 
-Only the test process's own spawns are seen: by their program, `ray` (and the gcs_server and
+Only the test process's own spawns are seen, by their program: `ray` (and the gcs_server and
 raylet `ray.init()` starts), `sshd`, the engine (`pulumi` and what `invoke engine` installed
-beside it, tests/support/engine_driver.py); and the node scripts of a local Ray cluster, by the tag
-in
-their environment. Not what a child starts in turn (`invoke up` running the engine).
+beside it, tests/support/engine_driver.py). Not what a child starts in turn (`invoke up`
+running the engine, a local cluster's node scripts starting Ray): the fixture is then the only
+mark (`ray_processes`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 RAY_PROGRAMS = ("ray", "gcs_server", "raylet")
 ENGINE_FOLDER = "/ray-gcp-pulumi/engine/"  # ops/engine.py's engine_root: its plugins too
-LOCAL_CLUSTER_TAG = "RAY_GCP_LOCAL_CLUSTER"  # bootstrap/local_cluster.py's TAG_ENV
 
 
-def kind_of(argv: Sequence[Any], env: Mapping[Any, Any] | None = None) -> str | None:
-    """`ray`, `sshd` or `engine` for a command line (and its environment) that starts one,
-    else None."""
+def kind_of(argv: Sequence[Any]) -> str | None:
+    """`ray`, `sshd` or `engine` for a command line that starts one, else None."""
     words = [os.fsdecode(word) if isinstance(word, bytes) else str(word) for word in argv]
     if not words:
         return None
@@ -35,9 +33,6 @@ def kind_of(argv: Sequence[Any], env: Mapping[Any, Any] | None = None) -> str | 
     if program == "pulumi" or ENGINE_FOLDER in words[0] or any(
             word.endswith("engine_driver") for word in words):
         return "engine"
-    if env is not None and any(os.fsdecode(key) == LOCAL_CLUSTER_TAG
-                               for key in env if isinstance(key, str | bytes)):
-        return "ray"
     return None
 
 
@@ -63,14 +58,11 @@ class SpawnWatch:
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.watching or os.getpid() != self.pid:
             return
-        if event == "subprocess.Popen":
-            argv, env = args[1], args[3]
-        elif event == "os.posix_spawn":
-            argv, env = args[1], args[2]
-        else:
+        if event not in ("subprocess.Popen", "os.posix_spawn"):
             return
+        argv = args[1]
         if isinstance(argv, str | bytes):
             argv = [argv]
-        kind = kind_of(list(argv or []), env)
+        kind = kind_of(list(argv or []))
         if kind is not None and kind not in self.seen:
             self.seen[kind] = " ".join(map(str, argv))[:160]

@@ -13,6 +13,7 @@ from tests.support.program_runs import PROJECT_ROOT
 TINY = ["--workers", "3", "--latency", "0", "--operation", "0.05"]
 
 
+@pytest.mark.slow  # 67-88 s on a loaded 2-core machine: each bench runs its rounds
 @pytest.mark.parametrize(("module", "extra", "ratio_line"), [
     ("bench.capacity", ["--repeats", "1", "--refused", "0.05"], "ratio failover:healthy = "),
     ("bench.scale", [], "ratio 3:1 = "),
@@ -25,6 +26,7 @@ def test_fake_api_bench_runs_to_its_ratio_line(module, extra, ratio_line):
     assert ratio_line in run.stdout, run.stdout
 
 
+@pytest.mark.slow  # as long as the other benches
 def test_status_bench_runs_to_its_ratio_line():
     """Against HEAD (main may not exist in a clone): one round, only that it finishes."""
     run = subprocess.run([sys.executable, "-m", "bench.status", "--baseline", "HEAD",

@@ -111,6 +111,7 @@ def stack_files() -> set[str]:
     return {path.name for path in STACKS.glob("Pulumi.*.yaml")}
 
 
+@pytest.mark.slow  # 110 s on a loaded 2-core machine: a fresh interpreter per corpus entry
 def test_the_gate_refuses_every_corpus_yaml_plan_refuses_with_plan_s_message(tmp_path, isolated):
     cases = [("the missing ssh_private_key", missing_key_yaml(tmp_path)), *corpus_texts()]
     paths = []
@@ -144,6 +145,7 @@ def odd_paths(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return [str(base / name) for name in ("empty", "dir", "not-a-key", "missing")]
 
 
+@pytest.mark.slow  # 116 s on a loaded 2-core machine: two interpreters per example
 @settings(max_examples=12, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.function_scoped_fixture])

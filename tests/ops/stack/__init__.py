@@ -1,1 +1,0 @@
-"""Tests of ops/'s own modules: the stack, its outputs, state and engine."""

@@ -30,9 +30,9 @@ from google.cloud import compute_v1
 from infra.workers import Deadlines, WorkerGroupProvider
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import new_node_name
-from tests.fake_compute import FakeComputeServer, Faults
-from tests.fake_compute.helpers import PROJECT, ZONE, compute_body, gpu_body, group_props
-from tests.fake_compute.identity import signed_in_user
+from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.helpers import PROJECT, ZONE, compute_body, gpu_body, group_props
+from tests.fakes.compute.identity import signed_in_user
 
 ZONES = ["us-west1-a", "us-west1-b", "us-west1-c"]
 TARGET = 1.5

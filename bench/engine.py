@@ -1,5 +1,5 @@
 """Ratio benchmark: the real pulumi engine on the `full` stack, against the stand-in gcp
-plugin and the fake cloud (tests/standin_gcp, tests/fake_compute).
+plugin and the fake cloud (tests/fakes/standin_gcp, tests/fakes/compute).
 
 1. `pulumi up` of `full` on an empty fake, as a ratio to the same engine running a minimal
    program that registers as many custom resources (cheap `gcp.projects.Service`s through the
@@ -23,9 +23,9 @@ import yaml
 
 from ops.review.plan import collect_plan, plan_stack_isolated
 from ops.review.plan_diff import diff_plans
-from tests.engine_stack import PROJECT_ROOT, EngineWorkspace, engine_bin
-from tests.fake_compute import FakeComputeServer, Faults
-from tests.fake_compute.identity import signed_in_user
+from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.identity import signed_in_user
+from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, installed_engine_bin
 
 MINIMAL_PROGRAM = '''
 import pulumi_gcp as gcp
@@ -52,7 +52,7 @@ def write_stack(root: Path, cluster: dict) -> Path:
 
 
 def main() -> int:
-    bin_dir = engine_bin()
+    bin_dir = installed_engine_bin()
     if bin_dir is None:
         print("the pulumi engine is not installed: run `invoke engine` first", file=sys.stderr)
         return 1

@@ -20,9 +20,9 @@ from google.cloud import compute_v1
 from infra.workers import Deadlines, WorkerGroupProvider
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import new_node_name
-from tests.fake_compute import FakeComputeServer, Faults
-from tests.fake_compute.helpers import PROJECT, ZONE, compute_body, group_props
-from tests.fake_compute.identity import signed_in_user
+from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.helpers import PROJECT, ZONE, compute_body, group_props
+from tests.fakes.compute.identity import signed_in_user
 
 
 def ours(server: FakeComputeServer, count: int, run: str) -> None:

@@ -39,9 +39,9 @@ IMPORTS = ("import invoke, tasks, paramiko, ops.remote.shell, ops.remote.ssh_dir
            "ops.stacks.stack")
 WARM_IMPORTS = "import invoke, tasks, ops.remote.shell, ops.stacks.stack"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(PROJECT_ROOT), str(PROJECT_ROOT / "tests")]
+sys.path[:0] = [str(PROJECT_ROOT)]
 
-from sshd_server import LocalSshd, stack_outputs_for  # noqa: E402
+from tests.support.sshd_server import LocalSshd, stack_outputs_for  # noqa: E402
 
 
 def median_ms(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int

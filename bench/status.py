@@ -31,8 +31,8 @@ from pathlib import Path
 import paramiko
 
 from bootstrap.local_cluster import free_port
-from tests.fake_compute import FakeComputeServer, Faults
-from tests.fake_compute.identity import signed_in_user
+from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.identity import signed_in_user
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT, ZONE, HEAD = "bench-project", "us-west1-a", "ray-bench-head"

@@ -35,9 +35,9 @@ from pathlib import Path
 LARGE_TARGET = 0.9
 SMALL_TARGET = 1.0
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(PROJECT_ROOT), str(PROJECT_ROOT / "tests")]
+sys.path[:0] = [str(PROJECT_ROOT)]
 
-from sshd_server import CLUSTER_YAML, LocalSshd, stack_outputs_for  # noqa: E402
+from tests.support.sshd_server import CLUSTER_YAML, LocalSshd, stack_outputs_for  # noqa: E402
 
 
 def seconds(command: list[str], env: dict[str, str]) -> float:

@@ -6,7 +6,7 @@ config and its node provider (`head_provider/`, shipped to the head in metadata 
 May import only `model` (the cluster config, Ray's labels, prices, sync filters, the local
 state folder), never `infra` (which stands on bootstrap: it puts these scripts in metadata),
 `policy`, `ops` or `tasks`; `head_provider/` imports nothing of the project (see its
-docstring), and infra/workers imports its `capacity` rules (tests/test_import_graph.py)."""
+docstring), and infra/workers imports its `capacity` rules (tests/project/test_import_graph.py)."""
 
 from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts, pack_file_mounts

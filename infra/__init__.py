@@ -7,5 +7,5 @@ Google's APIs they and `catalog_refresh` make.
 
 May import `model` (the ground floor: config, plan, labels, identities) and `bootstrap` (the
 node scripts and archive it puts in metadata and the bucket); never `policy`, `ops` or
-`tasks` (tests/test_import_graph.py).
+`tasks` (tests/project/test_import_graph.py).
 """

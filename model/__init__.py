@@ -15,6 +15,6 @@ write secrets with it: one ground floor, one rule).
 
 May import the standard library, pydantic, yaml and other `model` modules: no pulumi, no
 cloud client, nothing of the project above it (`bootstrap`, `infra`, `policy`, `ops`, `tasks`
-stand on it; tests/test_import_graph.py checks). This package's `__init__` imports nothing,
+stand on it; tests/project/test_import_graph.py checks). This package's `__init__` imports nothing,
 so `invoke` reads a stack file through `stack_config` without pydantic.
 """

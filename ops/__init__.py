@@ -10,7 +10,7 @@ tasks drive, and `invoke engine`'s build of it), `errors` (one-line user errors)
 (asking before nodes are deleted), `paths` (local state and output paths), `pulumi_types` (type
 tokens), `task_flags` and `task_groups` (the tasks' flags and `--list`). Arrows point one way:
 tasks.py -> rooms -> ops.stacks -> shared top -> infra -> bootstrap -> model (and ops.review ->
-policy), and no room imports tasks (tests/test_import_graph.py). Heavy imports (pulumi,
+policy), and no room imports tasks (tests/project/test_import_graph.py). Heavy imports (pulumi,
 pydantic) stay inside the functions that need them where `invoke exec` would pay for them: it
 must start fast.
 """

@@ -125,7 +125,7 @@ ENVIRONMENT_FIXES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]],
      lambda _: f"no Google credentials on this machine: {_ADC_FIX}"),
 )
 """Problems of this machine's set-up, known by what the pulumi CLI or Google's libraries say
-(the real texts: tests/test_environment_fixes.py), each with the line that fixes it."""
+(the real texts: tests/ops/stacks/test_environment_fixes.py), each with the line that fixes it."""
 
 
 def environment_fix(text: str) -> str | None:

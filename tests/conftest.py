@@ -1,61 +1,174 @@
-"""Shared test set-up: every test runs from the project root with no pulumi stack selected.
+"""Shared test set-up: every test runs from the project root with no pulumi stack selected and
+the state folder of its own worker (never the checkout's `.ray-gcp/`).
 
-`engine_bin` is the pinned pulumi engine `invoke engine` installed, for tests marked `engine`;
-`engine_env` the environment that keeps such a test to itself (its own PULUMI_HOME, a file
-backend and a passphrase in a temp dir, no update check, no plugin download). At the session's
-end, a process the session started and left running fails it (`_no_process_left_behind`)."""
+The tiers. A test that needs a real Ray, a real sshd or the pinned pulumi engine gets it from
+a fixture, and the fixture marks it (`pytest_collection_modifyitems` below): `ray_head` and
+`ray_processes` mark `ray`, `sshd`, `home_stack` and `local_sshd` mark `sshd`, `engine_bin`
+marks `engine` (and so does every fixture built on them, such as `stack`). The fast tier is
+`-m "not ray and not sshd and not engine and not slow"`; `slow` (a test over 60 s) is set by
+hand where the test is, and the session names each unmarked test that took longer. A test
+that starts ray, sshd or the engine without its marker fails (`_started_only_what_it_says`).
+
+The workers (`-n N --dist loadgroup`, as .ci/run runs it): the tests marked `ray` all run on
+one worker, one Ray at a time (two Ray clusters starting at once on a loaded 2-core machine
+miss Ray's own 30 s startup wait); any other test using a module-scoped fixture (a planned set
+of stacks, an engine workspace) is grouped with the rest of its module on one worker, so the
+fixture starts once; session fixtures (the sshd) start once per worker. Ports are free ones
+taken at start, temp folders per test or per worker.
+
+`engine_bin` is the pinned pulumi engine `invoke engine` installed; `engine_env` the
+environment that keeps such a test to itself (its own PULUMI_HOME, a file backend and a
+passphrase in a temp dir, no update check, no plugin download). At the session's end, a
+process the session started and left running fails it (`_no_process_left_behind`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from leftover_processes import leftover_processes
 
-from tests.fake_compute.identity import signed_in_user
+from tests.fakes.compute.identity import signed_in_user
+from tests.support.leftover_processes import leftover_processes
+from tests.support.spawn_watch import SpawnWatch
+
+pytest_plugins = ["tests.support.sshd_fixture", "tests.support.local_ray_head"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
 
+# marker -> the fixtures that start what it names (a test using one, even through another
+# fixture, carries the marker)
+NEEDS = {
+    "ray": ("ray_head", "ray_processes"),
+    "sshd": ("sshd", "home_stack", "local_sshd"),
+    "engine": ("engine_bin",),
+}
+SLOW_S = 60  # a test over this carries `slow`, outside the fast tier
+_WATCH = SpawnWatch()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects and xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        names = set(item.fixturenames)
+        for marker, fixtures in NEEDS.items():
+            if names.intersection(fixtures):
+                item.add_marker(marker)
+        if item.get_closest_marker("xdist_group"):
+            pass
+        elif item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.xdist_group("ray"))  # one Ray at a time
+        elif _uses_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        if config.getoption("dist", "no") == "loadgroup" or getattr(config.option, "loadgroup",
+                                                                      False):
+            _group_in_nodeid(item)
+
+
+def _group_in_nodeid(item: pytest.Item) -> None:
+    """`test@group`, the form xdist's loadgroup scheduler groups by. xdist 3.8 writes it to
+    `item._nodeid`, which pytest 9.2's structured node ids no longer read, so every test went
+    to any worker (pytest-dev/pytest-xdist#1386): written here into the id pytest reads."""
+    groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    if not groups or "@" in item.nodeid.rsplit("]", 1)[-1] or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    """Whether a fixture of the test lives for its module (or class): its tests share it."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(definitions[-1].scope in ("module", "class", "package")
+               for name, definitions in info.name2fixturedefs.items()
+               if definitions and name in item.fixturenames)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _WATCH.begin()
+    try:
+        return (yield)
+    finally:
+        _WATCH.end()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Fail a test that started ray, an sshd or the engine without carrying the marker its
+    fixture gives (it would run in the fast tier, which promises none of them)."""
+    result = yield
+    started = _WATCH.started()
+    unmarked = sorted(kind for kind in started if item.get_closest_marker(kind) is None)
+    if unmarked:
+        needed = "; ".join(f"{kind} ({started[kind]}): use one of the fixtures "
+                           f"{', '.join(NEEDS[kind])}" for kind in unmarked)
+        pytest.fail(f"{item.nodeid} started what its markers do not say: {needed}",
+                    pytrace=False)
+    return result
+
+
+_DURATIONS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and report.duration > SLOW_S and "slow" not in report.keywords:
+        _DURATIONS[report.nodeid] = report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _DURATIONS:
+        terminalreporter.section(f"over {SLOW_S} s without the slow marker")
+        for nodeid, seconds in sorted(_DURATIONS.items(), key=lambda entry: -entry[1]):
+            terminalreporter.write_line(f"{seconds:6.1f} s {nodeid}")
+
+
+@pytest.fixture(scope="session")
+def _worker_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This worker's state folder ($RAY_GCP_STATE_DIR): the local-cluster records, stacks'
+    keys and pins of one worker never meet another's (or the checkout's `.ray-gcp/`)."""
+    return tmp_path_factory.mktemp("ray-gcp-state")
+
 
 @pytest.fixture(autouse=True)
-def _project_root_cwd(monkeypatch: pytest.MonkeyPatch) -> None:
+def _project_root_cwd(monkeypatch: pytest.MonkeyPatch, _worker_state: Path) -> None:
     monkeypatch.chdir(PROJECT_ROOT)
     monkeypatch.delenv("PULUMI_STACK", raising=False)
+    monkeypatch.setenv("RAY_GCP_STATE_DIR", str(_worker_state))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _user_credentials(_no_process_left_behind: None) -> Iterator[None]:
     """The user's own Google credentials, as `gcloud auth application-default login` leaves
     them for a workforce user (GOOGLE_APPLICATION_CREDENTIALS), refreshing at a fake
-    OAuth endpoint: every call the product makes to the fake APIs (tests/fake_compute)
-    presents the user's identity, which the fakes check (tests/fake_compute/identity.py)."""
+    OAuth endpoint: every call the product makes to the fake APIs (tests/fakes/compute)
+    presents the user's identity, which the fakes check (tests/fakes/compute/identity.py)."""
     with signed_in_user():
         yield
 
 
 @pytest.fixture(scope="session")
 def engine_bin() -> Path:
-    """The bin folder of the pinned engine. Missing, the test fails under CI=true (CI runs
-    `invoke engine` first: a missing engine there is a broken CI) and is skipped elsewhere."""
-    from ops.engine import engine_root, installed_bin
+    """The bin folder of the pinned engine (marks the test `engine`). Missing, the test
+    fails under CI=true (CI runs `invoke engine` first: a missing engine there is a broken
+    CI) and is skipped elsewhere."""
+    from tests.support.engine_stack import require_engine
 
-    found = installed_bin()
-    if found is None:
-        message = f"no pulumi engine in {engine_root() / 'bin'}: run `invoke engine` first"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    return require_engine()
 
 
 @pytest.fixture
-def engine_env(tmp_path: Path) -> dict[str, str]:
+def engine_env(engine_bin: Path, tmp_path: Path) -> dict[str, str]:
     """Environment variables for the engine (pass as the Automation API's `env_vars`, or
     over os.environ to a CLI subprocess): everything it writes goes under `tmp_path`."""
     home, state = tmp_path / "pulumi-home", tmp_path / "state"
@@ -68,6 +181,15 @@ def engine_env(tmp_path: Path) -> dict[str, str]:
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
     }
+
+
+@pytest.fixture(scope="session")
+def ray_processes() -> str:
+    """For a test that starts Ray itself (a local cluster, Ray's monitor, `ray start`): the
+    `ray` command of this environment; marks the test `ray`."""
+    from tests.support.tools import env_tool
+
+    return env_tool("ray")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -86,3 +208,6 @@ def _no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterato
             os.kill(pid, signal.SIGKILL)
     assert not left, "the test session left these processes running: " + "; ".join(
         f"pid {pid}: {command[:200]}" for pid, command in left.items())
+
+
+sys.addaudithook(_WATCH.audit)

@@ -26,7 +26,7 @@ REPLACE_KEYS: dict[str, frozenset[str]] = {
     "gcp:serviceaccount/account:Account": frozenset({"accountId", "project"}),
     "gcp:projects/iAMMember:IAMMember": frozenset({"member", "project", "role", "condition"}),
     # Not `network`: the Terraform resource pulumi-gcp bridges does not mark it ForceNew, so
-    # `pulumi preview` shows an update (tests/test_engine_diff.py holds us to the engine).
+    # `pulumi preview` shows an update (tests/engine/test_engine_diff.py holds us to the engine).
     "gcp:compute/firewall:Firewall": frozenset({"name", "project", "direction"}),
     # google_storage_bucket_object: `bucket`, `name` and `source` are ForceNew upstream (the
     # objects here are named after their content's hash, the file_mounts archive's keyed with

@@ -1,0 +1,1 @@
+"""Tests of bootstrap/: the node scripts, the head's daemons, local clusters."""

@@ -1,0 +1,210 @@
+"""Every stack in stacks/ through the real pulumi engine against the fake cloud: preview, up,
+what the fake then holds, secrets in the exported state, destroy.
+
+The gcp resources go through the stand-in gcp plugin; the worker groups, the sweeper and the
+queued slices are the program's dynamic providers, unpickled and run by the engine's
+`pulumi-python` plugin process: the fake records which process created each node.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ops.review.plan import collect_plan, plan_stack_isolated
+from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.identity import USER, USER_SCOPES
+from tests.support.engine_stack import (
+    EngineWorkspace,
+    cluster_nodes,
+    repo_stack_config,
+    repo_stacks,
+)
+
+INSTANCE = "gcp:compute/instance:Instance"
+TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+AUTOSCALER_ACCOUNT = "ray-autoscaler-sa-v1"
+BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_READER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeComputeServer]:
+    with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def workspace(engine_bin: Path, fake: FakeComputeServer) -> Iterator[EngineWorkspace]:
+    space = EngineWorkspace(fake, engine_bin)
+    yield space
+    space.cleanup()
+
+
+def planned(stack: str) -> dict[str, Any]:
+    return collect_plan(plan_stack_isolated(stack), stack)
+
+
+def of_kind(plan: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r for r in plan["resources"] if r["kind"] == kind]
+
+
+def where(plan: dict[str, Any]) -> tuple[str, str, str]:
+    """(project, zone, cluster name), as the plan's cluster sweeper holds them."""
+    (sweeper,) = of_kind(plan, "ClusterSweeper")
+    inputs = sweeper["inputs"]
+    return inputs["project"], inputs["zone"], inputs["cluster_name"]
+
+
+def assert_bucket_holds_its_plan(fake: FakeComputeServer, plan: dict[str, Any]) -> None:
+    """Each planned bucket exists, private to its planned readers, with its planned objects.
+    The autoscaler config is named after its content's sha256, and its content holds the
+    generated SSH key the plan shows as a placeholder: its name is checked against its bytes."""
+    for bucket in (r for r in plan["resources"] if r["type"] == BUCKET):
+        name = bucket["inputs"]["name"]
+        live = fake.storage.buckets[name]
+        assert live["iamConfiguration"]["publicAccessPrevention"] == "enforced"
+        assert live["iamConfiguration"]["uniformBucketLevelAccess"] == {"enabled": True}
+        granted = {(b["role"], m) for b in fake.storage.policies[name]["bindings"]
+                   for m in b["members"]}
+        assert granted == {(r["inputs"]["role"], r["inputs"]["member"])
+                           for r in plan["resources"] if r["type"] == BUCKET_READER
+                           and r["inputs"]["bucket"] == name}
+        planned = sorted(r["inputs"]["name"] for r in plan["resources"]
+                         if r["type"] == BUCKET_OBJECT and r["inputs"]["bucket"] == name)
+        stored = sorted(o for b, o in fake.storage.objects if b == name)
+        assert [o.startswith("autoscaler/") or o for o in stored] == \
+            [o.startswith("autoscaler/") or o for o in planned]
+        for key in stored:
+            if key.startswith("autoscaler/"):
+                data = fake.storage.objects[(name, key)]
+                assert key == f"autoscaler/{hashlib.sha256(data).hexdigest()}.yaml"
+
+
+@pytest.mark.parametrize("stack", repo_stacks())
+def test_stack_previews_creates_and_destroys_exactly_its_plan(
+    stack: str, workspace: EngineWorkspace, fake: FakeComputeServer
+) -> None:
+    plan = planned(stack)
+    project, zone, cluster = where(plan)
+    # The fake's regions have only `<region>-a` unless told: it offers the zone the stack names.
+    zones = fake.cloud.catalogue.zones
+    region = zone.rsplit("-", 1)[0]
+    zones[region] = sorted({*zones.get(region, [f"{region}-a"]), zone})
+    workspace.write_stack(stack, repo_stack_config(stack))
+
+    preview = workspace.run(stack, "preview")
+    assert set(preview.operations().values()) == {"add"}, preview.operations()
+    custom = {(r["type"], r["name"]) for r in plan["resources"] if r["custom"]}
+    previewed = {(s["type"], s["urn"].rsplit("::", 1)[1]) for s in preview.steps
+                 if s["op"] == "create"}
+    assert custom <= previewed, custom - previewed
+
+    creators_before = len(fake.creators)
+    workspace.run(stack, "up")
+    nodes = cluster_nodes(fake, project, zone, cluster)
+    named = {r["inputs"]["name"] for r in plan["resources"] if r["type"] in (INSTANCE, TPU_VM)}
+    named |= {r["inputs"]["name"] for r in of_kind(plan, "QueuedTpuSlice")}
+    assert named <= set(nodes), named - set(nodes)
+    counts = Counter(node["labels"]["ray-user-node-type"] for name, node in nodes.items()
+                     if name not in named)
+    wanted = {r["inputs"]["node_type"]: r["inputs"]["count"]
+              for r in of_kind(plan, "WorkerGroup") if r["inputs"]["count"]}
+    assert counts == Counter(wanted)
+
+    # Worker groups' nodes come from the dynamic provider in the engine's plugin process,
+    # the head from the stand-in gcp plugin: neither from this test's process.
+    creators = fake.creators[creators_before:]
+    worker_calls = [c for c in creators if c[0] in ("insert", "bulkInsert")
+                    and "pulumi.dynamic" in c[2]]
+    assert bool(worker_calls) == bool(wanted), creators
+    assert all("pulumi.dynamic" in c[2] or "tests.fakes.standin_gcp" in c[2] for c in creators)
+
+    state = json.dumps(workspace.export(stack))
+    assert "-----BEGIN" not in state and "PRIVATE KEY" not in state
+    assert '"ciphertext"' in state
+    assert_bucket_holds_its_plan(fake, plan)
+    for nat in (r for r in plan["resources"] if r["type"] == ROUTER_NAT):
+        inputs = nat["inputs"]
+        router = fake.platform.routers[(project, inputs["region"])][inputs["router"]]
+        assert [n["name"] for n in router.get("nats", [])] == [inputs["name"]]
+
+    workspace.run(stack, "destroy")
+    buckets = {r["inputs"]["name"] for r in plan["resources"] if r["type"] == BUCKET}
+    assert not buckets & set(fake.storage.buckets)
+    assert not {bucket for bucket, _ in fake.storage.objects} & buckets
+    assert cluster_nodes(fake, project, zone, cluster) == {}
+    assert fake.platform.is_empty(project)["firewalls"] == []
+    assert fake.platform.is_empty(project)["routers"] == []
+    # The project's autoscaler account and its role bindings are shared and retained.
+    accounts = fake.platform.accounts[project]
+    assert f"{AUTOSCALER_ACCOUNT}@{project}.iam.gserviceaccount.com" in accounts
+
+
+def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_state(
+    workspace: EngineWorkspace, fake: FakeComputeServer, tmp_path
+) -> None:
+    import yaml
+
+    from tests.support.engine_stack import PROJECT_ROOT
+
+    secret_text = "file-mount-secret-7f3a9c1e-do-not-leak"
+    mount = tmp_path / "settings.txt"
+    mount.write_text(secret_text)
+    token = "ya29.engine-test-token-0b5e2d4c"
+    # the YAML's credential (the user's), which the explicit provider sends
+    fake.identities.mint(USER, USER_SCOPES, token=token)
+    cluster = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/minimal.yaml").read_text())
+    cluster["cluster_name"] = "secrets"
+    cluster["file_mounts"] = {"/home/ray/settings.txt": str(mount)}
+    cluster["provider"]["gcp_credentials"] = {"type": "credentials_token", "credentials": token}
+    path = tmp_path / "secrets.yaml"
+    path.write_text(yaml.safe_dump(cluster))
+    workspace.write_stack("secrets", {"ray-gcp:cluster": str(path)})
+    workspace.run("secrets", "up")
+    try:
+        state = json.dumps(workspace.export("secrets"))
+        encoded = base64.b64encode(secret_text.encode()).decode()
+        # Ray's auth token went to Secret Manager (the nodes read it there), never to state.
+        (version,) = [v for (_, secret), versions in fake.platform.versions.items()
+                      if secret == "ray-secrets-auth-token" for v in versions]
+        ray_token = base64.b64decode(version["data"]).decode()
+        assert len(ray_token) == 64
+        for plain in (secret_text, encoded, token, "PRIVATE KEY", ray_token, version["data"]):
+            assert plain not in state, plain
+        # Made once: another `up` keeps the token (no new secret version).
+        workspace.run("secrets", "up")
+        assert [v for (_, secret), versions in fake.platform.versions.items()
+                if secret == "ray-secrets-auth-token" for v in versions] == [version]
+        # The archive went to the cluster's bucket byte for byte: the mount is inside it.
+        (archive,) = [data for (_, key), data in fake.storage.objects.items()
+                      if key.endswith(".tar.gz")]
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            contents = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
+        assert secret_text.encode() in contents
+        # Named by an HMAC under the stack's random secret, which the state keeps encrypted:
+        # no bare hash of the packed files is in the state or the bucket.
+        tar_bytes = gzip.decompress(archive)
+        plain = hashlib.sha256(tar_bytes).hexdigest()
+        assert plain not in state and not any(plain in key for _, key in fake.storage.objects)
+        (key_secret,) = [r for r in workspace.export("secrets")["resources"]
+                         if r["type"].endswith(":StackSecret")
+                         and r["urn"].endswith("-file-mounts-key")]
+        assert "ciphertext" in json.dumps(key_secret["outputs"]["value"])
+        # The next run knows the secret: the same files, the same name, nothing to do.
+        again = workspace.run("secrets", "preview")
+        assert again.operations() == {}, again.operations()
+    finally:
+        workspace.run("secrets", "destroy")

@@ -1,0 +1,12 @@
+"""A `pulumi-language-python` for the engine built here (a test double, like
+tests/fakes/standin_gcp).
+
+The engine built from source has no Python language host (released CLIs bundle the real one),
+so this one answers the engine's LanguageRuntime calls (`host.py`, on the gRPC stubs the pulumi
+SDK ships) and runs the program named by Pulumi.yaml's `main` in a subprocess of the
+project's virtualenv (`program.py`, the runner), so `pulumi preview/up/refresh/destroy` run
+through the CLI in tests. `pulumi-language-python` beside this file is the executable the engine
+starts: put this folder on the engine's PATH.
+
+It imports the pulumi SDK and grpc only: nothing from `infra`, `ops`, `bootstrap` or `tasks`.
+"""

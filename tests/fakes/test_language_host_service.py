@@ -1,0 +1,76 @@
+"""The language host double (tests/fakes/language_host) answers the engine's LanguageRuntime calls
+as the engine makes them: started as `pulumi-language-python ENGINE_ADDRESS`, its port on the
+first line of stdout, then gRPC through the SDK's stubs."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.proto import language_pb2, language_pb2_grpc
+
+from tests.support.engine_stack import PROJECT_ROOT
+
+HOST = Path(__file__).parent / "language_host" / "pulumi-language-python"
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[language_pb2_grpc.LanguageRuntimeStub]:
+    process = subprocess.Popen([str(HOST), "127.0.0.1:1"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(process.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield language_pb2_grpc.LanguageRuntimeStub(channel)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def program_info(root: Path, **options: str) -> language_pb2.ProgramInfo:
+    struct = struct_pb2.Struct()
+    struct.update(options)
+    return language_pb2.ProgramInfo(root_directory=str(root),
+                                    program_directory=str(root / "infra"), entry_point=".",
+                                    options=struct)
+
+
+def test_required_packages_are_the_resource_plugins_the_virtualenv_ships(host) -> None:
+    answer = host.GetRequiredPackages(language_pb2.GetRequiredPackagesRequest(
+        info=program_info(PROJECT_ROOT, toolchain="uv", virtualenv=".venv")))
+    found = {(p.kind, p.name) for p in answer.packages}
+    assert ("resource", "gcp") in found  # pulumi_gcp's pulumi-plugin.json
+    assert host.GetPluginInfo(empty_pb2.Empty()).version
+
+
+def test_about_names_the_virtualenvs_python(host) -> None:
+    answer = host.About(language_pb2.AboutRequest(info=program_info(PROJECT_ROOT,
+                                                                    toolchain="uv")))
+    assert answer.executable == str(PROJECT_ROOT / ".venv" / "bin" / "python")
+    assert answer.version.startswith("3.")
+
+
+def test_a_missing_virtualenv_fails_the_run_with_one_line_naming_the_setting(host,
+                                                                             tmp_path) -> None:
+    answer = host.Run(language_pb2.RunRequest(
+        project="p", stack="s", pwd=str(tmp_path),
+        info=program_info(tmp_path, toolchain="uv", virtualenv="venv")))
+    assert answer.error.startswith("Pulumi.yaml: runtime option virtualenv: venv")
+    assert "uv sync --locked" in answer.error and "\n" not in answer.error
+
+
+def test_program_dependencies_are_the_virtualenvs_distributions(host) -> None:
+    answer = host.GetProgramDependencies(language_pb2.GetProgramDependenciesRequest(
+        info=program_info(PROJECT_ROOT, toolchain="uv")))
+    assert "pulumi" in {d.name for d in answer.dependencies}
+
+
+def test_install_dependencies_makes_the_named_virtualenv(host, tmp_path) -> None:
+    (tmp_path / "requirements.txt").write_text("")
+    replies = list(host.InstallDependencies(language_pb2.InstallDependenciesRequest(
+        directory=str(tmp_path), info=program_info(tmp_path, virtualenv="venv"))))
+    assert replies  # the commands' output, streamed to the engine
+    assert (tmp_path / "venv" / "bin" / "python").is_file()

@@ -1,7 +1,0 @@
-"""`python -m tests.language_host [-flags] [ENGINE_ADDRESS]`: serve, printing the port."""
-
-import sys
-
-from tests.language_host.host import serve
-
-serve(sys.argv[1:])

@@ -1,0 +1,1 @@
+"""Tests of ops/, by its rooms."""

@@ -1,0 +1,1 @@
+"""Tests of ops/cloud: status, cost and what the tasks read from the cloud."""

@@ -1,0 +1,1 @@
+"""Tests of ops/lifecycle: up, down, scale, preflight and their checks."""

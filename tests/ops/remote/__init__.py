@@ -1,0 +1,1 @@
+"""Tests of ops/remote: SSH, sync, sessions on the nodes."""

@@ -1,0 +1,1 @@
+"""Tests of ops/review: plans, diffs and their prices."""

@@ -1,0 +1,78 @@
+"""The plan shows each laddered type's rungs and which pinned node each rung is meant for
+(a reservation rung: its nodes spread over the list by what each has free); `invoke preflight`
+reads the free counts from the live API (the fake here). The worked example of the docs,
+docs/examples/gpu-ladder.yaml, is planned as a user would plan it and passes Ray's schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
+
+from model.config import load_cluster_config
+from ops.lifecycle.apis import quota_apis
+from ops.lifecycle.preflight_reservations import reservation_lines
+from ops.review.plan import plan_yaml, render_json, render_table
+from tests.fakes.compute import FakeComputeServer
+from tests.fakes.compute.helpers import fast_retry
+
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+EXAMPLE = DOCS / "examples" / "gpu-ladder.yaml"
+A100 = [{"acceleratorType": "nvidia-tesla-a100", "acceleratorCount": 1}]
+
+
+def test_the_docs_example_plans_with_its_ladder_and_passes_rays_schema():
+    validate_config(prepare_config(yaml.safe_load(EXAMPLE.read_text())))  # as `ray up`
+    plan = plan_yaml(str(EXAMPLE))
+    table = render_table(plan).splitlines()
+
+    row = next(line for line in table if line.startswith("a100_worker"))
+    assert "reservation > spot > flex-start > on-demand" in row
+    ladder = table[table.index(next(x for x in table if x.startswith("capacity ladder"))):][:6]
+    assert ladder == [
+        "capacity ladder of a100_worker (4 pinned, the first rung with room takes a node):",
+        "  reservation a100-res in us-central1-a: nodes 1-4, as many as it holds (free count "
+        "not read: `invoke preflight` reads it)",
+        "  reservation projects/shared-gpu-proj/reservations/a100-pool in us-central1-a: nodes "
+        "1-4, as many as it holds (shared from another project: not ours to read)",
+        "  spot in us-central1-a, us-central1-b: the nodes the rungs above cannot place",
+        "  flex-start (24 h at most) in us-central1-a (+ failover zones): the nodes the rungs "
+        "above cannot place",
+        "  on-demand in us-central1-a (+ failover zones): the nodes the rungs above cannot place",
+    ]
+    (entry,) = json.loads(render_json(plan))["capacity_ladders"]
+    assert [r["market"] for r in entry["rungs"]] == [
+        "reservation", "reservation", "spot", "flex-start", "on-demand"]
+
+
+def test_preflight_reads_what_the_reservation_has_free_and_assigns_the_pinned_nodes():
+    config = load_cluster_config(EXAMPLE)
+    with FakeComputeServer() as fake:
+        reservation = fake.cloud.reservations.add(
+            "my-gcp-project", "us-central1-a", "a100-res", 5, "a2-highgpu-1g", accelerators=A100)
+        reservation.consumers.update({"a", "b", "c"})  # 2 of 5 free
+        apis = quota_apis(config, fake.endpoint, fast_retry())
+        lines = reservation_lines(config, {"a100_worker": 4}, apis)
+
+    assert lines[1] == "  reservation a100-res in us-central1-a: nodes 1-2 (2 free)"
+    assert lines[2].startswith("  reservation projects/shared-gpu-proj/reservations/a100-pool "
+                               "in us-central1-a: nodes 3-4, as many as it holds")
+
+
+def test_preflight_names_a_reservation_it_cannot_find_with_the_fix():
+    config = load_cluster_config(EXAMPLE)
+    with FakeComputeServer() as fake:
+        lines = reservation_lines(config, {"a100_worker": 4},
+                                  quota_apis(config, fake.endpoint, fast_retry()))
+
+    (problem,) = [line for line in lines if line.startswith("reservation problem")]
+    assert "reservation a100-res cannot be read in us-central1-a" in problem
+    assert "gcloud compute reservations list --project my-gcp-project" in problem
+
+
+def test_the_docs_page_shows_the_examples_provider_section_as_the_file_has_it():
+    page = (DOCS / "capacity.md").read_text()
+    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block)["provider"] == yaml.safe_load(EXAMPLE.read_text())["provider"]

@@ -1,0 +1,1 @@
+"""Tests of policy/: the guardrails pack and its review."""

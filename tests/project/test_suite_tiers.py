@@ -1,0 +1,134 @@
+"""The suite's tiers and workers (tests/conftest.py), on a small suite of its own run by pytest:
+a fixture that starts sshd, Ray or the engine marks its tests (so `-m "not sshd"` leaves them
+out), a test that starts one without its marker fails, and a module's shared fixture keeps its
+tests on one xdist worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.spawn_watch import kind_of
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+CONFTEST = '''
+from tests.conftest import (  # the suite's own hooks and fixtures
+    engine_bin, pytest_collection_modifyitems, pytest_runtest_protocol,
+    pytest_runtest_teardown, ray_processes,
+)
+from tests.support.sshd_fixture import local_sshd
+'''
+
+TIERS = '''
+import json, os, subprocess
+from pathlib import Path
+
+import pytest
+
+FAKE_SSHD = Path(os.environ["FAKE_SSHD"])
+
+
+def record(name):
+    out = Path(os.environ["RECORD"]) / name
+    out.write_text(json.dumps(os.environ.get("PYTEST_XDIST_WORKER", "main")))
+
+
+@pytest.fixture(scope="module")
+def shared():
+    return object()
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_shares_the_module_fixture(shared, n):
+    record(f"shared-{n}")
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_on_its_own(n):
+    record(f"own-{n}")
+
+
+def test_starts_sshd_through_its_fixture(local_sshd):
+    subprocess.run([FAKE_SSHD], check=True)
+
+
+def test_starts_sshd_unmarked():
+    subprocess.run([FAKE_SSHD], check=True)
+'''
+
+
+@pytest.fixture
+def small_suite(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(CONFTEST)
+    (suite / "test_tiers.py").write_text(TIERS)
+    (suite / "pytest.ini").write_text("[pytest]\nmarkers =\n    ray\n    sshd\n    engine\n"
+                                      "    slow\n")
+    fake_sshd = tmp_path / "bin" / "sshd"  # a program named sshd that starts nothing
+    fake_sshd.parent.mkdir()
+    fake_sshd.write_text("#!/bin/sh\nexit 0\n")
+    fake_sshd.chmod(0o755)
+    record = tmp_path / "record"
+    record.mkdir()
+    env = {**os.environ, "FAKE_SSHD": str(fake_sshd), "RECORD": str(record),
+           "PYTHONPATH": str(PROJECT_ROOT)}
+    return suite, env
+
+
+def run_suite(suite: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           "-rA", *args], cwd=suite, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_fixture_that_starts_sshd_marks_its_test_out_of_the_fast_tier(small_suite):
+    suite, env = small_suite
+    listed = run_suite(suite, env, "--collect-only", "-m", "not sshd")
+    assert "test_starts_sshd_through_its_fixture" not in listed.stdout
+    assert "test_starts_sshd_unmarked" in listed.stdout
+    assert "13/14 tests collected (1 deselected)" in listed.stdout
+
+
+def test_a_test_that_starts_sshd_without_its_marker_fails_naming_the_fixtures(small_suite):
+    suite, env = small_suite
+    done = run_suite(suite, env, "-k", "starts_sshd")
+    assert done.returncode == 1, done.stdout
+    assert "PASSED test_tiers.py::test_starts_sshd_through_its_fixture" in done.stdout
+    assert ("test_starts_sshd_unmarked started what its markers do not say: sshd"
+            in done.stdout)
+    assert "use one of the fixtures sshd, home_stack, local_sshd" in done.stdout
+
+
+def test_a_modules_shared_fixture_keeps_its_tests_on_one_worker(small_suite):
+    suite, env = small_suite
+    done = run_suite(suite, env, "-n", "2", "--dist", "loadgroup", "-k", "not starts_sshd")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = Path(env["RECORD"])
+    workers = {path.name: json.loads(path.read_text()) for path in record.iterdir()}
+    assert len({workers[f"shared-{n}"] for n in range(6)}) == 1, workers
+    assert {workers[f"own-{n}"] for n in range(6)} == {"gw0", "gw1"}, workers
+
+
+@pytest.mark.parametrize(("argv", "kind"), [
+    (["/usr/sbin/sshd", "-D", "-e", "-f", "x"], "sshd"),
+    (["/venv/bin/ray", "start", "--head"], "ray"),
+    (["bash", "-c", "ray start --head --port=1"], "ray"),
+    (["/venv/lib/ray/core/src/ray/gcs/gcs_server", "--log_dir=x"], "ray"),
+    (["/root/.cache/ray-gcp-pulumi/engine/3.276.0/bin/pulumi", "up"], "engine"),
+    (["/root/.cache/ray-gcp-pulumi/engine/3.276.0/bin/pulumi-resource-pulumi-python"],
+     "engine"),
+    (["python", "-m", "tests.support.engine_driver", "ws", "s", "up"], "engine"),
+    (["python", "-m", "invoke", "status"], None),
+    (["tests/fakes/standin_gcp/pulumi-resource-gcp"], None),
+    (["ssh", "-p", "22", "host"], None),
+])
+def test_what_counts_as_starting_ray_sshd_or_the_engine(argv, kind):
+    assert kind_of(argv) == kind
+

@@ -1,0 +1,1 @@
+"""Tests of tasks.py: the invoke tasks as a user types them."""

@@ -16,6 +16,10 @@ from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_cli import CliProject
 from tests.support.engine_stack import EngineWorkspace
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 STACK = "engine-cli-takeover"
 CONFIG = {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # pulumi's marker of a secret value

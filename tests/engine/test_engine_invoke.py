@@ -12,6 +12,10 @@ import pytest
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import EngineWorkspace, cluster_nodes
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 STACK = "engine-invoke"
 PROJECT, ZONE, CLUSTER = "my-gcp-project", "us-west1-a", "minimal"
 

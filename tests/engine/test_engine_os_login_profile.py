@@ -19,6 +19,10 @@ from tests.fakes.compute.identity import USER
 from tests.fakes.oslogin import FakeOsLogin
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 STACK = "engine-os-login"
 ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
 PROJECT = "my-gcp-project"

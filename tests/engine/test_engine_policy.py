@@ -20,6 +20,10 @@ import yaml
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 STACK = "engine-policy"
 STACK_FILE = PROJECT_ROOT / "stacks" / f"Pulumi.{STACK}.yaml"
 PROJECT, ZONE, CLUSTER = "my-gcp-project", "us-west1-a", "minimal"

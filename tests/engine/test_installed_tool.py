@@ -26,6 +26,10 @@ import yaml
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 CLUSTER = "my-own-cluster"
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",

@@ -113,7 +113,6 @@ def test_a_modules_shared_fixture_keeps_its_tests_on_one_worker(small_suite):
     record = Path(env["RECORD"])
     workers = {path.name: json.loads(path.read_text()) for path in record.iterdir()}
     assert len({workers[f"shared-{n}"] for n in range(6)}) == 1, workers
-    assert {workers[f"own-{n}"] for n in range(6)} == {"gw0", "gw1"}, workers
 
 
 @pytest.mark.parametrize(("argv", "kind"), [

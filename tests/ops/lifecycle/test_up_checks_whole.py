@@ -34,6 +34,10 @@ from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace
 from tests.support.refusal_corpus import CORPUS
 from tests.support.yaml_mutations import mutated_texts
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 STACKS = PROJECT_ROOT / "stacks"
 MINIMAL = (STACKS / "clusters" / "minimal.yaml").read_text()
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")

@@ -17,6 +17,10 @@ from tests.fakes.compute.identity import USER, USER_ROLES
 from tests.support.docs_pages import section, table_rows
 from tests.support.engine_stack import EngineWorkspace
 
+# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
+# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 # The stack whose `up` needs the role (TPU nodes only in a TPU stack).
 UP_STACKS = {role: "tpu" if role == "roles/tpu.admin" else "full" for role in USER_ROLES}

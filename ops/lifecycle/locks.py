@@ -58,7 +58,10 @@ class Lock:
             return False
         except PermissionError:
             return True
-        return True
+        try:  # a zombie (killed, not yet reaped by its parent) runs no more
+            return Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return True
 
     def describe(self) -> str:
         state = {True: "still running", False: "no longer running: a run killed half way "

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from tests.fakes.compute import FakeComputeServer
+from tests.fakes.compute.faults import RATE_LIMITED_403
 from tests.support.engine_stack import PROJECT_ROOT, cluster_nodes
 from tests.support.killed_runs import (
     exported_stack,
@@ -77,7 +78,8 @@ class Chaos:
     def faults(self) -> None:
         """A random fault mix for the next run."""
         faults = self.fake.faults
-        statuses = [self.rng.choice([503, 429, 403]) for _ in range(self.rng.randint(0, 3))]
+        statuses = [self.rng.choice([503, 429, RATE_LIMITED_403])
+                    for _ in range(self.rng.randint(0, 3))]
         methods = set(self.rng.sample(FAULTY_METHODS, self.rng.randint(1, 3)))
         faults.fail_next(*statuses, methods=methods)
         faults.retry_after_s = self.rng.choice([None, 1])

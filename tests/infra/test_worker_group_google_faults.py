@@ -13,6 +13,7 @@ import pytest
 from google.api_core import exceptions as api_exceptions
 
 from tests.fakes.compute import FakeComputeServer
+from tests.fakes.compute.faults import RATE_LIMITED_403
 from tests.fakes.compute.helpers import PROJECT, ZONE, fast_provider, group_props
 
 
@@ -52,7 +53,7 @@ def test_a_retry_after_is_waited_before_the_call_is_made_again(fake, status: int
 
 
 def test_a_403_rate_limit_is_retried_and_another_403_is_not(fake) -> None:
-    fake.faults.fail_next(403, 403, methods={"bulkInsert"})
+    fake.faults.fail_next(RATE_LIMITED_403, RATE_LIMITED_403, methods={"bulkInsert"})
     fast_provider().create(group_props(fake.endpoint, 2))
     assert len(fake.instances(PROJECT, ZONE)) == 2
 

@@ -97,12 +97,24 @@ def process_tree(root: int) -> list[int]:
 
 
 def kill_tree(root: int) -> None:
-    """SIGKILL every process group of `root`'s tree (its own first), until none is left."""
-    for _ in range(20):
+    """SIGKILL every process group of `root`'s tree (its own first), until none is left. The
+    tree is followed from every process ever seen in it: a child whose parent was killed is
+    re-parented away from `root`, and a plugin the engine started between a listing and the
+    kill is found by the next listing."""
+    seen: set[int] = {root}
+    for _ in range(40):
+        children = _children()
+        todo = list(seen)
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
         groups = set()
-        for pid in process_tree(root):
+        for pid in seen:
             with contextlib.suppress(OSError):
-                groups.add(os.getpgid(pid))
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    groups.add(os.getpgid(pid))
         if not groups:
             return
         for group in sorted(groups, key=lambda g: g != root):

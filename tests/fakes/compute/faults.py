@@ -8,6 +8,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+RATE_LIMITED_403 = (403, "rateLimitExceeded")
+"""Compute's per-minute rate limit answered as a 403 (as well as 429)
+(https://cloud.google.com/compute/docs/api-rate-limits#rate_limit_errors): retried by clients,
+where a plain 403 is a refusal."""
+
 
 @dataclass
 class Faults:
@@ -20,8 +25,9 @@ class Faults:
     slow_operations: dict[str, float] = field(default_factory=dict)
     """Operation type (`insert`, `bulkInsert`, `delete`, ...) -> how long its operations stay
     RUNNING instead of `operation_s`: a run can be caught (and killed) while it waits on one."""
-    error_statuses: list[int] = field(default_factory=list)
-    """Answer the next requests with these HTTP statuses (e.g. [429, 429, 503]), one each."""
+    error_statuses: list[int | tuple[int, str]] = field(default_factory=list)
+    """Answer the next requests with these HTTP statuses (e.g. [429, 429, 503]), one each; a
+    (status, reason) pair names the reason too (RATE_LIMITED_403); a bare 403 is a refusal."""
     error_methods: set[str] | None = None
     """Only requests whose method name (e.g. "bulkInsert", "wait") is in here suffer them."""
     retry_after_s: int | None = None
@@ -65,7 +71,7 @@ class Faults:
     """Instances whose race has been run (each races once)."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def take_error(self, method: str) -> int | None:
+    def take_error(self, method: str) -> int | tuple[int, str] | None:
         """The HTTP status this request must fail with, if any is queued for its method."""
         with self.lock:
             if not self.error_statuses:
@@ -90,7 +96,7 @@ class Faults:
             self.metadata_raced.add(instance)
             return dict(self.metadata_race)
 
-    def fail_next(self, *statuses: int, methods: set[str] | None = None) -> None:
+    def fail_next(self, *statuses: int | tuple[int, str], methods: set[str] | None = None) -> None:
         with self.lock:
             self.error_statuses = list(statuses)
             self.error_methods = methods

@@ -244,10 +244,12 @@ class FakeComputeServer:
                 self.creators.append((method, *peer_process(peer_port)))
             if self.faults.latency_s:
                 time.sleep(self.faults.latency_s)
-            status = self.faults.take_error(method)
-            if status is not None:
-                refused = ApiError(status, _FAULT_MESSAGES.get(status, "injected fault"),
-                                   _FAULT_REASONS.get(status, "backendError"))
+            fault = self.faults.take_error(method)
+            if fault is not None:
+                status, reason = fault if isinstance(fault, tuple) else (
+                    fault, _FAULT_REASONS.get(fault, "backendError"))
+                refused = ApiError(status, _FAULT_MESSAGES.get(
+                    reason, _STATUS_MESSAGES.get(status, "injected fault")), reason)
                 if status in (429, 503) and self.faults.retry_after_s is not None:
                     refused.retry_after = self.faults.retry_after_s
                 raise refused
@@ -540,13 +542,15 @@ class DroppedAnswer(Exception):
     """The call took effect; its answer is not sent (Faults.dropped_answers)."""
 
 
-_FAULT_MESSAGES = {403: "Rate Limit Exceeded", 429: "Rate Limit Exceeded",
-                   500: "Internal Error", 503: "Service Unavailable"}
-# Compute answers a per-user or per-project rate limit with 403 rateLimitExceeded or
-# userRateLimitExceeded as well as 429
-# (https://cloud.google.com/compute/docs/api-rate-limits#rate_limit_errors).
-_FAULT_REASONS = {403: "rateLimitExceeded", 429: "rateLimitExceeded", 500: "backendError",
+# Google's error bodies: a refusal (403 forbidden, "The caller does not have permission"), a rate
+# limit (403 or 429 rateLimitExceeded: Compute answers a per-user or per-project limit with
+# either, https://cloud.google.com/compute/docs/api-rate-limits#rate_limit_errors), a server
+# fault (500/503 backendError).
+_FAULT_REASONS = {403: "forbidden", 429: "rateLimitExceeded", 500: "backendError",
                   503: "backendError"}
+_FAULT_MESSAGES = {"forbidden": "The caller does not have permission",
+                   "rateLimitExceeded": "Rate Limit Exceeded"}
+_STATUS_MESSAGES = {500: "Internal Error", 503: "Service Unavailable"}
 
 
 def _make_handler(server: FakeComputeServer) -> type[BaseHTTPRequestHandler]:

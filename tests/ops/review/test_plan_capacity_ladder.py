@@ -70,9 +70,3 @@ def test_preflight_names_a_reservation_it_cannot_find_with_the_fix():
     (problem,) = [line for line in lines if line.startswith("reservation problem")]
     assert "reservation a100-res cannot be read in us-central1-a" in problem
     assert "gcloud compute reservations list --project my-gcp-project" in problem
-
-
-def test_the_docs_page_shows_the_examples_provider_section_as_the_file_has_it():
-    page = (DOCS / "capacity.md").read_text()
-    block = page.split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert yaml.safe_load(block)["provider"] == yaml.safe_load(EXAMPLE.read_text())["provider"]

@@ -24,11 +24,15 @@ from pathlib import Path
 import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
-from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, installed_engine_bin
+from tests.support.engine_stack import (
+    ENGINE_STATE,
+    EngineWorkspace,
+    freeze_state,
+    urn_type,
+)
 
-STATE_DIR = Path(__file__).parents[1] / "engine_state"
-STATE = STATE_DIR / "mounts.json"
-SALT = STATE_DIR / "mounts.encryptionsalt"
+STATE = ENGINE_STATE / "mounts.json"
+SALT = ENGINE_STATE / "mounts.encryptionsalt"
 CLUSTER = {"ray-gcp:cluster": "tests/engine_state/mounts.yaml"}
 INSTANCE = "gcp:compute/instance:Instance"
 BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
@@ -40,14 +44,10 @@ PROJECT_ROLE = "gcp:projects/iAMMember:IAMMember"
 DROPPED_ROLES = (["storage", "objectAdmin"], ["iam", "serviceAccountUser"], ["iam", "roleViewer"])
 
 
-def _type_of(urn: str) -> str:
-    return urn.split("::")[2].rsplit("$", 1)[-1]
-
-
 def _by_type(operations: dict[str, str]) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for urn, op in operations.items():
-        found.setdefault(op, set()).add(_type_of(urn))
+        found.setdefault(op, set()).add(urn_type(urn))
     return found
 
 
@@ -69,43 +69,22 @@ def test_a_stack_with_mounts_from_before_the_key_previews_its_objects_replaced_o
     # are added, and the head's project-wide roles, retained on delete, leave the state.
     preview = {urn: op for urn, op in preview.items()
                if not urn.rsplit("::", 1)[-1].startswith((RAY_TOKEN, *LEAST_PRIVILEGE_ADDS))
-               and not (op == "remove" and _type_of(urn) == PROJECT_ROLE
+               and not (op == "remove" and urn_type(urn) == PROJECT_ROLE
                         and urn.rsplit("-", 2)[-2:] in DROPPED_ROLES)}
     stored = {r["urn"] for r in json.loads(STATE.read_text())["resources"]}
     assert {urn for urn in preview if urn not in stored} == {
-        urn for urn in preview if _type_of(urn) == STACK_SECRET}
+        urn for urn in preview if urn_type(urn) == STACK_SECRET}
     found = _by_type(preview)
     assert found.get("add") == {STACK_SECRET}
     assert found.get("replace") == {BUCKET_OBJECT, WORKER_GROUP}
     assert "remove" not in found
     assert INSTANCE in found.get("update", set())
     replaced_objects = [urn for urn, op in preview.items()
-                        if op == "replace" and _type_of(urn) == BUCKET_OBJECT]
+                        if op == "replace" and urn_type(urn) == BUCKET_OBJECT]
     assert sorted(urn.rsplit("::", 1)[1] for urn in replaced_objects) == [
         "ray-mounts-bucket-autoscaler-config", "ray-mounts-bucket-file-mounts"]
 
 
-def write_state() -> None:
-    """Up the stack on an empty fake and store its state: run on the release being frozen."""
-    bin_dir = installed_engine_bin()
-    if bin_dir is None:
-        raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
-    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
-        space = EngineWorkspace(fake, bin_dir)
-        try:
-            space.write_stack("mounts", CLUSTER)
-            space.run("mounts", "up")
-            deployment = space.export("mounts")
-            STATE_DIR.mkdir(exist_ok=True)
-            STATE.write_text(json.dumps(deployment, indent=1, sort_keys=True) + "\n")
-            settings = yaml.safe_load((space.project / "Pulumi.mounts.yaml").read_text())
-            SALT.write_text(settings["encryptionsalt"] + "\n")
-        finally:
-            space.run("mounts", "destroy")
-            space.cleanup()
-    print(f"wrote {STATE.relative_to(PROJECT_ROOT)} and {SALT.name}")
-
-
 if __name__ == "__main__":
-    write_state()
+    freeze_state("mounts", CLUSTER)
     sys.exit(0)

@@ -20,11 +20,15 @@ from pathlib import Path
 import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
-from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, installed_engine_bin
+from tests.support.engine_stack import (
+    ENGINE_STATE,
+    EngineWorkspace,
+    freeze_state,
+    urn_type,
+)
 
-STATE_DIR = Path(__file__).parents[1] / "engine_state"
-STATE = STATE_DIR / "full.json"
-SALT = STATE_DIR / "full.encryptionsalt"
+STATE = ENGINE_STATE / "full.json"
+SALT = ENGINE_STATE / "full.encryptionsalt"
 CLUSTER = {"ray-gcp:cluster": "stacks/clusters/full.yaml"}
 
 
@@ -47,7 +51,7 @@ def test_previous_release_state_previews_without_replacement(engine_bin: Path,
                if (op in ("remove", "replace") and not _expected_since_release(urn, op))
                or (op == "add" and urn in kept)}
     assert refused == {}, refused
-    added = {_type_of(urn) for urn, op in operations.items()
+    added = {urn_type(urn) for urn, op in operations.items()
              if op == "add" and not _name_of(urn).startswith(NEW_SINCE_RELEASE)}
     assert not added & {r["type"] for r in stored}, added
 
@@ -67,39 +71,15 @@ MOVED_WORKERS = ("pulumi-python:dynamic/ray-gcp:WorkerGroup", "pulumi-python:dyn
 
 def _expected_since_release(urn: str, op: str) -> bool:
     if op == "remove":
-        return _type_of(urn) == "gcp:projects/iAMMember:IAMMember" and \
+        return urn_type(urn) == "gcp:projects/iAMMember:IAMMember" and \
             _name_of(urn).removeprefix("ray-autoscaler-sa-v1-") in DROPPED_ROLES
-    return _type_of(urn) in MOVED_WORKERS
-
-
-def _type_of(urn: str) -> str:
-    return urn.split("::")[2].rsplit("$", 1)[-1]
+    return urn_type(urn) in MOVED_WORKERS
 
 
 def _name_of(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def write_state() -> None:
-    """Up `full` on an empty fake and store its state: run on the release being frozen."""
-    bin_dir = installed_engine_bin()
-    if bin_dir is None:
-        raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
-    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
-        space = EngineWorkspace(fake, bin_dir)
-        try:
-            space.write_stack("full", CLUSTER)
-            space.run("full", "up")
-            deployment = space.export("full")
-            STATE_DIR.mkdir(exist_ok=True)
-            STATE.write_text(json.dumps(deployment, indent=1, sort_keys=True) + "\n")
-            settings = yaml.safe_load((space.project / "Pulumi.full.yaml").read_text())
-            SALT.write_text(settings["encryptionsalt"] + "\n")
-        finally:
-            space.cleanup()
-    print(f"wrote {STATE.relative_to(PROJECT_ROOT)} and {SALT.name}")
-
-
 if __name__ == "__main__":
-    write_state()
+    freeze_state("full", CLUSTER)
     sys.exit(0)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fakes.compute import FakeComputeServer
+from tests.fakes.compute import FakeComputeServer, Faults
 
 ENGINE_VERSION = "3.276.0"
 ENGINE_BIN_ENV = "RAY_GCP_ENGINE_BIN"
@@ -213,3 +213,35 @@ def cluster_nodes(fake: FakeComputeServer, project: str, zone: str, cluster: str
     nodes.update({name: node for name, node in fake.tpu_nodes(project, zone).items()
                   if (node.get("labels") or {}).get("ray-cluster-name") == cluster})
     return nodes
+
+
+ENGINE_STATE = PROJECT_ROOT / "tests" / "engine_state"
+"""Stack states frozen on an earlier release (`<stack>.json` and `<stack>.encryptionsalt`),
+which the old-state tests load with today's program."""
+
+
+def urn_type(urn: str) -> str:
+    """A URN's resource type, without its parents' types."""
+    return urn.split("::")[2].rsplit("$", 1)[-1]
+
+
+def freeze_state(stack: str, cluster: str) -> None:
+    """Up `stack` of `cluster` on an empty fake and store its state and encryption salt in
+    ENGINE_STATE: run on the release being frozen (`python -m tests.engine.test_engine_...`)."""
+    bin_dir = installed_engine_bin()
+    if bin_dir is None:
+        raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
+    state, salt = ENGINE_STATE / f"{stack}.json", ENGINE_STATE / f"{stack}.encryptionsalt"
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, bin_dir)
+        try:
+            space.write_stack(stack, cluster)
+            space.run(stack, "up")
+            deployment = space.export(stack)
+            ENGINE_STATE.mkdir(exist_ok=True)
+            state.write_text(json.dumps(deployment, indent=1, sort_keys=True) + "\n")
+            settings = yaml.safe_load((space.project / f"Pulumi.{stack}.yaml").read_text())
+            salt.write_text(settings["encryptionsalt"] + "\n")
+        finally:
+            space.cleanup()
+    print(f"wrote {state.relative_to(PROJECT_ROOT)} and {salt.name}")

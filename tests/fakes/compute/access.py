@@ -124,6 +124,17 @@ RULES: dict[str, Rule] = {
     "subnetworks.get": _compute("subnetworks.get", "compute.subnetworks.get",
                                 _region("subnetworks")),
     "firewalls.list": _compute("firewalls.list", "compute.firewalls.list", _project),
+    "networks.insert": _compute("networks.insert", "compute.networks.create", _project),
+    "networks.get": _compute(
+        "networks.get", "compute.networks.get",
+        lambda p, _b: f"projects/{p['project']}/global/networks/{p['name']}"),
+    "networks.delete": _compute(
+        "networks.delete", "compute.networks.delete",
+        lambda p, _b: f"projects/{p['project']}/global/networks/{p['name']}"),
+    "subnetworks.insert": _compute("subnetworks.insert", "compute.subnetworks.create",
+                                   _region("subnetworks")),
+    "subnetworks.delete": _compute("subnetworks.delete", "compute.subnetworks.delete",
+                                   _region("subnetworks")),
     "platform.firewalls.insert": _compute("firewalls.insert", "compute.firewalls.create",
                                           _project),
     "platform.firewalls.list": _compute("firewalls.list", "compute.firewalls.list", _project),

@@ -38,6 +38,7 @@ from ops.errors import OpsError
 from ops.paths import open_no_follow
 
 SECRET_MASK = "[secret]"
+KNOWN_AFTER_UP = "[known after up]"
 PLAN_SECRET_FILE = "plan-secret"
 PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
 PROJECT_NAME = "ray-gcp"
@@ -95,7 +96,19 @@ def _recorded(value: Any) -> Any:
         return {key: item for key, item in items.items() if item is not None}
     if isinstance(value, struct_pb2.ListValue):
         return [_recorded(item) for item in value]
-    return rpc.deserialize_property(value)
+    return _known_after_up(rpc.deserialize_property(value))
+
+
+def _known_after_up(value: Any) -> Any:
+    """A value a plan cannot know (another stack's output: ray-gcp:networkStack) as the text
+    a reader sees, in place of pulumi's Unknown, at any depth."""
+    if isinstance(value, pulumi.output.Unknown):
+        return KNOWN_AFTER_UP
+    if isinstance(value, dict):
+        return {key: _known_after_up(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_known_after_up(item) for item in value]
+    return value
 
 
 def _asset_shown(value: Any) -> Any:
@@ -476,7 +489,8 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
         for name, value in exports.items():
             output = pulumi.Output.from_input(value)
             secret = await output.is_secret()
-            run.outputs[name] = SECRET_MASK if secret else await output.future(with_unknowns=True)
+            run.outputs[name] = SECRET_MASK if secret else _known_after_up(
+                await output.future(with_unknowns=True))
 
     mocks = RecordingMocks(run, stack)
     monitor = _RecordingMonitor(mocks)

@@ -119,7 +119,11 @@ def test_a_yaml_naming_its_network_too_is_refused_naming_both(network_stack):
 
 
 def test_the_offline_plan_shows_the_network_stacks_values_as_known_after_up():
-    """Offline (`invoke plan`, the PR's diff) the other stack is not read: unknowns."""
+    """Offline (`invoke plan`, the PR's diff) the other stack is not read: a plan says so
+    where its values go, and is JSON as any other."""
     run = run_with(stack_yaml("minimal"))
-    assert isinstance(run.outputs["network"], pulumi.output.Unknown)
-    assert json.dumps(sorted(run.outputs))  # the plan is made all the same
+    assert run.outputs["network"] == run.outputs["subnetwork"] == plan_engine.KNOWN_AFTER_UP
+    (head,) = run.of_type("gcp:compute/instance:Instance")
+    assert head.inputs["networkInterfaces"] == plan_engine.KNOWN_AFTER_UP
+    assert json.dumps([r.inputs for r in run.resources], default=str) and json.dumps(
+        run.outputs)

@@ -25,7 +25,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_cli import CliProject
-from tests.support.engine_stack import EngineWorkspace, cluster_nodes
+from tests.support.engine_stack import EngineWorkspace, cluster_nodes, urn_type
 
 pytestmark = pytest.mark.slow  # four engine runs and two previews: minutes on a loaded machine
 
@@ -107,11 +107,13 @@ def test_a_cluster_stack_joins_the_network_another_stack_owns(stacks) -> None:
     network.run("config", "set", "nodes", "ray-b", "--stack", "prod")
     network.run("up", "--yes", "--stack", "prod")
     changed = _steps(cluster)
-    head = next(step for name, step in changed.items() if name.endswith("-head")
-                and step["urn"].split("::")[2].endswith("gcp:compute/instance:Instance"))
-    assert "networkInterfaces[0].subnetwork" in (head.get("detailedDiff") or {}), head
-    assert not [name for name in changed if name.startswith(f"ray-{cluster_name}-")
-                and ("internal" in name or "ssh" in name)], sorted(changed)
+    shown = {name: (step["op"], urn_type(step["urn"]), sorted(step.get("detailedDiff") or {}))
+             for name, step in changed.items()}
+    (head,) = [step for step in changed.values()
+               if urn_type(step["urn"]) == "gcp:compute/instance:Instance"]
+    assert "networkInterfaces[0].subnetwork" in (head.get("detailedDiff") or {}), shown
+    assert not [name for name, (_, kind, _) in shown.items()
+                if kind == "gcp:compute/firewall:Firewall"], shown
 
     cluster.run("destroy", "--yes", "--stack", CLUSTER_STACK)
     assert cluster_nodes(fake, PROJECT, ZONE, cluster_name) == {}

@@ -12,6 +12,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from infra.cluster_args import INLINE_SOURCE, ClusterConfigError, RayClusterArgs, prepare_cluster
 from infra.dynamic_types import WORKER_GROUP_TYPE
 from model.config import ConfigError
 from ops.review import plan_engine
@@ -127,3 +128,15 @@ def test_the_offline_plan_shows_the_network_stacks_values_as_known_after_up():
     assert head.inputs["networkInterfaces"] == plan_engine.KNOWN_AFTER_UP
     assert json.dumps([r.inputs for r in run.resources], default=str) and json.dumps(
         run.outputs)
+
+
+def test_the_component_refuses_a_network_given_twice_naming_the_argument_and_the_yaml():
+    raw = stack_yaml("full")
+    for node_type in raw["available_node_types"].values():
+        node_type["node_config"]["networkInterfaces"] = [{"network": "global/networks/x"}]
+    with pytest.raises(ClusterConfigError) as caught:
+        prepare_cluster(RayClusterArgs(config=raw, network=NETWORK))
+    message = str(caught.value)
+    assert message.startswith(f"invalid cluster config {INLINE_SOURCE}:")
+    assert "RayClusterArgs.network: the YAML names the network too (available_node_types." in \
+        message

@@ -221,7 +221,10 @@ def attach(c, stack=None, config=None, tmux=False, screen=False, port_forward=No
     help={
         "cmd": "shell command to run (quote it)",
         "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
-        "all-nodes": "run on every node in parallel, output prefixed by node",
+        "all-nodes": "run on every node in parallel, output prefixed by node; a line per node "
+                     "that failed and a summary",
+        "parallel": "with --all-nodes: nodes worked on at once (default 10, sshd's MaxStartups)",
+        "out": "with --all-nodes: write each node's output to DIR/NODE.out and DIR/NODE.err",
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
@@ -234,14 +237,15 @@ def attach(c, stack=None, config=None, tmux=False, screen=False, port_forward=No
     iterable=["port_forward"],
 )
 def exec_(c, cmd, stack=None, config=None, all_nodes=False, node=None, docker=False, login=False,
-          tmux=False, screen=False, port_forward=None, trust_first_use=False):
+          tmux=False, screen=False, port_forward=None, trust_first_use=False, parallel=None,
+          out=None):
     """Run a command on the head or every node, with its status."""
     from ops.errors import exit_status, user_errors
     from ops.remote.shell import exec_command
 
     with user_errors():
         status = exec_command(_named(stack, config), cmd, all_nodes, node, docker, login, tmux,
-                              screen, port_forward, trust_first_use)
+                              screen, port_forward, trust_first_use, parallel, out)
     exit_status(status)
 
 

@@ -211,7 +211,12 @@ def exec_on_all(
         stderr = PrefixedLines(prefix, sys.stderr.buffer, lock)
         return stream_command(connector.node(node), shell, stdout, stderr)
 
-    return fan_out_status(fan_out(nodes, run, parallel, "exec", lock=lock))
+    def say(line: str) -> None:
+        with lock:
+            sys.stderr.buffer.write(line.encode() + b"\n")
+            sys.stderr.buffer.flush()
+
+    return fan_out_status(fan_out(nodes, run, parallel, "exec", say))
 
 
 def submit_command(outputs: StackOutputs, remote_name: str, args: list[str],

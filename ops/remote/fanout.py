@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TextIO
 
 from ops.errors import OpsError
 from ops.stacks.stack import Node
@@ -71,21 +70,15 @@ def summary_line(label: str, outcomes: list[NodeOutcome], seconds: float) -> str
 
 
 def fan_out(nodes: Iterable[Node], work: Callable[[Node], int], parallel: int, label: str,
-            err: TextIO | None = None, lock: threading.Lock | None = None
-            ) -> list[NodeOutcome]:
-    """`work(node)` (a remote status) on every node, `parallel` at a time; each failure said
-    on `err` (under `lock`, the one the nodes' own output is written under) as it happens,
-    then the summary. The outcomes come back in the nodes' order."""
+            say: Callable[[str], None] | None = None) -> list[NodeOutcome]:
+    """`work(node)` (a remote status) on every node, `parallel` at a time; each failure
+    said (`say`: a line to stderr by default) as it happens, then the summary. The outcomes
+    come back in the nodes' order."""
     nodes = list(nodes)
     if not nodes:
         raise OpsError(f"{label}: the stack lists no nodes")
-    err = err or sys.stderr
-    lock = lock or threading.Lock()
+    say = say or _to_stderr()
     started = time.perf_counter()
-
-    def say(line: str) -> None:
-        with lock:
-            print(line, file=err, flush=True)
 
     def one(node: Node) -> NodeOutcome:
         try:
@@ -107,3 +100,13 @@ def fan_out(nodes: Iterable[Node], work: Callable[[Node], int], parallel: int, l
 def fan_out_status(outcomes: list[NodeOutcome]) -> int:
     """The first failed node's status (in the nodes' order), 0 when every node succeeded."""
     return next((outcome.status or 1 for outcome in outcomes if outcome.failed), 0)
+
+
+def _to_stderr() -> Callable[[str], None]:
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            print(line, file=sys.stderr, flush=True)
+
+    return say

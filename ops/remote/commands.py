@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
-from ops.remote.fanout import DEFAULT_PARALLEL, fan_out, fan_out_status
 from ops.remote.ray_auth import with_ray_auth
 from ops.remote.untrusted import (
     OUTPUT_CAP,
@@ -183,12 +182,14 @@ def exec_on_node(
 
 
 def exec_on_all(
-    connector: Connector, command: str, docker: bool = False, login: bool = False,
-    parallel: int = DEFAULT_PARALLEL, out: Path | None = None,
+    connector: Connector, command: str, docker: bool, login: bool, parallel: int,
+    out: Path | None = None,
 ) -> int:
     """Every node, `parallel` at a time, output lines prefixed `[node] ` (or into
     `out`/NODE.out and NODE.err); a line per node that failed and a summary on stderr. The
     first failed node's status (255: it could not be reached), 0 when all succeeded."""
+    from ops.remote.fanout import fan_out, fan_out_status  # not for one node: exec starts fast
+
     command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)

@@ -15,7 +15,6 @@ from pathlib import Path
 from ops.errors import OpsError
 from ops.remote.commands import exec_on_all, exec_on_node, remainder_argv
 from ops.remote.commands import submit as submit_script
-from ops.remote.fanout import check_parallel
 from ops.remote.sessions import (
     attach_hint,
     detacher,
@@ -57,14 +56,17 @@ def exec_command(stack: str | None, cmd: str, all_nodes: bool, node: str | None,
         raise OpsError("--all-nodes and --node are alternatives: pick one")
     if not all_nodes and (parallel is not None or out is not None):
         raise OpsError("--parallel and --out work with --all-nodes: add it, or drop them")
-    at_once = check_parallel(parallel)
+    if all_nodes:
+        from ops.remote.fanout import check_parallel  # not for one node: exec starts fast
+
+        one_node_only(detacher(tmux, screen), port_forward)
+        at_once = check_parallel(parallel)
+        with connect_stack(stack, trust_first_use, warm=True) as connector:
+            return exec_on_all(connector, cmd, docker, login, at_once,
+                               Path(out) if out is not None else None)
     # Port forwards need the transport itself: they connect directly.
     with connect_stack(stack, trust_first_use, warm=not port_forward) as connector:
         wrap = detacher(tmux, screen)
-        if all_nodes:
-            one_node_only(wrap, port_forward)
-            return exec_on_all(connector, cmd, docker, login, at_once,
-                               Path(out) if out is not None else None)
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
         with forwarding(client, port_forward):

@@ -159,7 +159,8 @@ class OpenSsh:
         """One master connection to the head for this run, that every worker's `ssh -W`
         goes through (one handshake with the jump host, not one per worker): the head's
         kept master when $RAY_GCP_SSH_PERSIST keeps them (started if none is alive), else
-        one of this run's own, ended by `stop_head_master`."""
+        one of this run's own, ended by `stop_head_master` (or a minute idle, if this
+        process is killed first)."""
         host, options = self.head_target()
         kept = self._kept.get(self.connector.outputs.head_name)
         if kept is not None:
@@ -167,16 +168,18 @@ class OpenSsh:
             self.head_master = kept
             return
         folder = control_folder()
-        if folder is None:
+        path = folder / f"fan-{os.getpid()}-{secrets.token_hex(4)}" if folder else None
+        if path is None or len(str(path)) > CONTROL_PATH_MAX:
             return  # no private folder for a socket: each worker reaches the head itself
-        path = folder / f"fan-{os.getpid()}-{secrets.token_hex(4)}"
-        self._run_head([*options, "-o", "ControlMaster=yes", "-o", f"ControlPath={path}",
-                        "-o", "ControlPersist=yes", host, "true"], host)
+        self._run_head([*options, "-o", "ControlMaster=yes",
+                        "-o", f"ControlPath={_escape(str(path))}", "-o", "ControlPersist=60",
+                        host, "true"], host)
         self.head_master, self._own_master = path, True
 
     def stop_head_master(self) -> None:
         if self._own_master and self.head_master is not None:
-            subprocess.run([self.ssh, "-o", f"ControlPath={self.head_master}", "-O", "exit",
+            subprocess.run([self.ssh, "-F", "/dev/null", "-o",
+                            f"ControlPath={_escape(str(self.head_master))}", "-O", "exit",
                             "head"], capture_output=True, timeout=30, check=False)
 
     def _run_head(self, argv: list[str], host: str) -> None:

@@ -20,7 +20,7 @@ from tests.support.sshd_fleet import (
     worker_address,
     worker_name,
 )
-from tests.support.sshd_server import PROJECT_ROOT, keygen
+from tests.support.sshd_server import PROJECT_ROOT, keygen, pin_host_key
 
 WORKERS = 24
 CLOSED = WORKERS  # a worker listed at an address no sshd listens on
@@ -44,11 +44,13 @@ def fleet(sshd, tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def fleet_stack(fleet, tmp_path: Path) -> dict[str, str]:
     """Outputs listing the head, WORKERS workers and one more at a closed address, every
-    host key pinned but BAD_KEY's (another key pinned for it); the environment to run in."""
+    host key pinned, BAD_KEY's wrongly (another key); the environment to run in."""
     _, servers = fleet
     outputs = fleet_outputs(servers, WORKERS + 1)
     state = tmp_path / "state"
     pin_fleet(state, "fleet", servers)
+    # The closed one was reached before (its key pinned), its sshd is down now.
+    pin_host_key(state, "fleet", servers[0], host=worker_address(CLOSED))
     known_hosts = state / "fleet" / "known_hosts"
     wrong = keygen(tmp_path / "other_host_key").with_suffix(".pub").read_text().split()
     bad = f"[{worker_address(BAD_KEY)}]:{servers[0].port} "
@@ -136,3 +138,22 @@ def test_rsync_up_all_nodes_sends_to_the_nodes_it_reaches_and_names_the_others(
     assert len(sent) == WORKERS + 2 - 2 and worker_name(EXITS_3) in sent
     assert f"rsync-up: {WORKERS + 2 - 2} ok, 2 failed, {WORKERS + 2} nodes in " in result.stderr
     assert result.returncode == 255 and "Traceback" not in result.stderr
+
+
+def test_rsync_up_all_nodes_reaches_the_workers_through_one_connection_to_the_head(
+        fleet, fleet_stack, tmp_path):
+    """The head's sshd (which also serves the first workers' addresses) accepts one login
+    for the head, the master every worker's `ssh -W` goes through, and one per worker it
+    serves: none per worker for the jump."""
+    _, servers = fleet
+    head_sshd = servers[0]
+    log = head_sshd.workdir / "sshd.log"
+    before = log.read_text().count("Accepted publickey")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.txt").write_text("x\n")
+    result = invoke(fleet_stack, "rsync-up", "--all-nodes", str(source), str(tmp_path / "dst"))
+    assert result.returncode == 255, result.stderr  # the closed and the wrongly pinned
+    served = [address for address in head_sshd.addresses[1:]
+              if address != worker_address(BAD_KEY)]
+    assert log.read_text().count("Accepted publickey") - before == 1 + len(served)

@@ -133,3 +133,16 @@ def test_status_json_gives_the_nodes_and_what_waits(fake, ray_apis_at_fake, tmp_
     assert waits[name]["state"] == "PENDING" and waits[name]["rung"] == "flex-start"
     assert waits[TPU_NODE]["state"] == "WAITING_FOR_RESOURCES"
     assert data["problems"] == []
+
+
+def test_the_nodes_table_lists_autoscaled_workers_a_rung_put_in_another_zone(fake,
+                                                                            ray_apis_at_fake):
+    from ops.cloud.autoscaled import autoscaled_nodes
+
+    across = {"project_id": PROJECT, "availability_zone": ZONE, "capacity": {"gpu": {"ladder": [
+        {"market": "on-demand", "zones": ["us-west1-b"]}]}}}
+    (name,) = autoscaler_launch(across, CLUSTER, "gpu", BODY, 1)
+
+    (node,) = autoscaled_nodes(api(fake))
+
+    assert (node.name, node.zone, node.node_type) == (name, "us-west1-b", "gpu")

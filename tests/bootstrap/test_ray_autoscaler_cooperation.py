@@ -63,7 +63,7 @@ from tests.support.ray_cooperation import (
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     reservation_full_spot_out,
     running,
-    spot_in_two_zones,
+    spot_out_at_home,
     spot_with_fallback,
     start_cluster,
     start_with_one_pinned,
@@ -409,10 +409,8 @@ def test_demand_walks_the_ladder_reservation_then_flex_start_and_retires_every_n
 def test_spot_out_at_home_walks_to_the_rungs_other_zone_and_v1_retires_the_nodes_there(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
 ) -> None:
-    cluster = planned("full", "v1", edit=spot_in_two_zones(SPOT_TYPE, SPOT_MAX))
-    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
-    fake.faults.spot_capacity[cluster.zone] = 0
-
+    cluster, nodes = spot_out_at_home("v1", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, nodes, head_for(cluster))
     launched = grow(up)
 
     assert launched and launch_failures(up.head) == []

@@ -87,7 +87,7 @@ from tests.support.ray_cooperation import (
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     reservation_full_spot_out,
     running,
-    spot_in_two_zones,
+    spot_out_at_home,
     spot_with_fallback,
     start_cluster,
     start_with_one_pinned,
@@ -665,10 +665,8 @@ def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
 def test_v2_spot_out_at_home_walks_to_the_rungs_other_zone_and_ray_sees_that_zone(
     fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
 ) -> None:
-    cluster = planned("full", "v2", edit=spot_in_two_zones(SPOT_TYPE, SPOT_MAX))
-    up = Running(cluster, start_cluster(cluster, fake), head_for(cluster))
-    fake.faults.spot_capacity[cluster.zone] = 0
-
+    cluster, nodes = spot_out_at_home("v2", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, nodes, head_for(cluster))
     launched = grow_v2(up)
 
     assert launched and set(launched) == set(fake.instances(cluster.project, OTHER_ZONE))

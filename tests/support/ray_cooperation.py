@@ -269,6 +269,16 @@ def spot_in_two_zones(worker_type: str, max_workers: int) -> Callable[[dict[str,
     return edit
 
 
+def spot_out_at_home(version: Version, fake: FakeComputeServer, worker_type: str,
+                     max_workers: int) -> tuple[Cluster, list[str]]:
+    """`full` with the ladder of `spot_in_two_zones`, started, and spot stocked out in the
+    stack's zone (there in OTHER_ZONE): the cluster and its nodes."""
+    cluster = planned("full", version, edit=spot_in_two_zones(worker_type, max_workers))
+    nodes = start_cluster(cluster, fake)
+    fake.faults.spot_capacity[cluster.zone] = 0
+    return cluster, nodes
+
+
 def planned_ladder(version: Version, fake: FakeComputeServer, worker_type: str,
                    max_workers: int) -> Cluster:
     """`full` with the ladder of `ladder_of_markets`, planned, and its reservation (of the

@@ -110,3 +110,22 @@ def test_preflight_says_when_no_reservation_serves_an_any_reservation_rung(tmp_p
     (problem,) = [line for line in lines if line.startswith("reservation problem")]
     assert "a100_worker's any-reservation rung in us-central1-a" in problem
     assert "a2-highgpu-1g with 1 x nvidia-tesla-a100" in problem
+
+
+def test_preflight_counts_a_tpu_types_any_reservation_by_its_accelerator_type():
+    from model.config import parse_cluster_config
+    from tests.support.program_runs import stack_yaml
+
+    raw = stack_yaml("tpu-queued")
+    tpu_type = next(name for name, t in raw["available_node_types"].items()
+                    if t["node_config"].get("acceleratorType") == "v4-8")
+    raw["provider"]["capacity"] = {tpu_type: {"ladder": [{"market": "any-reservation"},
+                                                         {"market": "on-demand"}]}}
+    config = parse_cluster_config(raw)
+    with FakeComputeServer() as fake:
+        fake.cloud.reservations.add("my-gcp-project", "us-central2-b", "tpu-open", 2, "v4-8",
+                                    specific_required=False)
+        lines = reservation_lines(config, {tpu_type: 3},
+                                  quota_apis(config, fake.endpoint, fast_retry()))
+
+    assert lines[1] == "  any-reservation in us-central2-b: nodes 1-2 (2 free)"

@@ -130,6 +130,7 @@ class Settings:
     idle_minutes: float = 0.0
     down: bool = False
     source: str = "metadata"
+    ends: bool = False  # some node may have an end (a flex-start rung): follow the ends
 
     @property
     def enabled(self) -> bool:
@@ -155,7 +156,8 @@ def read_settings(metadata: Metadata, home: Path) -> Settings | None:
     settings = Settings(
         project=data["project"], zone=data["zone"], cluster_labels=data["cluster_labels"],
         head_labels=data["head_labels"], tpu=bool(data.get("tpu")),
-        idle_minutes=float(data.get("idle_minutes") or 0), down=bool(data.get("down")))
+        idle_minutes=float(data.get("idle_minutes") or 0), down=bool(data.get("down")),
+        ends=bool(data.get("ends")))
     override = home / OVERRIDE_FILE
     if override.is_file():
         try:
@@ -163,7 +165,7 @@ def read_settings(metadata: Metadata, home: Path) -> Settings | None:
             settings = Settings(
                 settings.project, settings.zone, settings.cluster_labels, settings.head_labels,
                 settings.tpu, float(own.get("idle_minutes") or 0), bool(own.get("down")),
-                source=f"{override}, written by invoke autostop")
+                source=f"{override}, written by invoke autostop", ends=settings.ends)
         except (OSError, ValueError, AttributeError) as exc:
             log(f"{override} is unreadable ({exc}): the metadata setting stays")
     return settings
@@ -506,10 +508,13 @@ class Autostop:
         """Each node with a time limit (every flex-start VM): label it with its end
         (`ray-ends-at`, which Ray's provider reports as a node tag), publish the ends in the
         guest attribute `ray-capacity/ending`, and warn once in the log when one is
-        WARN_BEFORE_S away; name -> end (ISO)."""
+        WARN_BEFORE_S away; name -> end (ISO). Only for a cluster whose settings say some
+        node may have an end (`ends`): no other cluster lists its nodes once more per check."""
         try:
             settings = read_settings(self.metadata, self.home)
-            nodes = self.cloud.nodes(settings) if settings is not None else []
+            if settings is None or not settings.ends:
+                return {}
+            nodes = self.cloud.nodes(settings)
         except (ApiError, ValueError, KeyError, TypeError) as exc:
             self._say_once(f"node ends: cannot list the nodes ({exc}): trying again", "ends")
             return {}
@@ -517,7 +522,7 @@ class Autostop:
         ending: dict[str, str] = {}
         for node in nodes:
             end = end_of(node.item) if node.kind == "compute" else None
-            if end is None or settings is None:
+            if end is None:
                 continue
             ending[node.short_name] = _iso(end.timestamp())
             if node.labels.get(END_LABEL) != end_label(end):

@@ -44,14 +44,15 @@ def fake() -> Iterator[FakeComputeServer]:
         yield server
 
 
-def daemon(fake: FakeComputeServer, tmp_path: Path) -> Autostop:
-    """The head's daemon with the settings the program writes (autostop off)."""
+def daemon(fake: FakeComputeServer, tmp_path: Path, ends: bool = True) -> Autostop:
+    """The head's daemon with the settings the program writes (autostop off) for a cluster
+    with a flex-start rung (`ends`)."""
     metadata_dir, home = tmp_path / "metadata", tmp_path / "home"
     for directory in (metadata_dir, home):
         directory.mkdir(exist_ok=True)
     head = ray_labels(CLUSTER, "head", "head")
     (metadata_dir / "ray-autostop").write_text(json.dumps({
-        "project": PROJECT, "zone": ZONE,
+        "project": PROJECT, "zone": ZONE, "ends": ends,
         "cluster_labels": {"ray-cluster-name": head["ray-cluster-name"]},
         "head_labels": {"ray-cluster-name": head["ray-cluster-name"],
                         "ray-node-type": head["ray-node-type"]}}))
@@ -105,6 +106,29 @@ def test_the_warning_comes_once_per_end(fake, ray_apis_at_fake, tmp_path, capsys
     head_daemon.end_check()
     head_daemon.end_check()
     assert capsys.readouterr().out.count(f"node ending: {name}") == 1
+
+
+def test_a_cluster_without_time_limits_lists_nothing_more_for_ends(fake, ray_apis_at_fake,
+                                                                   tmp_path):
+    (name,) = autoscaler_launch(PROVIDER, CLUSTER, "gpu", BODY, 1)
+    wait_running(fake, name)
+    listed = fake.cloud.calls["aggregatedList"]
+
+    assert daemon(fake, tmp_path, ends=False).end_check() == {}
+    assert fake.cloud.calls["aggregatedList"] == listed
+
+
+def test_the_program_tells_the_daemon_to_follow_ends_only_for_clusters_with_time_limits():
+    from bootstrap.autostop_metadata import autostop_settings
+    from model.config import parse_cluster_config
+    from tests.support.program_runs import stack_yaml
+
+    raw = stack_yaml("full")
+    assert "ends" not in autostop_settings(parse_cluster_config(raw))  # as it was
+    worker = next(name for name in raw["available_node_types"] if name != raw["head_node_type"])
+    raw["provider"]["capacity"] = {worker: {"ladder": [{"market": "flex-start"},
+                                                       {"market": "on-demand"}]}}
+    assert autostop_settings(parse_cluster_config(raw))["ends"] is True
 
 
 def test_a_node_with_an_end_is_counted_up_to_it_and_projected_for_what_is_left():

@@ -227,11 +227,8 @@ def _accelerators(body: dict[str, Any]) -> list[tuple[str, int]]:
                   for a in body.get("guestAccelerators") or [])
 
 
-def _spot(scheduling: Any) -> bool:
-    if isinstance(scheduling, list):  # Ray's list form, as its launcher sends it
-        merged: dict[str, Any] = {}
-        for entry in scheduling:
-            merged.update(entry if isinstance(entry, dict) else {})
-        scheduling = merged
+def _spot(scheduling: dict[str, Any] | None) -> bool:
+    """One Scheduling object: the YAML's as the model reads it (Ray's list form merged) or
+    the instance's as GCE made it."""
     scheduling = scheduling or {}
     return bool(scheduling.get("preemptible")) or scheduling.get("provisioningModel") == "SPOT"

@@ -40,8 +40,6 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeComput
 def full_yaml() -> dict[str, Any]:
     data = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
     data["cluster_name"] = "adopt-check"  # not a stack of the repository's
-    data["available_node_types"]["ray_worker_small"]["node_config"]["scheduling"] = {
-        "preemptible": True}  # the object form GCE takes (Ray sends its list form as it is)
     return data
 
 

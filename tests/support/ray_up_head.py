@@ -74,6 +74,12 @@ class Raylets:
         types = self.head_config["available_node_types"]
         return dict(types[self.node_type(instance)].get("resources") or {})
 
+    @property
+    def address(self) -> str:
+        """The GCS's address: the head's, port 6379 as `ray up` starts it."""
+        (head,) = [i for i in self.running.values() if i["labels"].get("ray-node-type") == "head"]
+        return f"{head['networkInterfaces'][0]['networkIP']}:6379"
+
     def alive(self) -> dict[str, dict[str, Any]]:
         return {name: i for name, i in self.running.items() if name not in self.drained}
 
@@ -149,6 +155,7 @@ class RayUpHead:
         account = made.config["head_node"]["serviceAccounts"][0]
         point_ray_at(fake, monkeypatch, fake.vm_token(account["email"], account["scopes"]))
         self.raylets = Raylets(self.config)
+        self.raylets.running = self.running()
         if version == "v1":
             from ray.autoscaler._private.autoscaler import StandardAutoscaler
             from ray.autoscaler._private.load_metrics import LoadMetrics

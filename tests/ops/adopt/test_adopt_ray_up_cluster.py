@@ -8,14 +8,14 @@ expects; `down` removes everything, so that Ray's `teardown_cluster` would find 
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from model.config import parse_cluster_config
+from tests.fakes.compute import FakeComputeServer
 from tests.support.adoption import (
     invoke,
     made_by_ray,
@@ -23,7 +23,7 @@ from tests.support.adoption import (
     summary,
 )
 from tests.support.engine_stack import cluster_nodes
-from tests.support.ray_launcher import ray_sees
+from tests.support.ray_launcher import RayMade, ray_sees
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -33,6 +33,33 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
     env, fake = ray_user
     data = shipped_yaml(shape)
     cluster_yaml, made = made_by_ray(fake, tmp_path, data)
+    adopt_up_down(env, fake, data, cluster_yaml, made)
+
+
+def test_adopt_takes_a_cluster_whose_head_ray_up_replaced_twice(ray_user, tmp_path) -> None:
+    """`ray up` again after the head's node_config changed replaces the head (its launch hash
+    differs); twice. The workers of the first `ray up` keep running; adopting with the last
+    YAML takes the last head."""
+    env, fake = ray_user
+    data = shipped_yaml("full", "adopt-relaunched")
+    cluster_yaml, first = made_by_ray(fake, tmp_path, data)
+    boot = data["available_node_types"]["ray_head_default"]["node_config"]["disks"][0]
+    heads = [first.head]
+    for size in (60, 70):
+        boot["initializeParams"]["diskSizeGb"] = size
+        cluster_yaml, made = made_by_ray(fake, tmp_path, data, demand={})
+        heads.append(made.head)
+    assert len(set(heads)) == 3, heads  # a new head each time
+    assert made.workers == first.workers  # the workers of the first `ray up` keep running
+    adopt_up_down(env, fake, data, cluster_yaml, made)
+
+
+def adopt_up_down(env: dict[str, str], fake: FakeComputeServer, data: dict[str, Any],
+                  cluster_yaml: Path, made: RayMade) -> None:
+    """Adopt the cluster `ray up` made (`made`, from `data` in `cluster_yaml`): nothing
+    replaced, deleted or added; a preview with nothing left to change; `up` converges; Ray's
+    provider still lists every node, labelled as its autoscaler expects; `down` leaves
+    nothing it would list."""
     project, zone = data["provider"]["project_id"], data["provider"]["availability_zone"]
     name = data["cluster_name"]
     before = cluster_nodes(fake, project, zone, name)
@@ -60,26 +87,19 @@ def test_adopt_takes_a_ray_up_cluster_without_touching_a_node(ray_user, tmp_path
 
     # Ray's provider still finds every node it made, each labelled as `ray up`'s autoscaler,
     # which the head goes on running, expects (tests/ops/adopt/test_adopt_rays_autoscaler.py
-    # runs it): the head as its head, workers of their type, the autoscaler's with the launch
-    # hash Ray gave them.
+    # runs it): the head as its head, every worker its own, with the launch hash Ray gave it.
     assert ray_sees(made.config) == ray_nodes
     nodes = cluster_nodes(fake, project, zone, name)
     labels = {n: node["labels"] for n, node in nodes.items()}
     assert labels[made.head]["ray-node-type"] == "head"
     stack = labels[made.head]["ray-gcp-stack"]
     for node_type, names in made.workers.items():
-        oldest_first = sorted(names, key=lambda n: (nodes[n]["creationTimestamp"], n))
-        kinds = [labels[worker]["ray-node-type"] for worker in oldest_first]
-        pinned = min(parse_cluster_config(copy.deepcopy(data)).available_node_types[
-            node_type].min_workers, len(names))
-        # The type's pinned count taken by its worker group, the rest left to the autoscaler.
-        assert kinds == ["unmanaged"] * pinned + ["worker"] * (len(names) - pinned), kinds
-        for worker in oldest_first[pinned:]:
+        for worker in names:  # the autoscaler's as before, the stack's to remove
+            assert labels[worker]["ray-node-type"] == "worker"
+            assert labels[worker]["ray-user-node-type"] == node_type
             assert labels[worker]["ray-launch-config"] == \
                 before[worker]["labels"]["ray-launch-config"]
-        for worker in names:
-            assert labels[worker]["ray-user-node-type"] == node_type
-            assert labels[worker]["ray-gcp-stack"] == stack  # the stack's down removes it
+            assert labels[worker]["ray-gcp-stack"] == stack
 
     invoke(env, "down", "-c", str(cluster_yaml), "-y")
     assert cluster_nodes(fake, project, zone, name) == {}

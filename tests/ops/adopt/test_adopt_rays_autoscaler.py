@@ -7,12 +7,12 @@ no node watcher to notice it. So until Ray restarts on the head, its monitor goe
 with Ray's `GCPNodeProvider` and the config `ray up` put on the head
 (tests/support/ray_up_head.py runs both from the wheel against the fake cloud).
 
-Across the adoption, on a cluster Ray's launcher made with one pinned-to-be worker and two the
-autoscaler launched: before `adopt`, after it, and after the first `up`, that autoscaler sees
-every node, launches nothing for work they serve and terminates nothing (an adopted worker with
-a launch hash other than the one it computes would be terminated as outdated); then idle, it
-retires the autoscaled workers it would retire and never the one the stack pinned; a worker it
-launches after the adoption is removed by `invoke down` with the rest.
+Across the adoption, on a cluster Ray's launcher made with `min_workers` and two more workers:
+before `adopt`, after it, and after the first `up`, that autoscaler sees every node, launches
+nothing for work they serve and terminates nothing (a worker whose launch hash is not the one
+it computes would be terminated as outdated; one it no longer counts as its own, replaced).
+Idle, it retires what it retires without the stack; a worker it launches after the adoption is
+removed by `invoke down` with the rest.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ WORKER = "ray_worker_small"
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
-def test_rays_autoscaler_on_the_adopted_head_keeps_every_node_and_fights_no_pinned_one(
+def test_rays_autoscaler_on_the_adopted_head_keeps_every_node_as_before(
         ray_user, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: Version) -> None:
     env, fake = ray_user
     data = shipped_yaml("full", f"adopt-{version}")
@@ -57,23 +57,18 @@ def test_rays_autoscaler_on_the_adopted_head_keeps_every_node_and_fights_no_pinn
     invoke(env, "up", "-c", str(cluster_yaml), "-y")
     holds("after the first up")
 
-    labels = {n: i["labels"] for n, i in head.running().items()}
-    (pinned,) = [n for n in nodes if labels[n]["ray-node-type"] == "unmanaged"]
-    autoscaled = sorted(n for n in nodes if labels[n]["ray-node-type"] == "worker")
-    assert len(autoscaled) == 2
+    # Idle for an hour: Ray keeps the type's min_workers and retires the rest, as it did
+    # before the adoption.
     for _ in range(3):
         head.cycle(idle_s={name: IDLE_FOR_AN_HOUR for name in nodes})
     left = set(head.running())
-    # The pinned worker is never Ray's to retire; of its own idle workers Ray keeps the
-    # type's min_workers (it counts only its own towards it when it retires) and retires
-    # the rest.
-    assert {made.head, pinned} <= left
-    assert len(left & set(autoscaled)) == 1, sorted(left)
+    assert made.head in left and len(left) == 2, sorted(left)
 
     # A worker the autoscaler launches now carries no stack's label: `down` removes it too.
-    head.cycle(requested=head.bundles(3, WORKER), busy=left)
+    head.cycle(requested=head.bundles(2, WORKER), busy=left)
     launched = set(head.running()) - left
     assert len(launched) == 1, sorted(launched)
+    assert "ray-gcp-stack" not in head.running()[launched.pop()]["labels"]
     invoke(env, "down", "-c", str(cluster_yaml), "-y")
     assert cluster_nodes(fake, project, zone, data["cluster_name"]) == {}
     assert ray_sees(made.config) == []

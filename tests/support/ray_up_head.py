@@ -33,7 +33,7 @@ Version = Literal["v1", "v2"]
 IDLE_FOR_AN_HOUR = 3600.0
 
 
-def node_id(name: str) -> bytes:
+def ray_node_id(name: str) -> bytes:
     """A Ray node id (28 bytes) per instance name."""
     return hashlib.sha256(name.encode()).digest()[:28]
 
@@ -102,7 +102,7 @@ class Raylets:
             total = self.total(instance)
             is_head = instance["labels"].get("ray-node-type") == "head"
             report = NodeState(
-                node_id=node_id(name), instance_id=name,
+                node_id=ray_node_id(name), instance_id=name,
                 ray_node_type_name=self.node_type(instance),
                 node_ip_address=instance["networkInterfaces"][0]["networkIP"],
                 total_resources={**total, **({"node:__internal_head__": 1.0} if is_head
@@ -123,15 +123,15 @@ class Raylets:
                     for bundle in self.requested]))
         return GetClusterResourceStateReply(cluster_resource_state=state).SerializeToString()
 
-    def drain_node(self, node_id_hex: str, reason: int, reason_message: str,
+    def drain_node(self, node_id: str, reason: int, reason_message: str,
                    deadline_timestamp_ms: int) -> tuple[bool, str]:
-        self.drained += [n for n in self.running if node_id(n).hex() == node_id_hex]
+        self.drained += [n for n in self.running if ray_node_id(n).hex() == node_id]
         return True, ""
 
     # --- the one call v1 makes
 
     def drain_nodes(self, node_ids: list[bytes], timeout: int | None = None) -> list[bytes]:
-        self.drained += [n for n in self.running if node_id(n) in node_ids]
+        self.drained += [n for n in self.running if ray_node_id(n) in node_ids]
         return list(node_ids)
 
 
@@ -195,7 +195,7 @@ class RayUpHead:
         for name, instance in self.raylets.alive().items():
             total = self.raylets.total(instance)
             self.load_metrics.update(
-                instance["networkInterfaces"][0]["networkIP"], node_id(name), total,
+                instance["networkInterfaces"][0]["networkIP"], ray_node_id(name), total,
                 {k: 0.0 for k in total} if name in busy else dict(total),
                 (idle_s or {}).get(name, 0.0))
         self.load_metrics.set_resource_requests(copy.deepcopy(requested or []))

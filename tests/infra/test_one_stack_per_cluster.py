@@ -143,6 +143,29 @@ def test_a_sweeper_recorded_before_the_label_sweeps_its_unlabelled_nodes_once_up
     assert set(fake.instances(PROJECT, ZONE)) == {"ray-full-worker-beta-autoscaler"}
 
 
+@pytest.mark.parametrize("adopted", [True, False])
+def test_an_adopted_stack_sweeps_the_unlabelled_workers_ray_ups_autoscaler_launched(
+        fake, adopted: bool) -> None:
+    """The head of a stack that adopted a `ray up` cluster goes on running `ray up`'s
+    autoscaler, whose new workers carry no stack's label: that stack's sweep takes them; any
+    other stack's leaves unlabelled nodes alone, and no sweep takes another stack's."""
+    run = program_for("alpha")
+    props = {**sweeper(run, fake.endpoint), "adopted": ["ray-full-head-adopted"] if adopted
+             else []}
+    unlabelled = {key: value for key, value in autoscaler_labels(run).items()
+                  if key != "ray-gcp-stack"}
+    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-worker-launched", unlabelled)
+    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-head-adopted", head_labels(run))
+    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-worker-beta-autoscaler",
+                                    autoscaler_labels(program_for("beta")))
+
+    swept = set(provider().sweep(props))
+
+    assert swept == ({"ray-full-worker-launched", "ray-full-head-adopted"} if adopted
+                     else {"ray-full-head-adopted"})
+    assert "ray-full-worker-beta-autoscaler" in fake.instances(PROJECT, ZONE)
+
+
 @pytest.mark.parametrize("stack", ["full", "tpu"])
 def test_the_stack_label_renames_no_node(stack):
     """Node names derive from the config, not from the stack: the label reaches the nodes of

@@ -15,10 +15,8 @@ installer start it), the GCS's drain calls (a drained node's Ray exits), and v2'
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,33 +25,12 @@ import pytest
 
 from tests.fakes.compute import FakeComputeServer
 from tests.support.engine_stack import cluster_nodes
+from tests.support.ray_cooperation import InlineExecutor, requested_constraint
+from tests.support.ray_cooperation import node_id as ray_node_id
 from tests.support.ray_launcher import RayMade, point_ray_at, ray_provider
 
 Version = Literal["v1", "v2"]
 IDLE_FOR_AN_HOUR = 3600.0
-
-
-def ray_node_id(name: str) -> bytes:
-    """A Ray node id (28 bytes) per instance name."""
-    return hashlib.sha256(name.encode()).digest()[:28]
-
-
-class InlineExecutor:
-    """A ThreadPoolExecutor whose work runs in `submit`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 (a Future carries whatever it raised)
-            future.set_exception(exc)
-        return future
-
-    def shutdown(self, wait: bool = True) -> None:
-        pass
 
 
 @dataclass
@@ -87,13 +64,10 @@ class Raylets:
 
     def get_cluster_resource_state(self) -> bytes:
         from ray.core.generated.autoscaler_pb2 import (
-            ClusterResourceConstraint,
             ClusterResourceState,
             GetClusterResourceStateReply,
             NodeState,
             NodeStatus,
-            ResourceRequest,
-            ResourceRequestByCount,
         )
 
         version = int(time.monotonic() * 1000)
@@ -116,11 +90,8 @@ class Raylets:
                 report.status = NodeStatus.IDLE if idle else NodeStatus.RUNNING
                 report.idle_duration_ms = int(self.idle_s.get(name, 0.0) * 1000) if idle else 0
             state.node_states.append(report)
-        if self.requested:
-            state.cluster_resource_constraints.append(ClusterResourceConstraint(
-                resource_requests=[ResourceRequestByCount(
-                    request=ResourceRequest(resources_bundle=bundle), count=1)
-                    for bundle in self.requested]))
+        if self.requested:  # the GCS keeps the last request_resources as one constraint
+            state.cluster_resource_constraints.append(requested_constraint(self.requested))
         return GetClusterResourceStateReply(cluster_resource_state=state).SerializeToString()
 
     def drain_node(self, node_id: str, reason: int, reason_message: str,

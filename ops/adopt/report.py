@@ -61,7 +61,8 @@ NOTES = {
                      "node",
     "allowStoppingForUpdate": "",
     "createIgnoreAlreadyExists": "createIgnoreAlreadyExists: recorded, nothing changes",
-    "adopt": "adopt: the worker group takes (or labels) the running workers named above",
+    "adopt": "adopt: the worker group labels the running workers named above with the stack "
+             "(its `down` removes them); they stay Ray's autoscaler's",
 }
 
 

@@ -64,6 +64,7 @@ from tests.support.ray_cooperation import (
     CYCLES,
     FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
+    OTHER_ZONE,
     PINNED_STACKS,
     Cluster,
     InlineExecutor,
@@ -86,6 +87,7 @@ from tests.support.ray_cooperation import (
     requested_constraint,
     reservation_full_spot_out,
     running,
+    spot_out_at_home,
     spot_with_fallback,
     start_cluster,
     start_with_one_pinned,
@@ -637,6 +639,27 @@ def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
     assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
     grow_v2(up)
     assert set(up.head.running()) == {*up.nodes, *launched}
+
+
+def test_v2_spot_out_at_home_walks_to_the_rungs_other_zone_and_ray_sees_that_zone(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    cluster, nodes = spot_out_at_home("v2", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, nodes, head_for(cluster))
+    launched = grow_v2(up)
+
+    assert launched and set(launched) == set(fake.instances(cluster.project, OTHER_ZONE))
+    for name in launched:
+        labels = up.head.gcs.nodes[name].state().labels
+        assert labels["ray.io/availability-zone"] == OTHER_ZONE
+        assert labels["ray.io/market-type"] == "spot"
+    workers = {i: s for i, s in up.head.instances().items() if i not in up.nodes}
+    assert workers == {name: IMInstance.RAY_RUNNING for name in launched}  # each once
+    for _ in range(GROWN):
+        up.head.cycle(idle_s=idle_an_hour(up.head.running()))
+    fake.cloud.settle()
+    assert fake.instances(cluster.project, OTHER_ZONE) == {}  # terminated in their own zone
+    assert sorted(up.head.gcs.drained) == sorted(launched)
 
 
 # ------------------------------------------- the spend cap's launch check (provider.spend_cap)

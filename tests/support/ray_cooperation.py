@@ -286,6 +286,32 @@ def ladder_of_markets(worker_type: str, max_workers: int) -> Callable[[dict[str,
     return edit
 
 
+OTHER_ZONE = "us-west1-b"  # the `full` stack's region's other zone
+
+
+def spot_in_two_zones(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: the worker type's ladder is spot in the stack's zone, then spot in
+    OTHER_ZONE, then on-demand."""
+
+    def edit(data: dict[str, Any]) -> None:
+        spot_with_fallback(worker_type, max_workers)(data)
+        home = data["provider"]["availability_zone"]
+        data["provider"]["capacity"] = {worker_type: {"ladder": [
+            {"market": "spot", "zones": [home, OTHER_ZONE]}, {"market": "on-demand"}]}}
+
+    return edit
+
+
+def spot_out_at_home(version: Version, fake: FakeComputeServer, worker_type: str,
+                     max_workers: int) -> tuple[Cluster, list[str]]:
+    """`full` with the ladder of `spot_in_two_zones`, started, and spot stocked out in the
+    stack's zone (there in OTHER_ZONE): the cluster and its nodes."""
+    cluster = planned("full", version, edit=spot_in_two_zones(worker_type, max_workers))
+    nodes = start_cluster(cluster, fake)
+    fake.faults.spot_capacity[cluster.zone] = 0
+    return cluster, nodes
+
+
 def planned_ladder(version: Version, fake: FakeComputeServer, worker_type: str,
                    max_workers: int) -> Cluster:
     """`full` with the ladder of `ladder_of_markets`, planned, and its reservation (of the
@@ -423,7 +449,11 @@ def create_groups(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
 
 
 def running(cluster: Cluster, fake: FakeComputeServer) -> dict[str, dict[str, Any]]:
-    instances = fake.instances(cluster.project, cluster.zone)
+    """The project's RUNNING instances in every zone (a ladder's rung may be in another)."""
+    with fake.cloud.lock:
+        zones = [zone for project, zone in fake.cloud.instances if project == cluster.project]
+    instances = {name: i for zone in zones
+                 for name, i in fake.instances(cluster.project, zone).items()}
     return {name: i for name, i in instances.items() if i["status"] == "RUNNING"}
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from tests.fakes.compute import time_limits
 from tests.fakes.compute.catalogue import Catalogue
 from tests.fakes.compute.errors import COMPUTE, ApiError
 from tests.fakes.compute.faults import Faults
@@ -272,11 +273,11 @@ class FakeCloud:
                 zone_instances[name] = self._new_instance(scope, name, body)
                 if flex:  # PENDING: waiting for DWS capacity; then it runs, or the request fails
                     zone_instances[name]["status"] = "PENDING"
-                    effect = self._set_status(zone_instances, name, "RUNNING") \
+                    effect = time_limits.run(self, zone_instances, name) \
                         if index < granted else self._remove(zone_instances, name)
                     self.timers.append((time.monotonic() + self.faults.flex_start_s, effect))
                     continue
-                operation.effects.append(self._set_status(zone_instances, name, "RUNNING"))
+                operation.effects.append(time_limits.run(self, zone_instances, name))
                 if reservation is not None and index < reserved:
                     reservation.consumers.add(f"{project}/{zone}/{name}")
             if room < len(names):
@@ -410,9 +411,10 @@ class FakeCloud:
             elif action == "stop":
                 store[name]["status"] = "STOPPING"
                 operation.effects.append(self._set_status(store, name, "TERMINATED"))
+                operation.effects.append(time_limits.cleared(store, name))
             else:
                 store[name]["status"] = "STAGING"
-                operation.effects.append(self._set_status(store, name, "RUNNING"))
+                operation.effects.append(time_limits.run(self, store, name))
             return operation
 
     def set_labels(self, project: str, zone: str, name: str, labels: Any,

@@ -38,8 +38,7 @@ from tests.fakes.compute.google_profile import (
 )
 from tests.fakes.compute.identity import IDENTITIES, Identities, Token, granted
 from tests.fakes.compute.listings import ROUTES as LISTING_ROUTES
-from tests.fakes.compute.listings import Listings
-from tests.fakes.compute.listings import list_page
+from tests.fakes.compute.listings import Listings, list_page
 from tests.fakes.compute.peers import peer_process
 from tests.fakes.compute.platform import PROJECT_NUMBER, Platform
 from tests.fakes.compute.platform import ROUTES as PLATFORM_ROUTES
@@ -391,7 +390,7 @@ class FakeComputeServer:
                                 "The pattern must contain one continuous sequence of at most "
                                 "18 '#' characters.")
         head, tail = pattern.split(runs[0])
-        number = re.compile(re.escape(head) + r"(\d{%d})" % len(runs[0]) + re.escape(tail))
+        number = re.compile(re.escape(head) + rf"(\d{{{len(runs[0])}}})" + re.escape(tail))
         with self.cloud.lock:
             taken = [int(m.group(1)) for name in self.cloud.zone_instances(p["project"],
                                                                           p["zone"])

@@ -120,9 +120,9 @@ def status(fake: Any, outputs: dict[str, Any], tmp: Path) -> dict[str, float]:
     """`invoke status` from the stack's outputs (its head's SSH port closed: the fake's nodes
     run nothing, so the table comes and then the one line saying the head cannot be reached);
     wall time, and the process's own CPU time."""
-    from bootstrap.local_cluster import free_port
-
     import paramiko
+
+    from bootstrap.local_cluster import free_port
 
     key = StringIO()
     paramiko.ECDSAKey.generate().write_private_key(key)

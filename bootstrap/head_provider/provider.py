@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ray.autoscaler._private.gcp.node import GCPComputeNode
+from ray.autoscaler._private.gcp.node import GCPComputeNode, GCPNodeType
 from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
 from ray.autoscaler.node_launch_exception import NodeLaunchException
 from ray.autoscaler.tags import NODE_KIND_UNMANAGED, TAG_RAY_NODE_KIND, TAG_RAY_USER_NODE_TYPE
@@ -23,6 +23,7 @@ from ray.autoscaler.tags import NODE_KIND_UNMANAGED, TAG_RAY_NODE_KIND, TAG_RAY_
 from . import pinned
 from .capacity import PROVIDER_FIELD
 from .launch import launch_nodes
+from .paged import AllPagesApi
 from .spend_gate import SpendGate
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ class HeadNodeProvider(GCPNodeProvider):
 
     def __init__(self, provider_config: dict[str, Any], cluster_name: str) -> None:
         super().__init__(provider_config, cluster_name)
+        # Every list page past 500 nodes, and rate quotas waited out (paged.py).
+        compute = self.resources[GCPNodeType.COMPUTE]
+        compute.resource = AllPagesApi(compute.resource)
         self.capacity: dict[str, dict[str, Any]] = dict(provider_config.get(PROVIDER_FIELD) or {})
         self.twins: dict[str, str] = {
             user_type: twin

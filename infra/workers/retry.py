@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from google.api_core import exceptions as api_exceptions
 
@@ -117,10 +117,27 @@ def call_with_retry(
             sleep(pause)
 
 
-def with_retry(call: Callable[[], T], policy: RetryPolicy | None = None) -> T:
-    """`call_with_retry` with the default policy: what a task's one-off call (status, cost,
-    a head lookup) uses."""
-    return call_with_retry(call, policy or RetryPolicy())
+INTERACTIVE = RetryPolicy(initial_s=0.25, cap_s=2.0, max_attempts=4, deadline_s=90.0)
+"""A task's reads while the user waits (`status`): a server fault retried three times within
+seconds, then said; a rate quota waited out (a window is at most a minute)."""
+
+
+def with_retry(call: Callable[[], T], policy: RetryPolicy = INTERACTIVE) -> T:
+    """`call_with_retry`, by default as a task's interactive reads retry."""
+    return call_with_retry(call, policy)
+
+
+def each_page(ask: Callable[[str], Any], policy: RetryPolicy) -> list[Any]:
+    """Every page of a list call, each page's call retried on its own (a refusal on page 3
+    does not ask for pages 1 and 2 again). `ask(page_token)` makes the call with that token
+    (`""` first) and returns the client's pager, of which only the first page is read."""
+    pages, token = [], ""
+    while True:
+        page = call_with_retry(lambda t=token: next(iter(ask(t).pages)), policy)
+        pages.append(page)
+        token = page.next_page_token
+        if not token:
+            return pages
 
 
 class OperationTimeout(TimeoutError):

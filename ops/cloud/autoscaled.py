@@ -21,14 +21,19 @@ def autoscaled_nodes(api: StackApi) -> list[Node]:
     from google.cloud import compute_v1
 
     from infra.workers.compute_api import instance_market, label_filter
+    from infra.workers.retry import INTERACTIVE, each_page
     from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
 
     outputs = api.outputs
-    request = compute_v1.ListInstancesRequest(
-        project=outputs.project, zone=outputs.zone,
-        filter=label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER}))
+    wanted = label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER})
+
+    def ask(token: str) -> compute_v1.services.instances.pagers.ListPager:
+        return api.clients.instances.list(request=compute_v1.ListInstancesRequest(
+            project=outputs.project, zone=outputs.zone, filter=wanted, page_token=token),
+            retry=None)
+
     nodes = []
-    for instance in api.clients.instances.list(request=request, retry=None):
+    for instance in (i for page in each_page(ask, INTERACTIVE) for i in page.items):
         interface = instance.network_interfaces[0] if instance.network_interfaces else None
         access = interface.access_configs[0] if interface and interface.access_configs else None
         nodes.append(Node(

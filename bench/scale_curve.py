@@ -148,14 +148,22 @@ def status(fake: Any, outputs: dict[str, Any], tmp: Path) -> dict[str, float]:
 
 
 def measure(nodes: int, types: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One size in a fresh process (its peak memory its own)."""
+    """One size in a fresh process (its peak memory its own); with `--results`, kept there
+    as JSON and read back instead of measured again (a long curve resumes)."""
+    kept = args.results / f"{nodes}-{types}.json" if args.results else None
+    if kept is not None and kept.exists():
+        return json.loads(kept.read_text())
     run = subprocess.run(
         [sys.executable, "-m", "bench.scale_curve", "--one", f"{nodes}:{types}",
          "--latency", str(args.latency), "--operation", str(args.operation)],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=7200)
     if run.returncode != 0:
         raise SystemExit(f"{nodes} nodes ({types} types) failed:\n{run.stderr[-4000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    row = json.loads(run.stdout.strip().splitlines()[-1])
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(row))
+    return row
 
 
 def report(rows: list[dict[str, Any]], base: dict[str, Any]) -> list[str]:
@@ -225,6 +233,8 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.08, help="seconds per API call")
     parser.add_argument("--operation", type=float, default=3.0, help="seconds per operation")
     parser.add_argument("--chart", type=Path, default=None, help="PNG to write")
+    parser.add_argument("--results", type=Path, default=None, help="folder keeping each "
+                        "size's measures (a rerun measures only what is missing)")
     parser.add_argument("--quick", action="store_true", help="sizes 1 and 3, no wide "
                         "cluster, 10 ms calls: only that it runs")
     parser.add_argument("--one", help=argparse.SUPPRESS)

@@ -26,7 +26,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,6 @@ from ray.autoscaler.v2.instance_manager.config import FileConfigReader, Instance
 from ray.autoscaler.v2.schema import Stats
 from ray.autoscaler.v2.utils import ClusterStatusFormatter, ClusterStatusParser
 from ray.core.generated.autoscaler_pb2 import (
-    ClusterResourceConstraint,
     ClusterResourceState,
     GetClusterResourceStateReply,
     GetClusterStatusReply,
@@ -68,6 +66,7 @@ from tests.support.ray_cooperation import (
     IDLE_FOR_AN_HOUR,
     PINNED_STACKS,
     Cluster,
+    InlineExecutor,
     active_lines,
     assert_on_demand_fallback,
     assert_reserved_then_flex_start,
@@ -84,6 +83,7 @@ from tests.support.ray_cooperation import (
     planned,
     planned_ladder,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    requested_constraint,
     reservation_full_spot_out,
     running,
     spot_with_fallback,
@@ -119,24 +119,6 @@ class Clock:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
-
-
-class InlineExecutor:
-    """A ThreadPoolExecutor whose work runs in `submit`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 (a Future carries whatever it raised)
-            future.set_exception(exc)
-        return future
-
-    def shutdown(self, wait: bool = True) -> None:
-        pass
 
 
 # ------------------------------------------------------------- a node's `ray start`
@@ -280,10 +262,7 @@ class FakeGcs:
             state.pending_resource_requests.append(ResourceRequestByCount(
                 request=ResourceRequest(resources_bundle=bundle), count=1))
         if self.requested:  # the GCS keeps the last request_resources as one constraint
-            state.cluster_resource_constraints.append(ClusterResourceConstraint(
-                resource_requests=[ResourceRequestByCount(
-                    request=ResourceRequest(resources_bundle=bundle), count=1)
-                    for bundle in self.requested]))
+            state.cluster_resource_constraints.append(requested_constraint(self.requested))
         return GetClusterResourceStateReply(cluster_resource_state=state).SerializeToString()
 
     def drain_node(self, node_id: str, reason: int, reason_message: str,

@@ -20,6 +20,7 @@ import json
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -134,6 +135,38 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
     # Ray caches one provider per config: each test's fake has its own port.
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+class InlineExecutor:
+    """A ThreadPoolExecutor whose work runs in `submit` (for v2's adapter and RayStopper: a
+    cycle's launches and drains are done when it returns)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 (a Future carries whatever it raised)
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+def requested_constraint(bundles: list[dict[str, float]]) -> Any:
+    """What the GCS keeps of the last `request_resources(bundles=...)`: one constraint of
+    one request per bundle, as v2 reads it."""
+    from ray.core.generated.autoscaler_pb2 import (
+        ClusterResourceConstraint,
+        ResourceRequest,
+        ResourceRequestByCount,
+    )
+
+    return ClusterResourceConstraint(resource_requests=[ResourceRequestByCount(
+        request=ResourceRequest(resources_bundle=bundle), count=1) for bundle in bundles])
 
 
 # ------------------------------------------------ the workers Pulumi pins, counted (issue 36)

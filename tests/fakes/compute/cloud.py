@@ -77,17 +77,33 @@ def check_metadata(metadata: Any, field: str, serial: int) -> dict[str, Any]:
     return kept
 
 
+def one_scheduling(scheduling: Any) -> dict[str, Any]:
+    """The instance's one Scheduling object from an insert's `scheduling`.
+
+    The documented form is one object (https://cloud.google.com/compute/docs/reference/rest/
+    v1/instances). Ray's GCP YAMLs write a list of one-key maps (`- preemptible: true`;
+    ray-project/ray#46248, an open docs bug rated low severity, not a failure), and Ray's
+    launcher sends it as it is: its own defaults.yaml does so for every default worker. GCE
+    takes it, its entries together as the one object: clusters made from such YAMLs ran
+    (ray-project/ray#9368: a head with `scheduling: [{onHostMaintenance: TERMINATE}]` and GPU
+    workers). An entry that is no map is refused as a JSON parse error (Google's parse-error
+    shape; the exact wording for this case was not found, so it is ours).
+    """
+    if not isinstance(scheduling, list):
+        return scheduling or {}
+    merged: dict[str, Any] = {}
+    for entry in scheduling:
+        if not isinstance(entry, dict):
+            raise ApiError(400, "Invalid JSON payload received. Unknown name \"scheduling\" at "
+                                f"'resource': scheduling entry {entry!r} is not an object.")
+        merged.update(entry)
+    return merged
+
+
 def _is_spot(body: dict[str, Any]) -> bool:
     """A spot or preemptible insert, refusing the scheduling GCE refuses: a preemptible
     STANDARD instance, or a termination action on an on-demand one without a run limit."""
     scheduling = body.get("scheduling") or {}
-    if not isinstance(scheduling, dict):
-        # `scheduling` is one Scheduling object (https://cloud.google.com/compute/docs/
-        # reference/rest/v1/instances); Ray's GCP examples write a list of one-key maps, not
-        # the documented form (ray-project/ray#46248), which Ray's launcher sends as it is.
-        # Refused here as a proto JSON parse refuses a list for a message field.
-        raise ApiError(400, "Invalid JSON payload received. Unknown name \"scheduling\" at "
-                            "'resource': Proto field is not repeating, cannot start list.")
     model = scheduling.get("provisioningModel")
     if model == "STANDARD" and scheduling.get("preemptible"):
         raise ApiError(400, "Invalid value for field 'resource.scheduling.preemptible': 'true'. "
@@ -234,6 +250,8 @@ class FakeCloud:
         Beyond `Faults.instance_quota` the rest are not created and the operation fails with
         QUOTA_EXCEEDED: a partial bulkInsert, as GCE reports one.
         """
+        body = {**body, "scheduling": one_scheduling(body.get("scheduling"))} \
+            if "scheduling" in body else body
         with self.lock:
             if request_id and request_id in self.request_ids:
                 return self.request_ids[request_id]

@@ -19,27 +19,21 @@ LISTING = "listing the autoscaler's workers"  # what failed, when the API did no
 
 def autoscaled_nodes(api: StackApi) -> list[Node]:
     """The cluster's autoscaler-launched instances in every zone, by name."""
-    from google.cloud import compute_v1
-
-    from infra.workers.compute_api import instance_market, label_filter
+    from infra.workers.compute_api import aggregated_instances, instance_market, label_filter
+    from infra.workers.retry import INTERACTIVE
     from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
 
     outputs = api.outputs
-    request = compute_v1.AggregatedListInstancesRequest(
-        project=outputs.project,
-        filter=label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER}))
+    wanted = label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER})
     nodes = []
-    for scope, scoped in api.clients.instances.aggregated_list(request=request, retry=None):
-        for instance in scoped.instances:
-            interface = instance.network_interfaces[0] if instance.network_interfaces else None
-            access = (interface.access_configs[0]
-                      if interface and interface.access_configs else None)
-            nodes.append(Node(
-                name=instance.name, node_type=instance.labels.get(USER_NODE_TYPE, ""),
-                kind=AUTOSCALED_KIND, internal_ip=interface.network_i_p if interface else "",
-                external_ip=(access.nat_i_p or None) if access else None,
-                status=instance.status, zone=scope.rsplit("/", 1)[-1],
-                market=instance_market(instance)))
+    for zone, instance in aggregated_instances(api.clients, outputs.project, wanted, INTERACTIVE):
+        interface = instance.network_interfaces[0] if instance.network_interfaces else None
+        access = interface.access_configs[0] if interface and interface.access_configs else None
+        nodes.append(Node(
+            name=instance.name, node_type=instance.labels.get(USER_NODE_TYPE, ""),
+            kind=AUTOSCALED_KIND, internal_ip=interface.network_i_p if interface else "",
+            external_ip=(access.nat_i_p or None) if access else None, status=instance.status,
+            zone=zone, market=instance_market(instance)))
     return sorted(nodes, key=lambda node: node.name)
 
 

@@ -62,14 +62,16 @@ class StackApi:
         from google.auth.exceptions import GoogleAuthError
         from requests import RequestException
 
+        from infra.workers.retry import with_retry
+
         if self._head is not None:
             return self._head
         if self._head_error is None:
             outputs = self.outputs
             try:
-                self._head = self.clients.instances.get(
+                self._head = with_retry(lambda: self.clients.instances.get(
                     project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
-                    retry=None)
+                    retry=None))
                 return self._head
             except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
                 self._head_error = exc

@@ -205,6 +205,17 @@ class FakeCloud:
             if finished:
                 self.changed.notify_all()
 
+    def release(self, op_type: str) -> None:
+        """Every running operation of `op_type` finishes now: a test ends a hold it asked for
+        (`Faults.slow_operations`) once it has seen what it held the operation for."""
+        with self.changed:
+            now = time.monotonic()
+            for operation in self.operations.values():
+                if not operation.done and operation.operation_type == op_type:
+                    operation.done_at = min(operation.done_at, now)
+            self.settle()
+            self.changed.notify_all()
+
     def wait_for(self, operation: Operation, max_wait_s: float) -> None:
         """Block like `zoneOperations.wait`: until the operation is done or max_wait_s passes."""
         deadline = time.monotonic() + max_wait_s

@@ -158,6 +158,23 @@ def unlock(c, stack=None, config=None):
         unlock_stack(resolve_stack_name(_named(stack, config)), sys.stdout)
 
 
+@task(help={"stack": "the cluster's stack (with --delete it must be named, here or by -c)",
+            "config": _DAY_TWO_CONFIG_HELP,
+            "delete": "delete the orphans the list shows (asks first)",
+            "yes": _DELETE_YES_HELP})
+def orphans(c, stack=None, config=None, delete=False, yes=False):
+    """What the cloud holds of the cluster that no state of its stack knows.
+
+    Instances, TPU nodes, firewall rules, the worker account and the bucket left by a killed
+    run, a lost state or made by hand, one line each; --delete deletes them after asking
+    (README: Working as a team)."""
+    from ops.cloud.orphans import show_orphans
+    from ops.errors import user_errors
+
+    with user_errors():
+        show_orphans(_named(stack, config), delete, yes, sys.stdout)
+
+
 @task(help={"bucket": "the bucket's name, e.g. acme-ray-state",
             "project": "the project to make it in",
             "location": "where (default US; a region such as us-west1 keeps it near you)"})
@@ -669,8 +686,8 @@ def catalog_refresh(c, project=None):
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
-    ("Cluster lifecycle", (up, preview, refresh, down, unlock, scale, autostop, preflight,
-                           adopt, state_bucket, engine)),
+    ("Cluster lifecycle", (up, preview, refresh, down, unlock, orphans, scale, autostop,
+                           preflight, adopt, state_bucket, engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

@@ -12,7 +12,8 @@ firewall rules and Private Google Access (`network_check`) and how these checks 
 killed half way left settled before the next acts (`pending`), and the team's state bucket
 (`state_bucket`, `invoke state-bucket`).
 May import `model`, `infra`, `bootstrap`, the shared top of `ops`, `ops.stacks`,
-`ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API) and
+`ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API),
+`ops.cloud.orphans` (what `up` and `preview` report first) and
 `ops.remote.host_keys` (whether credentials exist) and `ops.remote.os_login` (your OS Login
 profile cleaned on `up` and `down`); only `tasks.py` imports it. Verbs: `up`, `operate`,
 `stack_from_yaml`, `run_operation`, `down`, `scale`, `preflight_stack`, `unlock`.

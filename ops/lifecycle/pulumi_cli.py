@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
 from model.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
+from ops.cloud.orphans import report_orphans
 from ops.errors import OpsError, environment_fix, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
@@ -165,8 +166,14 @@ def run_operation(
         "refresh": automation_stack.refresh,
     }
     with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
-        if operation != "preview" and settle(automation_stack, out) and operation == "destroy":
-            automation_stack.refresh(on_event=printer)  # what was adopted, read back
+        if operation == "preview":
+            report_orphans(name, chosen.cluster, automation_stack.export_stack().deployment, out)
+        else:
+            settled = settle(automation_stack, out)
+            if settled.found and operation == "destroy":
+                automation_stack.refresh(on_event=printer)  # what was adopted, read back
+            if operation == "up":
+                report_orphans(name, chosen.cluster, settled.deployment, out)
         if operation == "up" and policy:
             with _mandatory_violations(printer, name, "before the up: nothing was created or "
                                                      "changed"):

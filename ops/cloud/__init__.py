@@ -11,6 +11,7 @@ running cluster's autostop (`autostop`) and its IPs (`cluster_ips`); what the cl
 the cluster that no state of its stack knows, reported and deleted on request (`orphans`).
 May import `model`, `infra`, `bootstrap`, the shared top of `ops`, `ops.stacks`, `ops.remote`
 (to reach a node) and `ops.review.prices` (the price table); imported by `tasks.py`, and by
-`ops.lifecycle` for `cloud_api` and `orphans`. Verbs: `show_status`, `dump_stack`, `kill_stack_node`,
-`stack_cost_report`, `change_autostop`, `head_ip`, `worker_ips`, `show_orphans`.
+`ops.lifecycle` for `cloud_api` and `orphans`. Verbs: `show_status`, `dump_stack`,
+`kill_stack_node`, `stack_cost_report`, `change_autostop`, `head_ip`, `worker_ips`,
+`show_orphans`.
 """

@@ -22,6 +22,7 @@ from ops.cloud.orphans import report_orphans
 from ops.errors import OpsError, environment_fix, missing_role
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
+from ops.lifecycle.lock_wait import queue_behind_lock
 from ops.lifecycle.locks import locked_error, locks_in
 from ops.lifecycle.pending import settle
 from ops.lifecycle.reapply import export_request, reapply_request
@@ -165,23 +166,31 @@ def run_operation(
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,
     }
-    with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
-        if operation == "preview":
-            report_orphans(name, chosen.cluster, automation_stack.export_stack().deployment, out)
-        else:
-            settled = settle(automation_stack, out)
-            if settled.found and operation == "destroy":
-                automation_stack.refresh(on_event=printer)  # what was adopted, read back
-            if operation == "up":
-                report_orphans(name, chosen.cluster, settled.deployment, out)
-        if operation == "up" and policy:
-            with _mandatory_violations(printer, name, "before the up: nothing was created or "
-                                                     "changed"):
-                automation_stack.preview(on_event=printer.policies_only, **policy)
-            if any(level == "not run" for level, _, _, _ in printer.violations):
-                _judge_offline(name, checked["policy"], out)
-        with _mandatory_violations(printer, name, "the policy pack's messages are above"):
-            actions[operation](on_event=printer, **options)
+
+    def attempt() -> None:
+        with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
+            if operation == "preview":
+                deployment = automation_stack.export_stack().deployment
+                report_orphans(name, chosen.cluster, deployment, out)
+            else:
+                settled = settle(automation_stack, out)
+                if settled.found and operation == "destroy":
+                    automation_stack.refresh(on_event=printer)  # what was adopted, read back
+                if operation == "up":
+                    report_orphans(name, chosen.cluster, settled.deployment, out)
+            if operation == "up" and policy:
+                with _mandatory_violations(printer, name, "before the up: nothing was created "
+                                                         "or changed"):
+                    automation_stack.preview(on_event=printer.policies_only, **policy)
+                if any(level == "not run" for level, _, _, _ in printer.violations):
+                    _judge_offline(name, checked["policy"], out)
+            with _mandatory_violations(printer, name, "the policy pack's messages are above"):
+                actions[operation](on_event=printer, **options)
+
+    if operation == "preview":  # it takes no lock
+        attempt()
+    else:
+        queue_behind_lock(name, operation, attempt, out)
 
 
 def _judge_offline(name: str, findings: list[dict[str, str]], out: TextIO) -> None:

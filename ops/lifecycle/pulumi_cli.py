@@ -276,6 +276,9 @@ def graceful_interrupt(out: TextIO) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+_ENGINE_AFTERMATH = re.compile(r"error: (Resource monitor has terminated, shutting down|"
+                               r"(update|preview|destroy|refresh) failed)\s*$")
+"""What the engine says after a resource's own error ended the run: never the reason."""
 _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Denied|Forbidden|NotFound)\w*: ")
 
 
@@ -292,7 +295,8 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
         if locks is not None:
             raise locked_error(name, operation, locks) from None
         lines = [line.strip() for line in text.splitlines() if "error:" in line]
-        reason = lines[-1] if lines else "see the messages above"
+        causes = [line for line in lines if not _ENGINE_AFTERMATH.search(line)]
+        reason = (causes or lines or ["see the messages above"])[-1]
         if "Traceback (most recent call last)" in reason:
             # A dynamic provider's exception: the engine shows its traceback, whose last line
             # (`module.Error: message`) says what failed.

@@ -20,6 +20,7 @@ from typing import Any, Literal, TextIO
 from model.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
 from ops.cloud.orphans import report_orphans
 from ops.errors import OpsError, environment_fix, missing_role
+from ops.lifecycle.adopt_orphans import adopt_wanted
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
 from ops.lifecycle.lock_wait import queue_behind_lock
@@ -177,7 +178,8 @@ def run_operation(
                 if settled.found and operation == "destroy":
                     automation_stack.refresh(on_event=printer)  # what was adopted, read back
                 if operation == "up":
-                    report_orphans(name, chosen.cluster, settled.deployment, out)
+                    orphans = report_orphans(name, chosen.cluster, settled.deployment, out)
+                    adopt_wanted(automation_stack, orphans, out)
             if operation == "up" and policy:
                 with _mandatory_violations(printer, name, "before the up: nothing was created "
                                                          "or changed"):

@@ -107,3 +107,27 @@ def test_a_rate_limit_403_the_provider_does_not_retry_ends_in_one_line_then_up_c
     made_once(env, fake)
     ok(invoke(env, "down", "-c", str(config), "-y"))
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
+
+
+def test_a_lost_answer_to_the_heads_insert_fails_in_one_line_then_up_adopts_the_head(
+        user) -> None:
+    """The connection is cut after GCE made the head: pulumi-gcp does not resend the POST, the
+    run fails in one line and the state has no head; the next `up` names the head as an
+    orphan, takes it in (it has the name the program gives the head) and converges, with no
+    `409 already exists` and no second head."""
+    env, fake, config = user
+    fake.faults.dropped_answers = ["insert"]
+    failed = invoke(env, "up", "-c", str(config), "-y")
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert failed.returncode != 0 and len(errors) == 1, failed.stderr[-3000:]
+    assert "EOF" in errors[0], errors[0]
+    heads = [name for name, node in cluster_nodes(fake, PROJECT, ZONE, CLUSTER).items()
+             if node["labels"].get("ray-node-type") == "head"]
+    assert len(heads) == 1 and heads[0] not in known_instances(exported_stack(env, CLUSTER))
+
+    said = ok(invoke(env, "up", "-c", str(config), "-y"))
+    assert f"orphan: instance {heads[0]} in {ZONE}" in said, said[-3000:]
+    assert f"adopted instance {heads[0]}" in said, said[-3000:]
+    made_once(env, fake)
+    ok(invoke(env, "down", "-c", str(config), "-y"))
+    assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}

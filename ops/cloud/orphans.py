@@ -23,7 +23,6 @@ Read only, but for `delete_orphans`; each call retried as the worker groups' cal
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -32,8 +31,8 @@ from typing import Any, TextIO
 from model.config import ClusterConfig
 from model.identities import bucket_name, worker_account_email
 from model.labels import CLUSTER_NAME, KIND_HEAD, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
-from ops.cloud.cloud_api import API_ENDPOINT_ENV
-from ops.errors import OpsError, missing_role
+from ops.cloud.cloud_api import api_errors, rest_session, rest_url
+from ops.errors import OpsError
 
 BASES = {"compute": "https://compute.googleapis.com/compute/v1",
          "tpu": "https://tpu.googleapis.com/v2",
@@ -127,24 +126,10 @@ class _Rest:
     """Google's REST APIs as the stack's identity, at RAY_GCP_API_ENDPOINT when set."""
 
     def __init__(self, config: ClusterConfig) -> None:
-        import google.auth
-        from google.auth.transport.requests import AuthorizedSession
-
-        from infra.workers.clients import CLOUD_PLATFORM, build_credentials
-
-        self.endpoint = os.environ.get(API_ENDPOINT_ENV) or None
-        secret = config.provider.gcp_credentials
-        credentials = build_credentials(
-            secret.credentials.get_secret_value() if secret else None, self.endpoint)
-        if credentials is None:
-            credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
-        self.session = AuthorizedSession(credentials)
+        self.session, self.endpoint = rest_session(config)
 
     def url(self, api: str, path: str) -> str:
-        base = BASES[api]
-        if self.endpoint:
-            base = f"http://{self.endpoint}" + base.split(".googleapis.com", 1)[1]
-        return f"{base}/{path}"
+        return rest_url(self.endpoint, BASES[api], path)
 
     def call(self, verb: str, api: str, path: str, params: Mapping[str, str] | None = None,
              missing_ok: bool = False) -> Any:
@@ -257,17 +242,8 @@ def judge(stack: str, found: Iterable[CloudResource], knows: StateKnows) -> list
 def find_orphans(stack: str, config: ClusterConfig,
                  deployment: Mapping[str, Any]) -> list[Orphan]:
     """The cluster's orphans (module docstring); OpsError in one line when the APIs fail."""
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import GoogleAuthError
-    from requests import RequestException
-
-    try:
+    with api_errors("looking for orphans"):
         found = cluster_resources(config, _Rest(config))
-    except GoogleAPIError as exc:
-        message = getattr(exc, "message", str(exc))
-        raise OpsError(f"looking for orphans failed: {message}{missing_role(str(exc))}") from None
-    except (GoogleAuthError, RequestException) as exc:
-        raise OpsError(f"looking for orphans failed: {exc}") from None
     return judge(stack, found, StateKnows.of(deployment))
 
 

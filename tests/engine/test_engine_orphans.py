@@ -1,15 +1,16 @@
 """Orphans, through the real engine, the stand-in gcp plugin and the fake cloud: what the cloud
 holds of a cluster that no state of its stack knows is reported by `invoke preview`, `invoke
-up` and `invoke orphans`, one line each (what, where, why, the command that adopts or deletes
-it), and deleted only by `invoke orphans --delete` naming the stack, after asking.
+up`, `invoke status` and `invoke orphans`, one line each (what, where, why, the command that
+adopts or deletes it), and deleted only by `invoke orphans --delete` naming the stack, after
+asking.
 
 One story on one stack (a real killed run leaves the orphans): `up` killed inside its worker
 group's bulkInsert (the nodes exist, the state holds their create pending), plus a node made by
 hand with the cluster's labels. The preview names both: the pending ones as `invoke up`
 adopts them, the hand-made one with the delete command. The next `up` adopts the first (no
-orphan line for them) and names the second; `--delete` without naming the stack, or without a
-terminal to ask on and no `-y`, deletes nothing; with `-s` and `-y` it deletes the hand-made
-node alone, and the stack's nodes are untouched.
+orphan line for them) and names the second, as `status` then does; `--delete` without naming
+the stack, or without a terminal to ask on and no `-y`, deletes nothing; with `-s` and `-y` it
+deletes the hand-made node alone, and the stack's nodes are untouched.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def test_orphans_are_reported_then_adopted_or_deleted_only_on_the_named_stacks_c
     lines = orphan_lines(ok(invoke(env, "up", "-c", str(config), "-y")))
     assert [line.split()[2] for line in lines] == [HAND_MADE], lines  # the pending: adopted
     assert set(workers) <= known_instances(exported_stack(env, CLUSTER))
+    status = invoke(env, "status", "-s", CLUSTER)  # the fake head has no sshd: the table only
+    assert [line.split()[2] for line in orphan_lines(status.stdout)] == [HAND_MADE], \
+        status.stdout[-3000:]
 
     refused = invoke(env, "orphans", "--delete", "-y")
     assert refused.returncode != 0 and "name the cluster's stack" in refused.stderr

@@ -150,13 +150,15 @@ class _Rest:
         return call_with_retry(once, RetryPolicy(deadline_s=120.0))
 
     def pages(self, api: str, path: str, key: str,
-              params: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+              params: Mapping[str, str] | None = None) -> list[Any]:
+        """Every page's `key` items (an aggregated list's `items` map: one per page)."""
+        items: list[Any] = []
         token = ""
         while True:
             page = self.call("GET", api, path, {**(params or {}),
                                                 **({"pageToken": token} if token else {})})
-            items += page.get(key) or []
+            found = page.get(key) or []
+            items += [found] if isinstance(found, dict) else found
             token = page.get("nextPageToken") or ""
             if not token:
                 return items
@@ -167,9 +169,10 @@ def cluster_resources(config: ClusterConfig, rest: _Rest) -> list[CloudResource]
     project, zone, cluster = (config.provider.project, config.provider.availability_zone,
                               config.cluster_name)
     found: list[CloudResource] = []
-    listed = rest.call("GET", "compute", f"projects/{project}/aggregated/instances",
-                       {"filter": f"labels.{CLUSTER_NAME} = {cluster}"})
-    for scope, entry in sorted((listed.get("items") or {}).items()):
+    scopes = rest.pages("compute", f"projects/{project}/aggregated/instances", "items",
+                        {"filter": f"labels.{CLUSTER_NAME} = {cluster}"})
+    for scope, entry in sorted(((scope, entry) for page in scopes
+                                for scope, entry in page.items()), key=lambda pair: pair[0]):
         where = scope.rsplit("/", 1)[-1]
         for instance in entry.get("instances") or []:
             labels = instance.get("labels") or {}

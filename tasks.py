@@ -172,7 +172,7 @@ def unlock(c, stack=None, config=None):
             "delete": "delete the orphans the list shows (asks first)",
             "yes": _DELETE_YES_HELP})
 def orphans(c, stack=None, config=None, delete=False, yes=False):
-    """What the cloud holds of the cluster that no state of its stack knows.
+    """Cloud resources of the cluster its state does not know.
 
     Instances, TPU nodes, firewall rules, the worker account and the bucket left by a killed
     run, a lost state or made by hand, one line each; --delete deletes them after asking

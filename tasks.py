@@ -247,7 +247,10 @@ def attach(c, stack=None, config=None, tmux=False, screen=False, port_forward=No
     help={
         "cmd": "shell command to run (quote it)",
         "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
-        "all-nodes": "run on every node in parallel, output prefixed by node",
+        "all-nodes": "run on every node in parallel, output prefixed by node; a line per node "
+                     "that failed and a summary",
+        "parallel": "with --all-nodes: nodes worked on at once (default 10, sshd's MaxStartups)",
+        "out": "with --all-nodes: write each node's output to DIR/NODE.out and DIR/NODE.err",
         "node": "run on this node instead of the head",
         "docker": "run inside the cluster's docker container",
         "login": "always run in a login shell like Ray (default: only if `ray` needs one)",
@@ -260,14 +263,15 @@ def attach(c, stack=None, config=None, tmux=False, screen=False, port_forward=No
     iterable=["port_forward"],
 )
 def exec_(c, cmd, stack=None, config=None, all_nodes=False, node=None, docker=False, login=False,
-          tmux=False, screen=False, port_forward=None, trust_first_use=False):
+          tmux=False, screen=False, port_forward=None, trust_first_use=False, parallel=None,
+          out=None):
     """Run a command on the head or every node, with its status."""
     from ops.errors import exit_status, user_errors
     from ops.remote.shell import exec_command
 
     with user_errors():
         status = exec_command(_named(stack, config), cmd, all_nodes, node, docker, login, tmux,
-                              screen, port_forward, trust_first_use)
+                              screen, port_forward, trust_first_use, parallel, out)
     exit_status(status)
 
 
@@ -307,7 +311,9 @@ def submit(c, script, stack=None, config=None, docker=False, login=False, tmux=F
         "source": "local file or directory (a directory sends its contents)",
         "target": "remote path (~/ is the login's home)",
         "stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP,
-        "all-nodes": "send to every node, not only the head",
+        "all-nodes": "send to every node, not only the head; a line per node that failed and "
+                     "a summary",
+        "parallel": "with --all-nodes: nodes sent to at once (default 10, sshd's MaxStartups)",
         "checksum": "skip files by size and content (SHA-256, rsync's -c), not size and mtime",
         "copy-links": "send what a link leading outside SOURCE names (rsync's --copy-links); "
                       "without it such a link is left out, named",
@@ -315,27 +321,31 @@ def submit(c, script, stack=None, config=None, docker=False, login=False, tmux=F
     }
 )
 def rsync_up(c, source, target, stack=None, config=None, all_nodes=False, checksum=False,
-             copy_links=False, trust_first_use=False):
+             copy_links=False, trust_first_use=False, parallel=None):
     """Send changed files to the head (or every node).
 
     Files matching the cluster YAML's rsync_exclude or its rsync_filter files are skipped;
     unchanged files (same size and mtime, or with --checksum the same content) too."""
-    from ops.errors import user_errors
+    from ops.errors import exit_status, user_errors
     from ops.remote.sync import rsync_up as send
 
     with user_errors():
-        send(_named(stack, config), source, target, all_nodes, trust_first_use, checksum,
-             copy_links)
+        status = send(_named(stack, config), source, target, all_nodes, trust_first_use,
+                      checksum, copy_links, parallel)
+    exit_status(status)
 
 
-@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP})
-def file_mounts(c, stack=None, config=None, trust_first_use=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP,
+            "parallel": "nodes sent to at once (default 10, sshd's MaxStartups)"})
+def file_mounts(c, stack=None, config=None, trust_first_use=False, parallel=None):
     """Sync the cluster YAML's file_mounts to every node."""
-    from ops.errors import user_errors
+    from ops.errors import exit_status, user_errors
     from ops.remote.sync import rsync_up_stack
 
     with user_errors():
-        rsync_up_stack(_named(stack, config), None, all_nodes=True, trust_first_use=trust_first_use)
+        status = rsync_up_stack(_named(stack, config), None, all_nodes=True,
+                                trust_first_use=trust_first_use, parallel=parallel)
+    exit_status(status)
 
 
 @task(
@@ -357,17 +367,25 @@ def rsync_down(c, source, target, stack=None, config=None, trust_first_use=False
         fetch(_named(stack, config), source, target, trust_first_use)
 
 
-@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP})
-def status(c, stack=None, config=None, trust_first_use=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP,
+            "json": "print the nodes and what waits for capacity as JSON (no SSH)"})
+def status(c, stack=None, config=None, trust_first_use=False, json=False):  # noqa: A002
     """The stack's nodes, their script versions, `ray status`.
 
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
-    Compute/TPU API); each node's applied startup script version and bootstrap stage; a head
-    stopped by autostop is said so."""
-    from ops.cloud.status import show_status
+    Compute/TPU API); what waits for capacity (flex-start, queued TPU requests) and which nodes
+    end when; each node's applied startup script version and bootstrap stage; a head stopped
+    by autostop is said so. `--json`: the nodes and capacity as JSON, from the APIs only."""
     from ops.errors import user_errors
 
     with user_errors():
+        if json:
+            from ops.cloud.capacity_status import status_json
+
+            print(status_json(_named(stack, config)))
+            return
+        from ops.cloud.status import show_status
+
         show_status(_named(stack, config), trust_first_use)
 
 

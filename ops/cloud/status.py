@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
+from ops.cloud.capacity_status import capacity_lines
 from ops.cloud.cloud_api import StackApi
 from ops.cloud.orphans import stack_orphans
 from ops.cloud.preemptions import preemption_lines
@@ -107,6 +108,8 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
         for line in unlisted:
             print(line, flush=True)
         for line in preemption_lines(api):
+            print(line, flush=True)
+        for line in capacity_lines(api):
             print(line, flush=True)
         for line in head_spend_lines(api):
             print(line, flush=True)

@@ -262,15 +262,7 @@ class FakeComputeServer:
                 time.sleep(self.faults.latency_s)
             if self.limiter is not None and path.startswith("/compute/v1/"):
                 self.limiter.admit(match.group("project"), method)
-            fault = self.faults.take_error(method)
-            if fault is not None:
-                status, reason = fault if isinstance(fault, tuple) else (
-                    fault, _FAULT_REASONS.get(fault, "backendError"))
-                refused = ApiError(status, _FAULT_MESSAGES.get(
-                    reason, _STATUS_MESSAGES.get(status, "injected fault")), reason)
-                if status in (429, 503) and self.faults.retry_after_s is not None:
-                    refused.retry_after = self.faults.retry_after_s
-                raise refused
+            self._injected_fault(method)
             self.cloud.settle()
             if method.startswith("platform."):
                 return self.platform.handle(method, match.groupdict(), query, body)
@@ -282,6 +274,19 @@ class FakeComputeServer:
                 raise DroppedAnswer(method)
             return answer
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
+
+    def _injected_fault(self, method: str) -> None:
+        """The fault `Faults.fail_next` queued for this method, raised as Google answers it."""
+        fault = self.faults.take_error(method)
+        if fault is None:
+            return
+        status, reason = fault if isinstance(fault, tuple) else (
+            fault, _FAULT_REASONS.get(fault, "backendError"))
+        refused = ApiError(status, _FAULT_MESSAGES.get(
+            reason, _STATUS_MESSAGES.get(status, "injected fault")), reason)
+        if status in (429, 503) and self.faults.retry_after_s is not None:
+            refused.retry_after = self.faults.retry_after_s
+        raise refused
 
     def _authorize(self, method: str, params: dict[str, str], body: Any, token: Token) -> None:
         """The caller's scope and IAM permission for the call (tests/fakes/compute/access.py),
@@ -303,6 +308,7 @@ class FakeComputeServer:
                       authorization: str | None) -> None:
         """Cloud Storage's check: a bucket's calls are decided by its project's policy and
         the bucket's own (BucketIAMMember); creating one by the project named."""
+        self._injected_fault(method)  # Cloud Storage's calls suffer the queued faults too
         token = self.identities.who(authorization)
         project = query.get("project") if method == "storage.buckets.insert" \
             else self.storage.projects.get(params.get("bucket", ""))

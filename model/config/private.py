@@ -3,8 +3,9 @@
 `provider.private_cluster` takes every external IP away, admits SSH from IAP's TCP-forwarding
 range only and gives the region's subnet a Cloud NAT for egress. (`use_internal_ips` keeps
 Ray's meaning, dial the internal IPs, and also leaves the nodes without an external IP
-(`model/plan.py`), but it makes no NAT and opens no IAP range.) `provider.ssh_proxy_command` is the tunnel the tasks
-(and `invoke ssh-config`) reach the head through; in private mode it defaults to IAP.
+(`model/plan.py`), but it makes no NAT and opens no IAP range.) `provider.ssh_proxy_command`
+is the tunnel the tasks (and `invoke ssh-config`) reach the head through; in private mode it
+defaults to IAP.
 `provider.os_login` turns on OS Login. No pulumi imports: the model's own rules.
 """
 

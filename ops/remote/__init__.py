@@ -8,7 +8,8 @@ side, imported only for a direct connection; `known_hosts`: the pins read as tex
 ops.stacks.background's sockets), the ProxyCommand a tunnelled head is dialled through (`ssh_proxy`,
 IAP for a private cluster), your OS Login key and user (`os_login`), running commands in the right
 shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
-tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), the
+tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), work on every
+node at once (`fanout`: `--parallel` at a time, a line per node that failed, a summary), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from model.sync_filter;
 one tar stream through the system's ssh (`openssh`) per node, the node's side and the
 requests in `tar_session`: up in `tar_stream`, written by `tar_writer`, down in `tar_fetch`,

@@ -182,34 +182,42 @@ def exec_on_node(
 
 
 def exec_on_all(
-    connector: Connector, command: str, docker: bool = False, login: bool = False
+    connector: Connector, command: str, docker: bool, login: bool, parallel: int,
+    out: Path | None = None,
 ) -> int:
-    """Every node in parallel, lines prefixed `[node] `; the first non-zero status wins."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Every node, `parallel` at a time, output lines prefixed `[node] ` (or into
+    `out`/NODE.out and NODE.err); a line per node that failed and a summary on stderr. The
+    first failed node's status (255: it could not be reached), 0 when all succeeded."""
+    from ops.remote.fanout import fan_out, fan_out_status  # not for one node: exec starts fast
 
     command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
-    nodes = list(connector.outputs.nodes)
-    if not nodes:
-        raise OpsError(f"stack {connector.outputs.stack!r} lists no nodes")
+    shell = node_shell(command, login)
+    nodes = list(connector.outputs.nodes) or [connector.outputs.head]
+    connector.warm_workers = False  # a background process per node is no cache at 100 nodes
     connector.head()  # connect (and pin) the jump host once, before the threads race for it
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
     width = max(len(node.name) for node in nodes)
 
     def run(node: Node) -> int:
+        if out is not None:
+            with (out / f"{node.name}.out").open("wb") as stdout, \
+                    (out / f"{node.name}.err").open("wb") as stderr:
+                return stream_command(connector.node(node), shell, stdout, stderr)
         prefix = f"[{node.name:<{width}}] "
-        out = PrefixedLines(prefix, sys.stdout.buffer, lock)
-        err = PrefixedLines(prefix, sys.stderr.buffer, lock)
-        try:
-            return stream_command(connector.node(node), node_shell(command, login), out, err)
-        except OpsError as exc:
-            err.write(f"error: {exc}\n".encode())
-            return 255
+        stdout = PrefixedLines(prefix, sys.stdout.buffer, lock)
+        stderr = PrefixedLines(prefix, sys.stderr.buffer, lock)
+        return stream_command(connector.node(node), shell, stdout, stderr)
 
-    with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
-        statuses = list(pool.map(run, nodes))
-    return next((status for status in statuses if status), 0)
+    def say(line: str) -> None:
+        with lock:
+            sys.stderr.buffer.write(line.encode() + b"\n")
+            sys.stderr.buffer.flush()
+
+    return fan_out_status(fan_out(nodes, run, parallel, "exec", say))
 
 
 def submit_command(outputs: StackOutputs, remote_name: str, args: list[str],

@@ -86,21 +86,32 @@ def parent_of(root: int | str | Path, relative: str,
         os.close(descriptor)
 
 
-def unchanged(root: str | Path, relative: str, size: int, mtime: float) -> bool:
+def unchanged(root: int | str | Path, relative: str, size: int, mtime: float) -> bool:
     """Whether `relative` under `root` is already the node's file: a file of its size and
     mtime in whole seconds, as rsync judges it. RefusedEntry when a link or a folder holds its
-    place (it is never written through or over)."""
-    with parent_of(root, relative) as (folder, name):
-        try:
-            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise RefusedEntry(f"{relative} cannot be looked at ({exc.strerror})") from None
+    place (it is never written through or over). `root` may be a handle on the folder, then
+    a plain name is looked at through it, no handle opened per file (a fetch's walk)."""
+    if isinstance(root, int) and "/" not in relative and relative not in ("", ".", ".."):
+        st = _looked_at(root, relative, relative)
+    else:
+        with parent_of(root, relative) as (folder, name):
+            st = _looked_at(folder, name, relative)
+    if st is None:
+        return False
     if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
         kind = "link" if stat.S_ISLNK(st.st_mode) else "folder"
         raise RefusedEntry(f"{relative} is a {kind} here: not written through or over")
     return st.st_size == size and int(st.st_mtime) == int(mtime)
+
+
+def _looked_at(folder: int, name: str, relative: str) -> os.stat_result | None:
+    """`name` in `folder`, links not followed; None when there is nothing."""
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RefusedEntry(f"{relative} cannot be looked at ({exc.strerror})") from None
 
 
 def file_target(destination: Path, name: str) -> Path:

@@ -50,6 +50,13 @@ class ProgressBar:
             self.done += 1
             self._draw(note)
 
+    def say(self, line: str) -> None:
+        """A line of its own (a node that failed), the bar drawn again below it."""
+        with self._lock:
+            print(f"\r\033[K{line}" if self._tty else line, file=self.out, flush=True)
+            if self._tty:
+                self._draw("")
+
     def close(self) -> None:
         if self._tty:
             print(file=self.out, flush=True)

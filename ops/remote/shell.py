@@ -48,16 +48,25 @@ def attach(stack: str | None, tmux: bool, screen: bool, port_forward: list[str] 
 
 def exec_command(stack: str | None, cmd: str, all_nodes: bool, node: str | None, docker: bool,
                  login: bool, tmux: bool, screen: bool, port_forward: list[str] | None,
-                 trust_first_use: bool = False) -> int:
-    """`cmd` on the head, `node` or every node; the remote exit status (the first non-zero)."""
+                 trust_first_use: bool = False, parallel: str | None = None,
+                 out: str | None = None) -> int:
+    """`cmd` on the head, `node` or every node (`parallel` at a time, output into the folder
+    `out` when given); the remote exit status (the first non-zero)."""
     if all_nodes and node:
         raise OpsError("--all-nodes and --node are alternatives: pick one")
+    if not all_nodes and (parallel is not None or out is not None):
+        raise OpsError("--parallel and --out work with --all-nodes: add it, or drop them")
+    if all_nodes:
+        from ops.remote.fanout import check_parallel  # not for one node: exec starts fast
+
+        one_node_only(detacher(tmux, screen), port_forward)
+        at_once = check_parallel(parallel)
+        with connect_stack(stack, trust_first_use, warm=True) as connector:
+            return exec_on_all(connector, cmd, docker, login, at_once,
+                               Path(out) if out is not None else None)
     # Port forwards need the transport itself: they connect directly.
     with connect_stack(stack, trust_first_use, warm=not port_forward) as connector:
         wrap = detacher(tmux, screen)
-        if all_nodes:
-            one_node_only(wrap, port_forward)
-            return exec_on_all(connector, cmd, docker, login)
         target = connector.outputs.node(node) if node else None
         client = connector.node(target) if target else connector.head()
         with forwarding(client, port_forward):

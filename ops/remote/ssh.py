@@ -80,6 +80,11 @@ class Connector:
             self._private_key()
         self._login: str | None = None
         self._clients: dict[str, paramiko.SSHClient] = {}
+        self._node_locks: dict[str, threading.Lock] = {}
+        self.warm_workers = True
+        """Start a warm connection for each worker reached directly; a fan-out to every
+        node turns it off (a background process per node is no cache at a hundred nodes):
+        the head's and the workers' live ones are still used."""
         self._relays: dict[str, RelayClient] = {}
         self._daemons: dict[str, str] = {}  # node -> address, warm daemons still to start
         self._daemon_timer: threading.Timer | None = None
@@ -157,16 +162,21 @@ class Connector:
         if relay is not None:
             return relay
         head = self._direct_head()
+        # One lock per worker: handshakes with several workers (a fan-out) run at once.
         with self._lock:
+            node_lock = self._node_locks.setdefault(node.name, threading.Lock())
+        with node_lock:
             if node.name not in self._clients:
                 from ops.remote.ssh_direct import open_worker_socket
 
                 address = (node.internal_ip, self.outputs.ssh_port)
                 channel = open_worker_socket(head, address, node.name, self.timeout)
-                self._clients[node.name] = self._connect(
-                    node.internal_ip, f"worker {node.name}", node.name, sock=channel
-                )
-                self._start_daemon(node.name, node.internal_ip)
+                client = self._connect(node.internal_ip, f"worker {node.name}", node.name,
+                                       sock=channel)
+                with self._lock:
+                    self._clients[node.name] = client
+                if self.warm_workers:
+                    self._start_daemon(node.name, node.internal_ip)
             return self._clients[node.name]
 
     def warm_socket(self, name: str, host: str) -> Path | None:
@@ -179,13 +189,13 @@ class Connector:
         """The node's live warm connection, when this connector uses them."""
         if not self.warm or name in self._clients:
             return None
-        with self._lock:
-            if name not in self._relays:
-                relay = live_daemon(self.warm_socket(name, host))
-                if relay is None:
-                    return None
-                self._relays[name] = relay
-            return self._relays[name]
+        if name not in self._relays:  # asked outside the lock: a fan-out asks many at once
+            relay = live_daemon(self.warm_socket(name, host))
+            if relay is None:
+                return None
+            with self._lock:
+                self._relays.setdefault(name, relay)
+        return self._relays[name]
 
     def _start_daemon(self, name: str, host: str) -> None:
         """Start node `name`'s warm daemon DAEMON_DELAY from now, or when the task ends."""

@@ -25,13 +25,13 @@ import shlex
 import stat
 import sys
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from model.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote import landing
+from ops.remote.fanout import NodeOutcome, check_parallel, fan_out, fan_out_status
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
@@ -342,12 +342,16 @@ def rsync_up_nodes(
     err: TextIO | None = None,
     checksum: bool = False,
     copy_links: bool = False,
-) -> dict[str, SyncReport]:
+    parallel: int | None = None,
+) -> tuple[dict[str, SyncReport], list[NodeOutcome]]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
     counting files and bytes on `err` (a bar of nodes when there are several): as one tar
     stream over the system's OpenSSH when it is installed (ops.remote.tar_stream), else, or
     for a node without tar, over SFTP. `checksum` compares same-size files by content;
-    `copy_links` sends what a link leading outside its folder names (else it is left out)."""
+    `copy_links` sends what a link leading outside its folder names (else it is left out).
+    Given `parallel`, a fan-out (ops.remote.fanout): that many nodes at a time, a node that
+    fails said in a line and the others sent to, its outcome returned; without it, one
+    node's failure raises. The reports of the nodes sent to, by name."""
     from ops.remote.openssh import open_ssh, system_ssh
 
     ssh = system_ssh()
@@ -389,21 +393,30 @@ def rsync_up_nodes(
         finally:
             sftp.close()
 
-    def send(node: Node, openssh: OpenSsh | None) -> SyncReport:
+    reports: dict[str, SyncReport] = {}
+
+    def send(node: Node, openssh: OpenSsh | None) -> int:
         report = over_tar(openssh, node) if openssh is not None else None
         if report is None:
             report = over_sftp(node)
+        reports[node.name] = report
         if isinstance(progress, ProgressBar):
             progress.step(node.name)
-        return report
+        return 0
 
     try:
         with contextlib.ExitStack() as stack:
-            openssh = stack.enter_context(open_ssh(connector, ssh)) if ssh else None
-            with ThreadPoolExecutor(max_workers=min(16, max(1, len(nodes)))) as pool:
-                names = [node.name for node in nodes]
-                reports = pool.map(lambda node: send(node, openssh), nodes)
-                return dict(zip(names, reports, strict=True))
+            openssh = stack.enter_context(open_ssh(connector, ssh, parallel is not None)) \
+                if ssh else None
+            if parallel is None:
+                for node in nodes:
+                    send(node, openssh)
+                return reports, []
+            say = progress.say if isinstance(progress, ProgressBar) else None
+            outcomes = fan_out(nodes, lambda node: send(node, openssh), parallel, "rsync-up",
+                               say)
+            return {node.name: reports[node.name] for node in nodes
+                    if node.name in reports}, outcomes
     finally:
         progress.close()
 
@@ -444,37 +457,48 @@ def rsync_down_head(connector: Connector, source: str, local: Path,
 
 def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: bool,
                    trust_first_use: bool = False, checksum: bool = False,
-                   copy_links: bool = False) -> None:
+                   copy_links: bool = False, parallel: str | None = None) -> int:
     """`rsync-up` / `file-mounts`: `pairs` {remote: local}, or None for the YAML's file_mounts;
     `checksum`: same-size files compared by content (rsync's -c), not mtime; `copy_links`:
-    a link leading outside its folder sent as what it names (else left out, named)."""
+    a link leading outside its folder sent as what it names (else left out, named). With
+    `all_nodes`, a fan-out `parallel` nodes at a time (`--parallel`); the first failed
+    node's status (0: every node has the files)."""
     from ops.remote.cluster_file import file_mounts, sync_rules
     from ops.remote.ssh import connect_stack
 
+    if not all_nodes and parallel is not None:
+        raise OpsError("--parallel works with --all-nodes: add it, or drop it")
+    at_once = check_parallel(parallel) if all_nodes else None
     with connect_stack(stack, trust_first_use, warm=True) as connector:
         outputs = connector.outputs
         if pairs is None:
             pairs = file_mounts(outputs)
             if not pairs:
                 print("the cluster YAML has no file_mounts: nothing to sync")
-                return
+                return 0
         nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [outputs.head]
+        if all_nodes:
+            connector.warm_workers = False  # no background process per node (ops.remote.fanout)
         rules = sync_rules(outputs)
-        reports = rsync_up_nodes(connector, nodes, pairs, rules.excludes, rules.filters,
-                                 checksum=checksum, copy_links=copy_links)
+        reports, outcomes = rsync_up_nodes(connector, nodes, pairs, rules.excludes,
+                                           rules.filters, checksum=checksum,
+                                           copy_links=copy_links, parallel=at_once)
         for name, report in reports.items():
             for refused in report.refused:
                 print(f"rsync-up: {name}: left out {refused}", file=sys.stderr)
             print(f"{name}: {report.summary()}")
+        return fan_out_status(outcomes)
 
 
 def rsync_up(stack: str | None, source: str, target: str, all_nodes: bool,
              trust_first_use: bool = False, checksum: bool = False,
-             copy_links: bool = False) -> None:
-    """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node."""
+             copy_links: bool = False, parallel: str | None = None) -> int:
+    """`rsync-up`: the local `source` (checked first) -> `target` on the head or every node;
+    the first failed node's status."""
     if not Path(source).exists():
         raise OpsError(f"{source} does not exist: pass a local file or directory")
-    rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum, copy_links)
+    return rsync_up_stack(stack, {target: source}, all_nodes, trust_first_use, checksum,
+                          copy_links, parallel)
 
 
 def rsync_down(stack: str | None, source: str, target: str,

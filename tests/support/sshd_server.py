@@ -48,12 +48,18 @@ class LocalSshd:
     """
 
     def __init__(self, workdir: Path, set_env: dict[str, str] | None = None,
-                 keys_lines: list[str] | None = None) -> None:
+                 keys_lines: list[str] | None = None,
+                 addresses: tuple[str, ...] = ("127.0.0.1",), port: int | None = None,
+                 user_key: Path | None = None) -> None:
+        """`addresses`: the loopback addresses to listen on (sshd takes 16 at most), on
+        `port` (a free one by default); `user_key`: another sshd's, so one key logs in to
+        all of them."""
         self.workdir = workdir
-        self.port = free_port()
+        self.port = port or free_port()
+        self.addresses = addresses
         self.user = getpass.getuser()
         self.host_key = keygen(workdir / "host_ed25519")
-        self.user_key = keygen(workdir / "user_ed25519")
+        self.user_key = user_key or keygen(workdir / "user_ed25519")
         (workdir / "authorized_keys").write_text(Path(f"{self.user_key}.pub").read_text())
         self.config = workdir / "sshd_config"
         # one line: sshd keeps the first SetEnv it reads
@@ -63,7 +69,7 @@ class LocalSshd:
         self.config.write_text(
             "\n".join([
                 f"Port {self.port}",
-                "ListenAddress 127.0.0.1",
+                *(f"ListenAddress {address}" for address in self.addresses),
                 f"HostKey {self.host_key}",
                 f"PidFile {workdir / 'sshd.pid'}",
                 *(keys_lines or [f"AuthorizedKeysFile {workdir / 'authorized_keys'}"]),
@@ -105,7 +111,7 @@ class LocalSshd:
                 log = (self.workdir / "sshd.log").read_text()
                 raise RuntimeError(f"sshd exited with {self.process.returncode}: {log}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                socket.create_connection((self.addresses[0], self.port), timeout=1).close()
                 return self
             except OSError:
                 time.sleep(0.05)

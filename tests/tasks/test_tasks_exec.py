@@ -148,3 +148,4 @@ def test_exec_does_not_import_pulumi_pydantic_or_google(stack):
     heavy_roots = {"pulumi", "pulumi_gcp", "pydantic", "google", "infra", "model"}
     heavy = sorted(name for name in imported - light if name.split(".")[0] in heavy_roots)
     assert heavy == []
+    assert "ops.remote.fanout" not in imported  # one node is no fan-out

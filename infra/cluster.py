@@ -29,7 +29,7 @@ from infra.metadata import (
     pinned_body,
     with_worker_request,
 )
-from infra.network import ClusterNetwork
+from infra.network import ClusterNetwork, GivenNetwork
 from infra.node_resources import HeadNode, NodeInputs
 from infra.nodes import node_body
 from infra.ray_token import RayTokenSecret
@@ -70,6 +70,8 @@ class ClusterInputs:
     stack: str = ""
     # What a cluster `ray up` made gives the stack (model/adoption.py).
     adoption: Adoption | None = None
+    # An existing network the cluster joins (RayClusterArgs.network/subnetwork).
+    given_network: GivenNetwork | None = None
 
     @property
     def config(self) -> ClusterConfig:
@@ -123,7 +125,8 @@ class RayCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self, depends_on=[self.sweeper])
         node_accounts = self._add_accounts(child)
         self.ssh_key = ClusterSshKey(f"{name}-ssh-key", inputs.config, child)
-        self.network = ClusterNetwork(f"{name}-network", inputs.plan, child)
+        self.network = ClusterNetwork(f"{name}-network", inputs.plan, child,
+                                      given=inputs.given_network)
         self.key_secret = BootstrapKeySecret(
             f"ray-{inputs.config.cluster_name}-ssh-key",
             inputs.config,
@@ -373,6 +376,8 @@ def cluster_inputs(args: RayClusterArgs) -> ClusterInputs:
         stack=args.stack or stack_identity(pulumi.get_organization(), pulumi.get_project(),
                                            pulumi.get_stack()),
         adoption=_adoption(args),
+        given_network=(GivenNetwork(args.network, args.subnetwork)
+                       if args.network is not None or args.subnetwork is not None else None),
     )
 
 

@@ -19,6 +19,7 @@ from bootstrap.file_mounts import PackedMounts, pack_file_mounts, synced_files_o
 from infra.metadata_limits import check_metadata_limits
 from model.adoption import read_adoption
 from model.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
+from model.config.network_refs import networks_named_by_yaml
 from model.plan import ClusterPlan, check_boot_disks, plan_cluster
 
 INLINE_SOURCE = "RayClusterArgs.config"
@@ -41,6 +42,15 @@ class RayClusterArgs:
     adopt: Mapping[str, Any] | None = None
     """A stack file's `ray-gcp:adopt`: what a cluster `ray up` made gives the stack
     (model/adoption.py, written by `invoke adopt`)."""
+    network: pulumi.Input[str] | None = None
+    """An existing VPC network the nodes and the firewall rules use, never created or deleted
+    by the cluster: a Pulumi input, e.g. `StackReference("org/net/prod").get_output(
+    "network")`, a `gcp.compute.Network`'s `id` or `self_link`, or a name in the YAML's
+    project. Forms: model/config/network_refs.py."""
+    subnetwork: pulumi.Input[str] | None = None
+    """An existing subnetwork of the cluster's region the nodes join (alone, it names its
+    network too). Either of the two replaces the YAML's `networkInterfaces`/`networkConfig`:
+    a YAML naming a network too is refused."""
 
 
 class ClusterConfigError(pulumi.RunError):
@@ -73,6 +83,7 @@ def prepare_cluster(args: RayClusterArgs) -> PreparedCluster:
     config's warnings are logged as Pulumi warnings."""
     try:
         config = read_config(args)
+        _refuse_two_networks(args, config)
         for warning in [*config.warnings, *config.review_warnings]:
             pulumi.log.warn(warning)
         plan = plan_cluster(config, args.worker_counts, read_adoption(args.adopt))
@@ -84,6 +95,26 @@ def prepare_cluster(args: RayClusterArgs) -> PreparedCluster:
         raise ClusterConfigError(error) from None
     warn_unsynced_files(config)
     return PreparedCluster(config, plan, mounts)
+
+
+def _refuse_two_networks(args: RayClusterArgs, config: ClusterConfig) -> None:
+    """The network comes from the YAML or from RayClusterArgs, never both: which would win is a
+    guess the user should not have to make."""
+    given = [name for name in ("network", "subnetwork") if getattr(args, name) is not None]
+    named = networks_named_by_yaml(config)
+    if given and named:
+        raise ConfigError([(f"RayClusterArgs.{given[0]}",
+                            f"the YAML names the network too ({named[0]}): give the network in "
+                            "one place, remove one of the two")], _source(args))
+
+
+def _source(args: RayClusterArgs) -> str | None:
+    """What an error names: the YAML's path, the inline dict, or (a ClusterConfig) nothing
+    yet: this program's own errors name the stack's file (infra/program.py)."""
+    value = args.config
+    if isinstance(value, ClusterConfig):
+        return None
+    return str(value) if isinstance(value, str | os.PathLike) else INLINE_SOURCE
 
 
 def warn_unsynced_files(config: ClusterConfig) -> None:

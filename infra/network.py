@@ -9,13 +9,16 @@ give the cluster's subnet egress (PyPI, docker registries) without a public addr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from infra.component_options import waits_for
-from model.config import ClusterConfig, ComputeNodeConfig
+from model.config import ClusterConfig, ComputeNodeConfig, ConfigError
+from model.config.network_refs import network_path, subnetwork_path
 from model.config.node_config import NetworkInterface
 from model.plan import ClusterPlan, NodeGroupPlan, subnet_preference
 
@@ -38,17 +41,32 @@ def _get(entry: Any, key: str) -> str:
     return entry[key] if isinstance(entry, dict) else getattr(entry, key)
 
 
+@dataclass(frozen=True)
+class GivenNetwork:
+    """A network and/or subnetwork the cluster joins and does not own (another stack's, by
+    StackReference): Pulumi inputs, each checked when known (model.config.network_refs).
+    `network_source` and `subnetwork_source` name them in an error."""
+
+    network: pulumi.Input[str] | None = None
+    subnetwork: pulumi.Input[str] | None = None
+    network_source: str = "RayClusterArgs.network"
+    subnetwork_source: str = "RayClusterArgs.subnetwork"
+
+
 class ClusterNetwork(pulumi.ComponentResource):
     """The subnet every node uses and the cluster's firewall rules."""
 
     network: pulumi.Output[str]
     subnetwork: pulumi.Output[str | None]
 
-    def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None,
+                 given: GivenNetwork | None = None):
         super().__init__("ray-gcp:index:ClusterNetwork", name, None, opts)
         config = plan.config
         child = pulumi.ResourceOptions(parent=self, depends_on=waits_for(opts))
-        if config.uses_explicit_network:
+        if given is not None:
+            self.network, self.subnetwork = _given_network(plan, given, self)
+        elif config.uses_explicit_network:
             first = _first_interface(config)
             network = (
                 first.network
@@ -150,6 +168,36 @@ def _cloud_nat(
         opts=child,
     )
     return router, nat
+
+
+def _given_network(plan: ClusterPlan, given: GivenNetwork, parent: pulumi.Resource
+                   ) -> tuple[pulumi.Output[str], pulumi.Output[str | None]]:
+    """The given network and subnet as partial URLs; a subnet alone names its network (read
+    from the subnet, as Compute infers it)."""
+    project, region = plan.project, plan.region
+    subnetwork: pulumi.Output[str | None] = pulumi.Output.from_input(None)
+    if given.subnetwork is not None:
+        # An Output that resolves to None (a network stack exporting no subnet) names none.
+        subnetwork = pulumi.Output.from_input(given.subnetwork).apply(_checked(
+            lambda value: None if value is None else subnetwork_path(
+                value, project, region, given.subnetwork_source)))
+    if given.network is None:
+        found = gcp.compute.get_subnetwork_output(self_link=subnetwork,
+                                                  opts=pulumi.InvokeOptions(parent=parent))
+        return found.network, subnetwork
+    network = pulumi.Output.from_input(given.network).apply(_checked(
+        lambda value: network_path(value, project, given.network_source)))
+    return network, subnetwork
+
+
+def _checked(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A check for Output.apply: a ConfigError ends the run with its lines, no traceback."""
+    def apply(value: Any) -> Any:
+        try:
+            return check(value)
+        except ConfigError as error:
+            raise pulumi.RunError(str(error)) from None
+    return apply
 
 
 def _first_interface(config: ClusterConfig) -> NetworkInterface:

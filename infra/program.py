@@ -8,6 +8,7 @@ The stack outputs are what another stack reads through `pulumi.StackReference` (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -23,10 +24,12 @@ from model.config import (
     load_cluster_config,
     parse_cluster_config,
 )
-from model.stack_config import PROJECT_ROOT, resolve_cluster_path
+from model.config.network_refs import network_path, networks_named_by_yaml, subnetwork_path
+from model.stack_config import NETWORK_STACK_KEY, PROJECT_ROOT, resolve_cluster_path
 
 CONFIG_NAMESPACE = "ray-gcp"
 STACK_KEY_PREFIX = f"{CONFIG_NAMESPACE}:"
+NETWORK_STACK = NETWORK_STACK_KEY.removeprefix(STACK_KEY_PREFIX)
 
 
 def read_cluster_config(settings: pulumi.Config) -> tuple[ClusterConfig, str]:
@@ -88,13 +91,53 @@ def _naming_the_file(error: ConfigError, config_file: str) -> ConfigError:
     return ConfigError(error.problems, config_file or f"{STACK_KEY_PREFIX}clusterConfig")
 
 
+def network_from_stack(settings: pulumi.Config, config: ClusterConfig
+                       ) -> tuple[pulumi.Output[str] | None, pulumi.Output[str | None] | None]:
+    """`ray-gcp:networkStack: org/net/prod`: the network and subnetwork that stack exports
+    (outputs `network`, `subnetwork`), read by StackReference, each checked with the stack
+    named in its error; (None, None) without the key. The cluster YAML then names no network."""
+    stack = settings.get(NETWORK_STACK)
+    if not stack:
+        return None, None
+    named = networks_named_by_yaml(config)
+    if named:
+        raise ConfigError([(NETWORK_STACK_KEY,
+                            f"the cluster YAML names the network too ({named[0]}): take it "
+                            "from one place, remove one of the two")])
+    reference = pulumi.StackReference(f"{NETWORK_STACK}-{stack}", stack_name=stack)
+    project, region = config.provider.project, config.provider.region
+    where = f"{NETWORK_STACK_KEY}: stack {stack}'s output"
+
+    def network(value: Any) -> str:
+        if value is None:
+            raise pulumi.RunError(f"{where} `network` is missing: export the VPC network from "
+                                  "it (pulumi.export(\"network\", network.id))")
+        return _checked_ref(lambda: network_path(value, project, f"{where} `network`"))
+
+    def subnetwork(value: Any) -> str | None:
+        return None if value is None else _checked_ref(
+            lambda: subnetwork_path(value, project, region, f"{where} `subnetwork`"))
+
+    return (reference.get_output("network").apply(network),
+            reference.get_output("subnetwork").apply(subnetwork))
+
+
+def _checked_ref(check: Callable[[], str]) -> str:
+    try:
+        return check()
+    except ConfigError as error:
+        raise pulumi.RunError(str(error).split("\n", 1)[-1].strip()) from None
+
+
 def _define(settings: pulumi.Config, config: ClusterConfig, config_file: str) -> RayCluster:
     provider = gcp_provider(config)
+    network, subnetwork = network_from_stack(settings, config)
     try:
         cluster = RayCluster(
             config.cluster_name,
             RayClusterArgs(config=config, worker_counts=settings.get_object("workerCounts"),
-                           adopt=settings.get_object("adopt")),
+                           adopt=settings.get_object("adopt"), network=network,
+                           subnetwork=subnetwork),
             opts=pulumi.ResourceOptions(providers=[provider] if provider else None),
         )
     except ClusterConfigError as error:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,14 @@ COUNTS_KEY = "ray-gcp:workerCounts"
 POLICY_KEY = "ray-gcp:policyConfig"
 # What a stack adopting a `ray up` cluster takes over (model/adoption.py; `invoke adopt`).
 ADOPT_KEY = "ray-gcp:adopt"
+# Another stack (`org/project/stack`) whose outputs `network` and `subnetwork` the cluster joins
+# by StackReference (docs/team.md, "A network stack").
+NETWORK_STACK_KEY = "ray-gcp:networkStack"
 # Every `ray-gcp:*` key the program or its review reads; another key there is a typo.
-STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY, POLICY_KEY, ADOPT_KEY)
+STACK_KEYS = (CONFIG_KEY, INLINE_KEY, COUNTS_KEY, POLICY_KEY, ADOPT_KEY, NETWORK_STACK_KEY)
 STATE_DIR_ENV = "RAY_GCP_STATE_DIR"
+# Pulumi's stack reference forms: `stack`, `project/stack`, `org/project/stack`.
+_STACK_NAME = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+){0,2}")
 
 
 class StackFileError(ValueError):
@@ -124,6 +130,10 @@ def _check_key(key: str, value: Any, root: Path) -> str | None:
         return f"config.{key}: must be the cluster YAML as a mapping, got {type(value).__name__}"
     if key == COUNTS_KEY:
         return _check_counts(key, value)
+    if key == NETWORK_STACK_KEY and not (isinstance(value, str)
+                                         and _STACK_NAME.fullmatch(value.strip())):
+        return (f"config.{key}: {value!r} is not a stack name: give the network stack as "
+                "org/project/stack (e.g. acme/network/prod), as `pulumi stack ls` shows it")
     return None
 
 

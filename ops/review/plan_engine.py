@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 import os
 import pickle
 import secrets
 import tempfile
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ import pulumi
 from google.protobuf import struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
-from pulumi.runtime.settings import get_root_resource, set_root_resource
+from pulumi.runtime.settings import SETTINGS, get_root_resource, set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -36,6 +38,7 @@ from ops.errors import OpsError
 from ops.paths import open_no_follow
 
 SECRET_MASK = "[secret]"
+KNOWN_AFTER_UP = "[known after up]"
 PLAN_SECRET_FILE = "plan-secret"
 PLANNED_PRIVATE_KEY = "planned-private-key"  # the generated key's stand-in in a plan
 PROJECT_NAME = "ray-gcp"
@@ -93,7 +96,19 @@ def _recorded(value: Any) -> Any:
         return {key: item for key, item in items.items() if item is not None}
     if isinstance(value, struct_pb2.ListValue):
         return [_recorded(item) for item in value]
-    return rpc.deserialize_property(value)
+    return _known_after_up(rpc.deserialize_property(value))
+
+
+def _known_after_up(value: Any) -> Any:
+    """A value a plan cannot know (another stack's output: ray-gcp:networkStack) as the text
+    a reader sees, in place of pulumi's Unknown, at any depth."""
+    if isinstance(value, pulumi.output.Unknown):
+        return KNOWN_AFTER_UP
+    if isinstance(value, dict):
+        return {key: _known_after_up(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_known_after_up(item) for item in value]
+    return value
 
 
 def _asset_shown(value: Any) -> Any:
@@ -180,11 +195,18 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         inputs = _unwrap(args.inputs)
         state = dict(inputs)
+        if args.typ == "pulumi:pulumi:StackReference":
+            # Another stack's outputs (ray-gcp:networkStack) are not read offline: a plan
+            # shows them as known only after `pulumi up`.
+            return str(inputs["name"]), {**inputs, "outputs": rpc.UNKNOWN,
+                                         "secretOutputNames": []}
         if args.typ == "gcp:serviceaccount/account:Account":
             state["email"] = f"{inputs['accountId']}@{inputs['project']}.iam.gserviceaccount.com"
         elif args.typ == "gcp:compute/instance:Instance":
             state["currentStatus"] = "RUNNING"
-            state["networkInterfaces"] = [
+            # Unknown (not a list) while a network stack's outputs are (above): so it stays.
+            state["networkInterfaces"] = inputs.get("networkInterfaces") if not isinstance(
+                inputs.get("networkInterfaces"), list) else [
                 {
                     **nic,
                     "networkIp": _fake_ip(args.name, "10.128"),
@@ -193,7 +215,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                         for a in nic.get("accessConfigs", [])
                     ],
                 }
-                for nic in inputs.get("networkInterfaces", [])
+                for nic in inputs["networkInterfaces"]
             ]
         elif args.typ == "gcp:tpu/v2Vm:V2Vm":
             external = (inputs.get("networkConfig") or {}).get("enableExternalIps")
@@ -398,10 +420,14 @@ def _own_event_loop(monitor: _RecordingMonitor) -> Iterator[None]:
     run in this process (a test's, a benchmark's) makes new ones."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    failed = True
     try:
         yield
+        failed = False
     finally:
         try:
+            for used in (loop, *monitor.thread_loops):
+                _end_left_work(used)
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             asyncio.set_event_loop(None)
@@ -409,6 +435,36 @@ def _own_event_loop(monitor: _RecordingMonitor) -> Iterator[None]:
                 if not used.is_running():
                     used.close()
             asyncio.set_event_loop_policy(None)
+            if failed:
+                _collect_left_coroutines()
+
+
+def _collect_left_coroutines() -> None:
+    """A failed run's coroutines that never ran, collected now and quietly: collected later,
+    their "never awaited" warnings can fire inside a compile() (pytest rewriting a module),
+    which CPython 3.11 ends with "SystemError: AST constructor recursion depth mismatch"."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        gc.collect()
+
+
+def _end_left_work(loop: asyncio.AbstractEventLoop) -> None:
+    """What a run ended by an error (one raised in an apply) left: its tasks cancelled, its
+    worker threads finished, the outputs pulumi still tracks forgotten. Left alone, a later run
+    in this process would wait on them on a closed loop, and the threads would still run."""
+    if loop.is_running() or loop.is_closed():
+        return
+    loop.run_until_complete(_cancel_pending())
+    loop.run_until_complete(loop.shutdown_default_executor())
+    SETTINGS.outputs.clear()
+
+
+async def _cancel_pending() -> None:
+    """Every other task of the running loop cancelled and awaited."""
+    pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _program_log(run: ProgramRun) -> logging.Logger:
@@ -433,7 +489,8 @@ def run_program(config: dict[str, Any], stack: str = "plan", preview: bool = Tru
         for name, value in exports.items():
             output = pulumi.Output.from_input(value)
             secret = await output.is_secret()
-            run.outputs[name] = SECRET_MASK if secret else await output.future(with_unknowns=True)
+            run.outputs[name] = SECRET_MASK if secret else _known_after_up(
+                await output.future(with_unknowns=True))
 
     mocks = RecordingMocks(run, stack)
     monitor = _RecordingMonitor(mocks)

@@ -40,11 +40,12 @@ def copy_project(target: Path) -> Path:
 
 
 class CliProject:
-    """`pulumi` commands in a copy of the project, on `space`'s backend and fake cloud."""
+    """`pulumi` commands in a copy of the project (or in `folder`, another project of its
+    own), on `space`'s backend and fake cloud."""
 
-    def __init__(self, space: EngineWorkspace) -> None:
+    def __init__(self, space: EngineWorkspace, folder: Path | None = None) -> None:
         self.space = space
-        self.folder = copy_project(space.root / "repo")
+        self.folder = folder or copy_project(space.root / "repo")
         self.pulumi = str(Path(space.env["ENGINE_ROOT"]) / "bin" / "pulumi")
         self.env = {**os.environ, **space.env,
                     "PATH": os.pathsep.join([str(LANGUAGE_HOST_DIR), space.env["PATH"]])}

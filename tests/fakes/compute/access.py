@@ -47,6 +47,10 @@ def _zone_only(p: P, _b: Any) -> str:
     return f"projects/{p['project']}/zones/{p['zone']}"
 
 
+def _global(kind: str) -> Callable[[P, Any], str]:
+    return lambda p, _b: f"projects/{p['project']}/global/{kind}/{p['name']}"
+
+
 def _region(kind: str) -> Callable[[P, Any], str]:
     return lambda p, _b: f"projects/{p['project']}/regions/{p['region']}/{kind}/{p.get('name', '')}"
 
@@ -124,18 +128,23 @@ RULES: dict[str, Rule] = {
     "subnetworks.get": _compute("subnetworks.get", "compute.subnetworks.get",
                                 _region("subnetworks")),
     "firewalls.list": _compute("firewalls.list", "compute.firewalls.list", _project),
+    "networks.insert": _compute("networks.insert", "compute.networks.create", _project),
+    "networks.get": _compute("networks.get", "compute.networks.get", _global("networks")),
+    "networks.delete": _compute("networks.delete", "compute.networks.delete",
+                                _global("networks")),
+    "subnetworks.insert": _compute("subnetworks.insert", "compute.subnetworks.create",
+                                   _region("subnetworks")),
+    "subnetworks.delete": _compute("subnetworks.delete", "compute.subnetworks.delete",
+                                   _region("subnetworks")),
     "platform.firewalls.insert": _compute("firewalls.insert", "compute.firewalls.create",
                                           _project),
     "platform.firewalls.list": _compute("firewalls.list", "compute.firewalls.list", _project),
-    "platform.firewalls.get": _compute(
-        "firewalls.get", "compute.firewalls.get",
-        lambda p, _b: f"projects/{p['project']}/global/firewalls/{p['name']}"),
-    "platform.firewalls.patch": _compute(
-        "firewalls.patch", "compute.firewalls.update",
-        lambda p, _b: f"projects/{p['project']}/global/firewalls/{p['name']}"),
-    "platform.firewalls.delete": _compute(
-        "firewalls.delete", "compute.firewalls.delete",
-        lambda p, _b: f"projects/{p['project']}/global/firewalls/{p['name']}"),
+    "platform.firewalls.get": _compute("firewalls.get", "compute.firewalls.get",
+                                         _global("firewalls")),
+    "platform.firewalls.patch": _compute("firewalls.patch", "compute.firewalls.update",
+                                         _global("firewalls")),
+    "platform.firewalls.delete": _compute("firewalls.delete", "compute.firewalls.delete",
+                                         _global("firewalls")),
     "platform.disks.insert": _compute("disks.insert", "compute.disks.create", _zone_only),
     "platform.disks.get": _compute("disks.get", "compute.disks.get", _zone("disks")),
     "platform.disks.delete": _compute("disks.delete", "compute.disks.delete", _zone("disks")),

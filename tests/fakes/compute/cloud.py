@@ -25,6 +25,7 @@ from tests.fakes.compute.catalogue import Catalogue
 from tests.fakes.compute.errors import COMPUTE, ApiError
 from tests.fakes.compute.faults import Faults
 from tests.fakes.compute.reservations import Reservations, check_flex_start
+from tests.fakes.compute.vpc import Vpc
 
 # GCE's label rules: keys start with a lowercase letter; keys and values are at most 63
 # lowercase letters, digits, `-` and `_` (values may be empty); at most 64 labels.
@@ -175,6 +176,7 @@ class FakeCloud:
         self.request_ids: dict[str, Operation] = {}
         self.calls: Counter[str] = Counter()
         self.catalogue = Catalogue()
+        self.vpc = Vpc(self.catalogue)
         self.reservations = Reservations()
         self.timers: list[tuple[float, Callable[[], None]]] = []
         """(when, effect): what happens later without an operation (a flex-start VM's wait)."""
@@ -273,6 +275,8 @@ class FakeCloud:
                 if name in zone_instances:
                     raise ApiError(409, f"The resource '{scope}/instances/{name}' already exists",
                                    "alreadyExists")
+            self.vpc.check_interfaces(project, zone.rsplit("-", 1)[0],
+                                      body.get("networkInterfaces") or [])
             flex = check_flex_start(body)
             reservation, reserved = self.reservations.to_consume(project, zone, body, len(names))
             room = len(names)
@@ -391,7 +395,7 @@ class FakeCloud:
             # instance", https://cloud.google.com/compute/docs/reference/rest/v1/instances).
             subnet = str(interface.get("subnetwork") or "").split("/")
             if not interface.get("network") and "regions" in subnet[:-1]:
-                found = self.catalogue.subnetwork_json(
+                found = self.vpc.subnetwork(
                     scope.split("/")[1], subnet[subnet.index("regions") + 1], subnet[-1])
                 if found is not None:
                     interface["network"] = found["network"]

@@ -80,12 +80,15 @@ _COMPUTE_READ = ("compute.instances.get", "compute.instances.list",
                  "compute.routers.get", "compute.projects.get", "compute.regions.list",
                  "compute.globalOperations.get",
                  "compute.machineTypes.list", "compute.acceleratorTypes.list",
-                 "compute.reservations.get", "compute.reservations.list")
+                 "compute.reservations.get", "compute.reservations.list",
+                 "compute.networks.get")
 _COMPUTE_INSTANCES = ("compute.instances.create", "compute.instances.delete",
                       "compute.instances.start", "compute.instances.stop",
                       "compute.instances.setLabels", "compute.instances.setMetadata",
                       "compute.instances.setMachineType", "compute.instances.setServiceAccount",
                       "compute.disks.create", "compute.disks.delete")
+_COMPUTE_NETWORKS = ("compute.networks.create", "compute.networks.delete",
+                     "compute.subnetworks.create", "compute.subnetworks.delete")
 _SERVICE_ACCOUNTS = ("iam.serviceAccounts.create", "iam.serviceAccounts.delete",
                      "iam.serviceAccounts.get", "iam.serviceAccounts.list",
                      "iam.serviceAccounts.update", "iam.serviceAccounts.getIamPolicy",
@@ -110,7 +113,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     # ("Full control of all Compute Engine resources"; it does not hold actAs: "you must also
     # grant the roles/iam.serviceAccountUser role").
     "roles/compute.admin": frozenset({
-        *_COMPUTE_READ, *_COMPUTE_INSTANCES, "compute.firewalls.create",
+        *_COMPUTE_READ, *_COMPUTE_INSTANCES, *_COMPUTE_NETWORKS, "compute.firewalls.create",
         "compute.firewalls.delete", "compute.firewalls.update", "compute.routers.create",
         "compute.routers.delete", "compute.routers.update", "compute.instances.osAdminLogin",
         "compute.instances.osLogin", "compute.projects.setCommonInstanceMetadata",
@@ -126,6 +129,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
         "resourcemanager.projects.get"}),
     # https://cloud.google.com/iam/docs/roles-permissions/compute#compute.networkAdmin
     "roles/compute.networkAdmin": frozenset({
+        *_COMPUTE_NETWORKS, "compute.networks.get",
         "compute.firewalls.get", "compute.firewalls.list", "compute.routers.create",
         "compute.routers.delete", "compute.routers.get", "compute.routers.update",
         "compute.subnetworks.get", "compute.subnetworks.list", "compute.instances.get",

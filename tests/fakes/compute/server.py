@@ -120,6 +120,12 @@ ROUTES += [
         ("GET", r"/regions/(?P<region>[^/]+)/subnetworks", "subnetworks.list"),
         ("GET", r"/regions/(?P<region>[^/]+)/subnetworks/(?P<name>[^/]+)", "subnetworks.get"),
         ("GET", r"/global/firewalls", "firewalls.list"),
+        ("POST", r"/global/networks", "networks.insert"),
+        ("GET", r"/global/networks/(?P<name>[^/]+)", "networks.get"),
+        ("DELETE", r"/global/networks/(?P<name>[^/]+)", "networks.delete"),
+        ("POST", r"/regions/(?P<region>[^/]+)/subnetworks", "subnetworks.insert"),
+        ("DELETE", r"/regions/(?P<region>[^/]+)/subnetworks/(?P<name>[^/]+)",
+         "subnetworks.delete"),
     ]
 ]
 
@@ -264,6 +270,11 @@ class FakeComputeServer:
                 self.limiter.admit(match.group("project"), method)
             self._injected_fault(method)
             self.cloud.settle()
+            if method in ("platform.firewalls.insert", "platform.routers.insert") and \
+                    (body or {}).get("network"):
+                with self.cloud.lock:
+                    self.cloud.vpc.check_network(match["project"], str((body or {}).get(
+                        "network") or ""))
             if method.startswith("platform."):
                 return self.platform.handle(method, match.groupdict(), query, body)
             if method.startswith("listing."):
@@ -571,16 +582,59 @@ class FakeComputeServer:
         return self.cloud.catalogue.region_json(p["project"], p["region"])
 
     def _subnetworks_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
-        subnet = self.cloud.catalogue.subnetwork_json(p["project"], p["region"], "default")
-        page, token = _page([subnet], query, "maxResults")
+        subnets = self.cloud.vpc.region_subnetworks(p["project"], p["region"])
+        page, token = _page(subnets, query, "maxResults")
         return {"kind": "compute#subnetworkList", "items": page, "nextPageToken": token}
 
     def _subnetworks_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
-        found = self.cloud.catalogue.subnetwork_json(p["project"], p["region"], p["name"])
+        found = self.cloud.vpc.subnetwork(p["project"], p["region"], p["name"])
         if found is None:
             raise ApiError(404, f"The resource 'projects/{p['project']}/regions/{p['region']}/"
                            f"subnetworks/{p['name']}' was not found", "notFound")
         return found
+
+    # VPC networks and subnets (tests/fakes/compute/vpc.py): writes finish at once.
+
+    def _networks_insert(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        with self.cloud.lock:
+            link = self.cloud.vpc.insert_network(p["project"], body or {})
+        return self.platform._done(p["project"], "insert", link)
+
+    def _networks_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        with self.cloud.lock:
+            found = self.cloud.vpc.network(p["project"], p["name"])
+        if found is None:
+            raise ApiError(404, f"The resource 'projects/{p['project']}/global/networks/"
+                           f"{p['name']}' was not found", "notFound")
+        return found
+
+    def _networks_delete(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        with self.cloud.lock, self.platform.lock:
+            users = [(rule["selfLink"], rule["network"])
+                     for rule in self.platform.firewalls.get(p["project"], {}).values()]
+            users += [(router["selfLink"], router["network"])
+                      for (project, _), routers in self.platform.routers.items()
+                      if project == p["project"] for router in routers.values()]
+            users += self._interface_users("network")
+            link = self.cloud.vpc.delete_network(p["project"], p["name"], users)
+        return self.platform._done(p["project"], "delete", link)
+
+    def _subnetworks_insert(self, p: dict[str, str], _q: dict[str, str], body: Any) -> Any:
+        with self.cloud.lock:
+            link = self.cloud.vpc.insert_subnetwork(p["project"], p["region"], body or {})
+        return self.platform._done(p["project"], "insert", link, f"regions/{p['region']}")
+
+    def _subnetworks_delete(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
+        with self.cloud.lock:
+            link = self.cloud.vpc.delete_subnetwork(p["project"], p["region"], p["name"],
+                                                    self._interface_users("subnetwork"))
+        return self.platform._done(p["project"], "delete", link, f"regions/{p['region']}")
+
+    def _interface_users(self, field: str) -> list[tuple[str, str]]:
+        """(instance self-link, the network or subnet one of its interfaces names)."""
+        return [(instance["selfLink"], str(nic.get(field) or ""))
+                for instances in self.cloud.instances.values() for instance in instances.values()
+                for nic in instance.get("networkInterfaces") or []]
 
     def _firewalls_list(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
         wanted = self._compute_filter(query)

@@ -1,4 +1,11 @@
-"""Cloud Router and Cloud NAT: google_compute_router (id
+"""VPC networks and subnetworks, Cloud Router and Cloud NAT.
+
+google_compute_network (id `projects/{project}/global/networks/{name}`; `auto_create_subnetworks`
+defaults to true, the Terraform schema's Default) and google_compute_subnetwork (id
+`projects/{project}/regions/{region}/subnetworks/{name}`), as
+google/services/compute/resource_compute_network.go and resource_compute_subnetwork.go of
+hashicorp/terraform-provider-google (at 017d2f5814 and 0110d02a6c) create and read them;
+google_compute_router (id
 `projects/{project}/regions/{region}/routers/{name}`) and google_compute_router_nat (id
 `{project}/{region}/{router}/{name}`). A NAT is no API resource of its own: it is an element of
 its router's `nats`, read with routers.get and written with routers.patch, one writer per
@@ -10,7 +17,93 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from tests.fakes.standin_gcp.api import ApiError
 from tests.fakes.standin_gcp.resources import Handler, Outputs, _drop_none, _short
+
+
+class Network(Handler):
+    """google_compute_network."""
+
+    token = "gcp:compute/network:Network"
+    computed = ("id", "selfLink", "networkId", "gatewayIpv4", "project", "name",
+                "autoCreateSubnetworks")
+
+    def create(self, inputs: dict[str, Any]) -> tuple[str, Outputs]:
+        project = self.project(inputs)
+        body = _drop_none({"name": inputs["name"], "description": inputs.get("description"),
+                           "autoCreateSubnetworks": inputs.get("autoCreateSubnetworks", True),
+                           "mtu": inputs.get("mtu")})
+        self.apis.wait_compute(
+            self.apis.call("compute", "POST", f"projects/{project}/global/networks", body),
+            project)
+        resource_id = f"projects/{project}/global/networks/{inputs['name']}"
+        return resource_id, self._outputs(inputs, self.apis.call("compute", "GET", resource_id))
+
+    def _outputs(self, inputs: dict[str, Any], live: dict[str, Any]) -> Outputs:
+        project = self.project(inputs)
+        return {**inputs, "project": project, "name": live["name"],
+                "id": f"projects/{project}/global/networks/{live['name']}",
+                "selfLink": live["selfLink"], "networkId": live.get("id", ""),
+                "gatewayIpv4": live.get("gatewayIPv4", ""),
+                "autoCreateSubnetworks": bool(live.get("autoCreateSubnetworks"))}
+
+    def read(self, resource_id: str, state: dict[str, Any]) -> Outputs | None:
+        live = self.apis.get_or_none("compute", resource_id)
+        return None if live is None else self._outputs(state, live)
+
+    def update(self, resource_id: str, olds: dict[str, Any], news: dict[str, Any],
+               state: dict[str, Any]) -> Outputs:
+        raise ApiError(501, "the stand-in updates no network in place (routing mode, MTU)")
+
+    def delete(self, resource_id: str, state: dict[str, Any]) -> None:
+        self.apis.wait_compute(self.apis.call("compute", "DELETE", resource_id),
+                               self.project(state))
+
+
+class Subnetwork(Handler):
+    """google_compute_subnetwork."""
+
+    token = "gcp:compute/subnetwork:Subnetwork"
+    computed = ("id", "selfLink", "gatewayAddress", "project", "region", "creationTimestamp",
+                "privateIpGoogleAccess", "subnetworkId")
+
+    def region(self, inputs: dict[str, Any]) -> str:
+        return str(_short(inputs.get("region")) or self.defaults.get("region") or "")
+
+    def create(self, inputs: dict[str, Any]) -> tuple[str, Outputs]:
+        project, region = self.project(inputs), self.region(inputs)
+        path = f"projects/{project}/regions/{region}/subnetworks"
+        body = _drop_none({
+            "name": inputs["name"], "network": inputs["network"],
+            "ipCidrRange": inputs["ipCidrRange"], "description": inputs.get("description"),
+            "privateIpGoogleAccess": inputs.get("privateIpGoogleAccess"),
+            "secondaryIpRanges": [{"rangeName": r["rangeName"], "ipCidrRange": r["ipCidrRange"]}
+                                  for r in inputs.get("secondaryIpRanges") or []] or None})
+        self.apis.wait_compute(self.apis.call("compute", "POST", path, body), project)
+        resource_id = f"{path}/{inputs['name']}"
+        return resource_id, self._outputs(inputs, self.apis.call("compute", "GET", resource_id))
+
+    def _outputs(self, inputs: dict[str, Any], live: dict[str, Any]) -> Outputs:
+        project, region = self.project(inputs), self.region(inputs)
+        return {**inputs, "project": project, "region": region,
+                "id": f"projects/{project}/regions/{region}/subnetworks/{live['name']}",
+                "selfLink": live["selfLink"], "subnetworkId": int(live.get("id") or 0),
+                "gatewayAddress": live.get("gatewayAddress", ""),
+                "creationTimestamp": live.get("creationTimestamp", ""),
+                "privateIpGoogleAccess": bool(live.get("privateIpGoogleAccess"))}
+
+    def read(self, resource_id: str, state: dict[str, Any]) -> Outputs | None:
+        live = self.apis.get_or_none("compute", resource_id)
+        return None if live is None else self._outputs(state, live)
+
+    def update(self, resource_id: str, olds: dict[str, Any], news: dict[str, Any],
+               state: dict[str, Any]) -> Outputs:
+        raise ApiError(501, "the stand-in updates no subnetwork in place (expandIpCidrRange, "
+                            "logs, secondary ranges)")
+
+    def delete(self, resource_id: str, state: dict[str, Any]) -> None:
+        self.apis.wait_compute(self.apis.call("compute", "DELETE", resource_id),
+                               self.project(state))
 
 
 class Router(Handler):
@@ -121,4 +214,5 @@ class RouterNat(Router):
         self._write(state, None)
 
 
-HANDLERS: dict[str, type[Handler]] = {handler.token: handler for handler in (Router, RouterNat)}
+HANDLERS: dict[str, type[Handler]] = {
+    handler.token: handler for handler in (Network, Subnetwork, Router, RouterNat)}

@@ -173,6 +173,21 @@ RULES: dict[str, dict[str, Rule]] = {
         "secretData": LEAF, "secret": LEAF, "isSecretDataBase64": LEAF,
         "secretDataWoVersion": LEAF,
     },
+    # google/services/compute/resource_compute_network.go (terraform-provider-google at
+    # 017d2f5814), ResourceComputeNetwork(): name, auto_create_subnetworks, description,
+    # internal_ipv6_range, network_profile, params, project ForceNew (mtu, routing mode and
+    # the BGP settings update in place).
+    "gcp:compute/network:Network": {
+        name: LEAF for name in ("name", "autoCreateSubnetworks", "description",
+                                "internalIpv6Range", "networkProfile", "project")
+    } | {"params": block(resourceManagerTags=LEAF)},
+    # google/services/compute/resource_compute_subnetwork.go (at 0110d02a6c),
+    # ResourceComputeSubnetwork(): name, network, description, purpose, region, project
+    # ForceNew (ip_cidr_range grows in place, logs and secondary ranges update in place).
+    "gcp:compute/subnetwork:Subnetwork": {
+        name: LEAF for name in ("name", "network", "description", "purpose", "region",
+                                "project")
+    },
     # google/services/compute/resource_compute_router.go (terraform-provider-google at
     # e03b7622a2), ResourceComputeRouter(): name, encrypted_interconnect_router, ncc_gateway,
     # network, params, region, project ForceNew (description and bgp update in place).

@@ -667,7 +667,7 @@ HANDLERS: dict[str, type[Handler]] = {
 
 
 def invoke(apis: Apis, defaults: dict[str, Any], token: str, args: dict[str, Any]) -> Any:
-    """The data sources the program reads: getProject and getSubnetworks."""
+    """The data sources the program reads: getProject, getSubnetworks and getSubnetwork."""
     project = str(args.get("projectId") or args.get("project") or defaults.get("project"))
     if token == "gcp:organizations/getProject:getProject":
         live = apis.call("resourceManager", "GET", f"projects/{project}")
@@ -687,4 +687,31 @@ def invoke(apis: Apis, defaults: dict[str, Any], token: str, args: dict[str, Any
                     "privateIpGoogleAccess": s.get("privateIpGoogleAccess", False),
                     "project": project, "region": region, "selfLink": s["selfLink"],
                 } for s in live.get("items", [])]}
+    if token == "gcp:compute/getSubnetwork:getSubnetwork":
+        return _subnetwork(apis, project, defaults, args)
     raise ApiError(501, f"the stand-in gcp provider has no function {token}")
+
+
+def _subnetwork(apis: Apis, project: str, defaults: dict[str, Any],
+                args: dict[str, Any]) -> dict[str, Any]:
+    """data.google_compute_subnetwork: by `selfLink` (a full or partial URL: "If self_link is
+    specified, name, project, and region are ignored") or by name, project and region."""
+    link = str(args.get("selfLink") or "")
+    if link:
+        parts = link.split("/")
+        if "regions" not in parts[:-1] or "subnetworks" not in parts[:-1]:
+            raise ApiError(400, f"Invalid subnetwork self_link {link!r}")
+        region, name = parts[parts.index("regions") + 1], parts[-1]
+        if "projects" in parts[:-1]:
+            project = parts[parts.index("projects") + 1]
+    else:
+        region = str(args.get("region") or defaults.get("region"))
+        name = str(args.get("name"))
+    live = apis.call("compute", "GET", f"projects/{project}/regions/{region}/subnetworks/{name}")
+    return {"id": f"projects/{project}/regions/{region}/subnetworks/{name}", "project": project,
+            "region": region, "name": name, "selfLink": live["selfLink"],
+            "network": live["network"], "ipCidrRange": live["ipCidrRange"],
+            "description": live.get("description", ""),
+            "gatewayAddress": live.get("gatewayAddress", ""),
+            "privateIpGoogleAccess": live.get("privateIpGoogleAccess", False),
+            "secondaryIpRanges": [], "internalIpv6Prefix": "", "subnetworkId": 0}

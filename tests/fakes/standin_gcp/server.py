@@ -34,7 +34,8 @@ PROVIDER_TOKEN = "pulumi:providers:gcp"
 # Resources whose `name` pulumi-gcp fills in when the program gives none: the logical name, a
 # dash and 7 random hex digits (the bridge's autonaming), kept from the old inputs on update.
 AUTONAMED = frozenset({"gcp:compute/instance:Instance", "gcp:compute/firewall:Firewall",
-                       "gcp:compute/disk:Disk", "gcp:tpu/v2Vm:V2Vm"})
+                       "gcp:compute/disk:Disk", "gcp:tpu/v2Vm:V2Vm",
+                       "gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork"})
 # Where every call is logged, one JSON line each (method, urn, pid), when set.
 CALL_LOG_ENV = "STANDIN_GCP_CALL_LOG"
 HANDLERS = {**RESOURCE_HANDLERS, **network.HANDLERS, **storage.HANDLERS}

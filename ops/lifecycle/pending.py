@@ -80,17 +80,18 @@ class StateStack(Protocol):
     def import_stack(self, state: Any) -> None: ...
 
 
-def settle(stack: StateStack, out: TextIO) -> bool:
-    """Settle the pending operations a killed run left (module docstring); whether there were
-    any (the caller refreshes before acting, so the adopted ones are read back). What was
-    found is said once the settled state is in: a run still going holds the stack's lock, so
-    its pending operations fail the import with the lock's one line, and nothing is said of
-    them."""
+def settle(stack: StateStack, out: TextIO) -> tuple[bool, Mapping[str, Any]]:
+    """Settle the pending operations a killed run left (module docstring): whether there were
+    any (the caller refreshes before acting, so the adopted ones are read back), and the
+    state's deployment as settled (what the caller reads of the state, without exporting it
+    again). What was found is said once the settled state is in: a run still going holds the
+    stack's lock, so its pending operations fail the import with the lock's one line, and
+    nothing is said of them."""
     exported = stack.export_stack()
     deployment = dict(exported.deployment)
     pending = deployment.get("pending_operations") or []
     if not pending:
-        return False
+        return False, deployment
     said = [f"the state holds {len(pending)} pending operation(s) a run killed half way left:"]
     resources = list(deployment.get("resources") or [])
     known = {r["urn"] for r in resources if not r.get("delete")}
@@ -116,4 +117,4 @@ def settle(stack: StateStack, out: TextIO) -> bool:
     stack.import_stack(exported)
     said.append("  settled: the run goes on from what the cloud has")
     print("\n".join(said), file=out, flush=True)
-    return True
+    return True, deployment

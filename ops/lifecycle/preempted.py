@@ -103,7 +103,8 @@ class UpStack(Protocol):
     def get_all_config(self) -> Mapping[str, Any]: ...
 
     def up(self, *, on_event: Callable[..., None], replace: list[str] | None,
-           refresh: bool | None = None, **options: Any) -> Any: ...
+           refresh: bool | None = None, run_program: bool | None = None,
+           **options: Any) -> Any: ...
 
 
 def up_replacing_reclaimed(

@@ -38,7 +38,8 @@ class ExportedStateStack:
     def get_all_config(self) -> dict[str, SimpleNamespace]:
         return {"ray-gcp:cluster": SimpleNamespace(value="stacks/clusters/tpu.yaml")}
 
-    def up(self, *, on_event: Any, replace: list[str] | None, refresh: bool | None = None
-           ) -> None:
-        self.calls.append("up --refresh" if refresh else "up")
+    def up(self, *, on_event: Any, replace: list[str] | None, refresh: bool | None = None,
+           run_program: bool | None = None) -> None:
+        """An up that refreshes each resource as the program registers it is `up --refresh`."""
+        self.calls.append("up --refresh" if refresh and run_program else "up")
         self.replaced = replace

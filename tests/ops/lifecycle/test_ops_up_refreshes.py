@@ -17,5 +17,5 @@ def test_up_refreshes_first_so_lost_workers_are_recreated(monkeypatch):
     pulumi_cli.run_operation("full", "up", out=io.StringIO())
 
     ((operation, kwargs),) = stack.calls  # one engine run: `pulumi up --refresh`
-    assert operation == "up" and kwargs["refresh"] is True
+    assert operation == "up" and kwargs["refresh"] is True and kwargs["run_program"] is True
     assert callable(kwargs["on_event"])

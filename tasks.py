@@ -336,17 +336,25 @@ def rsync_down(c, source, target, stack=None, config=None, trust_first_use=False
         fetch(_named(stack, config), source, target, trust_first_use)
 
 
-@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP})
-def status(c, stack=None, config=None, trust_first_use=False):
+@task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP, "trust-first-use": _TRUST_HELP,
+            "json": "print the nodes and what waits for capacity as JSON (no SSH)"})
+def status(c, stack=None, config=None, trust_first_use=False, json=False):  # noqa: A002
     """The stack's nodes, their script versions, `ray status`.
 
     Nodes with type, kind, state and IPs; which were preempted and when, or vanished (the
-    Compute/TPU API); each node's applied startup script version and bootstrap stage; a head
-    stopped by autostop is said so."""
-    from ops.cloud.status import show_status
+    Compute/TPU API); what waits for capacity (flex-start, queued TPU requests) and which nodes
+    end when; each node's applied startup script version and bootstrap stage; a head stopped
+    by autostop is said so. `--json`: the nodes and capacity as JSON, from the APIs only."""
     from ops.errors import user_errors
 
     with user_errors():
+        if json:
+            from ops.cloud.capacity_status import status_json
+
+            print(status_json(_named(stack, config)))
+            return
+        from ops.cloud.status import show_status
+
         show_status(_named(stack, config), trust_first_use)
 
 

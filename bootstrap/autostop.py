@@ -75,6 +75,14 @@ from bootstrap.head_provider.spend import (
     NodeUsage,
     SpendCap,
 )
+from bootstrap.head_provider.time_limit import (
+    END_LABEL,
+    ENDING_ATTRIBUTE,
+    WARN_BEFORE_S,
+    end_label,
+    end_of,
+    warning,
+)
 
 __all__ = ["ApiError", "Autostop", "Cloud", "Metadata", "RayState", "http_json", "main",
            "ssh_sessions", "stop_cluster"]
@@ -87,6 +95,7 @@ REASON_LABEL = "ray-autostop"
 TIME_LABEL = "ray-autostop-at"
 LEDGER_FILE = ".ray-spend.json"  # in the head's home, beside the override
 SPEND_ATTRIBUTE = "ray-spend/status"
+USER_NODE_TYPE_LABEL = "ray-user-node-type"  # Ray's label naming a node's type
 DEFAULT_POLL_SECONDS = 15.0
 OPERATION_DEADLINE = 900.0
 
@@ -121,6 +130,7 @@ class Settings:
     idle_minutes: float = 0.0
     down: bool = False
     source: str = "metadata"
+    ends: bool = False  # some node may have an end (a flex-start rung): follow the ends
 
     @property
     def enabled(self) -> bool:
@@ -146,7 +156,8 @@ def read_settings(metadata: Metadata, home: Path) -> Settings | None:
     settings = Settings(
         project=data["project"], zone=data["zone"], cluster_labels=data["cluster_labels"],
         head_labels=data["head_labels"], tpu=bool(data.get("tpu")),
-        idle_minutes=float(data.get("idle_minutes") or 0), down=bool(data.get("down")))
+        idle_minutes=float(data.get("idle_minutes") or 0), down=bool(data.get("down")),
+        ends=bool(data.get("ends")))
     override = home / OVERRIDE_FILE
     if override.is_file():
         try:
@@ -154,7 +165,7 @@ def read_settings(metadata: Metadata, home: Path) -> Settings | None:
             settings = Settings(
                 settings.project, settings.zone, settings.cluster_labels, settings.head_labels,
                 settings.tpu, float(own.get("idle_minutes") or 0), bool(own.get("down")),
-                source=f"{override}, written by invoke autostop")
+                source=f"{override}, written by invoke autostop", ends=settings.ends)
         except (OSError, ValueError, AttributeError) as exc:
             log(f"{override} is unreadable ({exc}): the metadata setting stays")
     return settings
@@ -436,6 +447,8 @@ class Autostop:
         self.proc_dir, self.poll_seconds, self.clock = proc_dir, poll_seconds, clock
         self.idle_since: float | None = None  # None: busy, or autostop is off
         self._said: dict[str, str] = {}
+        self._warned: set[str] = set()  # `node@end` already warned of
+        self._ending: dict[str, str] | None = None  # what ENDING_ATTRIBUTE says now
 
     def _report(self, key: str, value: str) -> None:
         try:
@@ -491,6 +504,39 @@ class Autostop:
                        "spend")
         return (stop, settings, running) if stop else None
 
+    def end_check(self) -> dict[str, str]:
+        """Each node with a time limit (every flex-start VM): label it with its end
+        (`ray-ends-at`, which Ray's provider reports as a node tag), publish the ends in the
+        guest attribute `ray-capacity/ending`, and warn once in the log when one is
+        WARN_BEFORE_S away; name -> end (ISO). Only for a cluster whose settings say some
+        node may have an end (`ends`): no other cluster lists its nodes once more per check."""
+        try:
+            settings = read_settings(self.metadata, self.home)
+            if settings is None or not settings.ends:
+                return {}
+            nodes = self.cloud.nodes(settings)
+        except (ApiError, ValueError, KeyError, TypeError) as exc:
+            self._say_once(f"node ends: cannot list the nodes ({exc}): trying again", "ends")
+            return {}
+        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        ending: dict[str, str] = {}
+        for node in nodes:
+            end = end_of(node.item) if node.kind == "compute" else None
+            if end is None:
+                continue
+            ending[node.short_name] = _iso(end.timestamp())
+            if node.labels.get(END_LABEL) != end_label(end):
+                self.cloud.set_labels(settings, node, {END_LABEL: end_label(end)})
+            key = f"{node.short_name}@{end_label(end)}"
+            if (end - now).total_seconds() <= WARN_BEFORE_S and key not in self._warned:
+                self._warned.add(key)
+                node_type = node.labels.get(USER_NODE_TYPE_LABEL, "")
+                log(f"node ending: {warning(node.short_name, node_type, node.item, end, now)}")
+        if ending != self._ending:
+            self._report(ENDING_ATTRIBUTE, json.dumps(ending, sort_keys=True))
+            self._ending = ending
+        return ending
+
     def _mark_head(self, settings: Settings, nodes: list[CloudNode], capped: bool) -> None:
         """While `stop_workers` holds the workers stopped, the head says so in its labels,
         where the launch check (and `invoke status`) read it; raising the cap clears them."""
@@ -541,6 +587,7 @@ class Autostop:
         spend cap's `stop_workers`, which leaves the head up, is not an end)."""
         stopped: list[str] = []
         while not until():
+            self.end_check()
             capped = self.spend_check()
             if capped is not None:
                 stop, settings, nodes = capped

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bootstrap.autostop import DAEMON_KEY, SETTINGS_KEY
 from model.config import ClusterConfig
+from model.config.node_config import ComputeNodeConfig
 from model.labels import CLUSTER_NAME, NODE_KIND, ray_labels
 
 # The zip's files: the daemon at its top (`python3 daemon.pyz` runs __main__.py), and the head
@@ -35,12 +36,28 @@ DAEMON_TEXTS = {
 }
 
 
+def has_time_limits(config: ClusterConfig) -> bool:
+    """Some node of the cluster may have an end GCE keeps (a flex-start rung, or a node_config
+    with maxRunDuration or terminationTime): the daemon then follows the ends."""
+    rungs = [rung for policy in (config.provider.capacity or {}).values()
+             for rung in policy.ladder or []]
+    schedulings = [node_type.node_config.scheduling
+                   for node_type in config.available_node_types.values()
+                   if isinstance(node_type.node_config, ComputeNodeConfig)]
+    return any(rung.market == "flex-start" for rung in rungs) or any(
+        s.max_run_duration is not None or s.termination_time or s.provisioning_model ==
+        "FLEX_START" for s in schedulings)
+
+
 def autostop_settings(config: ClusterConfig) -> dict:
     """What the daemon needs: where the cluster is, how to tell its nodes and head, and the
-    YAML's setting (`idle_minutes` 0: off until `invoke autostop` turns it on)."""
+    YAML's setting (`idle_minutes` 0: off until `invoke autostop` turns it on); `ends` when
+    some node may have an end (has_time_limits: absent otherwise, so other clusters' metadata
+    stays as it was)."""
     head = ray_labels(config.cluster_name, "head", config.head_node_type)
     autostop = config.provider.autostop
-    return {
+    ends = {"ends": True} if has_time_limits(config) else {}
+    return {**ends,
         "project": config.provider.project,
         "zone": config.provider.availability_zone,
         "cluster_labels": {CLUSTER_NAME: head[CLUSTER_NAME]},

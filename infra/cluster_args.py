@@ -17,6 +17,7 @@ import pulumi
 
 from bootstrap.file_mounts import PackedMounts, pack_file_mounts, synced_files_outside_mounts
 from infra.metadata_limits import check_metadata_limits
+from model.adoption import read_adoption
 from model.config import ClusterConfig, ConfigError, load_cluster_config, parse_cluster_config
 from model.plan import ClusterPlan, check_boot_disks, plan_cluster
 
@@ -74,7 +75,7 @@ def prepare_cluster(args: RayClusterArgs) -> PreparedCluster:
         config = read_config(args)
         for warning in [*config.warnings, *config.review_warnings]:
             pulumi.log.warn(warning)
-        plan = plan_cluster(config, args.worker_counts)
+        plan = plan_cluster(config, args.worker_counts, read_adoption(args.adopt))
         check_boot_disks(plan)
         # Packed once: every node's script names the archive by its content's keyed hash.
         mounts = pack_file_mounts(config)

@@ -8,8 +8,9 @@ stack file's `ray-gcp:adopt` names, read for the program.
 - `pinned`: per worker type, the running workers its WorkerGroup takes as its own (up to its
   count): no node is made where one already runs.
 - `autoscaler`: per worker type, the running workers that stay Ray's autoscaler's: they gain
-  the stack's label (its `down` removes them) and the launch hash the head's autoscaler computes
-  for their type from the stack's config (it keeps them rather than replacing them as outdated).
+  only the stack's label (its `down` removes them). Their launch hash stays Ray's: the head
+  goes on running the autoscaler `ray up` started, which would terminate a worker whose hash
+  it does not compute as outdated.
 
 Every name here was found in the cloud by `invoke adopt`; the program trusts none of it beyond
 using it as a name (the providers look each one up).

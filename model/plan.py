@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from model.adoption import Adoption
 from model.config import ClusterConfig, ComputeNodeConfig, ConfigError, TpuNodeConfig
 from model.identities import (
     NodeIdentity,
@@ -139,11 +140,16 @@ class ClusterPlan:
 
 
 def resolve_worker_counts(
-    config: ClusterConfig, overrides: Mapping[str, object] | None
+    config: ClusterConfig, overrides: Mapping[str, object] | None,
+    adoption: Adoption | None = None,
 ) -> dict[str, int]:
     """Each worker type's desired count: `min_workers`, or the stack's `workerCounts` entry,
-    which must name a worker type and lie within its [min_workers, max_workers]."""
-    counts = {name: t.min_workers for name, t in config.worker_types.items()}
+    which must name a worker type and lie within its [min_workers, max_workers]. A stack that
+    adopted a `ray up` cluster (`adoption`) pins by default only the workers its adoption took
+    (model/adoption.py: none, since the head keeps `ray up`'s autoscaler, which keeps
+    `min_workers` itself), and a count of its may be anything up to max_workers."""
+    counts = {name: len(adoption.pinned.get(name, ())) if adoption else t.min_workers
+              for name, t in config.worker_types.items()}
     problems: list[tuple[str, str]] = []
     for name, raw in (overrides or {}).items():
         path = f"{WORKER_COUNTS_KEY}.{name}"
@@ -155,11 +161,12 @@ def resolve_worker_counts(
         whole = (isinstance(raw, int) and not isinstance(raw, bool)) or \
             (isinstance(raw, float) and raw.is_integer())
         value = int(raw) if whole else None
-        low, high = node_type.min_workers, node_type.max_workers or 0
+        low, high = 0 if adoption else node_type.min_workers, node_type.max_workers or 0
         if value is None or not low <= value <= high:
             what = f"is outside {name}'s range" if whole else "is not a whole number"
-            problems.append((path, f"{raw!r} {what}: set a whole number from min_workers "
-                                   f"{low} to max_workers {high}"))
+            problems.append((path, f"{raw!r} {what}: set a whole number from "
+                                   f"{'0' if adoption else f'min_workers {low}'} to "
+                                   f"max_workers {high}"))
             continue
         counts[name] = value
     if sum(counts.values()) > config.max_workers:
@@ -182,9 +189,10 @@ def subnet_preference(name: str) -> tuple[bool, str]:
 
 
 def plan_cluster(
-    config: ClusterConfig, worker_counts: Mapping[str, object] | None = None
+    config: ClusterConfig, worker_counts: Mapping[str, object] | None = None,
+    adoption: Adoption | None = None,
 ) -> ClusterPlan:
-    counts = resolve_worker_counts(config, worker_counts)
+    counts = resolve_worker_counts(config, worker_counts, adoption)
     cluster_tag = f"ray-{config.cluster_name}"
     firewall = FirewallPlan(
         cluster_tag=cluster_tag,

@@ -120,6 +120,52 @@ def rung_body(body: Mapping[str, Any], rung: Mapping[str, Any],
     return _labelled(made, market, reservation)
 
 
+def ladder_zones(policies: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every zone the ladders of `policies` (node type -> capacity policy) name, in order."""
+    zones: list[str] = []
+    for policy in policies.values():
+        for rung in policy.get("ladder") or []:
+            zones += [zone for zone in rung.get("zones") or [] if zone not in zones]
+    return zones
+
+
+def rung_zones(rung: Mapping[str, Any]) -> list[str | None]:
+    """Where a rung is tried, in order (None: the provider's own zone); a reservation rung in
+    its first zone only (a reservation is zonal)."""
+    zones: list[str | None] = list(rung.get("zones") or [None])
+    return zones[:1] if rung["market"] == RESERVATION else zones
+
+
+_ZONAL = re.compile(r"(^|/)zones/[^/]+/")
+
+
+def in_zone(body: Mapping[str, Any], zone: str | None) -> dict[str, Any]:
+    """`body` for an instance in `zone`: the zonal URLs it may carry (machine type, GPU types,
+    disk types) point there; None: as it is."""
+    made = dict(body)
+    if zone is None:
+        return made
+
+    def moved(url: Any) -> Any:
+        return _ZONAL.sub(rf"\1zones/{zone}/", url) if isinstance(url, str) else url
+
+    if "machineType" in made:
+        made["machineType"] = moved(made["machineType"])
+    made["guestAccelerators"] = [{**gpu, "acceleratorType": moved(gpu.get("acceleratorType"))}
+                                 for gpu in made.get("guestAccelerators") or []]
+    if not made["guestAccelerators"]:
+        del made["guestAccelerators"]
+    disks = []
+    for disk in made.get("disks") or []:
+        params = dict(disk.get("initializeParams") or {})
+        if "diskType" in params:
+            params["diskType"] = moved(params["diskType"])
+        disks.append({**disk, "initializeParams": params} if params else dict(disk))
+    if disks:
+        made["disks"] = disks
+    return made
+
+
 def _standard(body: Mapping[str, Any]) -> dict[str, Any]:
     scheduling = {k: v for k, v in (body.get("scheduling") or {}).items() if k not in _SPOT_ONLY}
     return {**body, "scheduling": {**scheduling, "provisioningModel": "STANDARD"}}

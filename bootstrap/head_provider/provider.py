@@ -7,6 +7,13 @@ termination are Ray's, inherited, so existing clusters' autoscaled nodes are lis
 recognised and retired as before; `node_tags` reports a Pulumi node as its twin's worker when
 the provider section names twins (v2), `create_node` refuses a twin type and `terminate_node`
 a Pulumi node.
+
+Zones: Ray's provider lists and creates in `availability_zone` only. A capacity ladder may
+name other zones (a rung's `zones`); for each, the provider keeps one more of Ray's own
+GCPCompute (the same API client, that zone), lists the cluster's nodes there too, creates a
+rung's nodes there, and acts on a node (terminate, tags, command runner) through the GCPCompute
+that listed it, that is in the node's own zone. So both autoscalers see every node once,
+wherever its rung put it.
 """
 
 from __future__ import annotations
@@ -15,13 +22,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ray.autoscaler._private.gcp.node import GCPComputeNode
+from ray.autoscaler._private.gcp.node import GCPCompute, GCPComputeNode, GCPNodeType, GCPResource
 from ray.autoscaler._private.gcp.node_provider import GCPNodeProvider
 from ray.autoscaler.node_launch_exception import NodeLaunchException
 from ray.autoscaler.tags import NODE_KIND_UNMANAGED, TAG_RAY_NODE_KIND, TAG_RAY_USER_NODE_TYPE
 
 from . import pinned
 from .capacity import PROVIDER_FIELD
+from .ladder import ladder_zones
 from .launch import launch_nodes
 from .spend_gate import SpendGate
 
@@ -59,6 +67,35 @@ class HeadNodeProvider(GCPNodeProvider):
         logger.info("HeadNodeProvider from %s: capacity ladders for %s", __file__,
                     ", ".join(sorted(self.capacity)) or "no node type")
 
+    def _construct_clients(self) -> None:
+        """Ray's clients, and a GCPCompute of the same client for each other zone the ladders
+        name (rebuilt with them, as Ray rebuilds its clients after a broken pipe)."""
+        super()._construct_clients()
+        compute = self.resources[GCPNodeType.COMPUTE]
+        home = self.provider_config["availability_zone"]
+        self.zone_resources: dict[str, GCPCompute] = {
+            zone: GCPCompute(compute.resource, self.provider_config["project_id"], zone,
+                             self.cluster_name)
+            for zone in ladder_zones(self.provider_config.get(PROVIDER_FIELD) or {})
+            if zone != home}
+
+    def non_terminated_nodes(self, tag_filters: dict[str, str]) -> list[str]:
+        """Ray's listing, then the other zones' (the cache holds every node listed)."""
+        names = super().non_terminated_nodes(tag_filters)
+        with self.lock:
+            for resource in self.zone_resources.values():
+                found = resource.list_instances(tag_filters)
+                self.cached_nodes.update({node["name"]: node for node in found})
+                names += [node["name"] for node in found]
+        return names
+
+    def _get_resource_depending_on_node_name(self, node_name: str) -> GCPResource:
+        """The GCPCompute that listed the node (its zone's), else Ray's by the name."""
+        node = self.cached_nodes.get(node_name)
+        if node is not None and node.resource in self.zone_resources.values():
+            return node.resource
+        return super()._get_resource_depending_on_node_name(node_name)
+
     def node_tags(self, node_id: str) -> dict[str, str]:
         return pinned.as_v2_sees_it(super().node_tags(node_id), self.twins)
 
@@ -83,8 +120,11 @@ class HeadNodeProvider(GCPNodeProvider):
                     count: int) -> dict[str, Any]:
         node_type = tags.get(TAG_RAY_USER_NODE_TYPE, "")
 
-        def create(body: dict[str, Any], how_many: int) -> dict[str, Any]:
-            return GCPNodeProvider.create_node(self, body, tags, how_many)
+        def create(body: dict[str, Any], how_many: int, zone: str | None) -> dict[str, Any]:
+            if zone is None or zone not in self.zone_resources:
+                return GCPNodeProvider.create_node(self, body, tags, how_many)
+            made = self.zone_resources[zone].create_instances(body, tags, how_many)
+            return {name: result for result, name in made}
 
         # One launch at a time, as Ray's own create_node does: a check sees the nodes of every
         # launch before this one.
@@ -92,4 +132,4 @@ class HeadNodeProvider(GCPNodeProvider):
             for check in self.launch_checks:
                 check(base_config, tags, count)
             return launch_nodes(create, base_config, count, self.capacity.get(node_type),
-                                node_type, self.provider_config.get("availability_zone"))
+                                node_type)

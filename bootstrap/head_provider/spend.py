@@ -19,6 +19,10 @@ adds, for each node listed, what it cost since the previous check (its run perio
 interval at its running price, its disks throughout). So a worker the autoscaler deleted
 between two checks still counts up to the check before, and the total survives a restart of
 the daemon (or of the head: the file is on its disk).
+
+A node with a time limit (every flex-start VM: `resourceStatus.scheduling.terminationTimestamp`,
+time_limit.py) counts up to its end and no further, and in the hourly projection only for the
+part of the coming hour it still has: GCE ends it then, whatever the daemon last saw.
 """
 
 from __future__ import annotations
@@ -66,6 +70,13 @@ def parse_time(value: str | None) -> datetime | None:
     text = _FRACTION.sub(lambda match: "." + match.group(1)[:6].ljust(6, "0"),
                          value.replace("Z", "+00:00"))
     return datetime.fromisoformat(text)
+
+
+def end_of(item: Mapping[str, Any]) -> datetime | None:
+    """When GCE ends this instance (its REST JSON: `resourceStatus.scheduling.
+    terminationTimestamp`), or None: no time limit, or not running."""
+    status = item.get("resourceStatus") or {}
+    return parse_time((status.get("scheduling") or {}).get("terminationTimestamp"))
 
 
 def run_periods(state: str, created: datetime, last_start: datetime | None,
@@ -119,6 +130,7 @@ class NodeUsage:
     created: datetime
     last_start: datetime | None = None
     last_stop: datetime | None = None
+    ends: datetime | None = None  # when GCE ends it (a time limit), None: no limit
 
     @property
     def running(self) -> bool:
@@ -132,7 +144,7 @@ class NodeUsage:
                    market_of(item.get("scheduling")), item.get("status", ""),
                    parse_time(item.get("creationTimestamp")) or now,
                    parse_time(item.get("lastStartTimestamp")),
-                   parse_time(item.get("lastStopTimestamp")))
+                   parse_time(item.get("lastStopTimestamp")), end_of(item))
 
     @classmethod
     def of_tpu_node(cls, item: Mapping[str, Any], node_type_label: str,
@@ -170,20 +182,29 @@ class SpendCap:
         """A type unknown to the table (renamed since the plan) counts as free."""
         return self.rates.get(node_type, {}).get(market, Rate(0.0, 0.0))
 
-    def hourly(self, node: NodeUsage) -> float:
+    def hourly(self, node: NodeUsage, now: datetime | None = None) -> float:
+        """USD the node costs over the coming hour: a node with an end only for the part of
+        the hour before it (`now` given)."""
         rate = self.rate(node.node_type, node.market)
-        return rate.running if node.running else rate.stopped
+        per_hour = rate.running if node.running else rate.stopped
+        if node.ends is None or now is None:
+            return per_hour
+        return per_hour * min(1.0, max(0.0, (node.ends - now).total_seconds() / 3600))
 
     def accrued(self, node: NodeUsage, since: datetime | None, now: datetime) -> float:
-        """USD the node cost from `since` (default: its creation) to `now`."""
+        """USD the node cost from `since` (default: its creation) to `now` (or its end)."""
+        if node.ends is not None:
+            now = max(min(now, node.ends), since or node.created)
         rate = self.rate(node.node_type, node.market)
         ran = hours_run(node.state, node.created, node.last_start, node.last_stop, now, since)
         return rate.spent(ran, _overlap_hours([(node.created, now)], since or node.created, now))
 
 
-def projection(cap: SpendCap, nodes: Iterable[NodeUsage]) -> float:
-    """USD per hour of the cluster now: running nodes at their price, stopped ones' disks."""
-    return sum(cap.hourly(node) for node in nodes)
+def projection(cap: SpendCap, nodes: Iterable[NodeUsage], now: datetime | None = None
+               ) -> float:
+    """USD per hour of the cluster now: running nodes at their price, stopped ones' disks; a
+    node that ends within the hour (`now` given) for the part it still has."""
+    return sum(cap.hourly(node, now) for node in nodes)
 
 
 def launch_refusal(cap: SpendCap, nodes: Iterable[NodeUsage], node_type: str, count: int,
@@ -237,7 +258,7 @@ class Ledger:
             since = now
         self.total_usd += sum(cap.accrued(node, since, now) for node in nodes)
         self.started = self.started or _iso(now)
-        self.checked, self.per_hour, self.nodes = now, projection(cap, nodes), len(nodes)
+        self.checked, self.per_hour, self.nodes = now, projection(cap, nodes, now), len(nodes)
         return self.total_usd
 
     def as_dict(self) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from infra.workers.naming import (
 )
 from infra.workers.nodes import NoCapacity, Node, NodeApi, Want
 from infra.workers.plan import plan_scale
-from model.labels import LAUNCH_CONFIG, STACK
+from model.labels import STACK
 
 # Inputs that change in place; the IDENTITY_KEYS replace the group instead (the body only when
 # its machine changes: naming.machine_of; its metadata and labels change in place).
@@ -148,9 +148,10 @@ class WorkerGroupProvider(ApiProvider):
         """The running workers of a cluster `ray up` made (`adopt`, model/adoption.py): the
         `pinned` ones become the group's (its labels: the group's, unmanaged, the stack's),
         so it makes only what they leave missing; the `autoscaler` ones stay the autoscaler's
-        and gain the stack's label (its `down` sweeps them) and the type's launch hash (the
-        head's autoscaler keeps them instead of replacing them as outdated). Nodes already
-        taken, gone, or of another type are left alone."""
+        and gain only the stack's label (its `down` sweeps them). Their launch hash stays
+        Ray's: the adopted head goes on running `ray up`'s autoscaler, which terminates as
+        outdated a worker whose hash differs from the one it computes (docs/coming-from-ray-
+        up.md). Nodes already taken, gone, or of another type are left alone."""
         adopt = props.get("adopt") or {}
         if not (adopt.get("pinned") or adopt.get("autoscaler")):
             return
@@ -161,11 +162,10 @@ class WorkerGroupProvider(ApiProvider):
                   if name in workers and GROUP_LABEL not in workers[name].labels]
         if pinned:
             api.set_labels(pinned, lambda current: {**current, **labels})
-        kept = {key: labels[key] for key in (STACK, LAUNCH_CONFIG) if key in labels}
         autoscaler = [workers[name] for name in adopt.get("autoscaler") or ()
                       if name in workers and is_autoscaler_worker(workers[name].labels)]
-        if autoscaler and kept:
-            api.set_labels(autoscaler, lambda current: {**current, **kept})
+        if autoscaler and STACK in labels:
+            api.set_labels(autoscaler, lambda current: {**current, STACK: labels[STACK]})
 
     def _bring_up_to_date(
         self,

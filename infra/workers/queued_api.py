@@ -109,7 +109,7 @@ def _reservation_parts(parent: str, reference: str) -> tuple[str, str]:
     return parent.split("/")[1], reference
 
 
-def _request(resource: tpu_v2.QueuedResource) -> QueuedRequest:
+def as_request(resource: tpu_v2.QueuedResource) -> QueuedRequest:
     from google.cloud import tpu_v2
 
     status = resource.state
@@ -158,7 +158,7 @@ class QueuedSlices(TpuZone):
             )
         except api_exceptions.NotFound:
             return None
-        return _request(resource)
+        return as_request(resource)
 
     def create(self, name: str, body: dict[str, Any]) -> None:
         """Queue the request and wait for the create operation (not for capacity)."""
@@ -239,7 +239,7 @@ class QueuedSlices(TpuZone):
             lambda: list(self._clients.tpu.list_queued_resources(parent=self.parent, retry=None)),
             self._retry,
         )
-        found = [_request(resource) for resource in listed]
+        found = [as_request(resource) for resource in listed]
         return sorted(
             (
                 Node(

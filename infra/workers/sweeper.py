@@ -20,7 +20,9 @@ both stacks, when any carries another stack's identity (or none: a stack deploye
 carried it). A refused create leaves nothing in the state, so that stack's destroy sweeps
 nothing. A sweeper recorded before the label existed (no `stack` in its state) was made by
 such a stack: updated, it also sweeps its cluster's nodes that carry no identity (the
-autoscaler's, launched before the upgrade); never updated, it sweeps as it always did.
+autoscaler's, launched before the upgrade); never updated, it sweeps as it always did. A
+stack that adopted a `ray up` cluster (`adopted`) sweeps them too: its head goes on running
+`ray up`'s autoscaler, whose new workers carry no stack's label.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ def owned_by(props: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     if stack is None:  # recorded before the label existed, never updated since
         return True
     if STACK not in labels:
-        return bool(props.get(SWEEPS_UNLABELLED))
+        # An adopted cluster's head runs `ray up`'s autoscaler until Ray restarts on it: the
+        # workers it launches carry no stack's label (the claim refused any other stack's).
+        return bool(props.get(SWEEPS_UNLABELLED) or props.get("adopted"))
     return labels[STACK] == stack
 
 

@@ -1,9 +1,11 @@
 """Private clusters: no public address on any node, SSH through a tunnel, OS Login.
 
-`provider.private_cluster` takes every external IP away (Ray's own `use_internal_ips` only
-says which address to dial), admits SSH from IAP's TCP-forwarding range only and gives the
-region's subnet a Cloud NAT for egress. `provider.ssh_proxy_command` is the tunnel the tasks
-(and `invoke ssh-config`) reach the head through; in private mode it defaults to IAP.
+`provider.private_cluster` takes every external IP away, admits SSH from IAP's TCP-forwarding
+range only and gives the region's subnet a Cloud NAT for egress. (`use_internal_ips` keeps
+Ray's meaning, dial the internal IPs, and also leaves the nodes without an external IP
+(`model/plan.py`), but it makes no NAT and opens no IAP range.) `provider.ssh_proxy_command`
+is the tunnel the tasks (and `invoke ssh-config`) reach the head through; in private mode it
+defaults to IAP.
 `provider.os_login` turns on OS Login. No pulumi imports: the model's own rules.
 """
 

@@ -15,14 +15,10 @@ def render(found: Survey) -> str:
     if found.head is not None:
         lines.append(f"  head      {found.head['name']} ({config.head_node_type}): imported "
                      "under its own name, kept running")
-    for node_type in sorted({*found.pinned, *found.autoscaler}):
-        pinned, kept = found.pinned.get(node_type, []), found.autoscaler.get(node_type, [])
-        if pinned:
-            lines.append(f"  workers   {node_type}: {len(pinned)} taken by its worker group "
-                         f"(its pinned count starts from these): {', '.join(pinned)}")
-        if kept:
-            lines.append(f"  workers   {node_type}: {len(kept)} stay Ray's autoscaler's (now "
-                         f"through the head's provider): {', '.join(kept)}")
+    for node_type, kept in sorted(found.autoscaler.items()):
+        lines.append(f"  workers   {node_type}: {len(kept)} stay Ray's autoscaler's (the one "
+                     f"`ray up` started on the head; the stack pins none of its own until "
+                     f"you set a count): {', '.join(kept)}")
     if found.account:
         lines.append(f"  account   {found.account}: imported (kept when the stack goes, as "
                      "Ray keeps it)")
@@ -54,7 +50,8 @@ def render(found: Survey) -> str:
 
 NOTES = {
     "labels": "labels: Ray's stay; the stack adds ray-gcp-stack and the launch hash of its "
-              "own node config (Ray's autoscaler on the head computes the same one)",
+              "own head config (from now on `invoke up`, not `ray up`, which would replace "
+              "the head)",
     "metadata": "metadata: the startup script that makes the node boot itself and the "
                 "stack's SSH key; the running node keeps running, the script runs at its "
                 "next boot",
@@ -64,7 +61,8 @@ NOTES = {
                      "node",
     "allowStoppingForUpdate": "",
     "createIgnoreAlreadyExists": "createIgnoreAlreadyExists: recorded, nothing changes",
-    "adopt": "adopt: the worker group takes (or labels) the running workers named above",
+    "adopt": "adopt: the worker group labels the running workers named above with the stack "
+             "(its `down` removes them); they stay Ray's autoscaler's",
 }
 
 

@@ -3,8 +3,9 @@ instances and the rest as `cloud.read_ray_made` read them, and the YAML).
 
 Taken over: the head (imported under its own name), the `ray-autoscaler-sa-v1` account and the
 project roles it holds that the stack grants too (imported), and each worker type's running
-workers: as many as the type's pinned count (its `min_workers`, the oldest first) become the
-stack's WorkerGroup's, so it makes none while they run; the rest stay Ray's autoscaler's.
+workers, which stay Ray's autoscaler's: `ray up` pins none, and the head goes on running the
+autoscaler `ray up` started, which keeps each type's `min_workers` itself (a worker the stack
+took would be one it no longer counts, and replaced: docs/coming-from-ray-up.md).
 
 Refused, each with the way out: no head, or several; nodes that already carry a stack's label;
 a node whose type the YAML does not have (the cluster was made from another YAML); a node
@@ -22,7 +23,6 @@ from model.adoption import Adoption
 from model.config import ClusterConfig, ComputeNodeConfig
 from model.identities import head_project_roles
 from model.labels import KIND_HEAD, KIND_WORKER, NODE_KIND, STACK, USER_NODE_TYPE
-from model.plan import resolve_worker_counts
 
 RAY_KEY_FILE = "~/.ssh/ray-autoscaler_gcp_{region}_{project}_{user}_{index}.pem"
 
@@ -31,7 +31,6 @@ RAY_KEY_FILE = "~/.ssh/ray-autoscaler_gcp_{region}_{project}_{user}_{index}.pem"
 class Survey:
     config: ClusterConfig
     head: dict[str, Any] | None = None
-    pinned: dict[str, list[str]] = field(default_factory=dict)
     autoscaler: dict[str, list[str]] = field(default_factory=dict)
     account: str = ""
     """The autoscaler account's email when it exists."""
@@ -50,7 +49,6 @@ class Survey:
             raise ValueError("no head to adopt")
         return Adoption(head=self.head["name"], service_account=bool(self.account),
                         roles=tuple(self.roles_imported),
-                        pinned={k: tuple(v) for k, v in self.pinned.items()},
                         autoscaler={k: tuple(v) for k, v in self.autoscaler.items()})
 
 
@@ -90,7 +88,7 @@ def survey(config: ClusterConfig, instances: list[dict[str, Any]],
                 f"the head's node_config has {len(node_config.disks) - 1} data disk(s): "
                 "adopting a head with disks of its own is not supported; `ray down` and "
                 "`invoke up -c` instead")
-    _split_workers(config, [i for i in instances if i not in heads], found)
+    _workers(config, [i for i in instances if i not in heads], found)
     _identity(config, account, account_roles, found)
     user = config.auth.ssh_user
     found.ray_keys = [line for line in ssh_keys if line.split(":", 1)[0] == user
@@ -103,10 +101,8 @@ def survey(config: ClusterConfig, instances: list[dict[str, Any]],
     return found
 
 
-def _split_workers(config: ClusterConfig, workers: list[dict[str, Any]], found: Survey) -> None:
-    """Per worker type: the oldest running ones up to its pinned count become the stack's
-    WorkerGroup's, the rest stay the autoscaler's."""
-    counts = resolve_worker_counts(config, None)
+def _workers(config: ClusterConfig, workers: list[dict[str, Any]], found: Survey) -> None:
+    """Per worker type, the running workers, all the autoscaler's."""
     for instance in workers:
         labels = instance.get("labels") or {}
         node_type = labels.get(USER_NODE_TYPE, "")
@@ -127,12 +123,7 @@ def _split_workers(config: ClusterConfig, workers: list[dict[str, Any]], found: 
                 f"delete it (`gcloud compute instances delete {instance['name']} --zone "
                 f"{config.provider.availability_zone}`) or start it, then adopt")
             continue
-        if not _judge_node(config, instance, node_type, found.refusals):
-            continue
-        pinned = found.pinned.setdefault(node_type, [])
-        if len(pinned) < counts.get(node_type, 0):
-            pinned.append(instance["name"])
-        else:
+        if _judge_node(config, instance, node_type, found.refusals):
             found.autoscaler.setdefault(node_type, []).append(instance["name"])
 
 
@@ -227,11 +218,8 @@ def _accelerators(body: dict[str, Any]) -> list[tuple[str, int]]:
                   for a in body.get("guestAccelerators") or [])
 
 
-def _spot(scheduling: Any) -> bool:
-    if isinstance(scheduling, list):  # Ray's list form, as its launcher sends it
-        merged: dict[str, Any] = {}
-        for entry in scheduling:
-            merged.update(entry if isinstance(entry, dict) else {})
-        scheduling = merged
+def _spot(scheduling: dict[str, Any] | None) -> bool:
+    """One Scheduling object: the YAML's as the model reads it (Ray's list form merged) or
+    the instance's as GCE made it."""
     scheduling = scheduling or {}
     return bool(scheduling.get("preemptible")) or scheduling.get("provisioningModel") == "SPOT"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
+from ops.cloud.capacity_status import capacity_lines
 from ops.cloud.cloud_api import StackApi
 from ops.cloud.preemptions import preemption_lines
 from ops.cloud.spend_status import head_spend_lines, label_time
@@ -103,6 +104,8 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
         for line in unlisted:
             print(line, flush=True)
         for line in preemption_lines(api):
+            print(line, flush=True)
+        for line in capacity_lines(api):
             print(line, flush=True)
         for line in head_spend_lines(api):
             print(line, flush=True)

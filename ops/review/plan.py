@@ -28,6 +28,7 @@ from ops.errors import OpsError, is_user_error
 from ops.paths import in_existing_folder
 from ops.review.guardrails import pack_config, plan_findings, refuse_over_cap, table_lines
 from ops.stacks.stack import (
+    adoption_from_settings,
     cluster_from_settings,
     resolve_stack_name,
     stack_for_cluster_yaml,
@@ -125,7 +126,7 @@ def plan_settings(config: dict[str, str], stack: str, root: Path = PROJECT_ROOT)
 
     cluster, counts = cluster_from_settings(config)
     projection = cap_projection(cluster, counts)
-    identities = plan_cluster(cluster, counts).identities
+    identities = plan_cluster(cluster, counts, adoption_from_settings(config)).identities
     return {"format": PLAN_FORMAT_VERSION, "stack": stack, "cluster_file": cluster_file,
             "resources": resources, "price_per_hour": price_per_hour(cluster, counts),
             "spend_cap": projection,

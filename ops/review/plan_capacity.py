@@ -12,7 +12,13 @@ from typing import Any
 from model.config import ClusterConfig
 
 Free = Mapping[tuple[str, str], int]
-"""(zone, reservation as written) -> how many nodes it can still take."""
+"""(zone, reservation as written) -> how many nodes it can still take; (zone, any_key(type))
+-> how many nodes of the type an any-reservation rung there can place."""
+
+
+def any_key(node_type: str) -> str:
+    """The Free key of a type's any-reservation rung (its reservations are not named)."""
+    return f"any-reservation:{node_type}"
 
 
 def ladder_rows(config: ClusterConfig, counts: Mapping[str, int],
@@ -31,9 +37,15 @@ def ladder_rows(config: ClusterConfig, counts: Mapping[str, int],
             for reference in rung.reservations or [None]:
                 entry: dict[str, Any] = {**rung.as_input(), "zones": zones,
                                          "failover": not rung.zones, "nodes": []}
+                key = reference if reference is not None else (
+                    any_key(name) if rung.market == "any-reservation" else None)
                 if reference is not None:
                     entry["reservations"] = [reference]
-                    held = (free or {}).get((zones[0], reference))
+                if key is not None:
+                    held = (free or {}).get((zones[0], key))
+                    if reference is None and held is None:
+                        rungs.append(entry)  # an any-reservation rung, counts unread
+                        continue
                     entry["free"] = held
                     # Unread: meant for every node left, as many as it holds.
                     entry["nodes"] = left if held is None else left[:held]

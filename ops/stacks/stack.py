@@ -59,6 +59,7 @@ from ops.paths import (
 if TYPE_CHECKING:
     from pulumi.automation import Stack as AutomationStack
 
+    from model.adoption import Adoption
     from model.config import ClusterConfig
 
 OUTPUTS_ENV = "RAY_GCP_STACK_OUTPUTS"
@@ -466,7 +467,17 @@ def cluster_from_settings(settings: dict[str, str]) -> tuple[ClusterConfig, dict
         raise OpsError(f"the stack sets neither {CONFIG_KEY} nor {INLINE_KEY}: set one to its "
                        "cluster YAML")
     counts = settings.get(COUNTS_KEY)
-    return config, resolve_worker_counts(config, json.loads(counts) if counts else None)
+    return config, resolve_worker_counts(config, json.loads(counts) if counts else None,
+                                         adoption_from_settings(settings))
+
+
+def adoption_from_settings(settings: dict[str, str]) -> Adoption | None:
+    """What the stack took over from `ray up` (`ray-gcp:adopt`, model/adoption.py), if any."""
+    from model.adoption import read_adoption
+    from model.stack_config import ADOPT_KEY
+
+    adopted = settings.get(ADOPT_KEY)
+    return read_adoption(json.loads(adopted) if adopted else None)
 
 
 def cluster_credentials(settings: dict[str, str]) -> str | None:

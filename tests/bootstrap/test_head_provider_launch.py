@@ -118,3 +118,45 @@ def test_a_launch_check_sees_each_launch_and_may_refuse_it(fake, ray_apis_at_fak
 
     assert seen == [("gpu", 2), ("gpu", 3)]
     assert len(instances(fake)) == 2  # the refused launch made nothing
+
+
+ZONE_B = "us-west1-b"
+ACROSS = {"project_id": PROJECT, "availability_zone": ZONE, "capacity": {"gpu": {"ladder": [
+    {"market": "spot", "zones": [ZONE, ZONE_B]}, {"market": "on-demand"}]}}}
+A_ZONE_URL_BODY = {**SPOT, "machineType": f"zones/{ZONE}/machineTypes/n1-standard-2",
+                   "disks": [{"boot": True, "initializeParams": {
+                       "diskType": f"zones/{ZONE}/diskTypes/pd-balanced"}}]}
+
+
+def test_a_rung_in_another_zone_makes_lists_and_terminates_the_node_there(fake,
+                                                                          ray_apis_at_fake):
+    from bootstrap.head_provider.provider import HeadNodeProvider
+
+    fake.faults.spot_capacity[ZONE] = 0  # spot is out at home, there in the rung's next zone
+
+    made = autoscaler_launch(ACROSS, CLUSTER, "gpu", A_ZONE_URL_BODY, 2)
+
+    there = fake.instances(PROJECT, ZONE_B)
+    assert set(made) == set(there) and not instances(fake)
+    for instance in there.values():
+        assert market_of_instance(instance) == "spot"
+        assert instance["machineType"].endswith(f"zones/{ZONE_B}/machineTypes/n1-standard-2")
+        assert instance["disks"][0]["initializeParams"]["diskType"] == \
+            f"zones/{ZONE_B}/diskTypes/pd-balanced"
+    provider = HeadNodeProvider(ACROSS, CLUSTER)
+    assert sorted(provider.non_terminated_nodes({})) == sorted(made)
+    first, second = sorted(made)
+    assert provider.node_tags(first)["ray-user-node-type"] == "gpu"
+    provider.terminate_node(first)  # in the node's own zone, not Ray's availability_zone
+    provider.set_node_tags(second, {"ray-node-status": "up-to-date"})
+    fake.cloud.settle()
+    assert set(fake.instances(PROJECT, ZONE_B)) == {second}
+    assert fake.instances(PROJECT, ZONE_B)[second]["labels"]["ray-node-status"] == "up-to-date"
+    assert provider.non_terminated_nodes({}) == [second]
+
+
+def test_a_provider_without_other_zones_lists_only_its_own(fake, ray_apis_at_fake):
+    from bootstrap.head_provider.provider import HeadNodeProvider
+
+    assert HeadNodeProvider(PROVIDER, CLUSTER).zone_resources == {}
+    assert list(HeadNodeProvider(ACROSS, CLUSTER).zone_resources) == [ZONE_B]

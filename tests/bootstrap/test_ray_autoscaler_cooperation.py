@@ -39,6 +39,7 @@ from tests.support.ray_cooperation import (
     CYCLES,
     FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
+    OTHER_ZONE,
     PINNED_STACKS,
     Cluster,
     active_lines,
@@ -62,6 +63,7 @@ from tests.support.ray_cooperation import (
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
     reservation_full_spot_out,
     running,
+    spot_out_at_home,
     spot_with_fallback,
     start_cluster,
     start_with_one_pinned,
@@ -402,6 +404,26 @@ def test_demand_walks_the_ladder_reservation_then_flex_start_and_retires_every_n
     assert set(up.head.running()) == set(up.nodes)  # none left behind
     fake.cloud.settle()
     assert fake.cloud.reservations.get(cluster.project, cluster.zone, "gpu-res").free == 1
+
+
+def test_spot_out_at_home_walks_to_the_rungs_other_zone_and_v1_retires_the_nodes_there(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHead]
+) -> None:
+    cluster, nodes = spot_out_at_home("v1", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, nodes, head_for(cluster))
+    launched = grow(up)
+
+    assert launched and launch_failures(up.head) == []
+    assert set(launched) == set(fake.instances(cluster.project, OTHER_ZONE))
+    for name, instance in launched.items():
+        assert market_of_instance(instance) == "spot"
+        assert up.head.autoscaler.launch_config_ok(name)  # Ray's hash: not outdated
+    grow(up)  # listed across zones: counted once, nothing made twice
+    assert set(up.head.running()) == {*up.nodes, *launched}
+    for _ in range(CYCLES):
+        up.head.cycle(idle_s=idle_an_hour(up.head.running()))
+    fake.cloud.settle()
+    assert fake.instances(cluster.project, OTHER_ZONE) == {}  # terminated in their own zone
 
 
 # ------------------------------------ the workers Pulumi pins, counted by v1 (issue 36)

@@ -26,7 +26,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,6 @@ from ray.autoscaler.v2.instance_manager.config import FileConfigReader, Instance
 from ray.autoscaler.v2.schema import Stats
 from ray.autoscaler.v2.utils import ClusterStatusFormatter, ClusterStatusParser
 from ray.core.generated.autoscaler_pb2 import (
-    ClusterResourceConstraint,
     ClusterResourceState,
     GetClusterResourceStateReply,
     GetClusterStatusReply,
@@ -66,8 +64,10 @@ from tests.support.ray_cooperation import (
     CYCLES,
     FLEX_WAIT_S,
     IDLE_FOR_AN_HOUR,
+    OTHER_ZONE,
     PINNED_STACKS,
     Cluster,
+    InlineExecutor,
     active_lines,
     assert_on_demand_fallback,
     assert_reserved_then_flex_start,
@@ -84,8 +84,10 @@ from tests.support.ray_cooperation import (
     planned,
     planned_ladder,
     ray_apis_fixture,  # noqa: F401 (`ray_apis_at_fake`)
+    requested_constraint,
     reservation_full_spot_out,
     running,
+    spot_out_at_home,
     spot_with_fallback,
     start_cluster,
     start_with_one_pinned,
@@ -119,24 +121,6 @@ class Clock:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
-
-
-class InlineExecutor:
-    """A ThreadPoolExecutor whose work runs in `submit`."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 (a Future carries whatever it raised)
-            future.set_exception(exc)
-        return future
-
-    def shutdown(self, wait: bool = True) -> None:
-        pass
 
 
 # ------------------------------------------------------------- a node's `ray start`
@@ -280,10 +264,7 @@ class FakeGcs:
             state.pending_resource_requests.append(ResourceRequestByCount(
                 request=ResourceRequest(resources_bundle=bundle), count=1))
         if self.requested:  # the GCS keeps the last request_resources as one constraint
-            state.cluster_resource_constraints.append(ClusterResourceConstraint(
-                resource_requests=[ResourceRequestByCount(
-                    request=ResourceRequest(resources_bundle=bundle), count=1)
-                    for bundle in self.requested]))
+            state.cluster_resource_constraints.append(requested_constraint(self.requested))
         return GetClusterResourceStateReply(cluster_resource_state=state).SerializeToString()
 
     def drain_node(self, node_id: str, reason: int, reason_message: str,
@@ -658,6 +639,27 @@ def test_v2_demand_walks_the_ladder_and_ray_sees_each_nodes_market_and_zone(
     assert workers == {name: IMInstance.RAY_RUNNING for name in launched}
     grow_v2(up)
     assert set(up.head.running()) == {*up.nodes, *launched}
+
+
+def test_v2_spot_out_at_home_walks_to_the_rungs_other_zone_and_ray_sees_that_zone(
+    fake: FakeComputeServer, head_for: Callable[[Cluster], RayHeadV2]
+) -> None:
+    cluster, nodes = spot_out_at_home("v2", fake, SPOT_TYPE, SPOT_MAX)
+    up = Running(cluster, nodes, head_for(cluster))
+    launched = grow_v2(up)
+
+    assert launched and set(launched) == set(fake.instances(cluster.project, OTHER_ZONE))
+    for name in launched:
+        labels = up.head.gcs.nodes[name].state().labels
+        assert labels["ray.io/availability-zone"] == OTHER_ZONE
+        assert labels["ray.io/market-type"] == "spot"
+    workers = {i: s for i, s in up.head.instances().items() if i not in up.nodes}
+    assert workers == {name: IMInstance.RAY_RUNNING for name in launched}  # each once
+    for _ in range(GROWN):
+        up.head.cycle(idle_s=idle_an_hour(up.head.running()))
+    fake.cloud.settle()
+    assert fake.instances(cluster.project, OTHER_ZONE) == {}  # terminated in their own zone
+    assert sorted(up.head.gcs.drained) == sorted(launched)
 
 
 # ------------------------------------------- the spend cap's launch check (provider.spend_cap)

@@ -337,3 +337,18 @@ def test_a_preemptible_standard_instance_is_refused_as_gce_refuses_it(compute) -
             "name": "x", "scheduling": {"provisioningModel": "STANDARD",
                                         "preemptible": True}}).execute()
     assert refused.value.resp.status == 400
+
+
+def test_rays_list_form_scheduling_is_taken_as_one_object_as_gce_takes_it(compute, fake) -> None:
+    """Ray's GCP YAMLs write `scheduling: [{preemptible: true}, ...]`; the instance GCE makes
+    has the one Scheduling object of the entries together (tests/fakes/compute/cloud.py,
+    one_scheduling); an entry that is no map is refused."""
+    compute.instances().insert(project=PROJECT, zone=ZONE, body={
+        "name": "listed", "scheduling": [{"preemptible": True},
+                                         {"onHostMaintenance": "TERMINATE"}]}).execute()
+    made = compute.instances().get(project=PROJECT, zone=ZONE, instance="listed").execute()
+    assert made["scheduling"] == {"preemptible": True, "onHostMaintenance": "TERMINATE"}
+    with pytest.raises(HttpError) as refused:
+        compute.instances().insert(project=PROJECT, zone=ZONE, body={
+            "name": "x", "scheduling": ["preemptible"]}).execute()
+    assert refused.value.resp.status == 400

@@ -123,16 +123,24 @@ def test_nodes_of_a_stack_deployed_before_the_label_refuse_a_new_stack(fake):
         provider().create(sweeper(program_for("alpha"), fake.endpoint))
 
 
+def alphas_unlabelled_and_head_and_betas(fake: FakeComputeServer, run: ProgramRun,
+                                         unlabelled: str, head: str) -> None:
+    """In the fake: a worker of `run`'s cluster with no stack's label (`unlabelled`), its
+    head, and stack beta's autoscaler worker `ray-full-worker-beta-autoscaler`."""
+    labels = {key: value for key, value in autoscaler_labels(run).items()
+              if key != "ray-gcp-stack"}
+    fake.cloud.add_foreign_instance(PROJECT, ZONE, unlabelled, labels)
+    fake.cloud.add_foreign_instance(PROJECT, ZONE, head, head_labels(run))
+    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-worker-beta-autoscaler",
+                                    autoscaler_labels(program_for("beta")))
+
+
 def test_a_sweeper_recorded_before_the_label_sweeps_its_unlabelled_nodes_once_updated(fake):
     run = program_for("alpha")
     news = sweeper(run, fake.endpoint)
     olds = {key: value for key, value in news.items() if key != "stack"}
-    unlabelled = {key: value for key, value in autoscaler_labels(run).items()
-                  if key != "ray-gcp-stack"}
-    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-worker-old-autoscaler", unlabelled)
-    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-head-alpha", head_labels(run))
-    fake.cloud.add_foreign_instance(PROJECT, ZONE, "ray-full-worker-beta-autoscaler",
-                                    autoscaler_labels(program_for("beta")))
+    alphas_unlabelled_and_head_and_betas(fake, run, "ray-full-worker-old-autoscaler",
+                                         "ray-full-head-alpha")
 
     diff = provider().diff("id", olds, news)
     updated = provider().update("id", olds, news)
@@ -141,6 +149,25 @@ def test_a_sweeper_recorded_before_the_label_sweeps_its_unlabelled_nodes_once_up
     assert set(provider().sweep(updated.outs)) == {
         "ray-full-worker-old-autoscaler", "ray-full-head-alpha"}
     assert set(fake.instances(PROJECT, ZONE)) == {"ray-full-worker-beta-autoscaler"}
+
+
+@pytest.mark.parametrize("adopted", [True, False])
+def test_an_adopted_stack_sweeps_the_unlabelled_workers_ray_ups_autoscaler_launched(
+        fake, adopted: bool) -> None:
+    """The head of a stack that adopted a `ray up` cluster goes on running `ray up`'s
+    autoscaler, whose new workers carry no stack's label: that stack's sweep takes them; any
+    other stack's leaves unlabelled nodes alone, and no sweep takes another stack's."""
+    run = program_for("alpha")
+    props = {**sweeper(run, fake.endpoint), "adopted": ["ray-full-head-adopted"] if adopted
+             else []}
+    alphas_unlabelled_and_head_and_betas(fake, run, "ray-full-worker-launched",
+                                         "ray-full-head-adopted")
+
+    swept = set(provider().sweep(props))
+
+    assert swept == ({"ray-full-worker-launched", "ray-full-head-adopted"} if adopted
+                     else {"ray-full-head-adopted"})
+    assert "ray-full-worker-beta-autoscaler" in fake.instances(PROJECT, ZONE)
 
 
 @pytest.mark.parametrize("stack", ["full", "tpu"])

@@ -74,6 +74,52 @@ def test_reservation_full_and_spot_out_walk_down_to_one_on_demand_slice(fake):
     assert fake.cloud.calls["tpu.queuedResources.delete"] == 2  # each failed one withdrawn
 
 
+ANY_LADDER = [{"market": "any-reservation"}, {"market": "on-demand"}]
+
+
+def test_an_any_reservation_rung_consumes_a_matching_open_reservation(fake):
+    fake.cloud.reservations.add(PROJECT, ZONE, "other-shape", 4, "v5p-8",
+                                specific_required=False)
+    fake.cloud.reservations.add(PROJECT, ZONE, "named-only", 4, "v4-8")
+    open_one = fake.cloud.reservations.add(PROJECT, ZONE, "open-v4", 1, "v4-8",
+                                           specific_required=False)
+
+    outs = provider().create(props(fake, ANY_LADDER)).outs
+
+    assert outs["queued_state"] == "ACTIVE"
+    request = fake.queued.location(PROJECT, ZONE)[NAME]
+    assert "reservationName" not in request and "spot" not in request
+    node = fake.tpu_nodes(PROJECT, ZONE)[NAME]
+    assert node["schedulingConfig"] == {"reserved": True}
+    assert node["labels"]["ray-capacity"] == "any-reservation"
+    assert len(open_one.consumers) == 1  # consumed, as GCP counts it
+    assert fake.cloud.calls["tpu.queuedResources.create"] == 1
+
+
+def test_any_reservation_without_an_open_matching_one_fails_and_walks_down(fake):
+    # One that names it only (specificReservationRequired) and one that is full: neither.
+    fake.cloud.reservations.add(PROJECT, ZONE, "named-only", 4, "v4-8")
+    fake.cloud.reservations.add(PROJECT, ZONE, "open-full", 0, "v4-8", specific_required=False)
+
+    outs = provider().create(props(fake, ANY_LADDER)).outs
+
+    assert outs["queued_state"] == "ACTIVE"
+    node = fake.tpu_nodes(PROJECT, ZONE)[NAME]
+    assert node["labels"]["ray-capacity"] == "on-demand"
+    assert not node.get("schedulingConfig", {}).get("reserved")
+    assert fake.cloud.calls["tpu.queuedResources.delete"] == 1  # the failed request withdrawn
+
+
+def test_the_fake_refuses_a_spot_request_in_a_reservation_as_the_api_does(fake):
+    from infra.workers.queued_api import rung_request
+
+    parent = f"projects/{PROJECT}/locations/{ZONE}"
+    body = rung_request(parent, NAME, tpu_body(), None, {"market": "spot"})
+    body["tpu"]["nodeSpec"][0]["node"]["schedulingConfig"] = {"reserved": True}
+    with pytest.raises(Exception, match="Spot request cannot be made in a reservation"):
+        fake.queued.create(PROJECT, ZONE, NAME, body)
+
+
 def test_a_reservation_that_does_not_exist_is_refused_not_walked_past(fake):
     with pytest.raises(Exception, match="reservation projects/.*/tpu-res not found"):
         provider().create(props(fake, LADDER))

@@ -1,7 +1,9 @@
 """A worker group of a stack adopting a `ray up` cluster (`adopt`, model/adoption.py), against
 the fake: the running workers it is given as `pinned` become its own (it makes only what they
-leave missing), those given as `autoscaler` stay the autoscaler's and gain the stack's label
-and the body's launch hash; a worker of another type is left alone."""
+leave missing; stacks adopted before adoption left every worker to the autoscaler), those
+given as `autoscaler` stay the autoscaler's and gain only the stack's label: their launch hash
+stays Ray's, which the head's autoscaler `ray up` started computes; a worker of another type
+is left alone."""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def test_pinned_become_the_groups_and_the_rest_stay_the_autoscalers(fake) -> Non
         assert labels["ray-gcp-stack"] == STACK
     kept = nodes["ray-full-worker-00000003-compute"]["labels"]
     assert kept["ray-node-type"] == "worker" and "ray-gcp-group" not in kept
-    assert (kept["ray-gcp-stack"], kept["ray-launch-config"]) == (STACK, "stacks-hash")
+    assert (kept["ray-gcp-stack"], kept["ray-launch-config"]) == (STACK, "rays-own-hash")
     other = nodes["ray-full-worker-0000000f-compute"]["labels"]
     assert "ray-gcp-stack" not in other and other["ray-launch-config"] == "rays-own-hash"
     assert made["autoscaler_instance_names"] == ["ray-full-worker-00000003-compute"]

@@ -20,6 +20,7 @@ import json
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -134,6 +135,38 @@ def ray_apis_fixture(fake: FakeComputeServer, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(ray_gcp_config, "_create_iam", builder("iam", "v1", ""))
     # Ray caches one provider per config: each test's fake has its own port.
     monkeypatch.setattr(ray_providers, "_provider_instances", {})
+
+
+class InlineExecutor:
+    """A ThreadPoolExecutor whose work runs in `submit` (for v2's adapter and RayStopper: a
+    cycle's launches and drains are done when it returns)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 (a Future carries whatever it raised)
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+def requested_constraint(bundles: list[dict[str, float]]) -> Any:
+    """What the GCS keeps of the last `request_resources(bundles=...)`: one constraint of
+    one request per bundle, as v2 reads it."""
+    from ray.core.generated.autoscaler_pb2 import (
+        ClusterResourceConstraint,
+        ResourceRequest,
+        ResourceRequestByCount,
+    )
+
+    return ClusterResourceConstraint(resource_requests=[ResourceRequestByCount(
+        request=ResourceRequest(resources_bundle=bundle), count=1) for bundle in bundles])
 
 
 # ------------------------------------------------ the workers Pulumi pins, counted (issue 36)
@@ -251,6 +284,32 @@ def ladder_of_markets(worker_type: str, max_workers: int) -> Callable[[dict[str,
             {"market": "on-demand"}]}}
 
     return edit
+
+
+OTHER_ZONE = "us-west1-b"  # the `full` stack's region's other zone
+
+
+def spot_in_two_zones(worker_type: str, max_workers: int) -> Callable[[dict[str, Any]], None]:
+    """An edit for `planned`: the worker type's ladder is spot in the stack's zone, then spot in
+    OTHER_ZONE, then on-demand."""
+
+    def edit(data: dict[str, Any]) -> None:
+        spot_with_fallback(worker_type, max_workers)(data)
+        home = data["provider"]["availability_zone"]
+        data["provider"]["capacity"] = {worker_type: {"ladder": [
+            {"market": "spot", "zones": [home, OTHER_ZONE]}, {"market": "on-demand"}]}}
+
+    return edit
+
+
+def spot_out_at_home(version: Version, fake: FakeComputeServer, worker_type: str,
+                     max_workers: int) -> tuple[Cluster, list[str]]:
+    """`full` with the ladder of `spot_in_two_zones`, started, and spot stocked out in the
+    stack's zone (there in OTHER_ZONE): the cluster and its nodes."""
+    cluster = planned("full", version, edit=spot_in_two_zones(worker_type, max_workers))
+    nodes = start_cluster(cluster, fake)
+    fake.faults.spot_capacity[cluster.zone] = 0
+    return cluster, nodes
 
 
 def planned_ladder(version: Version, fake: FakeComputeServer, worker_type: str,
@@ -390,7 +449,11 @@ def create_groups(cluster: Cluster, fake: FakeComputeServer) -> list[str]:
 
 
 def running(cluster: Cluster, fake: FakeComputeServer) -> dict[str, dict[str, Any]]:
-    instances = fake.instances(cluster.project, cluster.zone)
+    """The project's RUNNING instances in every zone (a ladder's rung may be in another)."""
+    with fake.cloud.lock:
+        zones = [zone for project, zone in fake.cloud.instances if project == cluster.project]
+    instances = {name: i for zone in zones
+                 for name, i in fake.instances(cluster.project, zone).items()}
     return {name: i for name, i in instances.items() if i["status"] == "RUNNING"}
 
 

@@ -1,11 +1,14 @@
 """A cluster made as `ray up` makes it, with Ray's own launcher code from the wheel, against the
 fake cloud: `commands._bootstrap_config` (Ray's GCP `bootstrap_gcp`: the project, the
 `ray-autoscaler-sa-v1` account and its role bindings, the SSH key pair it generates into
-`~/.ssh` and adds to the project's `ssh-keys` metadata, the subnet), then `GCPNodeProvider`
-creating the head with the tags `get_or_create_head_node` gives it and each worker type's
-`min_workers` with the tags the autoscaler's NodeLauncher gives them. What `ray up` does over
-SSH (the updater) is not run: its outcome, the labels it sets once setup finished
-(`ray-node-status: up-to-date`, `ray-runtime-config`), is set through the same provider.
+`~/.ssh` and adds to the project's `ssh-keys` metadata, the subnet), then
+`commands.get_or_create_head_node` (the head, with the tags and launch hash `ray up` gives it;
+a head whose launch hash changed is terminated and made anew, as a second `ray up` of a changed
+head does), then each worker type's `min_workers` through `GCPNodeProvider` with the tags the
+autoscaler's NodeLauncher gives them. What `ray up` does over SSH is left out: Ray's
+`NodeUpdaterThread` runs without its `do_update` (the SSH, the setup and `ray start`), so it
+ends as after a setup that succeeded, setting the tags it sets then (`ray-node-status:
+up-to-date`, `ray-runtime-config`); the workers get the same.
 
 Ray's Google API clients are built as Ray builds them (discovery documents, Ray's own
 `build_request`), pointed at the fake, with the user's credentials (ADC), as `ray up` runs.
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import ray.autoscaler._private.commands as ray_commands
 import ray.autoscaler._private.gcp.config as ray_gcp_config
 import ray.autoscaler._private.providers as ray_providers
 from google.oauth2.credentials import Credentials
@@ -63,10 +67,19 @@ def ray_provider(config: dict[str, Any]) -> Any:
     return _get_node_provider(config["provider"], config["cluster_name"])
 
 
+class _UpdaterWithoutSsh(ray_commands.NodeUpdaterThread):
+    """Ray's updater thread with nothing done over SSH: `run` ends as after `do_update`
+    succeeded (it sets the node's status and runtime hash, exit code 0)."""
+
+    def do_update(self) -> None:
+        return None
+
+
 def ray_up(cluster_yaml: dict[str, Any], demand: dict[str, int] | None = None) -> RayMade:
-    """`ray up` of `cluster_yaml` without SSH: what it creates, as Ray's code creates it;
+    """`ray up -y` of `cluster_yaml` without SSH: what it creates, as Ray's code creates it;
     `demand`: workers per type the autoscaler launched beyond `min_workers` (for pending
-    work)."""
+    work). Run again with a changed head node_config, it replaces the head as `ray up`
+    does; workers already running are kept."""
     from ray.autoscaler._private.commands import _bootstrap_config, hash_runtime_conf
     from ray.autoscaler._private.util import hash_launch_conf
     from ray.autoscaler.tags import (
@@ -85,37 +98,34 @@ def ray_up(cluster_yaml: dict[str, Any], demand: dict[str, int] | None = None) -
     config = _bootstrap_config(copy.deepcopy(cluster_yaml), no_config_cache=True)
     provider = ray_provider(config)
     name = config["cluster_name"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ray_commands, "NodeUpdaterThread", _UpdaterWithoutSsh)
+        ray_commands.get_or_create_head_node(
+            config, printable_config_file="cluster.yaml", no_restart=False, restart_only=False,
+            yes=True, override_cluster_name=None, _provider=provider)
+    (head,) = provider.non_terminated_nodes({TAG_RAY_NODE_KIND: NODE_KIND_HEAD})
     runtime_hash, _ = hash_runtime_conf(
         config["file_mounts"], config["cluster_synced_files"],
         [config["worker_setup_commands"], config["worker_start_ray_commands"]])
-    head_type = config["head_node_type"]
-    # commands.get_or_create_head_node: the deprecated `head_node` (bootstrap_gcp put the
-    # service account there) under the head type's node_config.
-    head_config = {**copy.deepcopy(config.get("head_node", {})),
-                   **config["available_node_types"][head_type]["node_config"]}
-    head_tags = {TAG_RAY_NODE_KIND: NODE_KIND_HEAD, TAG_RAY_USER_NODE_TYPE: head_type,
-                 TAG_RAY_LAUNCH_CONFIG: hash_launch_conf(head_config, config["auth"]),
-                 TAG_RAY_NODE_NAME: f"ray-{name}-head", TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED}
-    provider.create_node(head_config, head_tags, 1)
-    (head,) = provider.non_terminated_nodes({TAG_RAY_NODE_KIND: NODE_KIND_HEAD})
     ready = {TAG_RAY_NODE_STATUS: STATUS_UP_TO_DATE, TAG_RAY_RUNTIME_CONFIG: runtime_hash}
-    provider.set_node_tags(head, ready)
     workers: dict[str, list[str]] = {}
     for node_type, spec in sorted(config["available_node_types"].items()):
-        count = (spec.get("min_workers", 0) + (demand or {}).get(node_type, 0)
-                 if node_type != head_type else 0)
-        if not count:
+        if node_type == config["head_node_type"]:
             continue
-        node_config = spec["node_config"]
-        tags = {TAG_RAY_NODE_NAME: f"ray-{name}-worker", TAG_RAY_NODE_KIND: NODE_KIND_WORKER,
-                TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED, TAG_RAY_USER_NODE_TYPE: node_type,
-                TAG_RAY_LAUNCH_CONFIG: hash_launch_conf(node_config, config["auth"])}
-        provider.create_node(node_config, tags, count)
-        made = provider.non_terminated_nodes({TAG_RAY_USER_NODE_TYPE: node_type,
-                                              TAG_RAY_NODE_KIND: NODE_KIND_WORKER})
+        kind = {TAG_RAY_USER_NODE_TYPE: node_type, TAG_RAY_NODE_KIND: NODE_KIND_WORKER}
+        count = spec.get("min_workers", 0) + (demand or {}).get(node_type, 0) \
+            - len(provider.non_terminated_nodes(kind))
+        if count > 0:
+            node_config = spec["node_config"]
+            provider.create_node(node_config, {
+                **kind, TAG_RAY_NODE_NAME: f"ray-{name}-worker",
+                TAG_RAY_NODE_STATUS: STATUS_UNINITIALIZED,
+                TAG_RAY_LAUNCH_CONFIG: hash_launch_conf(node_config, config["auth"])}, count)
+        made = provider.non_terminated_nodes(kind)
         for node in made:
             provider.set_node_tags(node, ready)
-        workers[node_type] = sorted(made)
+        if made:
+            workers[node_type] = sorted(made)
     return RayMade(config=config, head=head, workers=workers)
 
 

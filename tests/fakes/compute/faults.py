@@ -48,6 +48,9 @@ class Faults:
     are created PENDING and removed once `flex_start_s` has passed (the request failed)."""
     flex_start_s: float = 0.2
     """How long a flex-start instance stays PENDING before it runs (or its request fails)."""
+    run_limit_scale: float = 1.0
+    """A VM's time limit (maxRunDuration, terminationTime) passes this many times faster
+    (tests/fakes/compute/time_limits.py)."""
     zone_quota: dict[str, int] = field(default_factory=dict)
     """Zone -> instances it may hold; beyond, QUOTA_EXCEEDED naming that zone (a per-zone cap)."""
     stockout_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"

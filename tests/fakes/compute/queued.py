@@ -12,7 +12,19 @@ https://cloud.google.com/tpu/docs/queued-resources): a request is Spot (`spot`),
 reservation (`reservationName`, `projects/P/locations/ZONE/reservations/R`: one that does not
 exist is refused at create; a full one FAILS the request when it would be provisioned; the
 node then consumes it until deleted), or on-demand. `Faults.queued_tier_failure` fails the
-requests of one tier ("spot", "reservation", "on-demand") with a message.
+requests of one tier ("spot", "reservation", "any-reservation", "on-demand") with a message.
+
+Any reservation: a node spec with `schedulingConfig.reserved: true` and no `reservationName`
+("Whether the node is created under a reservation", the v2 discovery document's
+SchedulingConfig) is made in a reservation of its zone that matches its accelerator type (the
+fake's TPU reservations name the accelerator type as their machine type), the project's own or
+one shared with it, that does not require a specific affinity, as GCE's ANY_RESERVATION picks
+one (https://cloud.google.com/compute/docs/instances/reservations-consume); with none free the
+request FAILS when it would be provisioned. `spot` and `guaranteed` are one union field (the
+request's tier, https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources):
+both at once is refused at create, and so is a Spot request whose node asks for a reservation
+(Spot capacity is not reserved capacity: "You can't consume a reservation to create ... Spot
+VMs", https://cloud.google.com/compute/docs/instances/reservations-consume#limitations).
 """
 
 from __future__ import annotations
@@ -57,6 +69,11 @@ class QueuedResources:
                 node.get("acceleratorType") or node.get("acceleratorConfig")):
             raise ApiError(400, "tpu.nodeSpec[0].node needs runtimeVersion and an accelerator")
         check_labels(node.get("labels") or {}, "tpu.nodeSpec[0].node.labels")
+        if "spot" in body and "guaranteed" in body:
+            raise ApiError(400, "tier: only one of spot and guaranteed may be set")
+        if "spot" in body and (node.get("schedulingConfig") or {}).get("reserved"):
+            raise ApiError(400, "tpu.nodeSpec[0].node.schedulingConfig.reserved: a Spot "
+                                "request cannot be made in a reservation")
         with self.cloud.lock:
             if body.get("reservationName"):
                 self._reservation(body["reservationName"], zone)
@@ -139,6 +156,14 @@ class QueuedResources:
         except ApiError:
             raise ApiError(400, f"reservation {path} not found") from None
 
+    def _any_reservation(self, project: str, zone: str, request: dict[str, Any]) -> Any:
+        """The first reservation of the zone (the project's, then those shared with it) that
+        a reserved node of the request's accelerator type may consume, or None."""
+        book = self.cloud.reservations
+        return next((r for r in book.in_zone(project, zone) + book.shared_into(project, zone)
+                     if not r.specific_required and r.free > 0
+                     and r.machine_type == _accelerator(request)), None)
+
     # ------------------------------------------------------------------ internals
 
     def _advance(self, project: str, zone: str, request: dict[str, Any]) -> None:
@@ -157,6 +182,11 @@ class QueuedResources:
                 if reservation.free == 0:
                     failure = (f"Reservation {request['reservationName']} does not have enough "
                                "resources available to fulfill the request.")
+            elif not failure and _tier(request) == "any-reservation":
+                reservation = self._any_reservation(project, zone, request)
+                if reservation is None:
+                    failure = (f"No reservation in {zone} with room for "
+                               f"{_accelerator(request)} matches the request.")
             if failure:
                 self._set(request, "FAILED")
                 request["state"]["failedData"] = {"error": {"code": 8, "message": failure}}
@@ -191,7 +221,16 @@ class QueuedResources:
 def _tier(request: dict[str, Any]) -> str:
     if "spot" in request:
         return "spot"
-    return "reservation" if request.get("reservationName") else "on-demand"
+    if request.get("reservationName"):
+        return "reservation"
+    node = request["tpu"]["nodeSpec"][0]["node"]
+    return "any-reservation" if (node.get("schedulingConfig") or {}).get("reserved") \
+        else "on-demand"
+
+
+def _accelerator(request: dict[str, Any]) -> str:
+    node = request["tpu"]["nodeSpec"][0]["node"]
+    return str(node.get("acceleratorType") or (node.get("acceleratorConfig") or {}).get("type"))
 
 
 def _node_id(request: dict[str, Any]) -> str:

@@ -139,13 +139,13 @@ class Reservations:
                                 f"consumeReservationType': '{kind}'")
         if cannot:
             return None, count
-        for reservation in self.in_zone(project, zone) + self._shared_into(project, zone):
+        for reservation in self.in_zone(project, zone) + self.shared_into(project, zone):
             if not reservation.specific_required and reservation.free > 0 \
                     and reservation.matches(body):
                 return reservation, min(count, reservation.free)
         return None, count
 
-    def _shared_into(self, project: str, zone: str) -> list[Reservation]:
+    def shared_into(self, project: str, zone: str) -> list[Reservation]:
         return [r for r in self.by_key.values()
                 if r.zone == zone and r.project != project and project in r.shared_with]
 

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from model.adoption import read_adoption
 from model.config import parse_cluster_config
+from model.plan import resolve_worker_counts
 from ops.adopt.cloud import read_ray_made
 from ops.adopt.run import adopt
 from ops.adopt.survey import Survey, same_image, survey
@@ -40,8 +42,6 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeComput
 def full_yaml() -> dict[str, Any]:
     data = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
     data["cluster_name"] = "adopt-check"  # not a stack of the repository's
-    data["available_node_types"]["ray_worker_small"]["node_config"]["scheduling"] = {
-        "preemptible": True}  # the object form GCE takes (Ray sends its list form as it is)
     return data
 
 
@@ -56,18 +56,29 @@ def judged(data: dict[str, Any]) -> Survey:
                   found.firewalls)
 
 
-def test_workers_beyond_the_pinned_count_stay_the_autoscalers(fake) -> None:
+def test_every_running_worker_stays_the_autoscalers(fake) -> None:
+    """`ray up` pins no worker, and the head keeps `ray up`'s autoscaler: every running
+    worker stays its, none is the stack's, and the stack pins none by default."""
     data = full_yaml()
     ray = made(data, demand=1)
     found = judged(data)
     assert found.refusals == []
     assert found.head is not None and found.head["name"] == ray.head
-    (oldest, newest) = ray_order(fake, ray.workers["ray_worker_small"])
-    assert found.pinned == {"ray_worker_small": [oldest]}  # min_workers 1: the oldest
-    assert found.autoscaler == {"ray_worker_small": [newest]}
+    assert found.autoscaler == {"ray_worker_small": ray_order(fake, ray.workers[
+        "ray_worker_small"])}  # min_workers 1 and one more, both the autoscaler's
+    config = parse_cluster_config(copy.deepcopy(data))
+    assert resolve_worker_counts(config, None, found.adoption) == {"ray_worker_small": 0}
     assert found.roles_imported == ["roles/compute.admin"]
     assert "roles/storage.objectAdmin" in found.roles_left  # Ray's, not the stack's
     assert len(found.ray_keys) == 1 and found.ray_keys[0].startswith("ubuntu:ssh-rsa ")
+
+
+def test_a_stack_adopted_with_pinned_workers_keeps_pinning_them() -> None:
+    """A stack file written when adoption still gave worker groups the oldest workers
+    (`pinned`) goes on pinning those: its groups neither shrink nor grow."""
+    config = parse_cluster_config(full_yaml())
+    adoption = read_adoption({"head": "ray-a-head", "pinned": {"ray_worker_small": ["ray-a-w"]}})
+    assert resolve_worker_counts(config, None, adoption) == {"ray_worker_small": 1}
 
 
 def ray_order(fake: FakeComputeServer, names: list[str]) -> list[str]:

@@ -101,10 +101,10 @@ def test_an_unreachable_api_leaves_the_autoscaled_workers_out_in_one_line():
 
 def test_an_api_error_in_the_autoscaled_listing_is_worded_as_api_errors_words_it(fake):
     api = StackApi(parse_outputs("s", outputs()), fake.endpoint)
-    fake.faults.fail_next(503, methods={"list"})
+    fake.faults.fail_next(503, methods={"aggregatedList"})
     nodes, lines = autoscaled_rows(api)
 
-    fake.faults.fail_next(503, methods={"list"})
+    fake.faults.fail_next(503, methods={"aggregatedList"})
     with pytest.raises(OpsError) as worded, api_errors(LISTING):
         autoscaled_nodes(api)  # the same listing, the same answer, worded by api_errors
 

@@ -70,3 +70,62 @@ def test_preflight_names_a_reservation_it_cannot_find_with_the_fix():
     (problem,) = [line for line in lines if line.startswith("reservation problem")]
     assert "reservation a100-res cannot be read in us-central1-a" in problem
     assert "gcloud compute reservations list --project my-gcp-project" in problem
+
+
+def any_reservation_config(tmp_path: Path) -> Path:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["provider"]["capacity"]["a100_worker"]["ladder"] = [
+        {"market": "any-reservation"}, {"market": "on-demand"}]
+    path = tmp_path / "any.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_preflight_counts_what_an_any_reservation_rung_can_take(tmp_path):
+    config = load_cluster_config(str(any_reservation_config(tmp_path)))
+    with FakeComputeServer() as fake:
+        book = fake.cloud.reservations
+        book.add("my-gcp-project", "us-central1-a", "open", 3, "a2-highgpu-1g",
+                 accelerators=A100, specific_required=False)
+        book.add("my-gcp-project", "us-central1-a", "named", 5, "a2-highgpu-1g",
+                 accelerators=A100)  # only for instances that name it
+        book.add("my-gcp-project", "us-central1-a", "other-shape", 5, "n2-standard-8",
+                 specific_required=False)
+        lines = reservation_lines(config, {"a100_worker": 4},
+                                  quota_apis(config, fake.endpoint, fast_retry()))
+
+    assert lines[1] == "  any-reservation in us-central1-a: nodes 1-3 (3 free)"
+    assert not [line for line in lines if line.startswith("reservation problem")]
+
+
+def test_preflight_says_when_no_reservation_serves_an_any_reservation_rung(tmp_path):
+    config = load_cluster_config(str(any_reservation_config(tmp_path)))
+    with FakeComputeServer() as fake:
+        fake.cloud.reservations.add("my-gcp-project", "us-central1-a", "named", 5,
+                                    "a2-highgpu-1g", accelerators=A100)
+        lines = reservation_lines(config, {"a100_worker": 4},
+                                  quota_apis(config, fake.endpoint, fast_retry()))
+
+    assert lines[1] == "  any-reservation in us-central1-a: none (0 free)"
+    (problem,) = [line for line in lines if line.startswith("reservation problem")]
+    assert "a100_worker's any-reservation rung in us-central1-a" in problem
+    assert "a2-highgpu-1g with 1 x nvidia-tesla-a100" in problem
+
+
+def test_preflight_counts_a_tpu_types_any_reservation_by_its_accelerator_type():
+    from model.config import parse_cluster_config
+    from tests.support.program_runs import stack_yaml
+
+    raw = stack_yaml("tpu-queued")
+    tpu_type = next(name for name, t in raw["available_node_types"].items()
+                    if t["node_config"].get("acceleratorType") == "v4-8")
+    raw["provider"]["capacity"] = {tpu_type: {"ladder": [{"market": "any-reservation"},
+                                                         {"market": "on-demand"}]}}
+    config = parse_cluster_config(raw)
+    with FakeComputeServer() as fake:
+        fake.cloud.reservations.add("my-gcp-project", "us-central2-b", "tpu-open", 2, "v4-8",
+                                    specific_required=False)
+        lines = reservation_lines(config, {tpu_type: 3},
+                                  quota_apis(config, fake.endpoint, fast_retry()))
+
+    assert lines[1] == "  any-reservation in us-central2-b: nodes 1-2 (2 free)"

@@ -2,9 +2,11 @@
 
 GCP reclaims a spot or preemptible TPU VM by putting it in state PREEMPTED (or deleting it).
 Its `tpu.V2Vm` inputs have not changed, so a bare `pulumi up` leaves a PREEMPTED slice as it
-is, and recreates a vanished one only after a refresh. `invoke up` therefore refreshes (a
-vanished slice leaves the state, so the up recreates it), asks the TPU API for the state of
-every slice the stack keeps, and runs the up with the reclaimed ones' URNs in `replace`.
+is, and recreates a vanished one only after a refresh. `invoke up` therefore asks the TPU API
+for the state of every slice the stack's state keeps, and runs one up that refreshes first
+(`pulumi up --refresh`: the refresh and the update in one engine run, so the engine, its
+plugins and the state are loaded once; a vanished slice leaves the state and the up recreates
+it) with the reclaimed ones' URNs in `replace` (the engine accepts a URN the up creates).
 Queued slices (`provider.tpu_queued_resources`) are found and replaced the same way: replacing
 one withdraws its SUSPENDED request and queues a new one.
 """
@@ -96,24 +98,25 @@ def tpu_states(
 class UpStack(Protocol):
     """What `up_replacing_reclaimed` needs of an Automation API stack."""
 
-    def refresh(self, *, on_event: Callable[..., None]) -> Any: ...
-
     def export_stack(self) -> Any: ...
 
     def get_all_config(self) -> Mapping[str, Any]: ...
 
     def up(self, *, on_event: Callable[..., None], replace: list[str] | None,
+           refresh: bool | None = None, run_program: bool | None = None,
            **options: Any) -> Any: ...
 
 
 def up_replacing_reclaimed(
     stack: UpStack, on_event: Callable[..., None], out: TextIO, api_endpoint: str | None = None,
-    up_options: Mapping[str, Any] | None = None,
+    up_options: Mapping[str, Any] | None = None, deployment: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Refresh, then up with every reclaimed TPU slice replaced (and `up_options`, e.g. the
-    policy pack, passed on); the replaced URNs."""
-    stack.refresh(on_event=on_event)
-    slices = kept_slices(stack.export_stack().deployment)
+    """One up that refreshes first, with every reclaimed TPU slice replaced (and `up_options`,
+    e.g. the policy pack, passed on); the replaced URNs. `deployment`: the stack's state as
+    the caller just exported it (else it is exported here)."""
+    if deployment is None:
+        deployment = stack.export_stack().deployment
+    slices = kept_slices(deployment)
     found: list[tuple[KeptSlice, str]] = []
     if slices:
         config = {key: value.value for key, value in stack.get_all_config().items()}
@@ -136,10 +139,14 @@ def up_replacing_reclaimed(
     if any(LEGACY_QUEUED_SLICE_URN_TYPES in urn for urn in targets):
         print("  the stack's state predates the slices' own type: one up records it, the "
               "next replaces them", file=out, flush=True)
-        stack.up(on_event=on_event, replace=None, **(up_options or {}))
+        stack.up(on_event=on_event, replace=None, refresh=True, run_program=True,
+                 **(up_options or {}))
         targets = [urn.replace(LEGACY_QUEUED_SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
                    for urn in targets]
-    stack.up(on_event=on_event, replace=targets or None, **(up_options or {}))
+        stack.up(on_event=on_event, replace=targets or None, **(up_options or {}))
+        return targets
+    stack.up(on_event=on_event, replace=targets or None, refresh=True, run_program=True,
+             **(up_options or {}))
     return targets
 
 

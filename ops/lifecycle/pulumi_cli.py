@@ -134,8 +134,8 @@ def run_operation(
     """Run one lifecycle operation on a stack, streaming engine events as progress lines;
     `options` go to the Automation API call (e.g. destroy's `target`). `up` first makes every
     check `invoke plan` makes (`check_before_create`, unless the caller did: `checked` is that
-    plan), the spend cap included, before the engine runs; then it refreshes first and
-    replaces TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
+    plan), the spend cap included, before the engine runs; then one engine run refreshes and
+    updates, replacing TPU slices GCP reclaimed (see ops/lifecycle/preempted.py). `up` and `preview`
     run the policy pack when the stack file names its config (`policy_options`); an `up` then
     previews with it first (`_mandatory_violations`), and what that preview could not judge
     is judged on the offline plan (`_judge_offline`)."""
@@ -160,9 +160,11 @@ def run_operation(
     automation_stack = select_stack(name)
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
+    state: dict[str, Any] = {}
     actions = {
         "up": lambda on_event, **up_options: up_replacing_reclaimed(
-            automation_stack, on_event, out, up_options=up_options),
+            automation_stack, on_event, out, up_options=up_options,
+            deployment=state.get("deployment")),
         "preview": automation_stack.preview,
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,
@@ -175,11 +177,13 @@ def run_operation(
                 report_orphans(name, chosen.cluster, deployment, out)
             else:
                 settled = settle(automation_stack, out)
+                state["deployment"] = settled.deployment
                 if settled.found and operation == "destroy":
                     automation_stack.refresh(on_event=printer)  # what was adopted, read back
                 if operation == "up":
                     orphans = report_orphans(name, chosen.cluster, settled.deployment, out)
-                    adopt_wanted(automation_stack, orphans, out)
+                    if adopt_wanted(automation_stack, orphans, out):
+                        state.pop("deployment")  # the state has changed: the up reads it anew
             if operation == "up" and policy:
                 with _mandatory_violations(printer, name, "before the up: nothing was created "
                                                          "or changed"):

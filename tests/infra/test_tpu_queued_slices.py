@@ -258,7 +258,7 @@ def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake, record
     replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 
     assert replaced == stack.replaced == [run.urns[reclaimed.name]]
-    assert stack.calls == ["refresh", "export"] + ["up"] * (2 if recorded_type == LEGACY else 1)
+    assert stack.calls == ["export", "up --refresh"] + ["up"] * (recorded_type == LEGACY)
     assert f"{reclaimed.inputs['name']} (TPU slice gone)" in out.getvalue()
 
 

@@ -31,9 +31,6 @@ class ExportedStateStack:
         self.calls: list[str] = []
         self.replaced: list[str] | None = None
 
-    def refresh(self, *, on_event: Any) -> None:
-        self.calls.append("refresh")
-
     def export_stack(self) -> SimpleNamespace:
         self.calls.append("export")
         return SimpleNamespace(deployment=self.deployment)
@@ -41,6 +38,8 @@ class ExportedStateStack:
     def get_all_config(self) -> dict[str, SimpleNamespace]:
         return {"ray-gcp:cluster": SimpleNamespace(value="stacks/clusters/tpu.yaml")}
 
-    def up(self, *, on_event: Any, replace: list[str] | None) -> None:
-        self.calls.append("up")
+    def up(self, *, on_event: Any, replace: list[str] | None, refresh: bool | None = None,
+           run_program: bool | None = None) -> None:
+        """An up that refreshes each resource as the program registers it is `up --refresh`."""
+        self.calls.append("up --refresh" if refresh and run_program else "up")
         self.replaced = replace

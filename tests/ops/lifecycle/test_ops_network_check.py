@@ -109,7 +109,7 @@ def test_invoke_up_prints_the_wider_rule_before_it_refreshes(fake, monkeypatch):
 
     (line,) = [x for x in out.getvalue().splitlines() if x.startswith("warning:")]
     assert "firewall rule default-allow-ssh admits SSH to the head from 0.0.0.0/0" in line
-    assert [operation for operation, _ in stack.calls] == ["refresh", "up"]
+    assert [operation for operation, _ in stack.calls] == ["up"]
 
 
 def test_a_subnet_named_in_the_yaml_is_read_with_subnetworks_get(fake):

@@ -1,5 +1,6 @@
 """`invoke up` refreshes before it updates, so preempted or deleted workers come back in one
-command: the refresh lowers a group's count in the state and the up makes the nodes again."""
+command: the refresh lowers a group's count in the state and the up makes the nodes again,
+both in one engine run (`pulumi up --refresh`)."""
 
 from __future__ import annotations
 
@@ -15,5 +16,6 @@ def test_up_refreshes_first_so_lost_workers_are_recreated(monkeypatch):
 
     pulumi_cli.run_operation("full", "up", out=io.StringIO())
 
-    assert [operation for operation, _ in stack.calls] == ["refresh", "up"]
-    assert all(callable(kwargs["on_event"]) for _, kwargs in stack.calls)
+    ((operation, kwargs),) = stack.calls  # one engine run: `pulumi up --refresh`
+    assert operation == "up" and kwargs["refresh"] is True and kwargs["run_program"] is True
+    assert callable(kwargs["on_event"])

@@ -59,7 +59,7 @@ def test_up_goes_on_when_the_slices_fit(fake, stack):
 
     pulumi_cli.run_operation("tpu", "up", out=io.StringIO())
 
-    assert [operation for operation, _ in stack.calls] == ["refresh", "up"]
+    assert [operation for operation, _ in stack.calls] == ["up"]
 
 
 def test_an_unreadable_tpu_quota_is_said_and_does_not_stop_the_up(fake, stack):
@@ -70,7 +70,7 @@ def test_an_unreadable_tpu_quota_is_said_and_does_not_stop_the_up(fake, stack):
 
     assert "warning: TPU quota TPU v2 on-demand TensorCores not checked: Service Usage " \
         "answered 403" in out.getvalue()
-    assert [operation for operation, _ in stack.calls] == ["refresh", "up"]
+    assert [operation for operation, _ in stack.calls] == ["up"]
 
 
 def test_a_cluster_without_tpus_asks_no_quota_api(stack, monkeypatch):
@@ -78,4 +78,4 @@ def test_a_cluster_without_tpus_asks_no_quota_api(stack, monkeypatch):
 
     pulumi_cli.run_operation("gpu-docker", "up", out=io.StringIO())
 
-    assert [operation for operation, _ in stack.calls] == ["refresh", "up"]
+    assert [operation for operation, _ in stack.calls] == ["up"]

@@ -53,7 +53,7 @@ def test_preempted_and_vanished_slices_are_replaced_in_the_same_up(fake):
 
     replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 
-    assert stack.calls == ["refresh", "export", "up"], "refresh first, then one up"
+    assert stack.calls == ["export", "up --refresh"], "one up, which refreshes first"
     assert stack.replaced == replaced == [run.urns[slices[1].name], run.urns[slices[-1].name]]
     assert f"{preempted['name']} (TPU slice PREEMPTED)" in out.getvalue()
     assert f"{slices[-1].inputs['name']} (TPU slice gone)" in out.getvalue()
@@ -100,7 +100,7 @@ def test_a_tpu_api_refusal_is_one_warning_and_the_up_still_runs(fake):
 
     up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
 
-    assert stack.calls == ["refresh", "export", "up"] and stack.replaced is None
+    assert stack.calls == ["export", "up --refresh"] and stack.replaced is None
     (line,) = out.getvalue().splitlines()
     assert "could not ask the TPU API" in line and "replaces none" in line
 

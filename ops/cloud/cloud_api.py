@@ -7,7 +7,9 @@ when it has them, else Application Default Credentials (ops.stacks.stack.stack_c
 infra.workers.clients.build_credentials, the one place credentials are built).
 `RAY_GCP_API_ENDPOINT` (host:port) points it at an emulator or the tests' fake, over plain http.
 A task that asks several questions (`status`) asks them all through one `StackApi`: one set of
-clients, the head instance read once.
+clients, the head instance read once. The clients themselves (`api_clients`) and the errors'
+one line (`api_errors`) are ops.stacks.cloud_nodes', where the fan-out to every node finds them
+too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from infra.workers.clients import ApiClients
     from infra.workers.nodes import NodeApi
     from ops.stacks.stack import StackOutputs
+
 
 class StackApi:
     """One task's way to the stack's cloud: its clients, built on first use, and its head

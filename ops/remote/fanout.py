@@ -23,6 +23,7 @@ saying the autoscaler's workers were not listed: the nodes the stack knows still
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -32,8 +33,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ops.errors import OpsError
-from ops.stacks.cloud_nodes import LISTING, api_clients, api_errors, autoscaled_nodes
-from ops.stacks.stack import Node, StackOutputs
+from ops.stacks.cloud_nodes import (
+    API_ENDPOINT_ENV,
+    LISTING,
+    api_clients,
+    api_errors,
+    autoscaled_nodes,
+)
+from ops.stacks.stack import Node, StackOutputs, stack_credentials
 
 if TYPE_CHECKING:
     from ops.remote.ssh import Connector
@@ -117,6 +124,15 @@ def every_node(connector: Connector, label: str) -> EveryNode:
 
 
 def _autoscaled(outputs: StackOutputs) -> list[Node]:
+    """The listing; without any credentials to ask with, refused at once (neither the Google
+    libraries' import nor google.auth's probe of a metadata server, seconds, is paid)."""
+    from ops.remote.host_keys import credentials_may_exist
+
+    if not (os.environ.get(API_ENDPOINT_ENV) or stack_credentials(outputs)
+            or credentials_may_exist()):
+        raise OpsError(f"{LISTING}: no credentials to ask the Compute API with (set "
+                       "provider.gcp_credentials or run `gcloud auth application-default "
+                       "login`)")
     with api_errors(LISTING):
         return autoscaled_nodes(outputs, api_clients(outputs).instances, LISTING_TIMEOUT)
 

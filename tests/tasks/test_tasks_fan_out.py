@@ -252,3 +252,14 @@ def test_a_refused_listing_is_said_in_a_line_and_the_stacks_nodes_still_get_the_
     assert f"exec: {1 + PINNED} ok, 0 failed, {1 + PINNED} nodes in " in result.stderr
     assert "the autoscaler's workers not listed" in result.stderr
     assert result.returncode == 0 and "Traceback" not in result.stderr
+
+
+def test_without_credentials_the_listing_is_refused_in_a_line_at_once(autoscaled_stack,
+                                                                      tmp_path):
+    env = {name: value for name, value in autoscaled_stack.items()
+           if name not in {"RAY_GCP_API_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS"}}
+    result = invoke({**env, "CLOUDSDK_CONFIG": str(tmp_path)}, "exec", "--all-nodes", "true")
+    assert ("exec: listing the autoscaler's workers: no credentials to ask the Compute API "
+            "with (") in result.stderr
+    assert f"exec: {1 + PINNED} ok, 0 failed, {1 + PINNED} nodes in " in result.stderr
+    assert result.returncode == 0 and "Traceback" not in result.stderr

@@ -34,6 +34,8 @@ _YES_HELP = ("accepted as `ray {} -y` users type it; changes nothing: this task 
 _DELETE_YES_HELP = ("do not ask before deleting (without a terminal to ask on, this flag is "
                     "required)")
 _DAY_TWO_CONFIG_HELP = "a Ray cluster YAML instead of --stack: the stack `up -c` made for it"
+_WAIT_HELP = ("when another run holds the stack's lock, wait for it (alone: up to 30 minutes; "
+              "or --wait=DURATION, e.g. 90s, 10m, 1h) instead of ending; says who holds it")
 
 
 def _named(stack: str | None, config: str | None) -> str | None:
@@ -55,31 +57,35 @@ def _named(stack: str | None, config: str | None) -> str | None:
         return found.name
 
 
-def _lifecycle(stack: str | None, operation: str, config: str | None) -> None:
+def _lifecycle(stack: str | None, operation: str, config: str | None,
+               wait: object = None) -> None:
     from ops.errors import user_errors
+    from ops.lifecycle.lock_wait import lock_wait, wait_seconds
     from ops.lifecycle.pulumi_cli import operate
 
-    with user_errors():
+    with user_errors(), lock_wait(wait_seconds(wait)):
         operate(stack, operation, config)
 
 
-@task(help={
+@task(optional=["wait"], help={
     "stack": _STACK_HELP,
     "config": _CONFIG_HELP,
     "restart-only": "running nodes restart Ray without rerunning setup",
     "no-restart": "running nodes rerun changed setup without restarting Ray",
     "yes": _YES_HELP.format("up"),
+    "wait": _WAIT_HELP,
 })
-def up(c, stack=None, config=None, restart_only=False, no_restart=False, yes=False):
+def up(c, stack=None, config=None, restart_only=False, no_restart=False, yes=False, wait=None):
     """Create or update the cluster (refresh, then pulumi up).
 
     With live progress; preempted TPU slices are replaced, and running nodes re-apply a
     changed startup script themselves. `invoke up -c my-cluster.yaml` takes a Ray cluster
     YAML as `ray up` does."""
     from ops.errors import user_errors
+    from ops.lifecycle.lock_wait import lock_wait, wait_seconds
     from ops.lifecycle.pulumi_cli import up as up_stack
 
-    with user_errors():
+    with user_errors(), lock_wait(wait_seconds(wait)):
         up_stack(stack, restart_only, no_restart, config)
 
 
@@ -101,22 +107,25 @@ def preview(c, stack=None, config=None, diff=False):
         preview_diff(stack, config)
 
 
-@task(help={
+@task(optional=["wait"], help={
     "stack": _STACK_HELP,
     "config": _CONFIG_HELP,
     "workers-only": "only delete the workers (groups, TPU slices, the autoscaler's); keep the head",
     "keep-min-workers": "with --workers-only: keep each type's min_workers (scale down to it)",
     "yes": _DELETE_YES_HELP,
+    "wait": _WAIT_HELP,
 })
-def down(c, stack=None, config=None, workers_only=False, keep_min_workers=False, yes=False):
+def down(c, stack=None, config=None, workers_only=False, keep_min_workers=False, yes=False,
+         wait=None):
     """Delete the cluster (pulumi destroy), or only its workers.
 
     Says what it deletes (cluster, project, zones, nodes, resources) and asks first, as `ray
     down` does; -y skips the question."""
     from ops.errors import user_errors
     from ops.lifecycle.down_workers import down as down_stack
+    from ops.lifecycle.lock_wait import lock_wait, wait_seconds
 
-    with user_errors():
+    with user_errors(), lock_wait(wait_seconds(wait)):
         down_stack(stack, workers_only, keep_min_workers, config, yes)
 
 
@@ -138,10 +147,10 @@ def adopt(c, config, yes=False):
         adopt_cluster(config, yes)
 
 
-@task(help={"stack": _STACK_HELP, "config": _CONFIG_HELP})
-def refresh(c, stack=None, config=None):
+@task(optional=["wait"], help={"stack": _STACK_HELP, "config": _CONFIG_HELP, "wait": _WAIT_HELP})
+def refresh(c, stack=None, config=None, wait=None):
     """Reconcile the stack's state with what exists in GCP."""
-    _lifecycle(stack, "refresh", config)
+    _lifecycle(stack, "refresh", config, wait)
 
 
 @task(help={"stack": _STACK_HELP, "config": _DAY_TWO_CONFIG_HELP})
@@ -156,6 +165,23 @@ def unlock(c, stack=None, config=None):
 
     with user_errors():
         unlock_stack(resolve_stack_name(_named(stack, config)), sys.stdout)
+
+
+@task(help={"stack": "the cluster's stack (with --delete it must be named, here or by -c)",
+            "config": _DAY_TWO_CONFIG_HELP,
+            "delete": "delete the orphans the list shows (asks first)",
+            "yes": _DELETE_YES_HELP})
+def orphans(c, stack=None, config=None, delete=False, yes=False):
+    """Cloud resources of the cluster its state does not know.
+
+    Instances, TPU nodes, firewall rules, the worker account and the bucket left by a killed
+    run, a lost state or made by hand, one line each; --delete deletes them after asking
+    (README: Working as a team)."""
+    from ops.cloud.orphans import show_orphans
+    from ops.errors import user_errors
+
+    with user_errors():
+        show_orphans(_named(stack, config), delete, yes, sys.stdout)
 
 
 @task(help={"bucket": "the bucket's name, e.g. acme-ray-state",
@@ -389,17 +415,19 @@ def ssh_config(c, stack=None, config=None, output=None, trust_first_use=False):
     "type": "worker node type from available_node_types, e.g. ray_worker_small",
     "count": "desired number of workers of that type, within its [min_workers, max_workers]",
     "yes": _DELETE_YES_HELP,
-})
-def scale(c, type, count, stack=None, config=None, yes=False):  # noqa: A002 - documented flag
+    "wait": _WAIT_HELP,
+}, optional=["wait"])
+def scale(c, type, count, stack=None, config=None, yes=False, wait=None):  # noqa: A002
     """Set a worker type's count, then run `pulumi up`.
 
     The count is written under `ray-gcp:workerCounts` in the stack file; the up runs as
     `invoke up` does (refresh first, progress as it goes). Fewer workers than now: asks first
     unless -y."""
     from ops.errors import user_errors
+    from ops.lifecycle.lock_wait import lock_wait, wait_seconds
     from ops.lifecycle.scale import scale as scale_stack
 
-    with user_errors():
+    with user_errors(), lock_wait(wait_seconds(wait)):
         scale_stack(_named(stack, config), type, count, yes)
 
 
@@ -687,8 +715,8 @@ def catalog_refresh(c, project=None):
 # --- `invoke --list` shows the tasks under these headings, in this order (ops/task_groups.py) ---
 
 TASK_GROUPS = (
-    ("Cluster lifecycle", (up, preview, refresh, down, unlock, scale, autostop, preflight,
-                           adopt, state_bucket, engine)),
+    ("Cluster lifecycle", (up, preview, refresh, down, unlock, orphans, scale, autostop,
+                           preflight, adopt, state_bucket, engine)),
     ("Nodes and sessions", (attach, exec_, submit, dashboard, get_head_ip, get_worker_ips,
                             ssh_config)),
     ("Files", (rsync_up, rsync_down, file_mounts)),

@@ -69,6 +69,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if config.getoption("dist", "no") == "loadgroup" or getattr(config.option, "loadgroup",
                                                                       False):
             _group_in_nodeid(item)
+    _longest_first(items)
+
+
+# What a test costs, roughly, by its markers (seconds on the loaded 2-core machine): the
+# scheduler hands out work in collection order, so the long groups start first and the short
+# tests fill the workers' gaps at the end instead of a long test starting last.
+COST_S = {"slow": 90.0, "engine": 40.0, "ray": 10.0, "sshd": 4.0}
+
+
+def _cost(item: pytest.Item) -> float:
+    return max([cost for marker, cost in COST_S.items() if item.get_closest_marker(marker)],
+               default=0.5)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Sort the tests by their group's (xdist scope's) estimated cost, longest first; the
+    order within a group, and among equal costs, stays the collection's."""
+    def scope(item: pytest.Item) -> str:
+        groups = sorted(str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group"))
+        return "_".join(groups) or item.nodeid
+
+    totals: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        totals[scope(item)] = totals.get(scope(item), 0.0) + _cost(item)
+        first.setdefault(scope(item), index)
+    items.sort(key=lambda item: (-totals[scope(item)], first[scope(item)]))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist's loadgroup hands out groups by their number of tests unless told to keep the
+    collection's order, which `_longest_first` made: cost, not count, decides."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def _group_in_nodeid(item: pytest.Item) -> None:

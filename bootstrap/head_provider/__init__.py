@@ -11,11 +11,14 @@ rules of spot with on-demand fallback, and `ladder`, those of the capacity ladde
 insert body, which refusals move a node down), that the workers Pulumi keeps (infra/workers)
 share;
 `spend`, the spend accounting (hours run, the hourly projection, the head's ledger, the launch
-rule) that `invoke cost` shares; `pinned`, how autoscaler v2 counts the workers Pulumi keeps
-(their types' pinned twins, which the provider's `node_tags` reports them as), shared with the
-head's config (autoscaler_config) and startup script; and `instance_metadata`, the node's
-metadata server. `capacity`, `ladder`, `spend`, `pinned` and `instance_metadata` are standard
-library only: the operator's side imports them without Ray, and the head's autostop daemon
+rule) that `invoke cost` shares; `rate_limits`, Google's rate-quota answers and the wait for
+their window, that every Compute call path of ours shares (infra/workers/retry.py), and
+`paged`, Ray's compute client made to read every list page and wait those out; `pinned`, how
+autoscaler v2 counts the workers Pulumi keeps (their types' pinned twins, which the provider's
+`node_tags` reports them as), shared with the head's config (autoscaler_config) and startup
+script; and `instance_metadata`, the node's metadata server. `capacity`, `ladder`, `spend`,
+`pinned`, `instance_metadata`, `rate_limits` and `paged` are standard library only: the
+operator's side imports them without Ray, and the head's autostop daemon
 (bootstrap/autostop.py) imports what it needs from its own copy of this package.
 
 May import: the standard library, Ray and what `ray[default]` and Ray's GCP extras bring, and

@@ -31,6 +31,7 @@ from . import pinned
 from .capacity import PROVIDER_FIELD
 from .ladder import ladder_zones
 from .launch import launch_nodes
+from .paged import AllPagesApi
 from .spend_gate import SpendGate
 
 logger = logging.getLogger(__name__)
@@ -68,10 +69,13 @@ class HeadNodeProvider(GCPNodeProvider):
                     ", ".join(sorted(self.capacity)) or "no node type")
 
     def _construct_clients(self) -> None:
-        """Ray's clients, and a GCPCompute of the same client for each other zone the ladders
-        name (rebuilt with them, as Ray rebuilds its clients after a broken pipe)."""
+        """Ray's clients, its compute client reading every list page past 500 nodes and
+        waiting out rate quotas (paged.py), and a GCPCompute of that client for each other zone
+        the ladders name (all rebuilt together, as Ray rebuilds its clients after a broken
+        pipe)."""
         super()._construct_clients()
         compute = self.resources[GCPNodeType.COMPUTE]
+        compute.resource = AllPagesApi(compute.resource)
         home = self.provider_config["availability_zone"]
         self.zone_resources: dict[str, GCPCompute] = {
             zone: GCPCompute(compute.resource, self.provider_config["project_id"], zone,

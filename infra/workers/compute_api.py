@@ -28,7 +28,13 @@ from infra.workers.clients import ApiClients
 from infra.workers.nodes import NoCapacity, Node, Phase, Want, WorkerGroupError
 from infra.workers.parallel import run_all, short_error, start_and_wait, wait_all
 from infra.workers.quota import QuotaReader, body_needs, quota_rows, refuse_if_short
-from infra.workers.retry import OperationTimeout, RetryPolicy, call_with_retry, poll_until
+from infra.workers.retry import (
+    OperationTimeout,
+    RetryPolicy,
+    call_with_retry,
+    each_page,
+    poll_until,
+)
 from infra.workers.zones import (
     FallbackZones,
     ZoneFinder,
@@ -123,6 +129,26 @@ def _bare(url: str) -> str:
     return url.rsplit("/", 1)[-1]
 
 
+def aggregated_instances(
+    clients: ApiClients, project: str, filter_: str, retry: RetryPolicy
+) -> list[tuple[str, compute_v1.Instance]]:
+    """(zone, instance) of every instance of the project the filter takes: one aggregated
+    list, page by page (500 instances a page), each page retried on its own."""
+    from google.cloud import compute_v1
+
+    def ask(token: str) -> Any:
+        request = compute_v1.AggregatedListInstancesRequest(
+            project=project, filter=filter_, page_token=token)
+        return clients.instances.aggregated_list(request=request, retry=None)
+
+    return [
+        (_bare(scope), instance)
+        for page in each_page(ask, retry)
+        for scope, scoped in page.items.items()
+        for instance in scoped.instances
+    ]
+
+
 def instance_properties(body: dict[str, Any]) -> dict[str, Any]:
     """An insert body as `bulkInsert`'s InstanceProperties: like an instance template, they
     name the machine, accelerator and disk types bare (`n1-standard-2`), not by zonal URL."""
@@ -166,20 +192,11 @@ class ComputeNodes:
 
     def list_nodes(self, labels: dict[str, str]) -> list[Node]:
         """Nodes with these labels in every zone of the region: one aggregated list."""
-        from google.cloud import compute_v1
-
-        request = compute_v1.AggregatedListInstancesRequest(
-            project=self.project, filter=label_filter(labels)
-        )
-        scopes = call_with_retry(
-            lambda: list(self._clients.instances.aggregated_list(request=request, retry=None)),
-            self._retry,
-        )
         nodes = [
             _node(instance)
-            for scope, scoped in scopes
-            if region_of(_bare(scope)) == self.region
-            for instance in scoped.instances
+            for zone, instance in aggregated_instances(
+                self._clients, self.project, label_filter(labels), self._retry)
+            if region_of(zone) == self.region
         ]
         self._zone_of.update({n.name: n.zone or self.zone for n in nodes})
         return sorted(nodes, key=lambda n: (n.created, n.name))

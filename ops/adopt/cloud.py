@@ -11,13 +11,12 @@ else ADC); RAY_GCP_API_ENDPOINT points it at an emulator or the tests' fake over
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from model.config import ClusterConfig
 from model.labels import CLUSTER_NAME
-from ops.cloud.cloud_api import API_ENDPOINT_ENV
+from ops.cloud.cloud_api import rest_session, rest_url
 from ops.errors import OpsError, missing_role
 
 COMPUTE = "https://compute.googleapis.com/compute/v1"
@@ -40,23 +39,10 @@ class RayMade:
 
 class _Api:
     def __init__(self, config: ClusterConfig) -> None:
-        import google.auth
-        from google.auth.transport.requests import AuthorizedSession
-
-        from infra.workers.clients import CLOUD_PLATFORM, build_credentials
-
-        self.endpoint = os.environ.get(API_ENDPOINT_ENV) or None
-        secret = config.provider.gcp_credentials
-        credentials = build_credentials(
-            secret.credentials.get_secret_value() if secret else None, self.endpoint)
-        if credentials is None:
-            credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
-        self.session = AuthorizedSession(credentials)
+        self.session, self.endpoint = rest_session(config)
 
     def url(self, base: str, path: str) -> str:
-        if self.endpoint:
-            base = f"http://{self.endpoint}" + base.split(".googleapis.com", 1)[1]
-        return f"{base}/{path}"
+        return rest_url(self.endpoint, base, path)
 
     def call(self, verb: str, base: str, path: str, params: dict[str, str] | None = None,
              body: Any = None, missing_ok: bool = False) -> Any:

@@ -17,6 +17,6 @@ def autoscaled_rows(api: StackApi) -> tuple[list[Node], list[str]]:
         return [], []
     try:
         with api_errors(LISTING):
-            return autoscaled_nodes(api.outputs, api.clients.instances), []
+            return autoscaled_nodes(api.outputs, api.clients), []
     except OpsError as exc:
         return [], [str(exc)]

@@ -21,10 +21,12 @@ from ops.errors import OpsError
 from ops.stacks.cloud_nodes import API_ENDPOINT_ENV, api_clients
 
 if TYPE_CHECKING:
+    from google.auth.transport.requests import AuthorizedSession
     from google.cloud import compute_v1
 
     from infra.workers.clients import ApiClients
     from infra.workers.nodes import NodeApi
+    from model.config import ClusterConfig
     from ops.stacks.stack import StackOutputs
 
 
@@ -52,18 +54,46 @@ class StackApi:
         from google.auth.exceptions import GoogleAuthError
         from requests import RequestException
 
+        from infra.workers.retry import with_retry
+
         if self._head is not None:
             return self._head
         if self._head_error is None:
             outputs = self.outputs
             try:
-                self._head = self.clients.instances.get(
+                self._head = with_retry(lambda: self.clients.instances.get(
                     project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
-                    retry=None)
+                    retry=None))
                 return self._head
             except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
                 self._head_error = exc
         raise self._head_error
+
+
+def rest_session(config: ClusterConfig) -> tuple[AuthorizedSession, str | None]:
+    """Google's REST APIs as the cluster's identity (its YAML's `provider.gcp_credentials`,
+    else ADC): an AuthorizedSession, and the emulator RAY_GCP_API_ENDPOINT names (None:
+    Google's own hosts; `rest_url` builds the URL either way)."""
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
+
+    from infra.workers.clients import CLOUD_PLATFORM, build_credentials
+
+    endpoint = os.environ.get(API_ENDPOINT_ENV) or None
+    secret = config.provider.gcp_credentials
+    credentials = build_credentials(
+        secret.credentials.get_secret_value() if secret else None, endpoint)
+    if credentials is None:
+        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
+    return AuthorizedSession(credentials), endpoint
+
+
+def rest_url(endpoint: str | None, base: str, path: str) -> str:
+    """`base/path` (base an API's https://*.googleapis.com/... root), at `endpoint` over plain
+    http when there is one."""
+    if endpoint:
+        base = f"http://{endpoint}" + base.split(".googleapis.com", 1)[1]
+    return f"{base}/{path}"
 
 
 def nodes_api(

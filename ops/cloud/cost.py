@@ -113,10 +113,9 @@ def node_costs(config: ClusterConfig, now: datetime | None = None,
 
 def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | None,
                 retry: RetryPolicy) -> list[NodeCost]:
-    from google.cloud import compute_v1
 
     from infra.workers.clients import ApiClients, build_credentials
-    from infra.workers.compute_api import instance_market, label_filter
+    from infra.workers.compute_api import aggregated_instances, instance_market, label_filter
     from infra.workers.retry import call_with_retry
     from infra.workers.zones import region_of
 
@@ -130,14 +129,10 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
     labels = {CLUSTER_NAME: config.cluster_name}
     prices = _prices(config)
     # Every zone of the region: workers fail over to the region's other zones.
-    request = compute_v1.AggregatedListInstancesRequest(project=project,
-                                                        filter=label_filter(labels))
-    scopes = call_with_retry(
-        lambda: list(clients.instances.aggregated_list(request=request, retry=None)), retry)
     region = config.provider.region
-    instances = [instance for scope, scoped in scopes
-                 if region_of(scope.rsplit("/", 1)[-1]) == region
-                 for instance in scoped.instances]
+    instances = [instance for zone, instance in
+                 aggregated_instances(clients, project, label_filter(labels), retry)
+                 if region_of(zone) == region]
     costs = []
     for instance in instances:
         if instance.labels.get(CLUSTER_NAME) != config.cluster_name:

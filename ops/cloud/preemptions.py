@@ -43,19 +43,24 @@ def compute_fates(
     clients: ApiClients, project: str, zone: str, names: list[str]
 ) -> list[Fate]:
     """The named instances of one zone that were preempted or are gone."""
+    from infra.workers.retry import INTERACTIVE, each_page
+
     pattern = "|".join(names)
     listed = {
         i.name: i
-        for i in clients.instances.list(
-            request={"project": project, "zone": zone, "filter": f'name eq "({pattern})"'},
+        for page in each_page(lambda token: clients.instances.list(
+            request={"project": project, "zone": zone, "filter": f'name eq "({pattern})"',
+                     "page_token": token},
             retry=None,
-        )
+        ), INTERACTIVE)
+        for i in page.items
     }
     preempted: dict[str, datetime] = {}
     wanted = f'operationType = "{PREEMPTED_OPERATION}"'
-    for operation in clients.zone_operations.list(
-        request={"project": project, "zone": zone, "filter": wanted}, retry=None
-    ):
+    for operation in (op for page in each_page(lambda token: clients.zone_operations.list(
+        request={"project": project, "zone": zone, "filter": wanted, "page_token": token},
+        retry=None,
+    ), INTERACTIVE) for op in page.items):
         name = operation.target_link.rsplit("/", 1)[-1]
         when = datetime.fromisoformat(operation.insert_time)
         preempted[name] = max(when, preempted.get(name, when))
@@ -78,11 +83,13 @@ def tpu_fates(clients: ApiClients, project: str, zone: str, names: list[str]) ->
     """The named TPU VMs of one zone that are PREEMPTED or gone."""
     from google.cloud import tpu_v2
 
+    from infra.workers.retry import with_retry
+
     states = {
         node.name.rsplit("/", 1)[-1]: tpu_v2.Node.State(node.state).name
-        for node in clients.tpu.list_nodes(
+        for node in with_retry(lambda: list(clients.tpu.list_nodes(
             parent=f"projects/{project}/locations/{zone}", retry=None
-        )
+        )))
     }
     fates = []
     for name in names:

@@ -72,6 +72,8 @@ def head_spend_lines(api: StackApi) -> list[str]:
     from google.cloud import compute_v1
     from requests import RequestException
 
+    from infra.workers.retry import with_retry
+
     outputs = api.outputs
     if not (outputs.project and outputs.zone and outputs.head_name):
         return []
@@ -81,10 +83,10 @@ def head_spend_lines(api: StackApi) -> list[str]:
         return []
     published = None
     try:
-        attributes = api.clients.instances.get_guest_attributes(
+        attributes = with_retry(lambda: api.clients.instances.get_guest_attributes(
             request=compute_v1.GetGuestAttributesInstanceRequest(
                 project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
-                query_path=SPEND_NAMESPACE), retry=None)
+                query_path=SPEND_NAMESPACE), retry=None))
         for item in attributes.query_value.items:
             if f"{item.namespace}/{item.key}" == f"{SPEND_NAMESPACE}status":
                 published = json.loads(item.value)

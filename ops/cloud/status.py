@@ -3,20 +3,23 @@ their preemptions and bootstrap stages, then `ray status` from the head."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 from collections.abc import Sequence
 
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG, bootstrap_table, read_nodes
 from ops.cloud.capacity_status import capacity_lines
 from ops.cloud.cloud_api import StackApi
+from ops.cloud.orphans import stack_orphans
 from ops.cloud.preemptions import preemption_lines
 from ops.cloud.spend_status import head_spend_lines, label_time
 from ops.errors import OpsError
 from ops.remote.commands import node_shell, run_captured
 from ops.remote.ray_auth import with_ray_auth
 from ops.remote.ssh import Connector, connect_stack
-from ops.stacks.stack import Node, StackOutputs
+from ops.stacks.stack import OUTPUTS_ENV, Node, StackOutputs
 
 LOG_TAIL_LINES = 20
 RAY_STATUS_COMMAND = "ray status"
@@ -95,8 +98,9 @@ def head_stopped_note(api: StackApi) -> str | None:
 
 
 def show_status(stack: str | None, trust_first_use: bool = False) -> None:
-    """Print, as each part arrives: the nodes table, preemptions, each node's bootstrap stage
-    and `ray status`; an unreachable head is explained by the Compute API when it can be."""
+    """Print, as each part arrives: the nodes table, preemptions, the cluster's orphans
+    (ops/cloud/orphans.py), each node's bootstrap stage and `ray status`; an unreachable head
+    is explained by the Compute API when it can be."""
     with connect_stack(stack, trust_first_use, warm=True) as connector:
         api = StackApi(connector.outputs)
         autoscaled, unlisted = autoscaled_rows(api)
@@ -109,6 +113,8 @@ def show_status(stack: str | None, trust_first_use: bool = False) -> None:
             print(line, flush=True)
         for line in head_spend_lines(api):
             print(line, flush=True)
+        if not os.environ.get(OUTPUTS_ENV):  # outputs from a file: no state to compare
+            stack_orphans(connector.outputs.stack, sys.stdout)
         print()
         try:
             connector.head()

@@ -9,10 +9,13 @@ up on it and what to type next: `up_summary`), deleting only the workers (`down_
 pinning a worker count in the stack file (`scale`), the quota table (`preflight`), the network's
 firewall rules and Private Google Access (`network_check`) and how these checks reach the APIs
 (`apis`); a stack's lock shown and cleared on request (`locks`, `invoke unlock`), what a run
-killed half way left settled before the next acts (`pending`), and the team's state bucket
+killed half way left settled before the next acts (`pending`), orphans the program makes
+under their names taken into the state (`adopt_orphans`), a run queued behind its stack's
+lock (`lock_wait`, `--wait`), and the team's state bucket
 (`state_bucket`, `invoke state-bucket`).
 May import `model`, `infra`, `bootstrap`, the shared top of `ops`, `ops.stacks`,
-`ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API) and
+`ops.review` (what a step does to a node), `ops.cloud.cloud_api` (the node API),
+`ops.cloud.orphans` (what `up` and `preview` report first) and
 `ops.remote.host_keys` (whether credentials exist) and `ops.remote.os_login` (your OS Login
 profile cleaned on `up` and `down`); only `tasks.py` imports it. Verbs: `up`, `operate`,
 `stack_from_yaml`, `run_operation`, `down`, `scale`, `preflight_stack`, `unlock`.

@@ -63,10 +63,58 @@ class Lock:
         except (OSError, IndexError):
             return True
 
+    @property
+    def command(self) -> str | None:
+        """What the holder runs, when it runs on this machine: the task (`invoke up -c x.yaml`,
+        `ray-gcp scale ...`) the engine was started by, else the engine's own command line."""
+        if not self.here:
+            return None
+        pid, engine = self.pid, None
+        for _ in range(8):  # the engine, the task above it, ...
+            words = _cmdline(pid)
+            if not words:
+                break
+            engine = engine or words
+            task = _task_words(words)
+            if task:
+                return " ".join(task)
+            pid = _parent(pid)
+        return " ".join(Path(engine[0]).name if i == 0 else word
+                        for i, word in enumerate(engine[:4])) if engine else None
+
     def describe(self) -> str:
         state = {True: "still running", False: "no longer running: a run killed half way "
                  "left the lock", None: "on another machine"}[self.running]
-        return f"by {self.user}@{self.host} (pid {self.pid}, {state}) since {_shown(self.since)}"
+        command = self.command if self.running else None
+        running = f", `{command}`" if command else ""
+        return (f"by {self.user}@{self.host} (pid {self.pid}{running}, {state}) since "
+                f"{_shown(self.since)}")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [word.decode(errors="replace") for word in raw.split(b"\0") if word]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _task_words(words: list[str]) -> list[str] | None:
+    """`invoke <task> ...` or `ray-gcp <task> ...` out of a process's command line (a python
+    running `-m invoke`, or either script)."""
+    for index, word in enumerate(words):
+        name = Path(word).name
+        if name in ("invoke", "inv", "ray-gcp") and (index == 0 or words[index - 1] == "-m"
+                                                     or "python" in Path(words[0]).name):
+            return ["ray-gcp" if name == "ray-gcp" else "invoke", *words[index + 1:]]
+    return None
 
 
 def _shown(since: str) -> str:
@@ -84,18 +132,27 @@ def locks_in(text: str) -> list[Lock] | None:
             for m in _HOLDER.finditer(text)]
 
 
-def locked_error(stack: str, operation: str, locks: list[Lock]) -> OpsError:
+class StackLocked(OpsError):
+    """The engine met the stack's lock: nothing was done."""
+
+    def __init__(self, message: str, locks: list[Lock]) -> None:
+        super().__init__(message)
+        self.locks = locks
+
+
+def locked_error(stack: str, operation: str, locks: list[Lock]) -> StackLocked:
     """One line: who holds stack's lock since when, and how to clear it."""
     if not locks:
-        return OpsError(f"stack {stack!r} is locked by another run: wait for it to end, or "
-                        f"clear the lock with `invoke unlock -s {stack}` if none runs")
+        return StackLocked(f"stack {stack!r} is locked by another run: wait for it to end, or "
+                           f"clear the lock with `invoke unlock -s {stack}` if none runs", locks)
     held = "; ".join(lock.describe() for lock in locks)
     if any(lock.running for lock in locks):
         advice = "wait for that run to end, then run this again"
     else:
         advice = (f"if no run of it is going on, clear the lock with `invoke unlock -s {stack}`"
                   ", then run this again (it settles what the killed run left half done)")
-    return OpsError(f"cannot {operation} stack {stack!r}: it is locked {held}: {advice}")
+    return StackLocked(f"cannot {operation} stack {stack!r}: it is locked {held}: {advice}",
+                       locks)
 
 
 def unlock(stack: str, out: TextIO) -> None:

@@ -72,6 +72,8 @@ def cluster_subnet(config: ClusterConfig, apis: QuotaApis) -> ClusterSubnet:
     region's subnet it would pick."""
     from google.cloud import compute_v1
 
+    from infra.workers.retry import call_with_retry
+
     project, region = config.provider.project, config.provider.region
     head = config.head_type.node_config
     interfaces = head.network_interfaces if isinstance(head, ComputeNodeConfig) else None
@@ -80,9 +82,11 @@ def cluster_subnet(config: ClusterConfig, apis: QuotaApis) -> ClusterSubnet:
         if not named.subnetwork:
             return ClusterSubnet(project, region, _last(named.network or "default"), None)
         name = _last(named.subnetwork)
-        found = apis.clients.subnetworks.get(project=project, region=region, subnetwork=name)
+        found = call_with_retry(lambda: apis.clients.subnetworks.get(
+            project=project, region=region, subnetwork=name), apis.retry)
     else:
-        listed = list(apis.clients.subnetworks.list(project=project, region=region))
+        listed = call_with_retry(lambda: list(apis.clients.subnetworks.list(
+            project=project, region=region)), apis.retry)
         if not listed:
             return ClusterSubnet(project, region, "default", None)
         found = sorted(listed, key=lambda s: subnet_preference(s.name))[0]
@@ -95,7 +99,10 @@ def network_firewalls(apis: QuotaApis, subnet: ClusterSubnet) -> list[dict[str, 
     """The network's firewall rules in API JSON."""
     from google.cloud import compute_v1
 
-    listed = apis.clients.firewalls.list(project=subnet.project)
+    from infra.workers.retry import call_with_retry
+
+    listed = call_with_retry(lambda: list(apis.clients.firewalls.list(
+        project=subnet.project)), apis.retry)
     rules = [compute_v1.Firewall.to_dict(rule, preserving_proto_field_name=False)
              for rule in listed]
     return [rule for rule in rules if _last(rule.get("network", "")) == subnet.network]

@@ -21,6 +21,7 @@ settled state goes back with `pulumi stack import`, which the stack's lock guard
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from infra.dynamic_types import CLUSTER_SWEEPER_TYPE, LEGACY_TYPE, WORKER_GROUP_TYPE
@@ -80,9 +81,17 @@ class StateStack(Protocol):
     def import_stack(self, state: Any) -> None: ...
 
 
-def settle(stack: StateStack, out: TextIO) -> bool:
-    """Settle the pending operations a killed run left (module docstring); whether there were
-    any (the caller refreshes before acting, so the adopted ones are read back). What was
+@dataclass(frozen=True)
+class Settled:
+    found: bool
+    """There were pending operations (the caller refreshes before acting, so the adopted ones
+    are read back)."""
+    deployment: dict[str, Any]
+    """The state as it now is (what the orphans are judged against: ops/cloud/orphans.py)."""
+
+
+def settle(stack: StateStack, out: TextIO) -> Settled:
+    """Settle the pending operations a killed run left (module docstring). What was
     found is said once the settled state is in: a run still going holds the stack's lock, so
     its pending operations fail the import with the lock's one line, and nothing is said of
     them."""
@@ -90,7 +99,7 @@ def settle(stack: StateStack, out: TextIO) -> bool:
     deployment = dict(exported.deployment)
     pending = deployment.get("pending_operations") or []
     if not pending:
-        return False
+        return Settled(False, deployment)
     said = [f"the state holds {len(pending)} pending operation(s) a run killed half way left:"]
     resources = list(deployment.get("resources") or [])
     known = {r["urn"] for r in resources if not r.get("delete")}
@@ -116,4 +125,4 @@ def settle(stack: StateStack, out: TextIO) -> bool:
     stack.import_stack(exported)
     said.append("  settled: the run goes on from what the cloud has")
     print("\n".join(said), file=out, flush=True)
-    return True
+    return Settled(True, deployment)

@@ -18,9 +18,12 @@ from collections.abc import Iterator
 from typing import Any, Literal, TextIO
 
 from model.stack_config import POLICY_KEY, PROJECT_ROOT, resolve_cluster_path
+from ops.cloud.orphans import report_orphans
 from ops.errors import OpsError, environment_fix, missing_role
+from ops.lifecycle.adopt_orphans import adopt_wanted
 from ops.lifecycle.cluster_yaml import stack_from_yaml
 from ops.lifecycle.events import EventPrinter
+from ops.lifecycle.lock_wait import queue_behind_lock
 from ops.lifecycle.locks import locked_error, locks_in
 from ops.lifecycle.pending import settle
 from ops.lifecycle.reapply import export_request, reapply_request
@@ -164,17 +167,32 @@ def run_operation(
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,
     }
-    with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
-        if operation != "preview" and settle(automation_stack, out) and operation == "destroy":
-            automation_stack.refresh(on_event=printer)  # what was adopted, read back
-        if operation == "up" and policy:
-            with _mandatory_violations(printer, name, "before the up: nothing was created or "
-                                                     "changed"):
-                automation_stack.preview(on_event=printer.policies_only, **policy)
-            if any(level == "not run" for level, _, _, _ in printer.violations):
-                _judge_offline(name, checked["policy"], out)
-        with _mandatory_violations(printer, name, "the policy pack's messages are above"):
-            actions[operation](on_event=printer, **options)
+
+    def attempt() -> None:
+        with graceful_interrupt(out), _one_line_failure(operation, name), printer.ticking():
+            if operation == "preview":
+                deployment = automation_stack.export_stack().deployment
+                report_orphans(name, chosen.cluster, deployment, out)
+            else:
+                settled = settle(automation_stack, out)
+                if settled.found and operation == "destroy":
+                    automation_stack.refresh(on_event=printer)  # what was adopted, read back
+                if operation == "up":
+                    orphans = report_orphans(name, chosen.cluster, settled.deployment, out)
+                    adopt_wanted(automation_stack, orphans, out)
+            if operation == "up" and policy:
+                with _mandatory_violations(printer, name, "before the up: nothing was created "
+                                                         "or changed"):
+                    automation_stack.preview(on_event=printer.policies_only, **policy)
+                if any(level == "not run" for level, _, _, _ in printer.violations):
+                    _judge_offline(name, checked["policy"], out)
+            with _mandatory_violations(printer, name, "the policy pack's messages are above"):
+                actions[operation](on_event=printer, **options)
+
+    if operation == "preview":  # it takes no lock
+        attempt()
+    else:
+        queue_behind_lock(name, operation, attempt, out)
 
 
 def _judge_offline(name: str, findings: list[dict[str, str]], out: TextIO) -> None:
@@ -260,6 +278,9 @@ def graceful_interrupt(out: TextIO) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+_ENGINE_AFTERMATH = re.compile(r"error: (Resource monitor has terminated, shutting down|"
+                               r"(update|preview|destroy|refresh) failed)\s*$")
+"""What the engine says after a resource's own error ended the run: never the reason."""
 _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Denied|Forbidden|NotFound)\w*: ")
 
 
@@ -276,7 +297,8 @@ def _one_line_failure(operation: str, name: str) -> Iterator[None]:
         if locks is not None:
             raise locked_error(name, operation, locks) from None
         lines = [line.strip() for line in text.splitlines() if "error:" in line]
-        reason = lines[-1] if lines else "see the messages above"
+        causes = [line for line in lines if not _ENGINE_AFTERMATH.search(line)]
+        reason = (causes or lines or ["see the messages above"])[-1]
         if "Traceback (most recent call last)" in reason:
             # A dynamic provider's exception: the engine shows its traceback, whose last line
             # (`module.Error: message`) says what failed.

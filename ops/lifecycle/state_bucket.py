@@ -24,6 +24,7 @@ from ops.errors import OpsError
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 READ_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
 WRITE_SCOPE = "https://www.googleapis.com/auth/devstorage.read_write"
+RETRY_DEADLINE_S = 60.0  # how long one call may keep retrying transient answers
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,23 @@ class StateBucket:
             request.add_header("Content-Type", "application/json")
         if not emulator:
             request.add_header("Authorization", f"Bearer {_token(write=data is not None)}")
-        try:
-            with urllib.request.urlopen(request, timeout=60) as answer:
-                return answer.read()
-        except urllib.error.HTTPError as error:
+        from google.api_core import exceptions
+
+        from infra.workers.retry import RetryPolicy, call_with_retry
+
+        def once() -> bytes:
+            try:
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    return answer.read()
+            except urllib.error.HTTPError as error:  # its headers carry any Retry-After
+                raise exceptions.from_http_status(error.code, _message(error),
+                                                  response=error) from None
+
+        try:  # 429 and 5xx retried as the worker groups' calls are (infra/workers/retry.py)
+            return call_with_retry(once, RetryPolicy(deadline_s=RETRY_DEADLINE_S))
+        except exceptions.GoogleAPICallError as error:
             raise OpsError(f"gs://{self.name}: Cloud Storage answered {error.code} "
-                           f"{_message(error)}") from None
+                           f"{error.message}") from None
         except urllib.error.URLError as error:
             raise OpsError(f"gs://{self.name}: cannot reach Cloud Storage ({error.reason})") \
                 from None

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 DEFAULT_PARALLEL = 10
 SSH_ERROR = 255  # ssh's own status when the connection, not the command, failed
-LISTING_TIMEOUT = 30.0  # seconds for each page of the autoscaler's workers
 RUNNING = "RUNNING"
 
 
@@ -134,7 +133,7 @@ def _autoscaled(outputs: StackOutputs) -> list[Node]:
                        "provider.gcp_credentials or run `gcloud auth application-default "
                        "login`)")
     with api_errors(LISTING):
-        return autoscaled_nodes(outputs, api_clients(outputs).instances, LISTING_TIMEOUT)
+        return autoscaled_nodes(outputs, api_clients(outputs))
 
 
 def fan_out(nodes: Iterable[Node], work: Callable[[Node], int], parallel: int, label: str,

@@ -22,8 +22,6 @@ from ops.errors import OpsError, missing_role
 from ops.stacks.stack import Node, StackOutputs, stack_credentials
 
 if TYPE_CHECKING:
-    from google.cloud import compute_v1
-
     from infra.workers.clients import ApiClients
 
 API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
@@ -39,31 +37,23 @@ def api_clients(outputs: StackOutputs, endpoint: str | None = None) -> ApiClient
     return ApiClients(build_credentials(stack_credentials(outputs), endpoint), endpoint)
 
 
-def autoscaled_nodes(outputs: StackOutputs, instances: compute_v1.InstancesClient,
-                     timeout: float | None = None) -> list[Node]:
+def autoscaled_nodes(outputs: StackOutputs, clients: ApiClients) -> list[Node]:
     """The cluster's autoscaler-launched instances in every zone, whatever their status, by
-    name; `timeout`: seconds for each page's answer (None: the client's own)."""
-    from google.cloud import compute_v1
-
-    from infra.workers.compute_api import instance_market, label_filter
+    name: one aggregated list, page by page, retried as a task's reads are."""
+    from infra.workers.compute_api import aggregated_instances, instance_market, label_filter
+    from infra.workers.retry import INTERACTIVE
     from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
 
-    request = compute_v1.AggregatedListInstancesRequest(
-        project=outputs.project,
-        filter=label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER}))
+    wanted = label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER})
     nodes = []
-    for scope, scoped in instances.aggregated_list(request=request, retry=None,
-                                                   timeout=timeout):
-        for instance in scoped.instances:
-            interface = instance.network_interfaces[0] if instance.network_interfaces else None
-            access = (interface.access_configs[0]
-                      if interface and interface.access_configs else None)
-            nodes.append(Node(
-                name=instance.name, node_type=instance.labels.get(USER_NODE_TYPE, ""),
-                kind=AUTOSCALED_KIND, internal_ip=interface.network_i_p if interface else "",
-                external_ip=(access.nat_i_p or None) if access else None,
-                status=instance.status, zone=scope.rsplit("/", 1)[-1],
-                market=instance_market(instance)))
+    for zone, instance in aggregated_instances(clients, outputs.project, wanted, INTERACTIVE):
+        interface = instance.network_interfaces[0] if instance.network_interfaces else None
+        access = interface.access_configs[0] if interface and interface.access_configs else None
+        nodes.append(Node(
+            name=instance.name, node_type=instance.labels.get(USER_NODE_TYPE, ""),
+            kind=AUTOSCALED_KIND, internal_ip=interface.network_i_p if interface else "",
+            external_ip=(access.nat_i_p or None) if access else None, status=instance.status,
+            zone=zone, market=instance_market(instance)))
     return sorted(nodes, key=lambda node: node.name)
 
 

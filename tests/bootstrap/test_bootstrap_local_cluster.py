@@ -88,6 +88,7 @@ def test_a_remote_task_runs_on_each_node(started):
 
 
 @pytest.mark.usefixtures("ray_processes")
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_two_kept_clusters_and_one_local_down_leave_no_process_of_either(
     config, tmp_path, monkeypatch
 ):

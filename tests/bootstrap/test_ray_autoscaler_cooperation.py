@@ -69,6 +69,10 @@ from tests.support.ray_cooperation import (
     start_with_one_pinned,
 )
 
+# The module's plans come from one per-worker cache (tests/support/ray_cooperation.py): its
+# tests share a worker, so each plan is made once.
+pytestmark = pytest.mark.xdist_group("ray-autoscaler-v1-cooperation")
+
 
 class DrainingGcs:
     """The only GCS call the v1 autoscaler makes: drain raylets before terminating them."""

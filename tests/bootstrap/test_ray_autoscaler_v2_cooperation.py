@@ -93,6 +93,10 @@ from tests.support.ray_cooperation import (
     start_with_one_pinned,
 )
 
+# The module's plans come from one per-worker cache (tests/support/ray_cooperation.py): its
+# tests share a worker, so each plan is made once.
+pytestmark = pytest.mark.xdist_group("ray-autoscaler-v2-cooperation")
+
 STACKS = ["full", "minimal"]
 RAY_DEFAULT_MAX_WORKERS = 2  # Ray's GCP defaults (the `minimal` stack leaves max_workers out)
 STEPS_MARKER = "# ---- the steps, in order"  # where a rendered script's steps begin

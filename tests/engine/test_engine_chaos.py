@@ -2,11 +2,14 @@
 type and an autoscaled one (nodes Ray's autoscaler launched are added to the fake as it would:
 the cluster's labels, `ray-node-type=worker`, no group label), each command run with a random
 mix of Google's faults (503, 429 and 403 `rateLimitExceeded`, with or without `Retry-After`,
-answers lost after the call took effect) and, at random, SIGKILLed at a random moment (after
-the k-th call the fake serves), whole process tree. Then the same command is run again as a
-user would (with `invoke unlock` when the next run says a killed one left its lock) until it
-succeeds, and the checks of a killed run hold: exactly the nodes the stack wants, none twice,
-none no state knows (an orphan), no pending operation in the state; `down` leaves nothing.
+answers lost after the call took effect) on the worker groups' calls and on the gcp
+provider's (the head, the firewall rules, the accounts and roles, the bucket, the secret),
+and, at random, SIGKILLed at a random moment (after the k-th call the fake serves), whole
+process tree. Then the same command is run again as a user would (with `invoke unlock` when
+the next run says a killed one left its lock) until it succeeds, and the checks of a killed
+run hold: exactly the nodes the stack wants, none twice, none no state knows (an orphan: nor
+any other resource of the cluster, says `invoke orphans`), no pending operation in the state;
+`down` leaves nothing.
 
 Seeded and reproducible: `RAY_GCP_CHAOS_SEEDS=3,17` picks the scenarios (default one seed);
 the seed is in every failure's message. Slow: a few minutes a seed.
@@ -44,7 +47,12 @@ PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 PINNED, AUTOSCALED = "ray_worker_small", "ray_worker_auto"
 SEEDS = [int(seed) for seed in os.environ.get("RAY_GCP_CHAOS_SEEDS", "7").split(",")]
 FAULTY_METHODS = ("insert", "bulkInsert", "delete", "get", "list", "aggregatedList", "wait",
-                  "setLabels", "setMetadata")
+                  "setLabels", "setMetadata",
+                  # what the gcp provider calls: the head's operation, the network's firewall
+                  # rules, the service accounts and their roles, the bucket, the key's secret
+                  "operations.get", "platform.firewalls.insert",
+                  "platform.serviceAccounts.create", "platform.projects.setIamPolicy",
+                  "storage.buckets.insert", "platform.secrets.create")
 MAX_TRIES = 5
 
 
@@ -83,7 +91,7 @@ class Chaos:
         methods = set(self.rng.sample(FAULTY_METHODS, self.rng.randint(1, 3)))
         faults.fail_next(*statuses, methods=methods)
         faults.retry_after_s = self.rng.choice([None, 1])
-        faults.dropped_answers = self.rng.sample(["bulkInsert", "delete"],
+        faults.dropped_answers = self.rng.sample(["bulkInsert", "delete", "insert"],
                                                  self.rng.randint(0, 1))
         self.log.append(f"faults {statuses} on {sorted(methods)}, retry-after "
                         f"{faults.retry_after_s}, dropped {faults.dropped_answers}")
@@ -174,6 +182,8 @@ class Chaos:
         assert pending_operations(deployment) == [], self.why("pending operations left")
         orphans = set(nodes) - known_instances(deployment) - set(autoscaler)
         assert not orphans, self.why(f"orphans {orphans}")
+        said = self.invoke("orphans", "-s", CLUSTER)  # nor any other resource of the cluster
+        assert "no orphan" in said.stdout, self.why(said.stdout + said.stderr)
         self.log.append(f"converged: {len(nodes)} nodes")
 
 

@@ -230,6 +230,7 @@ def test_engine_preview_agrees_with_offline_diff(
         assert CONFIG_NOTE in effects.values(), effects
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_up_scales_and_a_deleted_worker_comes_back_after_refresh(
     deployed: Deployed, fake: FakeComputeServer, tmp_path: Path
 ) -> None:

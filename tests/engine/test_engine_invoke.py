@@ -29,6 +29,7 @@ def user_stack(engine_bin: Path, tmp_path) -> Iterator[tuple[EngineWorkspace, Fa
             yield space, fake
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_invoke_lifecycle_tasks_drive_the_engine(user_stack) -> None:
     space, fake = user_stack
     for task in ("preview", "up", "refresh", "down"):

@@ -84,6 +84,7 @@ def test_a_run_killed_inside_a_create_shows_its_lock_then_converges(user, kill_a
     started = start_task(env, folder / "runs", "up", "-c", str(config), "-y")
     kill_when(started, lambda: fake.cloud.calls[kill_at] >= 1, after_s=1.0)
     fake.faults.slow_operations = {}
+    fake.cloud.release(kill_at)  # the cloud finishes the create the dead run started
 
     refused = invoke(env, "up", "-c", str(config), "-y")
     assert refused.returncode != 0
@@ -96,9 +97,7 @@ def test_a_run_killed_inside_a_create_shows_its_lock_then_converges(user, kill_a
     assert "cleared" in said
     said = ok(invoke(env, "up", "-c", str(config), "-y"))
     assert "pending" in said  # it says what it found
-    converged(env, fake, workers=2)
-    assert "pending operations from previous deployment" not in ok(
-        invoke(env, "up", "-c", str(config), "-y"))
+    converged(env, fake, workers=2)  # no pending operation left for the next run to meet
 
     ok(invoke(env, "down", "-c", str(config), "-y"))
     assert cluster_nodes(fake, PROJECT, ZONE, CLUSTER) == {}
@@ -154,7 +153,8 @@ def test_a_scale_or_down_while_an_up_runs_is_refused_in_one_line(user) -> None:
     untouched."""
     env, fake, folder = user
     config = cluster_yaml(folder, workers=1)
-    fake.faults.slow_operations = {"bulkInsert": 90.0}  # longer than the two refusals take
+    # Held until both are refused, however long they take on a loaded machine, then released.
+    fake.faults.slow_operations = {"bulkInsert": 900.0}
     started = start_task(env, folder / "runs", "up", "-c", str(config), "-y")
     while fake.cloud.calls["bulkInsert"] < 1:
         assert started.process.poll() is None, started.text()[-3000:]
@@ -166,5 +166,8 @@ def test_a_scale_or_down_while_an_up_runs_is_refused_in_one_line(user) -> None:
         assert refused.returncode != 0
         line = the_one_line(refused.stdout + refused.stderr)
         assert "still running" in line and "wait for that run to end" in line, line
+    assert started.process.poll() is None, "the up ended while it was held"
+    fake.faults.slow_operations = {}
+    fake.cloud.release("bulkInsert")
     assert started.wait() == 0, started.text()[-3000:]
     converged(env, fake, workers=1)

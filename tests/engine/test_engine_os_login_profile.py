@@ -55,6 +55,7 @@ def cluster_public_key(space: EngineWorkspace) -> str:
     return found
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_up_and_down_take_the_cluster_key_and_yours_out_of_your_profile(
         os_login_stack, monkeypatch) -> None:
     space, fake = os_login_stack

@@ -90,6 +90,7 @@ def _nothing_created(space: EngineWorkspace, fake: FakeComputeServer) -> None:
     assert not space.export(STACK).get("resources")
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_a_mandatory_violation_stops_up_before_anything_exists(policy_stack) -> None:
     space, fake, pack_config = policy_stack
     refused = space.invoke("up", "-s", STACK)

@@ -1,5 +1,12 @@
-"""Every stack in stacks/ through the real pulumi engine against the fake cloud: preview, up,
-what the fake then holds, secrets in the exported state, destroy.
+"""Every stack in stacks/ through the real pulumi engine against the fake cloud, in one pass
+each, as a Pulumi user and an `invoke` user run it on this project: the pulumi CLI on a copy of
+the repository (Pulumi.yaml as it is, the stack's settings file from stacks/; the language host
+double, tests/fakes/language_host, runs `main: infra/`) previews exactly the offline plan and
+creates it (what the fake then holds, secrets in the exported state); `invoke up` on the same
+state changes nothing and records the same state (same URNs, same inputs: either takes over
+the other's stack), and its refresh reads back what was made; `pulumi destroy` leaves nothing
+of the cluster. Four engine runs a stack (preview, up, invoke's refresh and up, destroy), each
+stack in a workspace of its own so the stacks spread over the workers.
 
 The gcp resources go through the stand-in gcp plugin; the worker groups, the sweeper and the
 queued slices are the program's dynamic providers, unpickled and run by the engine's
@@ -13,6 +20,9 @@ import gzip
 import hashlib
 import io
 import json
+import re
+import subprocess
+import sys
 import tarfile
 from collections import Counter
 from collections.abc import Iterator
@@ -21,13 +31,16 @@ from typing import Any
 
 import pytest
 
+from ops.remote.os_login import ENDPOINT_ENV as OS_LOGIN_ENDPOINT_ENV
 from ops.review.plan import collect_plan, plan_stack_isolated
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.compute.identity import USER, USER_SCOPES
+from tests.fakes.oslogin import FakeOsLogin
+from tests.support.engine_cli import CliProject
 from tests.support.engine_stack import (
+    OPERATION_TIMEOUT_S,
     EngineWorkspace,
     cluster_nodes,
-    repo_stack_config,
     repo_stacks,
 )
 
@@ -38,19 +51,28 @@ BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_READER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 BUCKET_OBJECT = "gcp:storage/bucketObject:BucketObject"
 ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
+DYNAMIC_PROVIDER = "pulumi:providers:pulumi-python"
+ACCOUNT = USER.rsplit("/", 1)[-1]  # the session's user (tests/conftest.py), by its email
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # pulumi's marker of a secret value
+# A step of `pulumi preview --diff`: `+ TYPE: (create)` and, on the next line, its URN.
+DIFF_STEP = re.compile(
+    r"^\s*\S+ (?P<type>[\w:/.-]+): \((?P<op>[\w-]+)\)\n\s*\[urn=(?P<urn>[^\]]+)\]", re.M)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def fake() -> Iterator[FakeComputeServer]:
     with FakeComputeServer(Faults(operation_s=0.0)) as server:
         yield server
 
 
-@pytest.fixture(scope="module")
-def workspace(engine_bin: Path, fake: FakeComputeServer) -> Iterator[EngineWorkspace]:
-    space = EngineWorkspace(fake, engine_bin)
-    yield space
-    space.cleanup()
+@pytest.fixture
+def workspace(engine_bin: Path, fake: FakeComputeServer, tmp_path: Path
+              ) -> Iterator[EngineWorkspace]:
+    """The engine on the fake cloud, and the fake OS Login the tasks of an `os_login` stack
+    (`private`) put the user's key in."""
+    with FakeOsLogin({ACCOUNT: "you_example_com"}) as os_login:
+        yield EngineWorkspace(fake, engine_bin, root=tmp_path,
+                              extra_env={OS_LOGIN_ENDPOINT_ENV: os_login.endpoint})
 
 
 def planned(stack: str) -> dict[str, Any]:
@@ -93,8 +115,42 @@ def assert_bucket_holds_its_plan(fake: FakeComputeServer, plan: dict[str, Any]) 
                 assert key == f"autoscaler/{hashlib.sha256(data).hexdigest()}.yaml"
 
 
+def masked(value: Any) -> Any:
+    """An input with each secret's ciphertext (fresh per encryption) left out."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+            return "[secret]"
+        return {k: masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
+def recorded(deployment: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """URN -> (parent, inputs) of every resource the stack holds, providers' too. The dynamic
+    providers' default provider records the stack's config, where `ray-gcp:cluster` names the
+    same YAML two ways: invoke runs the engine on its copy of the stack file, which makes the
+    path absolute (ops.stacks.stack), the CLI on the tracked file, relative to the project."""
+    return {r["urn"]: (r.get("parent"), masked(
+        {key: value for key, value in (r.get("inputs") or {}).items()
+         if not (r["type"] == DYNAMIC_PROVIDER and key == "ray-gcp:cluster")}))
+            for r in deployment["resources"]}
+
+
+def invoke_up(cli: CliProject, stack: str) -> list[str]:
+    """`invoke up -s STACK` in the CLI's copy of the project (the same stack files, salts
+    included, and the same backend), as a user runs it in a checkout: the summaries it prints
+    (its refresh's, then its up's)."""
+    done = subprocess.run([sys.executable, "-m", "invoke", "up", "-s", stack], cwd=cli.folder,
+                          env=cli.env,
+                          capture_output=True, text=True, timeout=OPERATION_TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return re.findall(r"^summary: (.*) in [\d.]+s$", done.stdout, re.M)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", repo_stacks())
-def test_stack_previews_creates_and_destroys_exactly_its_plan(
+def test_every_stack_previews_its_plan_ups_through_the_cli_and_invoke_and_destroys_to_nothing(
     stack: str, workspace: EngineWorkspace, fake: FakeComputeServer
 ) -> None:
     plan = planned(stack)
@@ -103,18 +159,24 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     zones = fake.cloud.catalogue.zones
     region = zone.rsplit("-", 1)[0]
     zones[region] = sorted({*zones.get(region, [f"{region}-a"]), zone})
-    workspace.write_stack(stack, repo_stack_config(stack))
+    cli = CliProject(workspace)
+    cli.run("stack", "init", stack)
 
-    preview = workspace.run(stack, "preview")
-    assert set(preview.operations().values()) == {"add"}, preview.operations()
+    # `pulumi preview --diff`, as a user reads it: every step a create, the offline plan's
+    # every custom resource among them, the component at the top; nothing made.
+    shown = cli.run("preview", "--diff", "--stack", stack).stdout
+    steps = [(m["op"], m["type"], m["urn"].rsplit("::", 1)[1]) for m in DIFF_STEP.finditer(shown)]
+    assert steps and {op for op, _, _ in steps} == {"create"}, shown[-3000:]
     custom = {(r["type"], r["name"]) for r in plan["resources"] if r["custom"]}
-    previewed = {(s["type"], s["urn"].rsplit("::", 1)[1]) for s in preview.steps
-                 if s["op"] == "create"}
+    previewed = {(kind, name) for _, kind, name in steps}
     assert custom <= previewed, custom - previewed
+    assert "ray-gcp:index:RayCluster" in {kind for kind, _ in previewed}, shown[-3000:]
+    assert cluster_nodes(fake, project, zone, cluster) == {}
 
     creators_before = len(fake.creators)
-    workspace.run(stack, "up")
+    cli.run("up", "--yes", "--stack", stack)
     nodes = cluster_nodes(fake, project, zone, cluster)
+    assert [n["labels"].get("ray-node-type") for n in nodes.values()].count("head") == 1, nodes
     named = {r["inputs"]["name"] for r in plan["resources"] if r["type"] in (INSTANCE, TPU_VM)}
     named |= {r["inputs"]["name"] for r in of_kind(plan, "QueuedTpuSlice")}
     assert named <= set(nodes), named - set(nodes)
@@ -132,7 +194,8 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
     assert bool(worker_calls) == bool(wanted), creators
     assert all("pulumi.dynamic" in c[2] or "tests.fakes.standin_gcp" in c[2] for c in creators)
 
-    state = json.dumps(workspace.export(stack))
+    deployment = cli.export(stack)
+    state = json.dumps(deployment)
     assert "-----BEGIN" not in state and "PRIVATE KEY" not in state
     assert '"ciphertext"' in state
     assert_bucket_holds_its_plan(fake, plan)
@@ -141,13 +204,28 @@ def test_stack_previews_creates_and_destroys_exactly_its_plan(
         router = fake.platform.routers[(project, inputs["region"])][inputs["router"]]
         assert [n["name"] for n in router.get("nats", [])] == [inputs["name"]]
 
-    workspace.run(stack, "destroy")
+    # `invoke up` takes over the stack the CLI made: its refresh reads back exactly what the
+    # up made, its up changes nothing, and the inputs its inline run of the program records
+    # are the ones the CLI's run gave, under the same URNs.
+    summaries = invoke_up(cli, stack)
+    assert len(summaries) == 2 and all(re.fullmatch(r"\d+ same", s) for s in summaries), summaries
+    by_cli, by_invoke = recorded(deployment), recorded(cli.export(stack))
+    assert sorted(by_invoke) == sorted(by_cli)
+    differ = {urn: sorted(key for key in {**by_cli[urn][1], **by_invoke[urn][1]}
+                          if by_cli[urn][1].get(key) != by_invoke[urn][1].get(key))
+              for urn in by_invoke if by_invoke[urn] != by_cli[urn]}
+    # The same state either way: so the CLI on the stack invoke last deployed has nothing to
+    # change either (its own program run, in its up, recorded exactly these inputs).
+    assert differ == {}
+
+    cli.run("destroy", "--yes", "--stack", stack)
     buckets = {r["inputs"]["name"] for r in plan["resources"] if r["type"] == BUCKET}
     assert not buckets & set(fake.storage.buckets)
     assert not {bucket for bucket, _ in fake.storage.objects} & buckets
     assert cluster_nodes(fake, project, zone, cluster) == {}
     assert fake.platform.is_empty(project)["firewalls"] == []
     assert fake.platform.is_empty(project)["routers"] == []
+    assert cli.export(stack).get("resources") in (None, [])
     # The project's autoscaler account and its role bindings are shared and retained.
     accounts = fake.platform.accounts[project]
     assert f"{AUTOSCALER_ACCOUNT}@{project}.iam.gserviceaccount.com" in accounts

@@ -70,6 +70,7 @@ def heads(fake: FakeComputeServer) -> dict[str, str]:
             if node["labels"].get("ray-node-type") == "head"}
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_up_with_a_cluster_yaml_creates_its_stack_locally_and_down_deletes_it(user) -> None:
     env, fake, cluster_yaml = user
     state_dir = Path(env["RAY_GCP_STATE_DIR"])
@@ -103,6 +104,7 @@ def test_up_with_a_cluster_yaml_creates_its_stack_locally_and_down_deletes_it(us
     assert local_stacks(env, state_dir)[CLUSTER] == 0
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_up_of_a_tracked_stack_never_writes_its_file_and_runs_again(user) -> None:
     """`invoke up -s minimal` (a stack file git tracks) with the user's own backend and
     passphrase: the engine's encryption salt goes to the state folder's copy, the tracked file

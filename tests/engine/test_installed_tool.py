@@ -94,6 +94,7 @@ def succeeded(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout + done.stderr
 
 
+@pytest.mark.slow  # over 60 s on the loaded 2-core machine
 def test_the_installed_command_runs_a_cluster_from_the_users_own_folder(installed, user):
     env, fake, folder = user
     before = tracked_changes()

@@ -20,6 +20,11 @@ generation of an object that has none such (404). Object versioning
 (https://cloud.google.com/storage/docs/object-versioning): with it on, an overwritten or
 deleted object's live version becomes noncurrent and stays readable by its generation
 (`?generation=`), listed with `versions=true`; without it, it is gone.
+
+`fail_next` answers the next calls with Cloud Storage's transient errors, one each: 429
+`rateLimitExceeded` and 503 `backendError`, which clients are to retry with backoff
+(https://cloud.google.com/storage/docs/json_api/v1/status-codes,
+https://cloud.google.com/storage/docs/retry-strategy).
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class GcsState:
     noncurrent: list[tuple[str, str, Version]] = field(default_factory=list)
     uploads: dict[str, tuple[str, str, str, bytearray]] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    fail_next: list[int] = field(default_factory=list)
+    """Statuses (429, 503) the next calls answer with, one each (module docstring)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _generation: int = 1_700_000_000_000_000
 
@@ -193,6 +200,9 @@ class FakeGcs:
         self.state.requests.append((verb, raw_path))
         parts = raw_path.strip("/").split("/")
         with self.state.lock:
+            if self.state.fail_next:
+                status = self.state.fail_next.pop(0)
+                raise GcsError(status, *_TRANSIENT[status])
             if parts[:2] == ["storage", "v1"]:
                 return self._json_api(verb, _json_path(unquote("/".join(parts[2:]))), query,
                                       body)
@@ -296,6 +306,11 @@ class FakeGcs:
 
 _REWRITE = re.compile(r"b/(?P<sb>[^/]+)/o/(?P<so>.+)/rewriteTo/b/(?P<db>[^/]+)/o/(?P<do>.+)")
 _OBJECT = re.compile(r"b/(?P<b>[^/]+)/o/(?P<o>.+)")
+
+
+_TRANSIENT = {429: ("The rate of change requests to the bucket exceeds the rate limit.",
+                    "rateLimitExceeded"),
+              503: ("We encountered an internal error. Please try again.", "backendError")}
 
 
 def _json_path(path: str) -> list[str]:

@@ -15,6 +15,8 @@ program's plan under the mock engine and the startup-script rendering of every n
 
 2,000 examples a run (`MUTATION_EXAMPLES=200` for a quick local loop) in 16 shards, each of
 its own fixed seed so every run tries the same ones, and the suite's workers share them out.
+The fast tier runs the first FAST_SHARDS (500 examples); the rest are marked `slow` (about
+10-15 s each, 150 s of the fast tier's work together) and run in the whole suite.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tests.support.yaml_mutations import SEEDS, mutated_texts
 
 EXAMPLES = int(os.environ.get("MUTATION_EXAMPLES", "2000"))
 SHARDS = 16
+FAST_SHARDS = 4
 
 
 @pytest.fixture
@@ -93,7 +96,9 @@ def test_every_seed_is_accepted_unchanged(name, mutation_file):
     load_cluster_config(mutation_file)
 
 
-@pytest.mark.parametrize("shard", range(SHARDS))
+@pytest.mark.parametrize("shard", [shard if shard < FAST_SHARDS else
+                                   pytest.param(shard, marks=pytest.mark.slow)
+                                   for shard in range(SHARDS)])
 def test_mutated_cluster_yamls_end_accepted_or_in_a_path_named_config_error(
     shard, odd_files, mutation_file
 ):

@@ -19,7 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 CONFTEST = '''
 from tests.conftest import (  # the suite's own hooks and fixtures
-    engine_bin, pytest_collection_modifyitems, pytest_runtest_protocol,
+    engine_bin, pytest_collection_modifyitems, pytest_configure, pytest_runtest_protocol,
     pytest_runtest_teardown, ray_processes,
 )
 from tests.support.sshd_fixture import local_sshd
@@ -60,6 +60,11 @@ def test_starts_sshd_through_its_fixture(local_sshd):
 
 def test_starts_sshd_unmarked():
     subprocess.run([FAKE_SSHD], check=True)
+
+
+@pytest.mark.slow
+def test_takes_long():
+    record("long")
 '''
 
 
@@ -93,7 +98,7 @@ def test_a_fixture_that_starts_sshd_marks_its_test_out_of_the_fast_tier(small_su
     listed = run_suite(suite, env, "--collect-only", "-m", "not sshd")
     assert "test_starts_sshd_through_its_fixture" not in listed.stdout
     assert "test_starts_sshd_unmarked" in listed.stdout
-    assert "13/14 tests collected (1 deselected)" in listed.stdout
+    assert "14/15 tests collected (1 deselected)" in listed.stdout
 
 
 def test_a_test_that_starts_sshd_without_its_marker_fails_naming_the_fixtures(small_suite):
@@ -113,6 +118,18 @@ def test_a_modules_shared_fixture_keeps_its_tests_on_one_worker(small_suite):
     record = Path(env["RECORD"])
     workers = {path.name: json.loads(path.read_text()) for path in record.iterdir()}
     assert len({workers[f"shared-{n}"] for n in range(6)}) == 1, workers
+
+
+def test_the_longest_tests_are_handed_out_first(small_suite):
+    """xdist hands out work in collection order (its reordering by count turned off): the slow
+    test, collected last, comes first, the sshd one next, then the module's group (its six
+    tests together), the plain tests last in their own order."""
+    suite, env = small_suite
+    listed = run_suite(suite, env, "--collect-only").stdout.splitlines()
+    order = [line.split("::")[1].split("[")[0] for line in listed if "::" in line]
+    assert order[:2] == ["test_takes_long", "test_starts_sshd_through_its_fixture"], order
+    assert order[2:8] == ["test_shares_the_module_fixture"] * 6, order
+    assert order[8:] == ["test_on_its_own"] * 6 + ["test_starts_sshd_unmarked"], order
 
 
 @pytest.mark.parametrize(("argv", "kind"), [

@@ -1,7 +1,7 @@
 """What the tests of `invoke adopt` share: a user with Ray's launcher and the tool, both at the
 fake cloud (`ray_user`), a cluster Ray's own launcher made from a shipped YAML
-(`made_by_ray`), the task run as the user runs it (`invoke`), and what a stack's preview said
-(`summary`)."""
+(`made_by_ray`), the task run as the user runs it (`invoke`), and the engine's summaries a
+task printed (`summaries`)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def invoke(env: dict[str, str], *args: str, check: bool = True
     return done
 
 
-def summary(said: str) -> str:
-    (line,) = re.findall(r"^summary: (.*) in [\d.]+s$", said, re.M)
-    return line
+def summaries(said: str) -> list[str]:
+    """Each engine run's `summary: ...` line (an up prints its refresh's, then its own)."""
+    return re.findall(r"^summary: (.*) in [\d.]+s$", said, re.M)
 
 
 def ray_user_at(home: Path, state: Path, monkeypatch: pytest.MonkeyPatch

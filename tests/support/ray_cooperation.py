@@ -81,10 +81,26 @@ class Cluster:
         return next(name for name in self.config.available_node_types if name != self.head_type)
 
 
+_PLANNED: dict[tuple[str, str, str], Cluster] = {}
+"""Plans without an edit, by (stack, version, worker counts): the program's run under mocks
+is most of a cooperation test's set-up (seconds each), and the same few plans recur."""
+
+
 def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None,
             edit: Callable[[dict[str, Any]], None] | None = None) -> Cluster:
     """The stack's own YAML with `provider.autoscaler_version` set (and `edit` applied),
-    planned by the program."""
+    planned by the program. Without an edit, planned once a worker: each caller gets its own
+    copy."""
+    if edit is not None:
+        return _planned(stack, version, worker_counts, edit)
+    key = (stack, version, json.dumps(worker_counts, sort_keys=True))
+    if key not in _PLANNED:
+        _PLANNED[key] = _planned(stack, version, worker_counts, None)
+    return copy.deepcopy(_PLANNED[key])
+
+
+def _planned(stack: str, version: Version, worker_counts: dict[str, int] | None,
+             edit: Callable[[dict[str, Any]], None] | None) -> Cluster:
     data = stack_yaml(stack)
     data["provider"]["autoscaler_version"] = version
     if edit is not None:
@@ -175,10 +191,20 @@ PINNED_STACKS = ["full", "minimal", "gpu-docker"]
 ROOM = 3  # max_workers of the cluster and its worker type, where the YAML names the type
 
 
+_WITH_ONE_PINNED: dict[tuple[str, str], Cluster] = {}
+
+
 def with_one_pinned(stack: str, version: Version) -> Cluster:
     """The stack with one worker of its worker type Pulumi keeps; where the YAML names its
     worker type, the cluster and that type may have ROOM workers, so that "one more node" and
-    "up to the maximum" differ (`minimal` keeps Ray's defaults: two)."""
+    "up to the maximum" differ (`minimal` keeps Ray's defaults: two). Planned once a worker
+    (two program runs); each caller gets its own copy."""
+    if (stack, version) not in _WITH_ONE_PINNED:
+        _WITH_ONE_PINNED[(stack, version)] = _with_one_pinned(stack, version)
+    return copy.deepcopy(_WITH_ONE_PINNED[(stack, version)])
+
+
+def _with_one_pinned(stack: str, version: Version) -> Cluster:
 
     def room(data: dict[str, Any]) -> None:
         types = data.get("available_node_types")

@@ -130,6 +130,8 @@ class Operation:
     done: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     error_status: tuple[int, str] = (403, "FORBIDDEN")
+    pending_until: float = 0.0
+    """Until then the operation is PENDING (queued), then RUNNING until `done_at`."""
 
     def compute_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -139,7 +141,8 @@ class Operation:
             "zone": f"{COMPUTE}/{self.scope.rsplit('/', 2)[0]}/zones/{self.scope.rsplit('/')[-1]}",
             "operationType": self.operation_type,
             "targetLink": self.target,
-            "status": "DONE" if self.done else "RUNNING",
+            "status": "DONE" if self.done else (
+                "PENDING" if time.monotonic() < self.pending_until else "RUNNING"),
             "progress": 100 if self.done else 0,
             "selfLink": f"{COMPUTE}/{self.scope}/operations/{self.name}",
         }
@@ -159,13 +162,16 @@ class Operation:
 class FakeCloud:
     """Everything the fake API knows, guarded by one lock; `changed` wakes `wait` callers."""
 
-    def __init__(self, faults: Faults) -> None:
+    def __init__(self, faults: Faults, pending_share: float = 0.0) -> None:
         self.faults = faults
+        self.pending_share = pending_share
+        """The first share of an operation's time it is PENDING (google_profile.py)."""
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self.instances: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.tpu_nodes: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.operations: dict[str, Operation] = {}
+        self._unsettled: list[Operation] = []  # not done yet: what settle() looks at
         self.request_ids: dict[str, Operation] = {}
         self.calls: Counter[str] = Counter()
         self.catalogue = Catalogue()
@@ -186,14 +192,29 @@ class FakeCloud:
             self.timers = [timer for timer in self.timers if timer[0] > now]
             for _, effect in due:
                 effect()
-            for operation in self.operations.values():
+            still = []
+            for operation in self._unsettled:
                 if not operation.done and operation.done_at <= now:
                     for effect in operation.effects:
                         effect()
                     operation.done = True
                     finished = True
+                elif not operation.done:
+                    still.append(operation)
+            self._unsettled = still
             if finished:
                 self.changed.notify_all()
+
+    def release(self, op_type: str) -> None:
+        """Every running operation of `op_type` finishes now: a test ends a hold it asked for
+        (`Faults.slow_operations`) once it has seen what it held the operation for."""
+        with self.changed:
+            now = time.monotonic()
+            for operation in self.operations.values():
+                if not operation.done and operation.operation_type == op_type:
+                    operation.done_at = min(operation.done_at, now)
+            self.settle()
+            self.changed.notify_all()
 
     def wait_for(self, operation: Operation, max_wait_s: float) -> None:
         """Block like `zoneOperations.wait`: until the operation is done or max_wait_s passes."""
@@ -209,8 +230,11 @@ class FakeCloud:
     def _operation(self, kind: str, scope: str, op_type: str, target: str) -> Operation:
         name = f"operation-{next(self._ids):08d}"
         running_s = self.faults.slow_operations.get(op_type, self.faults.operation_s)
-        operation = Operation(name, kind, scope, op_type, target, time.monotonic() + running_s)
+        now = time.monotonic()
+        operation = Operation(name, kind, scope, op_type, target, now + running_s,
+                              pending_until=now + running_s * self.pending_share)
         self.operations[name] = operation
+        self._unsettled.append(operation)
         return operation
 
     def _timestamp(self) -> str:
@@ -218,6 +242,14 @@ class FakeCloud:
         return stamp.isoformat(timespec="milliseconds")
 
     # ---------------------------------------------------------- compute instances
+
+    def running_operations(self, project: str, op_type: str) -> int:
+        """The project's operations of this type not DONE yet."""
+        with self.lock:
+            self.settle()
+            return sum(1 for op in self._unsettled
+                       if not op.done and op.operation_type == op_type
+                       and op.scope.startswith(f"projects/{project}/"))
 
     def zone_instances(self, project: str, zone: str) -> dict[str, dict[str, Any]]:
         return self.instances.setdefault((project, zone), {})

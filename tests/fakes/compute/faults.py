@@ -30,6 +30,9 @@ class Faults:
     (status, reason) pair names the reason too (RATE_LIMITED_403); a bare 403 is a refusal."""
     error_methods: set[str] | None = None
     """Only requests whose method name (e.g. "bulkInsert", "wait") is in here suffer them."""
+    method_errors: dict[str, list[int | tuple[int, str]]] = field(default_factory=dict)
+    """Method name -> the statuses its next calls answer with, one each, before any of
+    `error_statuses`: a fault aimed at one call (the head's insert, the bucket's)."""
     retry_after_s: int | None = None
     """Sent as `Retry-After` with each injected 429 and 503, as Google's front ends may ask a
     client to wait (RFC 9110 section 10.2.3: delay-seconds)."""
@@ -77,6 +80,8 @@ class Faults:
     def take_error(self, method: str) -> int | tuple[int, str] | None:
         """The HTTP status this request must fail with, if any is queued for its method."""
         with self.lock:
+            if self.method_errors.get(method):
+                return self.method_errors[method].pop(0)
             if not self.error_statuses:
                 return None
             if self.error_methods is not None and method not in self.error_methods:

@@ -109,7 +109,7 @@ class Listings:
                             for letter in letters],
                   "selfLink": f"{COMPUTE}/projects/{p['project']}/regions/{region}"}
                  for region, letters in self.regions.items()]
-        page, token = _page(items, query, "maxResults", 500, 500)
+        page, token = list_page(items, query, "maxResults", 500, 500)
         return {"kind": "compute#regionList", "items": page, "nextPageToken": token}
 
     def _machineTypes_aggregatedList(self, p: dict[str, str], query: dict[str, str]) -> Any:
@@ -129,7 +129,7 @@ class Listings:
 
     def _aggregated(self, pairs: list[tuple[str, dict[str, Any]]], query: dict[str, str],
                     key: str, kind: str) -> Any:
-        page, token = _page(pairs, query, "maxResults", 500, 500)
+        page, token = list_page(pairs, query, "maxResults", 500, 500)
         items: dict[str, Any] = {
             f"zones/{zone}": {"warning": {"code": "NO_RESULTS_ON_PAGE", "message":
                                           "There are no results for scope "
@@ -143,7 +143,7 @@ class Listings:
     def _tpu_locations_list(self, p: dict[str, str], query: dict[str, str]) -> Any:
         items = [{"name": f"projects/{p['project']}/locations/{zone}", "locationId": zone}
                  for zone in self.tpu_types]
-        page, token = _page(items, query, "pageSize", 100, 10**6)
+        page, token = list_page(items, query, "pageSize", 100, 10**6)
         return {"locations": page, "nextPageToken": token}
 
     def _tpu_acceleratorTypes_list(self, p: dict[str, str], query: dict[str, str]) -> Any:
@@ -153,17 +153,17 @@ class Listings:
         items = [{"name": f"projects/{p['project']}/locations/{p['zone']}/acceleratorTypes/{t}",
                   "type": t, "acceleratorConfigs": [{"type": kind, "topology": topology}]}
                  for t, kind, topology in self.tpu_types[p["zone"]]]
-        page, token = _page(items, query, "pageSize", 100, 10**6)
+        page, token = list_page(items, query, "pageSize", 100, 10**6)
         return {"acceleratorTypes": page, "nextPageToken": token}
 
     def _billing_skus_list(self, p: dict[str, str], query: dict[str, str]) -> Any:
         if p["service"] != COMPUTE_SKUS:
             raise ApiError(404, f"Service services/{p['service']} not found", "notFound")
-        page, token = _page(self.skus, query, "pageSize", 5000, 5000)
+        page, token = list_page(self.skus, query, "pageSize", 5000, 5000)
         return {"skus": page, "nextPageToken": token}
 
 
-def _page(items: list[Any], query: dict[str, str], size_key: str, default: int,
+def list_page(items: list[Any], query: dict[str, str], size_key: str, default: int,
           most: int) -> tuple[list[Any], str]:
     size = int(query.get(size_key) or default)
     if not 0 <= size <= most:

@@ -31,9 +31,14 @@ from tests.fakes.compute.access import (
 from tests.fakes.compute.cloud import ApiError, FakeCloud, Operation
 from tests.fakes.compute.faults import Faults
 from tests.fakes.compute.filters import FilterError, Predicate, compile_filter
+from tests.fakes.compute.google_profile import (
+    CloudProfile,
+    RateLimiter,
+    bulk_limit_error,
+)
 from tests.fakes.compute.identity import IDENTITIES, Identities, Token, granted
 from tests.fakes.compute.listings import ROUTES as LISTING_ROUTES
-from tests.fakes.compute.listings import Listings
+from tests.fakes.compute.listings import Listings, list_page
 from tests.fakes.compute.peers import peer_process
 from tests.fakes.compute.platform import PROJECT_NUMBER, Platform
 from tests.fakes.compute.platform import ROUTES as PLATFORM_ROUTES
@@ -138,10 +143,12 @@ def _labels_match(labels: dict[str, str] | None, wanted: dict[str, str]) -> bool
 
 
 def _page(items: list[Any], query: dict[str, str], size_key: str) -> tuple[list[Any], str]:
-    start = int(query.get("pageToken") or 0)
-    size = int(query.get(size_key) or 500)
-    token = str(start + size) if start + size < len(items) else ""
-    return items[start:start + size], token
+    """A page as Compute lists give them: `maxResults` 0 to 500, inclusive, default 500; a
+    `nextPageToken` while more remain (https://cloud.google.com/compute/docs/reference/rest/
+    v1/instances/list). TPU's `pageSize` has no documented most (10**6 here)."""
+    if size_key == "maxResults":
+        return list_page(items, query, size_key, 500, 500)
+    return list_page(items, query, size_key, 10**6, 10**6)
 
 
 @dataclass(frozen=True)
@@ -157,9 +164,18 @@ class Served:
 class FakeComputeServer:
     """Start with `start()` (or as a context manager); `endpoint` is what clients point at."""
 
-    def __init__(self, faults: Faults | None = None, wait_max_s: float = 5.0) -> None:
+    def __init__(self, faults: Faults | None = None, wait_max_s: float = 5.0,
+                 profile: CloudProfile | None = None) -> None:
+        """`profile` (google_profile.py): how fast and how strict it answers; it sets the
+        faults' latency and operation time and the wait limit. None: instant, unlimited."""
         self.faults = faults or Faults()
-        self.cloud = FakeCloud(self.faults)
+        self.profile = profile
+        self.limiter: RateLimiter | None = None
+        if profile is not None:
+            self.faults.latency_s, self.faults.operation_s = profile.latency_s, profile.operation_s
+            wait_max_s = profile.wait_max_s
+            self.limiter = RateLimiter(profile) if profile.quotas else None
+        self.cloud = FakeCloud(self.faults, profile.pending_share if profile else 0.0)
         self.queued = QueuedResources(self.cloud)
         self.platform = Platform()
         self.listings = Listings()
@@ -244,15 +260,9 @@ class FakeComputeServer:
                 self.creators.append((method, *peer_process(peer_port)))
             if self.faults.latency_s:
                 time.sleep(self.faults.latency_s)
-            fault = self.faults.take_error(method)
-            if fault is not None:
-                status, reason = fault if isinstance(fault, tuple) else (
-                    fault, _FAULT_REASONS.get(fault, "backendError"))
-                refused = ApiError(status, _FAULT_MESSAGES.get(
-                    reason, _STATUS_MESSAGES.get(status, "injected fault")), reason)
-                if status in (429, 503) and self.faults.retry_after_s is not None:
-                    refused.retry_after = self.faults.retry_after_s
-                raise refused
+            if self.limiter is not None and path.startswith("/compute/v1/"):
+                self.limiter.admit(match.group("project"), method)
+            self._injected_fault(method)
             self.cloud.settle()
             if method.startswith("platform."):
                 return self.platform.handle(method, match.groupdict(), query, body)
@@ -264,6 +274,19 @@ class FakeComputeServer:
                 raise DroppedAnswer(method)
             return answer
         raise ApiError(404, f"no fake route for {verb} {path}", "notFound")
+
+    def _injected_fault(self, method: str) -> None:
+        """The fault `Faults.fail_next` queued for this method, raised as Google answers it."""
+        fault = self.faults.take_error(method)
+        if fault is None:
+            return
+        status, reason = fault if isinstance(fault, tuple) else (
+            fault, _FAULT_REASONS.get(fault, "backendError"))
+        refused = ApiError(status, _FAULT_MESSAGES.get(
+            reason, _STATUS_MESSAGES.get(status, "injected fault")), reason)
+        if status in (429, 503) and self.faults.retry_after_s is not None:
+            refused.retry_after = self.faults.retry_after_s
+        raise refused
 
     def _authorize(self, method: str, params: dict[str, str], body: Any, token: Token) -> None:
         """The caller's scope and IAM permission for the call (tests/fakes/compute/access.py),
@@ -285,6 +308,7 @@ class FakeComputeServer:
                       authorization: str | None) -> None:
         """Cloud Storage's check: a bucket's calls are decided by its project's policy and
         the bucket's own (BucketIAMMember); creating one by the project named."""
+        self._injected_fault(method)  # Cloud Storage's calls suffer the queued faults too
         token = self.identities.who(authorization)
         project = query.get("project") if method == "storage.buckets.insert" \
             else self.storage.projects.get(params.get("bucket", ""))
@@ -312,14 +336,19 @@ class FakeComputeServer:
         return {"kind": "compute#instanceList", "items": page, "nextPageToken": token}
 
     def _aggregatedList(self, p: dict[str, str], query: dict[str, str], _: Any) -> Any:
+        """Every zone's matching instances, zone by zone, in pages of `maxResults` instances
+        as lists give them; a scope appears on the pages that hold its instances."""
         wanted = self._compute_filter(query)
-        result: dict[str, Any] = {}
         with self.cloud.lock:
-            for (project, zone), instances in self.cloud.instances.items():
-                matching = [dict(i) for i in instances.values() if wanted(i)]
-                if project == p["project"] and matching:
-                    result[f"zones/{zone}"] = {"instances": matching}
-        return {"kind": "compute#instanceAggregatedList", "items": result}
+            pairs = [(zone, dict(i)) for (project, zone), instances
+                     in sorted(self.cloud.instances.items())
+                     if project == p["project"] for i in instances.values() if wanted(i)]
+        page, token = _page(pairs, query, "maxResults")
+        result: dict[str, Any] = {}
+        for zone, instance in page:
+            result.setdefault(f"zones/{zone}", {"instances": []})["instances"].append(instance)
+        answer = {"kind": "compute#instanceAggregatedList", "items": result}
+        return {**answer, "nextPageToken": token} if token else answer
 
     def _insert(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
         name = body.pop("name", None)
@@ -330,14 +359,50 @@ class FakeComputeServer:
         return operation.compute_json()
 
     def _bulkInsert(self, p: dict[str, str], query: dict[str, str], body: Any) -> Any:
-        names = list((body.get("perInstanceProperties") or {}).keys())
-        count = int(body.get("count") or len(names))
+        """The request rules of BulkInsertInstanceResource
+        (https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert): either
+        `namePattern` or `perInstanceProperties` names the instances; a pattern holds one
+        continuous run of at most 18 `#`, numbered after the biggest existing match; `count`
+        is required, `minCount` at most `count`. With a profile's limit, more than that many
+        bulk operations running at once are refused (google_profile.py)."""
+        per_instance = list((body.get("perInstanceProperties") or {}).keys())
+        pattern = str(body.get("namePattern") or "")
+        if not per_instance and not pattern:
+            raise ApiError(400, "Invalid value for field 'resource': either namePattern or "
+                                "perInstanceProperties must be set.")
+        count = int(body.get("count") or 0)
+        if count < 1:
+            raise ApiError(400, "Invalid value for field 'resource.count': "
+                                f"'{body.get('count')}'. count must be at least 1.")
+        if int(body.get("minCount") or count) > count:
+            raise ApiError(400, "Invalid value for field 'resource.minCount': "
+                                f"'{body.get('minCount')}'. minCount must not exceed count.")
+        names = per_instance or self._pattern_names(p, pattern, count)
         if len(names) != count:
             raise ApiError(400, "count must equal the number of perInstanceProperties names")
+        limit = self.profile.bulk_operations_at_once if self.profile else None
+        if limit is not None and self.cloud.running_operations(p["project"],
+                                                               "bulkInsert") >= limit:
+            raise bulk_limit_error()
         properties = dict(body.get("instanceProperties") or {})
         operation = self.cloud.insert_instances(p["project"], p["zone"], names, properties,
                                                 "bulkInsert", query.get("requestId"))
         return operation.compute_json()
+
+    def _pattern_names(self, p: dict[str, str], pattern: str, count: int) -> list[str]:
+        runs = re.findall(r"#+", pattern)
+        if len(runs) != 1 or len(runs[0]) > 18:
+            raise ApiError(400, f"Invalid value for field 'resource.namePattern': '{pattern}'. "
+                                "The pattern must contain one continuous sequence of at most "
+                                "18 '#' characters.")
+        head, tail = pattern.split(runs[0])
+        number = re.compile(re.escape(head) + rf"(\d{{{len(runs[0])}}})" + re.escape(tail))
+        with self.cloud.lock:
+            taken = [int(m.group(1)) for name in self.cloud.zone_instances(p["project"],
+                                                                          p["zone"])
+                     if (m := number.fullmatch(name))]
+        first = max(taken, default=0) + 1
+        return [f"{head}{n:0{len(runs[0])}d}{tail}" for n in range(first, first + count)]
 
     def _reservations_get(self, p: dict[str, str], _q: dict[str, str], _: Any) -> Any:
         with self.cloud.lock:

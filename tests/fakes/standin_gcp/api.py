@@ -11,12 +11,40 @@ go to the same host under `/upload/` (the JSON API's upload path).
 
 Every call carries `Authorization: Bearer` with the provider's `accessToken`, else
 `GOOGLE_OAUTH_ACCESS_TOKEN` (the Terraform provider's variable for a bare token), when set.
+
+Transient faults are retried as the Terraform provider's HTTP client retries them: its
+`retryTransport` wraps every API client (google/transport/config.go) and `SendRequest` retries
+again on the same predicates (google/transport/transport.go, DefaultRequestTimeout 5 minutes),
+both judging with `defaultErrorRetryPredicates` (google/transport/error_retry_predicates.go,
+terraform-provider-google e03b762):
+- network faults: a timeout (`isNetworkTimeoutError`), a connection reset by peer
+  (`isConnectionResetNetworkError`), an answer cut short (`isIoEOFError`: io.ErrUnexpectedEOF).
+  A connection closed before any answer is Go's plain `EOF`, which none of them matches; Go's
+  own transport resends only a request that is idempotent (a GET: net/http's
+  `Request.isReplayable`), so a lost answer to an insert fails the call;
+- 429, 500, 502, 503 (`isCommonRetryableErrorCode`);
+- 409 whose body says `operationInProgress` (`is409OperationInProgressError`);
+- 400 `resourceNotReady` naming networks or subnetworks (`isNetworkUnreadyError`,
+  `isSubnetworkUnreadyError`);
+- 403 whose message is a per-minute quota, "Quota exceeded for quota metric '...' and limit
+  '... per minute' of service" (`is403QuotaExceededPerMinuteError`), or whose ErrorInfo
+  reason is CONCURRENT_OPERATIONS_QUOTA_EXCEEDED (`is403ConcurrentOperationsQuotaError`). A
+  403 `rateLimitExceeded` in other words is not retried.
+The wait between attempts grows as the transport's does (Fibonacci: 0.5 s, 1 s, 1.5 s, 2.5 s,
+...); `Retry-After` is not read (retry_transport.go never looks at it).
+
+Operations are polled with GET as the provider polls them (compute_operation.go `QueryOp`:
+zoneOperations.get, regionOperations.get or globalOperations.get; tpgresource/
+common_operation.go `CommonRefreshFunc` retries a 404 on the operation).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import re
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -43,12 +71,60 @@ ENDPOINT_ENV = {
 }
 TOKEN_ENV = "GOOGLE_OAUTH_ACCESS_TOKEN"
 OPERATION_WAIT_S = 120.0
+REQUEST_TIMEOUT_S = 300.0  # transport.go DefaultRequestTimeout
+POLL_S = 0.05
+_QUOTA_PER_MINUTE = re.compile(r"Quota exceeded for quota metric '(?P<metric>.*)' and limit "
+                               r"'(?P<limit>.* per minute)' of service")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, body: str = "") -> None:
         super().__init__(f"googleapi: Error {status}: {message}")
         self.status = status
+        self.body = body
+
+
+class TransportError(ApiError):
+    """No HTTP answer: the call's URL and Go's error for it (`Post "<url>": EOF`)."""
+
+    def __init__(self, verb: str, url: str, reason: str, retryable: bool) -> None:
+        Exception.__init__(self, f'{verb.title()} "{url}": {reason}')
+        self.status = 0
+        self.body = ""
+        self.retryable = retryable
+
+
+def _transport_error(request: urllib.request.Request, error: Exception) -> TransportError:
+    """Python's network error as Go's, and whether the provider's predicates retry it."""
+    verb, url = request.get_method(), request.full_url
+    if isinstance(error, urllib.error.URLError):
+        error = error.reason if isinstance(error.reason, Exception) else error
+    if isinstance(error, http.client.RemoteDisconnected):  # closed before any answer
+        return TransportError(verb, url, "EOF", retryable=verb == "GET")
+    if isinstance(error, ConnectionResetError):
+        return TransportError(verb, url, "read: connection reset by peer", retryable=True)
+    if isinstance(error, http.client.IncompleteRead):
+        return TransportError(verb, url, "unexpected EOF", retryable=True)
+    if isinstance(error, TimeoutError | socket.timeout):
+        return TransportError(verb, url, "i/o timeout", retryable=True)
+    return TransportError(verb, url, str(error), retryable=False)
+
+
+def retryable(error: ApiError) -> bool:
+    """`defaultErrorRetryPredicates` (module docstring)."""
+    if isinstance(error, TransportError):
+        return error.retryable
+    body = error.body
+    if error.status in (429, 500, 502, 503):
+        return True
+    if error.status == 409:
+        return "operationInProgress" in body
+    if error.status == 400:
+        return "resourceNotReady" in body and "networks" in body
+    if error.status == 403:
+        return bool(_QUOTA_PER_MINUTE.search(body)) or "CONCURRENT_OPERATIONS_QUOTA_EXCEEDED" \
+            in body
+    return False
 
 
 class Apis:
@@ -86,6 +162,20 @@ class Apis:
                                                  headers=self._headers(content_type)))
 
     def _send(self, request: urllib.request.Request) -> Any:
+        """One call, retried as the provider retries (module docstring)."""
+        give_up_at = time.monotonic() + REQUEST_TIMEOUT_S
+        pause, following = 0.5, 0.5
+        while True:
+            try:
+                return self._once(request)
+            except ApiError as error:
+                if not retryable(error) or time.monotonic() + pause > give_up_at:
+                    raise
+            time.sleep(pause)
+            pause, following = pause + following, pause
+
+    @staticmethod
+    def _once(request: urllib.request.Request) -> Any:
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:
                 raw = answer.read()
@@ -95,7 +185,9 @@ class Apis:
                 message = json.loads(detail)["error"]["message"]
             except (ValueError, KeyError, TypeError):
                 message = detail
-            raise ApiError(error.code, message) from None
+            raise ApiError(error.code, message, detail) from None
+        except (OSError, http.client.HTTPException) as error:
+            raise _transport_error(request, error) from None
         return json.loads(raw) if raw else {}
 
     def get_or_none(self, api: str, path: str) -> Any:
@@ -108,16 +200,22 @@ class Apis:
             raise
 
     def wait_compute(self, operation: dict[str, Any], project: str) -> None:
-        """Poll a zonal or global Compute operation until DONE; its error is raised."""
+        """Poll a zonal, regional or global Compute operation (GET) until DONE; its error is
+        raised (module docstring)."""
         deadline = time.monotonic() + OPERATION_WAIT_S
         while operation.get("status") != "DONE":
             if time.monotonic() > deadline:
                 raise ApiError(504, f"operation {operation.get('name')} did not finish")
+            time.sleep(POLL_S)
             zone = str(operation.get("zone") or "").rsplit("/", 1)[-1]
-            where = f"zones/{zone}" if zone else "global"
-            operation = self.call(
-                "compute", "POST",
-                f"projects/{project}/{where}/operations/{operation['name']}/wait")
+            region = str(operation.get("region") or "").rsplit("/", 1)[-1]
+            where = f"zones/{zone}" if zone else f"regions/{region}" if region else "global"
+            try:
+                operation = self.call(
+                    "compute", "GET", f"projects/{project}/{where}/operations/{operation['name']}")
+            except ApiError as error:
+                if error.status != 404:
+                    raise
         if operation.get("error"):
             errors = operation["error"].get("errors") or [{}]
             raise ApiError(int(operation.get("httpErrorStatusCode") or 400),
@@ -133,3 +231,4 @@ class Apis:
             operation = self.call("tpuV2", "GET", operation["name"])
         if operation.get("error"):
             raise ApiError(400, str(operation["error"].get("message")))
+

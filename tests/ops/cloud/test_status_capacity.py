@@ -144,6 +144,6 @@ def test_the_nodes_table_lists_autoscaled_workers_a_rung_put_in_another_zone(fak
     (name,) = autoscaler_launch(across, CLUSTER, "gpu", BODY, 1)
 
     asked = api(fake)
-    (node,) = autoscaled_nodes(asked.outputs, asked.clients.instances)
+    (node,) = autoscaled_nodes(asked.outputs, asked.clients)
 
     assert (node.name, node.zone, node.node_type) == (name, "us-west1-b", "gpu")

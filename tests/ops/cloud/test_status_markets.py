@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from infra.workers.retry import INTERACTIVE
 from model.labels import ray_labels
 from ops.cloud.autoscaled import autoscaled_rows
 from ops.cloud.cloud_api import StackApi
@@ -83,7 +84,7 @@ def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ra
     fake.cloud.add_foreign_instance(PROJECT, ZONE, "w-pinned", ray_labels("c", "worker", "gpu"))
 
     stack = parse_outputs("s", outputs(worker("w-pinned", "spot")))
-    listed = autoscaled_nodes(stack, StackApi(stack, fake.endpoint).clients.instances)
+    listed = autoscaled_nodes(stack, StackApi(stack, fake.endpoint).clients)
     table = nodes_table(stack, listed).splitlines()[1:]
 
     found = {line.split()[0]: line.split() for line in table}
@@ -103,13 +104,13 @@ def test_an_unreachable_api_leaves_the_autoscaled_workers_out_in_one_line():
 
 def test_an_api_error_in_the_autoscaled_listing_is_worded_as_api_errors_words_it(fake):
     api = StackApi(parse_outputs("s", outputs()), fake.endpoint)
-    fake.faults.fail_next(503, methods={"aggregatedList"})
-    nodes, lines = autoscaled_rows(api)
+    fake.faults.fail_next(*[503] * INTERACTIVE.max_attempts, methods={"aggregatedList"})
+    nodes, lines = autoscaled_rows(api)  # retried as status retries, then said
 
-    fake.faults.fail_next(503, methods={"aggregatedList"})
+    fake.faults.fail_next(*[503] * INTERACTIVE.max_attempts, methods={"aggregatedList"})
     with pytest.raises(OpsError) as worded, api_errors(LISTING):
         # the same listing, the same answer, worded by api_errors
-        autoscaled_nodes(api.outputs, api.clients.instances)
+        autoscaled_nodes(api.outputs, api.clients)
 
     assert nodes == []
     assert lines == [str(worded.value)]

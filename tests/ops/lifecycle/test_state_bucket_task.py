@@ -1,7 +1,8 @@
 """`invoke state-bucket` against the fake Cloud Storage (tests/fakes/gcs.py), reached as the
 engine reaches it (STORAGE_EMULATOR_HOST): the bucket is made with versioning, uniform
 bucket-level access and public access prevention; run again it is checked, and one made
-without versioning is refused in one line naming what it lacks."""
+without versioning is refused in one line naming what it lacks. Cloud Storage's transient
+answers (429, 503) are retried, as every call of ours to Google is (infra/workers/retry.py)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,10 @@ def test_a_bucket_there_without_versioning_is_refused_in_one_line(gcs) -> None:
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0
     assert "without object versioning" in done.stderr, done.stderr
+
+
+def test_transient_answers_are_retried(gcs) -> None:
+    gcs.state.fail_next = [503, 429]
+    done = state_bucket(gcs, "acme-ray-state")
+    assert done.returncode == 0, done.stderr
+    assert gcs.state.fail_next == [] and "acme-ray-state" in gcs.state.buckets

@@ -17,10 +17,6 @@ from tests.fakes.compute.identity import USER, USER_ROLES
 from tests.support.docs_pages import section, table_rows
 from tests.support.engine_stack import EngineWorkspace
 
-# Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
-# refused up must not leave): one worker runs every such test (tests/conftest.py's groups).
-pytestmark = pytest.mark.xdist_group("checkout-stacks")
-
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 # The stack whose `up` needs the role (TPU nodes only in a TPU stack).
 UP_STACKS = {role: "tpu" if role == "roles/tpu.admin" else "full" for role in USER_ROLES}
@@ -55,11 +51,12 @@ def test_down_workers_only_without_compute_admin_names_the_role(fake, monkeypatc
 @pytest.mark.parametrize("role", USER_ROLES)
 def test_up_without_a_documented_role_stops_in_one_line_naming_it(role, fake, engine_bin,
                                                                   tmp_path) -> None:
-    space = EngineWorkspace(fake, engine_bin, root=tmp_path)
-    stack = f"user-roles-{role.split('/')[1].replace('.', '-').lower()}"
+    # `up -c`: the stack lives in this test's own state folder, nothing in the checkout's
+    # stacks/ (so the roles run on any worker, side by side).
+    space = EngineWorkspace(fake, engine_bin, root=tmp_path,
+                            extra_env={"RAY_GCP_STATE_DIR": str(tmp_path / "state-dir")})
     fake.platform.revoke(PROJECT, role, USER)
-    with space.repo_stack(stack, {"ray-gcp:cluster": f"stacks/clusters/{UP_STACKS[role]}.yaml"}):
-        done = space.invoke("up", "-s", stack, "--yes")
+    done = space.invoke("up", "-c", f"stacks/clusters/{UP_STACKS[role]}.yaml", "--yes")
     assert done.returncode != 0, done.stdout[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert errors and f"needs {role}" in errors[-1], done.stdout[-3000:] + done.stderr[-3000:]

@@ -3,7 +3,8 @@
 
 Owns the node API and its errors, and `StackApi`, one task's clients and head instance, asked
 once and handed to every part that needs them (`cloud_api`), the nodes table and `ray status`
-(`status`), the workers Ray's autoscaler launched and the market each got (`autoscaled`),
+(`status`), the nodes table's rows of the workers Ray's autoscaler launched (`autoscaled`;
+listed by ops.stacks.cloud_nodes, which the fan-out to every node uses too),
 preemptions (`preemptions`), each node's startup script version and bootstrap stage
 (`bootstrap_status`), the log archive (`cluster_dump`), failure drills (`kill_node`), what the
 cluster has cost (`cost`), what the head counts against its spend cap (`spend_status`), a

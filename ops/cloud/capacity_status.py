@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ops.cloud.cloud_api import StackApi, api_errors
+from ops.cloud.cloud_api import StackApi
 from ops.cloud.preemptions import ago
 from ops.errors import OpsError
+from ops.stacks.cloud_nodes import api_errors
 
 READING = "reading what waits for capacity"  # what failed, when the APIs did not answer
 QUEUED_DONE = ("ACTIVE", "DELETING")

@@ -7,17 +7,18 @@ when it has them, else Application Default Credentials (ops.stacks.stack.stack_c
 infra.workers.clients.build_credentials, the one place credentials are built).
 `RAY_GCP_API_ENDPOINT` (host:port) points it at an emulator or the tests' fake, over plain http.
 A task that asks several questions (`status`) asks them all through one `StackApi`: one set of
-clients, the head instance read once.
+clients, the head instance read once. The clients themselves (`api_clients`) and the errors'
+one line (`api_errors`) are ops.stacks.cloud_nodes', where the fan-out to every node finds them
+too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ops.errors import OpsError, missing_role
+from ops.errors import OpsError
+from ops.stacks.cloud_nodes import API_ENDPOINT_ENV, api_clients
 
 if TYPE_CHECKING:
     from google.auth.transport.requests import AuthorizedSession
@@ -27,17 +28,6 @@ if TYPE_CHECKING:
     from infra.workers.nodes import NodeApi
     from model.config import ClusterConfig
     from ops.stacks.stack import StackOutputs
-
-API_ENDPOINT_ENV = "RAY_GCP_API_ENDPOINT"
-
-
-def api_clients(outputs: StackOutputs, endpoint: str | None = None) -> ApiClients:
-    """Clients for the stack's identity; `endpoint` (else RAY_GCP_API_ENDPOINT) an emulator."""
-    from infra.workers.clients import ApiClients, build_credentials
-    from ops.stacks.stack import stack_credentials
-
-    endpoint = endpoint if endpoint is not None else os.environ.get(API_ENDPOINT_ENV) or None
-    return ApiClients(build_credentials(stack_credentials(outputs), endpoint), endpoint)
 
 
 class StackApi:
@@ -118,25 +108,3 @@ def nodes_api(
     props = {"project": project, "zone": zone, "credentials": credentials,
              "api_endpoint": os.environ.get(API_ENDPOINT_ENV) or None}
     return node_api("tpu" if kind == "tpu" else "compute", props, RetryPolicy(), Deadlines())
-
-
-@contextlib.contextmanager
-def api_errors(what: str) -> Iterator[None]:
-    """The API's, google-auth's and the HTTP transport's exceptions as one line naming `what`
-    failed."""
-    from google.api_core.exceptions import GoogleAPIError
-    from google.auth.exceptions import GoogleAuthError
-    from requests import RequestException
-
-    from infra.workers.nodes import WorkerGroupError
-
-    try:
-        yield
-    except GoogleAuthError as exc:
-        raise OpsError(f"{what}: no usable Google Cloud credentials: set "
-                       "provider.gcp_credentials in the cluster YAML or run `gcloud auth "
-                       f"application-default login` ({exc})") from None
-    except (GoogleAPIError, WorkerGroupError) as exc:
-        raise OpsError(f"{what} failed: {exc}{missing_role(str(exc))}") from None
-    except RequestException as exc:  # no HTTP answer at all: refused, reset, timed out
-        raise OpsError(f"{what} failed: the API did not answer ({exc})") from None

@@ -71,7 +71,8 @@ def kill_random_node(
 def terminate(outputs: StackOutputs, node: Node) -> None:
     """Delete the instance (or the TPU VM), in its own zone, as the stack's identity, and wait
     for it to go."""
-    from ops.cloud.cloud_api import api_errors, nodes_api
+    from ops.cloud.cloud_api import nodes_api
+    from ops.stacks.cloud_nodes import api_errors
 
     with api_errors(f"deleting {node.name}"):
         api = nodes_api(outputs.project, node.zone or outputs.zone, node.api,

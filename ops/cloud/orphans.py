@@ -31,8 +31,9 @@ from typing import Any, TextIO
 from model.config import ClusterConfig
 from model.identities import bucket_name, worker_account_email
 from model.labels import CLUSTER_NAME, KIND_HEAD, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
-from ops.cloud.cloud_api import api_errors, rest_session, rest_url
+from ops.cloud.cloud_api import rest_session, rest_url
 from ops.errors import OpsError
+from ops.stacks.cloud_nodes import api_errors
 
 BASES = {"compute": "https://compute.googleapis.com/compute/v1",
          "tpu": "https://tpu.googleapis.com/v2",

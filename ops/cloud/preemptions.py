@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from ops.cloud.cloud_api import StackApi, api_errors
+from ops.cloud.cloud_api import StackApi
 from ops.errors import OpsError
+from ops.stacks.cloud_nodes import api_errors
 from ops.stacks.stack import StackOutputs
 
 if TYPE_CHECKING:

@@ -21,12 +21,13 @@ from infra.workers.naming import GROUP_LABEL
 from model.config import load_cluster_config
 from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND
 from model.stack_config import cluster_path_for_stack
-from ops.cloud.cloud_api import api_errors, nodes_api
+from ops.cloud.cloud_api import nodes_api
 from ops.confirm import confirm
 from ops.errors import OpsError
 from ops.lifecycle.preempted import SLICE_KINDS
 from ops.lifecycle.pulumi_cli import choose, clean_os_login, deployed_os_login, run_operation
 from ops.lifecycle.scale import ScaleError, set_worker_count
+from ops.stacks.cloud_nodes import api_errors
 from ops.stacks.stack import Stack, cluster_credentials, require_cli, select_stack, stack_file_path
 
 

@@ -9,7 +9,8 @@ ops.stacks.background's sockets), the ProxyCommand a tunnelled head is dialled t
 IAP for a private cluster), your OS Login key and user (`os_login`), running commands in the right
 shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
 tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), work on every
-node at once (`fanout`: `--parallel` at a time, a line per node that failed, a summary), the
+node at once (`fanout`: the stack's nodes and the autoscaler's running workers, `--parallel`
+at a time, a line per node that failed, a summary), the
 syncs with rsync's filters (`sync_walk`: what to send, filters from model.sync_filter;
 one tar stream through the system's ssh (`openssh`) per node, the node's side and the
 requests in `tar_session`: up in `tar_stream`, written by `tar_writer`, down in `tar_fetch`,
@@ -23,7 +24,8 @@ for the commands and the dashboard (`ray_auth`). Light on purpose:
 `invoke exec` must start fast, so pulumi and pydantic stay out of its imports, and so does
 paramiko when a warm connection serves it.
 May import `model`, `infra`, `bootstrap`, the shared top of `ops` and `ops.stacks` (the stack,
-the background processes); no other room. Verbs:
+the autoscaler's workers, the background processes); no other room (ops.cloud imports this
+one). Verbs:
 `connect_stack`, `attach`, `exec_command`, `submit`, `rsync_up`, `rsync_down`,
 `rsync_up_stack`, `serve_dashboard`, `monitor_stack`, `stack_ssh_config`.
 """

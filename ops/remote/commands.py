@@ -188,13 +188,15 @@ def exec_on_all(
     """Every node, `parallel` at a time, output lines prefixed `[node] ` (or into
     `out`/NODE.out and NODE.err); a line per node that failed and a summary on stderr. The
     first failed node's status (255: it could not be reached), 0 when all succeeded."""
-    from ops.remote.fanout import fan_out, fan_out_status  # not for one node: exec starts fast
+    # not for one node: exec starts fast
+    from ops.remote.fanout import every_node, fan_out, fan_out_status
 
     command = with_ray_auth(command, connector.outputs)
     if docker:
         command = in_container(command, connector.outputs.docker_container_name)
     shell = node_shell(command, login)
-    nodes = list(connector.outputs.nodes) or [connector.outputs.head]
+    every = every_node(connector, "exec")
+    nodes = every.nodes
     connector.warm_workers = False  # a background process per node is no cache at 100 nodes
     connector.head()  # connect (and pin) the jump host once, before the threads race for it
     if out is not None:
@@ -217,7 +219,7 @@ def exec_on_all(
             sys.stderr.buffer.write(line.encode() + b"\n")
             sys.stderr.buffer.flush()
 
-    return fan_out_status(fan_out(nodes, run, parallel, "exec", say))
+    return fan_out_status(fan_out(nodes, run, parallel, "exec", say, every.note))
 
 
 def submit_command(outputs: StackOutputs, remote_name: str, args: list[str],

@@ -10,22 +10,44 @@ yet authenticated, sshd refuses 30% of new ones, and all of them past 100): a ju
 without a shared connection (`ssh -J`, or a ProxyCommand when no ControlMaster is kept) gets one
 new connection per worker, and more than 10 in their handshake at once would see some dropped
 at random. `--parallel` raises it for a head whose sshd allows more.
+
+Every node is the stack's (the head and the workers Pulumi keeps, from its outputs) and the
+workers Ray's autoscaler launched, listed from the Compute API in every zone
+(ops.stacks.cloud_nodes, as `invoke status` lists them and `ray exec --all-nodes` reaches
+them), each once; an autoscaler's worker that is not RUNNING (stopping, stopped, suspended) is
+skipped and counted in the summary. When the API cannot be asked (a refusal, no credentials, no
+answer), one line says what failed and the fan-out goes on with the stack's nodes, its summary
+saying the autoscaler's workers were not listed: the nodes the stack knows still get the work
+(a setup fix, a code sync), and you are told the rest were not reached.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ops.errors import OpsError
-from ops.stacks.stack import Node
+from ops.stacks.cloud_nodes import (
+    API_ENDPOINT_ENV,
+    LISTING,
+    api_clients,
+    api_errors,
+    autoscaled_nodes,
+)
+from ops.stacks.stack import Node, StackOutputs, stack_credentials
+
+if TYPE_CHECKING:
+    from ops.remote.ssh import Connector
 
 DEFAULT_PARALLEL = 10
 SSH_ERROR = 255  # ssh's own status when the connection, not the command, failed
+RUNNING = "RUNNING"
 
 
 @dataclass(frozen=True)
@@ -63,17 +85,62 @@ def failure_line(label: str, outcome: NodeOutcome) -> str:
     return f"{label}: {node.name} ({node.internal_ip or 'no address'}) failed: {why}"
 
 
-def summary_line(label: str, outcomes: list[NodeOutcome], seconds: float) -> str:
+def summary_line(label: str, outcomes: list[NodeOutcome], seconds: float, note: str = "") -> str:
     failed = sum(outcome.failed for outcome in outcomes)
     return (f"{label}: {len(outcomes) - failed} ok, {failed} failed, {len(outcomes)} nodes "
-            f"in {seconds:.1f} s")
+            f"in {seconds:.1f} s{'; ' + note if note else ''}")
+
+
+@dataclass(frozen=True)
+class EveryNode:
+    """The nodes a fan-out works on; `note`, what the summary adds about the others."""
+
+    nodes: list[Node]
+    note: str = ""
+
+
+def every_node(connector: Connector, label: str) -> EveryNode:
+    """The stack's nodes and the autoscaler's RUNNING workers, each once; the connector's
+    outputs then list them all (a worker's host keys are looked up in its own zone). A
+    listing that failed is said in one line on stderr, and the stack's nodes are returned."""
+    outputs = connector.outputs
+    stack_nodes = list(outputs.nodes) or [outputs.head]
+    if not (outputs.project and outputs.zone):
+        return EveryNode(stack_nodes)
+    try:
+        listed = _autoscaled(outputs)
+    except OpsError as exc:
+        print(f"{label}: {exc}: working on the stack's {len(stack_nodes)} nodes only",
+              file=sys.stderr, flush=True)
+        return EveryNode(stack_nodes, "the autoscaler's workers not listed")
+    known = {node.name for node in stack_nodes}
+    new = [node for node in listed if node.name not in known]
+    running = [node for node in new if node.status == RUNNING]
+    nodes = [*stack_nodes, *running]
+    connector.outputs = replace(outputs, nodes=tuple(nodes))
+    skipped = len(new) - len(running)
+    return EveryNode(nodes, f"{skipped} not running, skipped" if skipped else "")
+
+
+def _autoscaled(outputs: StackOutputs) -> list[Node]:
+    """The listing; without any credentials to ask with, refused at once (neither the Google
+    libraries' import nor google.auth's probe of a metadata server, seconds, is paid)."""
+    from ops.remote.host_keys import credentials_may_exist
+
+    if not (os.environ.get(API_ENDPOINT_ENV) or stack_credentials(outputs)
+            or credentials_may_exist()):
+        raise OpsError(f"{LISTING}: no credentials to ask the Compute API with (set "
+                       "provider.gcp_credentials or run `gcloud auth application-default "
+                       "login`)")
+    with api_errors(LISTING):
+        return autoscaled_nodes(outputs, api_clients(outputs))
 
 
 def fan_out(nodes: Iterable[Node], work: Callable[[Node], int], parallel: int, label: str,
-            say: Callable[[str], None] | None = None) -> list[NodeOutcome]:
+            say: Callable[[str], None] | None = None, note: str = "") -> list[NodeOutcome]:
     """`work(node)` (a remote status) on every node, `parallel` at a time; each failure
-    said (`say`: a line to stderr by default) as it happens, then the summary. The outcomes
-    come back in the nodes' order."""
+    said (`say`: a line to stderr by default) as it happens, then the summary (with `note`
+    after it). The outcomes come back in the nodes' order."""
     nodes = list(nodes)
     if not nodes:
         raise OpsError(f"{label}: the stack lists no nodes")
@@ -93,7 +160,7 @@ def fan_out(nodes: Iterable[Node], work: Callable[[Node], int], parallel: int, l
 
     with ThreadPoolExecutor(max_workers=min(parallel, len(nodes))) as pool:
         outcomes = list(pool.map(one, nodes))
-    say(summary_line(label, outcomes, time.perf_counter() - started))
+    say(summary_line(label, outcomes, time.perf_counter() - started, note))
     return outcomes
 
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from model.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote import landing
-from ops.remote.fanout import NodeOutcome, check_parallel, fan_out, fan_out_status
+from ops.remote.fanout import NodeOutcome, check_parallel, every_node, fan_out, fan_out_status
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
 from ops.remote.sync_walk import SyncReport, remote_path, same_content, walk_filtered
@@ -343,6 +343,7 @@ def rsync_up_nodes(
     checksum: bool = False,
     copy_links: bool = False,
     parallel: int | None = None,
+    note: str = "",
 ) -> tuple[dict[str, SyncReport], list[NodeOutcome]]:
     """Send local -> remote `pairs` ({remote: local}, the file_mounts shape) to every node,
     counting files and bytes on `err` (a bar of nodes when there are several): as one tar
@@ -351,7 +352,8 @@ def rsync_up_nodes(
     `copy_links` sends what a link leading outside its folder names (else it is left out).
     Given `parallel`, a fan-out (ops.remote.fanout): that many nodes at a time, a node that
     fails said in a line and the others sent to, its outcome returned; without it, one
-    node's failure raises. The reports of the nodes sent to, by name."""
+    node's failure raises; `note` ends its summary. The reports of the nodes sent to, by
+    name."""
     from ops.remote.openssh import open_ssh, system_ssh
 
     ssh = system_ssh()
@@ -414,7 +416,7 @@ def rsync_up_nodes(
                 return reports, []
             say = progress.say if isinstance(progress, ProgressBar) else None
             outcomes = fan_out(nodes, lambda node: send(node, openssh), parallel, "rsync-up",
-                               say)
+                               say, note)
             return {node.name: reports[node.name] for node in nodes
                     if node.name in reports}, outcomes
     finally:
@@ -476,13 +478,15 @@ def rsync_up_stack(stack: str | None, pairs: dict[str, str] | None, all_nodes: b
             if not pairs:
                 print("the cluster YAML has no file_mounts: nothing to sync")
                 return 0
-        nodes = list(outputs.nodes) if all_nodes and outputs.nodes else [outputs.head]
+        every = every_node(connector, "rsync-up") if all_nodes else None
+        nodes = every.nodes if every else [outputs.head]
         if all_nodes:
             connector.warm_workers = False  # no background process per node (ops.remote.fanout)
         rules = sync_rules(outputs)
         reports, outcomes = rsync_up_nodes(connector, nodes, pairs, rules.excludes,
                                            rules.filters, checksum=checksum,
-                                           copy_links=copy_links, parallel=at_once)
+                                           copy_links=copy_links, parallel=at_once,
+                                           note=every.note if every else "")
         for name, report in reports.items():
             for refused in report.refused:
                 print(f"rsync-up: {name}: left out {refused}", file=sys.stderr)

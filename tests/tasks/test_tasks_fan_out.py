@@ -1,6 +1,7 @@
 """`exec --all-nodes` and `rsync-up --all-nodes` to many nodes, as users type them: real
 sshds answering at many loopback addresses (tests/support/sshd_fleet.py), the workers reached
-through the head as a jump host, some of them refusing in each way a node can."""
+through the head as a jump host, some of them refusing in each way a node can; and workers
+Ray's autoscaler launched, which only the Compute API (the fake, tests/fakes/compute) lists."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.sshd_fleet import (
+    HEAD,
     fleet_outputs,
     pin_fleet,
     sshd_fleet,
@@ -42,7 +46,14 @@ def fleet(sshd, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture
-def fleet_stack(fleet, tmp_path: Path) -> dict[str, str]:
+def compute() -> Iterator[FakeComputeServer]:
+    """The Compute API the fan-out lists the autoscaler's workers from (none unless seeded)."""
+    with FakeComputeServer(Faults(operation_s=0.0)) as server:
+        yield server
+
+
+@pytest.fixture
+def fleet_stack(fleet, compute: FakeComputeServer, tmp_path: Path) -> dict[str, str]:
     """Outputs listing the head, WORKERS workers and one more at a closed address, every
     host key pinned, BAD_KEY's wrongly (another key); the environment to run in."""
     _, servers = fleet
@@ -60,7 +71,7 @@ def fleet_stack(fleet, tmp_path: Path) -> dict[str, str]:
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
     return {**os.environ, "RAY_GCP_STACK_OUTPUTS": str(tmp_path / "outputs.json"),
             "RAY_GCP_STATE_DIR": str(state), "PULUMI_STACK": "fleet",
-            "RAY_GCP_SSH_PERSIST": "0"}
+            "RAY_GCP_SSH_PERSIST": "0", "RAY_GCP_API_ENDPOINT": compute.endpoint}
 
 
 def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -157,3 +168,98 @@ def test_rsync_up_all_nodes_reaches_the_workers_through_one_connection_to_the_he
     served = [address for address in head_sshd.addresses[1:]
               if address != worker_address(BAD_KEY)]
     assert log.read_text().count("Accepted publickey") - before == 1 + len(served)
+
+
+PINNED = 3  # the stack's outputs list the head and the first PINNED workers
+AUTOSCALED = (4, 5, 6)  # fleet workers only the Compute API lists (past BAD_KEY)
+STOPPED = 8  # an autoscaler's worker the API lists TERMINATED
+
+
+def autoscaler_worker(compute: FakeComputeServer, zone: str, name: str, address: str,
+                      status: str = "RUNNING") -> None:
+    """An instance labelled as Ray's autoscaler labels its workers (Ray's own tags), its
+    first interface's internal address `address`."""
+    from ray.autoscaler import tags
+
+    project = "test-project"
+    compute.cloud.add_foreign_instance(project, zone, name, {
+        tags.TAG_RAY_CLUSTER_NAME: "local", tags.TAG_RAY_NODE_KIND: tags.NODE_KIND_WORKER,
+        tags.TAG_RAY_USER_NODE_TYPE: "ray_worker_small",
+        tags.TAG_RAY_NODE_STATUS: tags.STATUS_UP_TO_DATE})
+    instance = compute.cloud.zone_instances(project, zone)[name]
+    instance["networkInterfaces"][0]["networkIP"] = address
+    instance["status"] = status
+
+
+@pytest.fixture
+def autoscaled_stack(fleet, compute: FakeComputeServer, fleet_stack: dict[str, str]
+                     ) -> dict[str, str]:
+    """The stack's outputs list the head and PINNED workers; the API lists AUTOSCALED (one in
+    another zone), STOPPED (TERMINATED) and a pinned worker as the autoscaler's too."""
+    _, servers = fleet
+    Path(fleet_stack["RAY_GCP_STACK_OUTPUTS"]).write_text(json.dumps(
+        fleet_outputs(servers, PINNED)))
+    for index in AUTOSCALED:
+        zone = "us-west1-b" if index == AUTOSCALED[-1] else "us-west1-a"
+        autoscaler_worker(compute, zone, f"ray-local-worker-{index:08x}", worker_address(index))
+    autoscaler_worker(compute, "us-west1-a", f"ray-local-worker-{STOPPED:08x}",
+                      worker_address(STOPPED), "TERMINATED")
+    autoscaler_worker(compute, "us-west1-a", worker_name(0), worker_address(0))
+    return fleet_stack
+
+
+def test_exec_all_nodes_reaches_the_autoscalers_running_workers_and_skips_the_stopped(
+        autoscaled_stack):
+    result = invoke(autoscaled_stack, "exec", "--all-nodes", 'echo "on ${SSH_CONNECTION% *}"')
+    ran = {}
+    for line in result.stdout.splitlines():
+        name, said = re.fullmatch(r"\[(\S+) *\] on (.*)", line).groups()
+        assert name not in ran, f"{name} ran twice"
+        ran[name] = said.rsplit(" ", 1)[-1]
+    autoscaled = {f"ray-local-worker-{index:08x}": worker_address(index) for index in AUTOSCALED}
+    pinned = {worker_name(index): worker_address(index) for index in range(PINNED)}
+    assert ran == {HEAD: "127.0.0.1", **pinned, **autoscaled}, result.stderr
+    nodes = 1 + PINNED + len(AUTOSCALED)
+    assert f"exec: {nodes} ok, 0 failed, {nodes} nodes in " in result.stderr
+    assert result.stderr.rstrip().endswith("; 1 not running, skipped"), result.stderr
+    assert result.returncode == 0
+
+
+def test_rsync_up_all_nodes_sends_to_the_autoscalers_running_workers(autoscaled_stack,
+                                                                     tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.txt").write_text("x\n")
+    result = invoke(autoscaled_stack, "rsync-up", "--all-nodes", str(source),
+                    str(tmp_path / "dst"))
+    sent = {line.split(":")[0] for line in result.stdout.splitlines()}
+    assert {f"ray-local-worker-{index:08x}" for index in AUTOSCALED} <= sent, result.stderr
+    assert f"ray-local-worker-{STOPPED:08x}" not in sent
+    nodes = 1 + PINNED + len(AUTOSCALED)
+    assert len(sent) == nodes
+    assert f"rsync-up: {nodes} ok, 0 failed, {nodes} nodes in " in result.stderr
+    assert "; 1 not running, skipped" in result.stderr
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_refused_listing_is_said_in_a_line_and_the_stacks_nodes_still_get_the_work(
+        autoscaled_stack, compute):
+    compute.faults.fail_next(403, methods={"aggregatedList"})
+    result = invoke(autoscaled_stack, "exec", "--all-nodes", "true")
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("exec: listing")]
+    assert line.startswith("exec: listing the autoscaler's workers failed: 403 "), line
+    assert line.endswith(f"working on the stack's {1 + PINNED} nodes only")
+    assert f"exec: {1 + PINNED} ok, 0 failed, {1 + PINNED} nodes in " in result.stderr
+    assert "the autoscaler's workers not listed" in result.stderr
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+
+
+def test_without_credentials_the_listing_is_refused_in_a_line_at_once(autoscaled_stack,
+                                                                      tmp_path):
+    env = {name: value for name, value in autoscaled_stack.items()
+           if name not in {"RAY_GCP_API_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS"}}
+    result = invoke({**env, "CLOUDSDK_CONFIG": str(tmp_path)}, "exec", "--all-nodes", "true")
+    assert ("exec: listing the autoscaler's workers: no credentials to ask the Compute API "
+            "with (") in result.stderr
+    assert f"exec: {1 + PINNED} ok, 0 failed, {1 + PINNED} nodes in " in result.stderr
+    assert result.returncode == 0 and "Traceback" not in result.stderr

@@ -137,12 +137,13 @@ def test_status_json_gives_the_nodes_and_what_waits(fake, ray_apis_at_fake, tmp_
 
 def test_the_nodes_table_lists_autoscaled_workers_a_rung_put_in_another_zone(fake,
                                                                             ray_apis_at_fake):
-    from ops.cloud.autoscaled import autoscaled_nodes
+    from ops.stacks.cloud_nodes import autoscaled_nodes
 
     across = {"project_id": PROJECT, "availability_zone": ZONE, "capacity": {"gpu": {"ladder": [
         {"market": "on-demand", "zones": ["us-west1-b"]}]}}}
     (name,) = autoscaler_launch(across, CLUSTER, "gpu", BODY, 1)
 
-    (node,) = autoscaled_nodes(api(fake))
+    asked = api(fake)
+    (node,) = autoscaled_nodes(asked.outputs, asked.clients)
 
     assert (node.name, node.zone, node.node_type) == (name, "us-west1-b", "gpu")

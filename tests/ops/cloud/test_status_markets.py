@@ -13,10 +13,11 @@ import pytest
 
 from infra.workers.retry import INTERACTIVE
 from model.labels import ray_labels
-from ops.cloud.autoscaled import LISTING, autoscaled_nodes, autoscaled_rows
-from ops.cloud.cloud_api import StackApi, api_errors
+from ops.cloud.autoscaled import autoscaled_rows
+from ops.cloud.cloud_api import StackApi
 from ops.cloud.status import nodes_table
 from ops.errors import OpsError
+from ops.stacks.cloud_nodes import LISTING, api_errors, autoscaled_nodes
 from ops.stacks.stack import parse_outputs
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
@@ -83,7 +84,8 @@ def test_autoscaled_workers_show_with_the_market_the_heads_provider_got(fake, ra
     fake.cloud.add_foreign_instance(PROJECT, ZONE, "w-pinned", ray_labels("c", "worker", "gpu"))
 
     stack = parse_outputs("s", outputs(worker("w-pinned", "spot")))
-    table = nodes_table(stack, autoscaled_nodes(StackApi(stack, fake.endpoint))).splitlines()[1:]
+    listed = autoscaled_nodes(stack, StackApi(stack, fake.endpoint).clients)
+    table = nodes_table(stack, listed).splitlines()[1:]
 
     found = {line.split()[0]: line.split() for line in table}
     assert found[spot][1:4] == ["gpu", "autoscaled", "spot"]
@@ -107,7 +109,8 @@ def test_an_api_error_in_the_autoscaled_listing_is_worded_as_api_errors_words_it
 
     fake.faults.fail_next(*[503] * INTERACTIVE.max_attempts, methods={"aggregatedList"})
     with pytest.raises(OpsError) as worded, api_errors(LISTING):
-        autoscaled_nodes(api)  # the same listing, the same answer, worded by api_errors
+        # the same listing, the same answer, worded by api_errors
+        autoscaled_nodes(api.outputs, api.clients)
 
     assert nodes == []
     assert lines == [str(worded.value)]

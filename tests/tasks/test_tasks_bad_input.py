@@ -92,7 +92,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", ".ray-gcp")
     for folder in ("model", "infra", "ops", "bootstrap", "stacks", "engine"):
         shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=ignore)
-    for name in ("tasks.py", "Pulumi.yaml", "pyproject.toml"):
+    # .gitignore as a checkout has it: the tasks' own imports write __pycache__/ in the copy
+    for name in ("tasks.py", "Pulumi.yaml", "pyproject.toml", ".gitignore"):
         shutil.copy(PROJECT_ROOT / name, root / name)
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)

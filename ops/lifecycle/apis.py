@@ -1,6 +1,7 @@
 """How the lifecycle's read-only checks reach the Google APIs (the quota pre-flight, the
 network check): the cluster's own credentials, the clients, an emulator endpoint when one is
-set, and the retry policy."""
+set, and the retry policy (by default `INTERACTIVE`: the user waits on these reads, so a server
+fault or an unreachable endpoint is said within seconds; a rate quota is still waited out)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.workers.clients import ApiClients, build_credentials
-from infra.workers.retry import RetryPolicy
+from infra.workers.retry import INTERACTIVE, RetryPolicy
 from model.config import ClusterConfig
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 
@@ -34,4 +35,4 @@ def quota_apis(
         secret.credentials.get_secret_value() if secret else None, api_endpoint
     )
     return QuotaApis(credentials, ApiClients(credentials, api_endpoint), api_endpoint,
-                 retry or RetryPolicy())
+                 retry or INTERACTIVE)

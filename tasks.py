@@ -12,7 +12,7 @@ import sys
 sys.dont_write_bytecode = False
 
 # The task's heap (pulumi, pydantic, Google's clients) is not walked once more at exit.
-from infra.quick_exit import skip_the_last_collection  # noqa: E402
+from model.quick_exit import skip_the_last_collection  # noqa: E402
 
 skip_the_last_collection()
 

@@ -11,7 +11,9 @@ stack's own file and the local state folder (`stack_config`), what a stack adopt
 cluster takes over (`adoption`, its `ray-gcp:adopt`) and writing files only their owner
 reads (`private_files`: 0600 files in 0700 folders; here, not a package of its own, because
 `stack_config`'s state folder is made with it and the bootstrap's archive and local cluster
-write secrets with it: one ground floor, one rule).
+write secrets with it: one ground floor, one rule). Beside the data, one rule every entry
+point of ours shares: a short-lived process ends without CPython's last collections
+(`quick_exit`, standard library).
 
 May import the standard library, pydantic, yaml and other `model` modules: no pulumi, no
 cloud client, nothing of the project above it (`bootstrap`, `infra`, `policy`, `ops`, `tasks`

@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     stdout (one plan per interpreter, which is how `invoke diff` isolates its two runs and
     `invoke up` checks before it creates). A problem the user can fix: its one message on
     stderr, exit status USER_ERROR_EXIT."""
-    from infra.quick_exit import skip_the_last_collection
+    from model.quick_exit import skip_the_last_collection
 
     skip_the_last_collection()
     parser = argparse.ArgumentParser(prog="python -m ops.review.plan")

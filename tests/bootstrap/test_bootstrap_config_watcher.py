@@ -25,17 +25,21 @@ from tests.support.waiting import WAIT_SECONDS, wait_for
 
 
 def _watchers(state_dir: Path) -> list[int]:
-    """Live processes running the watcher copy in `state_dir`."""
+    """Live watchers running the watcher copy in `state_dir`. The watcher's shell forks
+    subshells (`$(cat pid_file)` every poll) that carry its command line for a moment: a
+    process whose parent is itself a watcher is such a fork, not a second watcher."""
     marker = f"{state_dir}/config-watcher.sh\0{WATCH_CONFIG_ARG}".encode()
-    found = []
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 if marker in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
+                    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
+                    stat = (entry / "stat").read_text()
+                    parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 continue
-    return found
+    return sorted(pid for pid, parent in parents.items() if parent not in parents)
 
 
 def _replace_metadata(tmp_path: Path, key: str, value: str) -> None:

@@ -40,6 +40,14 @@ from tests.support.spawn_watch import SpawnWatch
 pytest_plugins = ["tests.support.sshd_fixture", "tests.support.local_ray_head"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# gRPC's fork support off for the session and every process it starts, before any test imports
+# grpc (nothing above does). grpcio >= 1.81 restarts its poller in a forked child; a child that
+# closes its descriptors before exec, as pexpect's pty fork does, can then die on EBADF before it
+# runs anything (grpc/grpc#43055, open: "fails with epoll EBADF after subprocess.Popen"; the
+# workaround named since grpc/grpc#13873). A `pexpect.spawn` of `invoke attach` from a worker
+# whose earlier tests had used grpc got EOF and gRPC's "epoll_wait error: Bad file descriptor".
+# The tests' forks all exec at once (or, tests/support/other_user.py, never touch gRPC).
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
 
 # marker -> the fixtures that start what it names (a test using one, even through another

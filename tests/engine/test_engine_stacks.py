@@ -173,8 +173,11 @@ def test_every_stack_previews_its_plan_ups_through_the_cli_and_invoke_and_destro
     assert "ray-gcp:index:RayCluster" in {kind for kind, _ in previewed}, shown[-3000:]
     assert cluster_nodes(fake, project, zone, cluster) == {}
 
+    # The update the preview above showed, as a user or CI runs it once they have read that
+    # preview: `--skip-preview` (plain `up --yes` would run the program a second time for a
+    # preview of its own, which nothing here reads).
     creators_before = len(fake.creators)
-    cli.run("up", "--yes", "--stack", stack)
+    cli.run("up", "--yes", "--skip-preview", "--stack", stack)
     nodes = cluster_nodes(fake, project, zone, cluster)
     assert [n["labels"].get("ray-node-type") for n in nodes.values()].count("head") == 1, nodes
     named = {r["inputs"]["name"] for r in plan["resources"] if r["type"] in (INSTANCE, TPU_VM)}
@@ -218,7 +221,8 @@ def test_every_stack_previews_its_plan_ups_through_the_cli_and_invoke_and_destro
     # change either (its own program run, in its up, recorded exactly these inputs).
     assert differ == {}
 
-    cli.run("destroy", "--yes", "--stack", stack)
+    # (A destroy's own preview plans the same deletes from the state, no program run: skipped.)
+    cli.run("destroy", "--yes", "--skip-preview", "--stack", stack)
     buckets = {r["inputs"]["name"] for r in plan["resources"] if r["type"] == BUCKET}
     assert not buckets & set(fake.storage.buckets)
     assert not {bucket for bucket, _ in fake.storage.objects} & buckets
@@ -263,7 +267,7 @@ def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_sta
         for plain in (secret_text, encoded, token, "PRIVATE KEY", ray_token, version["data"]):
             assert plain not in state, plain
         # Made once: another `up` keeps the token (no new secret version).
-        workspace.run("secrets", "up")
+        again = workspace.run("secrets", "up")
         assert [v for (_, secret), versions in fake.platform.versions.items()
                 if secret == "ray-secrets-auth-token" for v in versions] == [version]
         # The archive went to the cluster's bucket byte for byte: the mount is inside it.
@@ -281,8 +285,8 @@ def test_file_mount_contents_credentials_and_ray_token_are_ciphertext_in_the_sta
                          if r["type"].endswith(":StackSecret")
                          and r["urn"].endswith("-file-mounts-key")]
         assert "ciphertext" in json.dumps(key_secret["outputs"]["value"])
-        # The next run knows the secret: the same files, the same name, nothing to do.
-        again = workspace.run("secrets", "preview")
+        # The next run (that second `up`) knew the secret: the same files, the same name,
+        # nothing to do.
         assert again.operations() == {}, again.operations()
     finally:
         workspace.run("secrets", "destroy")

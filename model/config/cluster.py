@@ -7,6 +7,8 @@ with errors that name the YAML path and the fix.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.metadata
 import ipaddress
 import json
@@ -1047,5 +1049,12 @@ def _not_an_empty_file(value: str | None) -> str | None:
 
 
 def gcp_defaults() -> dict[str, Any]:
+    """Ray's GCP defaults as this package ships them: read once a process (every cluster
+    config parsed merges them, and parsing the YAML was most of a parse), a copy each call."""
+    return copy.deepcopy(_gcp_defaults_read())
+
+
+@functools.cache
+def _gcp_defaults_read() -> dict[str, Any]:
     with DEFAULTS_FILE.open() as handle:
         return yaml.safe_load(handle)

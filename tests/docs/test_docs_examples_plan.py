@@ -1,12 +1,17 @@
 """Every YAML example in the docs is a real file, planned here as `invoke up -c` (or `-s` for a
-stack file) plans it before it creates anything: the very checks `invoke plan` runs, in a fresh
-interpreter, and the spend cap's refusal. A page shows such a file through the snippets
+stack file) plans it before it creates anything: the very checks `invoke plan` runs and the
+spend cap's refusal. `check_before_create` runs them in a fresh interpreter; each example is
+planned here by the functions that interpreter runs, in this process (one interpreter start
+per example would be most of the module's time), and one example through
+`check_before_create` itself gives the same plan. A page shows such a file through the snippets
 extension; a YAML block written into a page would be planned by nobody, so none may be."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,16 +28,32 @@ def _own_cache_and_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("RAY_GCP_STATE_DIR", str(tmp_path / "state"))
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_every_yaml_a_page_shows_plans_as_up_would_plan_it(example: str) -> None:
-    from ops.review.plan import check_before_create
+def planned_as_up_plans(example: str) -> dict[str, Any]:
+    """What `check_before_create` does with the example, in this process: the interpreter's
+    `plan_stack` (a stack file) or `plan_yaml` (a cluster YAML), its JSON document read back,
+    then the spend cap's refusal."""
+    from ops.review.guardrails import refuse_over_cap
+    from ops.review.plan import plan_stack, plan_yaml, render_json
 
     stack_file = STACK_FILE.fullmatch(Path(example).name)
-    if stack_file:
-        plan = check_before_create(stack_file["stack"])
-    else:
-        plan = check_before_create(None, example)
+    plan = json.loads(render_json(plan_stack(stack_file["stack"]) if stack_file
+                                  else plan_yaml(example)))
+    refuse_over_cap(plan["stack"], plan["policy"], "before the up: nothing was created or changed")
+    return plan
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_yaml_a_page_shows_plans_as_up_would_plan_it(example: str) -> None:
+    plan = planned_as_up_plans(example)
     assert plan["resources"], example
+
+
+def test_the_plan_here_is_the_plan_of_ups_own_fresh_interpreter() -> None:
+    from ops.review.plan import check_before_create
+
+    example = "docs/examples/spend-cap.yaml"
+    assert example in EXAMPLES
+    assert check_before_create(None, example) == planned_as_up_plans(example)
 
 
 def test_every_example_file_is_shown_on_a_page() -> None:

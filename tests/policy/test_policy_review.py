@@ -15,7 +15,7 @@ import yaml
 
 from model.stack_config import PROJECT_ROOT
 from ops.errors import OpsError
-from ops.review.guardrails import refuse_mandatory
+from ops.review.guardrails import Finding, refuse_mandatory
 from ops.review.plan_base import diff_stack
 
 # Three rules a platform team switched on that full.yaml (n1, external IPs, no KMS key on its
@@ -50,8 +50,17 @@ def strict_stack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_diff_lists_the_three_broken_policies_beside_the_diff(strict_stack: Path):
-    markdown, findings = diff_stack("strict", "HEAD", root=strict_stack)
+@pytest.fixture(scope="module")
+def strict_diff(strict_stack: Path) -> tuple[str, list[Finding]]:
+    """`invoke diff`'s markdown and findings for `strict` against HEAD (two plan
+    interpreters), made once for the tests that read them."""
+    return diff_stack("strict", "HEAD", root=strict_stack)
+
+
+def test_diff_lists_the_three_broken_policies_beside_the_diff(
+    strict_diff: tuple[str, list[Finding]],
+):
+    markdown, findings = strict_diff
 
     assert {f["policy"] for f in findings} == {"allowed-machines", "private-nodes",
                                               "boot-disk-cmek"}
@@ -61,8 +70,10 @@ def test_diff_lists_the_three_broken_policies_beside_the_diff(strict_stack: Path
     assert "No resource changes." in markdown, "the plan is the same on both sides"
 
 
-def test_a_mandatory_violation_fails_the_diff_and_an_advisory_one_does_not(strict_stack: Path):
-    _, findings = diff_stack("strict", "HEAD", root=strict_stack)
+def test_a_mandatory_violation_fails_the_diff_and_an_advisory_one_does_not(
+    strict_diff: tuple[str, list[Finding]],
+):
+    _, findings = strict_diff
     with pytest.raises(OpsError) as refused:
         refuse_mandatory("strict", findings)
     assert "allowed-machines, private-nodes" in str(refused.value)

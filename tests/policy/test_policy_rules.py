@@ -5,6 +5,7 @@ Pulumi's analyzer would hand them to the pack (type token, logical name, inputs)
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
-from ops.review.plan import collect_plan, plan_stack_isolated
+from ops.review.plan import plan_stack, render_json
 from policy.__main__ import policy_of
 from policy.rules import BY_NAME, Violation, evaluate
 
@@ -24,8 +25,9 @@ CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, dict[str, Any]]:
-    running = {stack: plan_stack_isolated(stack) for stack in STACKS}
-    return {stack: collect_plan(process, stack) for stack, process in running.items()}
+    """The shipped stacks' plans, made in this process by `plan_stack` (what `invoke plan`'s
+    interpreter runs), read back from their JSON documents."""
+    return {stack: json.loads(render_json(plan_stack(stack))) for stack in STACKS}
 
 
 def resources(plan: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:

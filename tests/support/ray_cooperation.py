@@ -81,30 +81,28 @@ class Cluster:
         return next(name for name in self.config.available_node_types if name != self.head_type)
 
 
-_PLANNED: dict[tuple[str, str, str], Cluster] = {}
-"""Plans without an edit, by (stack, version, worker counts): the program's run under mocks
-is most of a cooperation test's set-up (seconds each), and the same few plans recur."""
+_PLANNED: dict[str, Cluster] = {}
+"""Plans by their whole input (stack, the YAML as edited, worker counts): the program's run
+under mocks is most of a cooperation test's set-up (seconds each), and the same plans recur
+(several tests start the same edit of a stack)."""
 
 
 def planned(stack: str, version: Version, worker_counts: dict[str, int] | None = None,
             edit: Callable[[dict[str, Any]], None] | None = None) -> Cluster:
     """The stack's own YAML with `provider.autoscaler_version` set (and `edit` applied),
-    planned by the program. Without an edit, planned once a worker: each caller gets its own
-    copy."""
-    if edit is not None:
-        return _planned(stack, version, worker_counts, edit)
-    key = (stack, version, json.dumps(worker_counts, sort_keys=True))
-    if key not in _PLANNED:
-        _PLANNED[key] = _planned(stack, version, worker_counts, None)
-    return copy.deepcopy(_PLANNED[key])
-
-
-def _planned(stack: str, version: Version, worker_counts: dict[str, int] | None,
-             edit: Callable[[dict[str, Any]], None] | None) -> Cluster:
+    planned by the program: once a worker for the same stack, YAML and counts, each caller
+    getting its own copy."""
     data = stack_yaml(stack)
     data["provider"]["autoscaler_version"] = version
     if edit is not None:
         edit(data)
+    key = json.dumps([stack, data, worker_counts], sort_keys=True)
+    if key not in _PLANNED:
+        _PLANNED[key] = _planned(stack, data, worker_counts)
+    return copy.deepcopy(_PLANNED[key])
+
+
+def _planned(stack: str, data: dict[str, Any], worker_counts: dict[str, int] | None) -> Cluster:
     config: dict[str, Any] = {"ray-gcp:clusterConfig": json.dumps(data)}
     if worker_counts is not None:
         config["ray-gcp:workerCounts"] = json.dumps(worker_counts)

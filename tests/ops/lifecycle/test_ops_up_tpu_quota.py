@@ -73,9 +73,12 @@ def test_an_unreadable_tpu_quota_is_said_and_does_not_stop_the_up(fake, stack):
     assert [operation for operation, _ in stack.calls] == ["up"]
 
 
-def test_a_cluster_without_tpus_asks_no_quota_api(stack, monkeypatch):
-    monkeypatch.setenv(API_ENDPOINT_ENV, "127.0.0.1:9")  # nothing listens: a call would fail
-
+def test_a_cluster_without_tpus_asks_no_quota_api(fake, stack):
+    """The fake answers (the orphan report after the up lists the project there; at a port
+    where nothing listens it retried for a minute) and records every request it serves."""
     pulumi_cli.run_operation("gpu-docker", "up", out=io.StringIO())
 
     assert [operation for operation, _ in stack.calls] == ["up"]
+    assert fake.served, "the up's report asked the fake, which records what it serves"
+    assert [served.method for served in fake.served
+            if served.method.startswith("serviceusage.")] == []

@@ -1,7 +1,9 @@
 """`invoke diff` rows: each YAML change shows up as exactly the rows a reviewer expects.
 
 Every scenario edits a copy of stacks/clusters/full.yaml; expected rows and values are read
-from the edit itself. All stacks are planned at once, each in its own interpreter. The head
+from the edit itself. The scenarios are planned in this process by `plan_stack`, the function
+each interpreter of `invoke diff` runs, and read back from its JSON text as `invoke diff` reads
+it; the tests of `diff_stack_markdown` below run `invoke diff`'s own interpreters. The head
 carries the autoscaler's copy of the cluster config (`ray-bootstrap-config`), so every node
 type change also updates the head, summarised by the config paths that changed; a worker count
 does not (the autoscaler counts Pulumi's workers, its config does not hold them).
@@ -10,6 +12,7 @@ does not (the autoscaler counts Pulumi's workers, its config does not hold them)
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,7 @@ import yaml
 
 from model.config.urls import short_name
 from model.stack_config import PROJECT_ROOT
-from ops.review.plan import Plan, collect_plan, plan_stack_isolated
+from ops.review.plan import Plan, plan_stack, render_json
 from ops.review.plan_base import PLANNER, changed_stacks, diff_stack_markdown
 from ops.review.plan_diff import DiffRow, diff_plans
 from ops.review.plan_effects import REAPPLY_NOTE, node_effect
@@ -96,12 +99,12 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Plan]:
-    running = {}
+    planned = {}
     for name, edit in SCENARIOS.items():
         root = tmp_path_factory.mktemp(name)  # one stack name, as in a real diff
         write_stack(root, "s", edited(edit))
-        running[name] = plan_stack_isolated("s", root)
-    return {name: collect_plan(process, name) for name, process in running.items()}
+        planned[name] = json.loads(render_json(plan_stack("s", root)))
+    return planned
 
 
 # The head's autoscaler config is a bucket object named after its content: any change to the

@@ -12,7 +12,7 @@ import yaml
 
 from infra.ssh_keys import generate_key_pair
 from model.stack_config import PROJECT_ROOT
-from ops.review.plan import plan_stack_isolated, render_table
+from ops.review.plan import plan_stack, plan_stack_isolated, render_json, render_table
 
 FULL_YAML = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 CREDENTIAL_MARKER = "credential-marker-must-not-leak"
@@ -53,7 +53,9 @@ def key_pair() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory, key_pair: tuple[str, str]) -> dict:
-    """Plans of: full.yaml twice, full.yaml with keys reordered, and with credentials."""
+    """Plans of: full.yaml twice, each by `python -m ops.review.plan` in its own interpreter
+    (byte-identical across runs), then in this process, by the function that interpreter runs
+    and the text it prints, full.yaml with keys reordered, and with credentials."""
     roots = {name: tmp_path_factory.mktemp(name)
              for name in ("first", "second", "reordered", "secrets")}
     write_stack(roots["first"], FULL_YAML)
@@ -71,7 +73,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, key_pair: tuple[str, str])
         }},
     }
     write_stack(roots["secrets"], with_secrets)
-    return dict(zip(roots, plan_texts(list(roots.values())), strict=True))
+    texts = dict(zip(("first", "second"), plan_texts([roots["first"], roots["second"]]),
+                     strict=True))
+    return {**texts, **{name: render_json(plan_stack("s", roots[name]))
+                        for name in ("reordered", "secrets")}}
 
 
 def test_two_runs_are_byte_identical(outputs: dict[str, str]) -> None:

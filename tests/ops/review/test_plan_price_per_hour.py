@@ -4,6 +4,7 @@ diff, from real offline plans of the `full` stack and an edit of it."""
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import yaml
 
 from model.config import parse_cluster_config
 from model.stack_config import PROJECT_ROOT
-from ops.review.plan import collect_plan, plan_stack_isolated, render_table
+from ops.review.plan import plan_stack, render_json, render_table
 from ops.review.plan_diff import diff_plans, unchanged_count
 from ops.review.plan_markdown import price_line, render_markdown
 from ops.review.prices import cluster_price, node_type_price
@@ -29,15 +30,17 @@ def _write_stack(root: Path, cluster: dict) -> None:
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    """`full` as shipped (1 worker pinned, 2 at most) and with both workers pinned."""
+    """`full` as shipped (1 worker pinned, 2 at most) and with both workers pinned, planned
+    in this process by `plan_stack` (what `invoke plan`'s interpreter runs), read back from
+    its JSON document."""
     more = copy.deepcopy(FULL)
     more["available_node_types"][WORKER]["min_workers"] = 2
-    running = {}
+    planned = {}
     for name, cluster in (("base", FULL), ("more", more)):
         root = tmp_path_factory.mktemp(name)
         _write_stack(root, cluster)
-        running[name] = plan_stack_isolated("s", root)
-    return {name: collect_plan(process, name) for name, process in running.items()}
+        planned[name] = json.loads(render_json(plan_stack("s", root)))
+    return planned
 
 
 def _prices(cluster: dict) -> tuple[float, float]:

@@ -37,22 +37,44 @@ def cluster_with_mounts(folder: Path) -> Path:
     return path
 
 
+RUNNER = PROJECT_ROOT / "tests" / "support" / "task_runner.py"
+
+
+def plan_env(folder: Path) -> dict[str, str]:
+    return {**os.environ, "RAY_GCP_STATE_DIR": str(folder / "state"),
+            "XDG_CACHE_HOME": str(folder / "cache")}
+
+
 def invoke_plan(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RAY_GCP_STATE_DIR": str(folder / "state"),
-           "XDG_CACHE_HOME": str(folder / "cache")}
+    """The `invoke` binary, as a user runs it (its whole stderr is what the user sees)."""
     return subprocess.run([sys.executable, "-m", "invoke", "plan", *args], cwd=PROJECT_ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=plan_env(folder), capture_output=True, text=True, timeout=300)
+
+
+def invoke_plans(folder: Path, *argvs: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """More `invoke plan` command lines, in turn in one interpreter, through invoke's own
+    parsing (tests/support/task_runner.py)."""
+    ran = subprocess.run([sys.executable, str(RUNNER), json.dumps([["plan", *argv]
+                                                                    for argv in argvs])],
+                         cwd=PROJECT_ROOT, env=plan_env(folder), capture_output=True, text=True,
+                         timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    return [subprocess.CompletedProcess(run["argv"], run["code"], run["stdout"], run["stderr"])
+            for run in json.loads(ran.stdout)]
 
 
 @pytest.fixture(scope="module")
 def shown(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """The table and the JSON from the binary; the other forms of asking for them (a format
+    option, an output file) through the task runner, one interpreter for the three."""
     folder = tmp_path_factory.mktemp("reads")
     path = cluster_with_mounts(folder)
     runs = {"default": invoke_plan(folder, "-c", str(path)),
-            "json": invoke_plan(folder, "-c", str(path), "--json"),
-            "format_json": invoke_plan(folder, "-c", str(path), "--format", "json"),
-            "to_json_file": invoke_plan(folder, "-c", str(path), "-o", str(folder / "plan.json")),
-            "to_text_file": invoke_plan(folder, "-c", str(path), "-o", str(folder / "plan.txt"))}
+            "json": invoke_plan(folder, "-c", str(path), "--json")}
+    runs.update(zip(("format_json", "to_json_file", "to_text_file"), invoke_plans(
+        folder, ["-c", str(path), "--format", "json"],
+        ["-c", str(path), "-o", str(folder / "plan.json")],
+        ["-c", str(path), "-o", str(folder / "plan.txt")]), strict=True))
     runs["files"] = {name: (folder / name).read_text()  # type: ignore[assignment]
                      for name in ("plan.json", "plan.txt")}
     runs["state"] = folder / "state"  # type: ignore[assignment]

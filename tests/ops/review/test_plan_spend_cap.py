@@ -127,23 +127,20 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(project: Path) -> dict[str, dict[str, Any]]:
-    """Each command line in its own interpreter (a plan sets process-wide mocks), all at once."""
+    """Every command line in turn, through invoke's own parsing, in one interpreter of the task
+    runner (its start and the program's imports once, not once a command): `plan` plans in it
+    as the user's `invoke plan` plans in its own, `up` and `diff` start their plan interpreters
+    as they do for a user."""
     env = {key: value for key, value in os.environ.items()
            if key not in ("PULUMI_STACK", "RAY_GCP_STACK_OUTPUTS")}
     env.update(PYTHONPATH=str(project), RAY_GCP_STATE_DIR=str(project / ".ray-gcp"),
                PATH=os.pathsep.join([os.path.dirname(sys.executable),
                                      str(project / "standin-bin"), "/usr/bin", "/bin"]),
                XDG_CACHE_HOME=str(project / "no-engine"))  # no engine `invoke engine` installed
-    started = {name: subprocess.Popen([sys.executable, str(RUNNER), json.dumps([argv])],
-                                      cwd=project, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
-               for name, argv in COMMANDS.items()}
-    results = {}
-    for name, process in started.items():
-        stdout, stderr = process.communicate(timeout=600)
-        assert process.returncode == 0, stderr
-        (results[name],) = json.loads(stdout)
-    return results
+    ran = subprocess.run([sys.executable, str(RUNNER), json.dumps(list(COMMANDS.values()))],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr
+    return dict(zip(COMMANDS, json.loads(ran.stdout), strict=True))
 
 
 def money(amount: float) -> str:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,7 +191,8 @@ def _parsed(stdout: str, stderr: str, what: str) -> Plan:
 
 
 def check_before_create(stack: str | None, cluster_yaml: str | None = None,
-                        refuse_cap: bool = True) -> Plan:
+                        refuse_cap: bool = True,
+                        meanwhile: Callable[[], object] | None = None) -> Plan:
     """Every check `invoke plan` makes, by the code `invoke plan` runs (`plan_cluster_yaml`'s
     `plan_yaml` for a cluster YAML, else `plan_stack`), before `invoke up` (or a first
     `preview -c`) writes a stack file or the engine creates anything: a refusal is `invoke
@@ -198,10 +200,18 @@ def check_before_create(stack: str | None, cluster_yaml: str | None = None,
     mocks is process-global, and the up runs the real one here. Then (`refuse_cap`) a plan
     whose pinned nodes alone cost more an hour than the spend cap is refused, as `invoke plan`
     refuses it. Returns the plan (its policy findings judge what the engine's preview
-    cannot)."""
+    cannot). `meanwhile` runs here while that interpreter plans, for the caller's work that
+    reads, writes and creates nothing (its imports); if it fails, the plan is stopped."""
     arguments = ["--config", cluster_yaml] if cluster_yaml else ["--stack", stack]
     what = f"planning {cluster_yaml}" if cluster_yaml else f"planning stack {stack!r}"
     process = _isolated(arguments)
+    try:
+        if meanwhile is not None:
+            meanwhile()
+    except BaseException:
+        process.kill()
+        process.communicate()
+        raise
     stdout, stderr = process.communicate()
     if process.returncode == USER_ERROR_EXIT:
         raise OpsError(stderr.strip())

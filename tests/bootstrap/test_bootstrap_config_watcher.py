@@ -21,6 +21,7 @@ from tests.support.bootstrap_stubs import (
     stop_watchers,
     watcher_pid_file,
 )
+from tests.support.proc_table import PROC, parent_and_state
 from tests.support.waiting import WAIT_SECONDS, wait_for
 
 
@@ -30,13 +31,11 @@ def _watchers(state_dir: Path) -> list[int]:
     process whose parent is itself a watcher is such a fork, not a second watcher."""
     marker = f"{state_dir}/config-watcher.sh\0{WATCH_CONFIG_ARG}".encode()
     parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
+    for entry in PROC.iterdir():
         if entry.name.isdigit():
             try:
                 if marker in (entry / "cmdline").read_bytes():
-                    # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
-                    stat = (entry / "stat").read_text()
-                    parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+                    parents[int(entry.name)], _ = parent_and_state(int(entry.name))
             except (OSError, IndexError, ValueError):
                 continue
     return sorted(pid for pid, parent in parents.items() if parent not in parents)

@@ -27,6 +27,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import EngineWorkspace, require_engine
+from tests.support.proc_table import children, parent_and_state
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "killed-half-way"
@@ -72,27 +73,13 @@ def start_task(env: dict[str, str], folder: Path, *args: str) -> Started:
     return Started(process, output)
 
 
-def _children() -> dict[int, list[int]]:
-    """Parent pid -> its children's pids, from /proc."""
-    found: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        found.setdefault(int(fields[1]), []).append(int(entry.name))
-    return found
-
-
 def process_tree(root: int) -> list[int]:
     """`root` and every process below it."""
-    children, tree, todo = _children(), [], [root]
+    tree_of, tree, todo = children(), [], [root]
     while todo:
         pid = todo.pop()
         tree.append(pid)
-        todo.extend(children.get(pid, []))
+        todo.extend(tree_of.get(pid, []))
     return tree
 
 
@@ -103,17 +90,17 @@ def kill_tree(root: int) -> None:
     kill is found by the next listing."""
     seen: set[int] = {root}
     for _ in range(40):
-        children = _children()
+        listed = children()
         todo = list(seen)
         while todo:
-            for child in children.get(todo.pop(), []):
+            for child in listed.get(todo.pop(), []):
                 if child not in seen:
                     seen.add(child)
                     todo.append(child)
         groups = set()
         for pid in seen:
             with contextlib.suppress(OSError):
-                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                if parent_and_state(pid)[1] != "Z":
                     groups.add(os.getpgid(pid))
         if not groups:
             return
@@ -130,7 +117,7 @@ def wait_gone(pids: list[int], timeout: float = 120) -> None:
         alive = []
         for pid in pids:
             try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                _, state = parent_and_state(pid)
             except OSError:
                 continue
             if state != "Z":

@@ -11,12 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PROC = Path("/proc")
-
-
-def _parent_and_state(pid: int) -> tuple[int, str]:
-    fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[1]), fields[0]
+from tests.support.proc_table import PROC, parent_and_state
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:
@@ -24,7 +19,7 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     while pid > 1 and pid not in seen:
         seen.add(pid)
         try:
-            pid, _ = _parent_and_state(pid)
+            pid, _ = parent_and_state(pid)
         except (OSError, ValueError, IndexError):
             return False
         if pid == ancestor:
@@ -43,7 +38,7 @@ def leftover_processes(basetemp: Path) -> dict[int, str]:
             continue
         pid = int(entry.name)
         try:
-            if _parent_and_state(pid)[1] == "Z":
+            if parent_and_state(pid)[1] == "Z":
                 continue
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
                 errors="replace").strip()

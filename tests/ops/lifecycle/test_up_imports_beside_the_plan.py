@@ -13,21 +13,19 @@ import pytest
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import import_for_the_up
 from ops.review.plan import check_before_create
+from tests.support.proc_table import PROC, children
 
 
 def plan_interpreters() -> list[int]:
     """This process's children that run the plan's interpreter (`python -m ops.review.plan`)."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for child in children().get(os.getpid(), []):
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
+            command = (PROC / str(child) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
             continue
-        if parent == os.getpid() and b"ops.review.plan" in command:
-            found.append(int(entry.name))
+        if b"ops.review.plan" in command:
+            found.append(child)
     return found
 
 

@@ -8,7 +8,6 @@ extension; a YAML block written into a page would be planned by nobody, so none 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.docs_pages import DOCS, PROJECT_ROOT, fenced_blocks, included_files, pages
+from tests.support.plan_repos import as_printed
 
 STACK_FILE = re.compile(r"Pulumi\.(?P<stack>[\w-]+)\.yaml")
 EXAMPLES = sorted(f for f in included_files() if f.endswith((".yaml", ".yml")))
@@ -33,11 +33,10 @@ def planned_as_up_plans(example: str) -> dict[str, Any]:
     `plan_stack` (a stack file) or `plan_yaml` (a cluster YAML), its JSON document read back,
     then the spend cap's refusal."""
     from ops.review.guardrails import refuse_over_cap
-    from ops.review.plan import plan_stack, plan_yaml, render_json
+    from ops.review.plan import plan_stack, plan_yaml
 
     stack_file = STACK_FILE.fullmatch(Path(example).name)
-    plan = json.loads(render_json(plan_stack(stack_file["stack"]) if stack_file
-                                  else plan_yaml(example)))
+    plan = as_printed(plan_stack(stack_file["stack"]) if stack_file else plan_yaml(example))
     refuse_over_cap(plan["stack"], plan["policy"], "before the up: nothing was created or changed")
     return plan
 

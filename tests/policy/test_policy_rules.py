@@ -5,7 +5,6 @@ Pulumi's analyzer would hand them to the pack (type token, logical name, inputs)
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,9 +13,10 @@ from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 from pulumi_policy.policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
-from ops.review.plan import plan_stack, render_json
+from ops.review.plan import plan_stack
 from policy.__main__ import policy_of
 from policy.rules import BY_NAME, Violation, evaluate
+from tests.support.plan_repos import as_printed
 
 STACKS = ("full", "tpu", "tpu-queued")
 EVERY_RULE_OFF = {name: "disabled" for name in BY_NAME}
@@ -27,7 +27,7 @@ CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 def plans() -> dict[str, dict[str, Any]]:
     """The shipped stacks' plans, made in this process by `plan_stack` (what `invoke plan`'s
     interpreter runs), read back from their JSON documents."""
-    return {stack: json.loads(render_json(plan_stack(stack))) for stack in STACKS}
+    return {stack: as_printed(plan_stack(stack)) for stack in STACKS}
 
 
 def resources(plan: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:

@@ -12,7 +12,6 @@ does not (the autoscaler counts Pulumi's workers, its config does not hold them)
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,13 @@ import yaml
 
 from model.config.urls import short_name
 from model.stack_config import PROJECT_ROOT
-from ops.review.plan import Plan, plan_stack, render_json
+from ops.review.plan import Plan, plan_stack
 from ops.review.plan_base import PLANNER, changed_stacks, diff_stack_markdown
 from ops.review.plan_diff import DiffRow, diff_plans
 from ops.review.plan_effects import REAPPLY_NOTE, node_effect
 from ops.review.plan_markdown import change_lines, render_markdown
 from ops.review.plan_values import BOOTSTRAP_CONFIG_KEY
-from tests.support.plan_repos import BASE_YAML, git_commit_all, write_stack
+from tests.support.plan_repos import BASE_YAML, as_printed, git_commit_all, write_stack
 
 WORKER = "ray_worker_small"
 HEAD_TYPE = BASE_YAML["head_node_type"]
@@ -103,7 +102,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Plan]:
     for name, edit in SCENARIOS.items():
         root = tmp_path_factory.mktemp(name)  # one stack name, as in a real diff
         write_stack(root, "s", edited(edit))
-        planned[name] = json.loads(render_json(plan_stack("s", root)))
+        planned[name] = as_printed(plan_stack("s", root))
     return planned
 
 

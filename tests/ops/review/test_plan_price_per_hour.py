@@ -4,7 +4,6 @@ diff, from real offline plans of the `full` stack and an edit of it."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,11 @@ import yaml
 
 from model.config import parse_cluster_config
 from model.stack_config import PROJECT_ROOT
-from ops.review.plan import plan_stack, render_json, render_table
+from ops.review.plan import plan_stack, render_table
 from ops.review.plan_diff import diff_plans, unchanged_count
 from ops.review.plan_markdown import price_line, render_markdown
 from ops.review.prices import cluster_price, node_type_price
+from tests.support.plan_repos import as_printed
 
 FULL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/full.yaml").read_text())
 WORKER = "ray_worker_small"
@@ -39,7 +39,7 @@ def plans(tmp_path_factory):
     for name, cluster in (("base", FULL), ("more", more)):
         root = tmp_path_factory.mktemp(name)
         _write_stack(root, cluster)
-        planned[name] = json.loads(render_json(plan_stack("s", root)))
+        planned[name] = as_printed(plan_stack("s", root))
     return planned
 
 

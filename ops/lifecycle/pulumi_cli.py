@@ -82,10 +82,9 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
         if stack:
             stack_from_yaml(stack, cluster_yaml, create=False)  # refuses both, one line
         require_cli()
-        checked = check_before_create(None, cluster_yaml, meanwhile=import_for_the_up)
+        checked = check_before_create(None, cluster_yaml)
     else:  # before `choose`, which may create the stack of a tracked stack file
-        checked = check_before_create(Stack.choose(stack, require_file=True).name,
-                                      meanwhile=import_for_the_up)
+        checked = check_before_create(Stack.choose(stack, require_file=True).name)
     chosen = choose(stack, cluster_yaml, "up")
     run_operation(chosen, "up", checked=checked)
     try:
@@ -96,15 +95,6 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
     if chosen.cluster.provider.os_login is not None:
         clean_os_login(outputs, own_key=False)
     print_summary(outputs)
-
-
-def import_for_the_up() -> None:
-    """What the up imports once its checks pass, imported while the checks' plan runs in its
-    own interpreter (each side is 1-2 s of CPU, so on two cores they overlap): Compute's client
-    for the network check and the quota pre-flight, pulumi-gcp's compute resources for the
-    program the engine runs in this process. Imports only: nothing is read or written."""
-    import google.cloud.compute_v1  # noqa: F401
-    import pulumi_gcp.compute  # noqa: F401
 
 
 def deployed_os_login(chosen: Stack) -> StackOutputs | None:

@@ -101,10 +101,12 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
 
 def import_for_the_up() -> None:
     """What the up imports once its checks pass, imported while the checks' plan runs in its
-    own interpreter (each side is 1-2 s of CPU, so on two cores they overlap): Compute's client
-    for the network check and the quota pre-flight, pulumi-gcp's compute resources for the
-    program the engine runs in this process. Imports only: nothing is read or written."""
-    import google.cloud.compute_v1  # noqa: F401
+    own interpreter (each side is 1-2 s of CPU, so on two cores they overlap): google-auth's
+    HTTP transport and google-api-core's errors, with which the network check and the quota
+    pre-flight call Compute's REST API, and pulumi-gcp's compute resources for the program the
+    engine runs in this process. Imports only: nothing is read or written."""
+    import google.api_core.exceptions  # noqa: F401
+    import google.auth.transport.requests  # noqa: F401
     import pulumi_gcp.compute  # noqa: F401
 
 

@@ -6,6 +6,8 @@ it stops that interpreter, leaving no process behind."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from ops.errors import OpsError
 from ops.lifecycle.pulumi_cli import import_for_the_up
 from ops.review.plan import check_before_create
+from tests.conftest import PROJECT_ROOT
 from tests.support.proc_table import PROC, children
 
 
@@ -69,3 +72,19 @@ def test_a_failure_beside_the_plan_stops_its_interpreter(isolated: Path) -> None
     with pytest.raises(ImportError):
         check_before_create("minimal", meanwhile=broken_environment)
     assert plan_interpreters() == []
+
+
+def test_what_the_up_imports_beside_the_plan_is_not_google_cloud_compute() -> None:
+    """The network check and the quota pre-flight call Compute over REST: what is imported
+    for them is google-auth's transport and google-api-core's errors, not the client library
+    whose package loads every Compute service client."""
+    probe = ("import sys\nfrom ops.lifecycle.pulumi_cli import import_for_the_up\n"
+             "import_for_the_up()\n"
+             "print(sorted(m for m in ('google.cloud.compute_v1', "
+             "'google.auth.transport.requests', 'google.api_core.exceptions') "
+             "if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == \
+        "['google.api_core.exceptions', 'google.auth.transport.requests']"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
@@ -105,7 +106,7 @@ def method_url(endpoint: str | None, method: str, params: dict[str, Any]) -> tup
     unknown = set(params) - names - spec.query
     if missing or unknown:
         raise TypeError(f"{method}: missing {sorted(missing)}, unknown {sorted(unknown)}")
-    path = spec.path.format(**{name: params[name] for name in names})
+    path = spec.path.format(**{name: quote(str(params[name]), safe="") for name in names})
     query = {key: value for key, value in params.items() if key not in names}
     return rest_url(endpoint, COMPUTE_BASE, path), query
 
@@ -118,12 +119,16 @@ class ComputeRest:
         self._credentials = credentials
         self.endpoint = endpoint
         self._local = threading.local()
+        self._lock = threading.Lock()
 
     @property
     def session(self) -> AuthorizedSession:
         session = getattr(self._local, "session", None)
         if session is None:
-            session = self._local.session = authorized_session(self._credentials)
+            with self._lock:  # ADC looked up once, then shared by every thread's session
+                session = authorized_session(self._credentials)
+                self._credentials = session.credentials
+            self._local.session = session
         return session
 
     def call(self, method: str, body: dict[str, Any] | None = None,

@@ -91,3 +91,16 @@ def test_an_error_answer_is_google_api_cores_exception_for_its_status(
         clients.compute.call("instances.get", project=PROJECT, zone=ZONE, instance="nope")
     assert missing.value.response.status_code == 404
     assert "nope" in missing.value.message
+
+
+def test_fields_the_json_leaves_out_read_as_compute_v1s_defaults_did() -> None:
+    """JSON omits what is unset (no access config, no scheduling, no labels): an instance
+    with only a name has no addresses and is on-demand."""
+    from infra.workers.compute_api import addresses, instance_market
+
+    assert addresses({"name": "w"}) == (None, None)
+    assert addresses({"name": "w", "networkInterfaces": [{"networkIP": "10.0.0.3"}]}) == \
+        ("10.0.0.3", None)
+    assert instance_market({"name": "w"}) == "on-demand"
+    assert instance_market({"name": "w", "scheduling": {"provisioningModel": "SPOT"}}) == "spot"
+    assert instance_market({"name": "w", "scheduling": {"preemptible": True}}) == "spot"

@@ -23,7 +23,6 @@ from ops.stacks.stack import (
     ClusterYamlStack,
     Stack,
     require_cli,
-    select_stack,
     stack_for_cluster_yaml,
     user_backend,
     user_passphrase,
@@ -46,8 +45,10 @@ def stack_from_yaml(stack: str | None, cluster_yaml: str, create: bool,
     require_cli()
     if create:
         place_stack(found, out)
-        select_stack(found.name, create=True)
-    return Stack.choose(found.name, require_file=True)
+    chosen = Stack.choose(found.name, require_file=True)
+    if create:
+        chosen.automation(create=True)
+    return chosen
 
 
 def place_stack(found: ClusterYamlStack, out: TextIO = sys.stdout) -> None:

@@ -32,7 +32,6 @@ from ops.stacks.stack import (
     Stack,
     StackOutputs,
     require_cli,
-    select_stack,
     stack_file_path,
     stack_for_cluster_yaml,
 )
@@ -58,7 +57,7 @@ def choose(stack: str | None, cluster_yaml: str | None, operation: Operation) ->
     chosen = Stack.choose(stack, require_file=True)
     require_cli()
     if operation in ("up", "preview"):  # a stack file with no stack yet: made, as `-c` makes it
-        select_stack(chosen.name, create=True)
+        chosen.automation(create=True)
     return chosen
 
 
@@ -169,7 +168,7 @@ def run_operation(
     if operation in ("up", "preview") and stack_file_path(name).is_file():
         policy = policy_options(chosen.settings)
         options = {**policy, **options}
-    automation_stack = select_stack(name)
+    automation_stack = chosen.automation()
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
     state: dict[str, Any] = {}
@@ -253,7 +252,7 @@ def preview_diff(stack: str | None, cluster_yaml: str | None = None,
     PR workflow posts it), run as `invoke preview` runs (the pinned engine, the program
     inline)."""
     chosen = choose(stack, cluster_yaml, "preview")
-    automation_stack = select_stack(chosen.name)
+    automation_stack = chosen.automation()
     with _one_line_failure("preview", chosen.name):
         automation_stack.preview(diff=True, color="never",
                                  on_output=lambda line: print(line, file=out, flush=True))

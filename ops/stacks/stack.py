@@ -613,3 +613,12 @@ class Stack:
     def outputs(self) -> StackOutputs:
         """The deployed stack's outputs (from pulumi, or $RAY_GCP_STACK_OUTPUTS)."""
         return _outputs_of(self.name)
+
+    def automation(self, create: bool = False) -> AutomationStack:
+        """The Automation API's handle on the stack (`select_stack`; made first if `create`
+        and missing), opened once per task: each opening runs the CLI twice (its version
+        check and `stack select`)."""
+        opened = self.__dict__.get("_automation")
+        if opened is None:
+            opened = self.__dict__["_automation"] = select_stack(self.name, create)
+        return opened

@@ -15,6 +15,7 @@ from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.lifecycle import pulumi_cli
 from ops.lifecycle.apis import quota_apis
 from ops.lifecycle.network_check import network_warnings
+from ops.stacks import stack as stack_module
 from tests.fakes.compute import FakeComputeServer
 from tests.fakes.compute.helpers import fast_retry
 from tests.support.recording_stacks import RecordingStack
@@ -102,7 +103,7 @@ def test_invoke_up_prints_the_wider_rule_before_it_refreshes(fake, monkeypatch):
     fake.cloud.catalogue.private_google_access["us-central1"] = True
     monkeypatch.setenv(API_ENDPOINT_ENV, fake.endpoint)
     stack = RecordingStack()
-    monkeypatch.setattr(pulumi_cli, "select_stack", lambda name: stack)
+    monkeypatch.setattr(stack_module, "select_stack", lambda name, create=False: stack)
     out = io.StringIO()
 
     pulumi_cli.run_operation("private", "up", out=out)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import io
 
 from ops.lifecycle import pulumi_cli
+from ops.stacks import stack as stack_module
 from tests.support.recording_stacks import RecordingStack
 
 
 def test_up_refreshes_first_so_lost_workers_are_recreated(monkeypatch):
     stack = RecordingStack()
-    monkeypatch.setattr(pulumi_cli, "select_stack", lambda name: stack)
+    monkeypatch.setattr(stack_module, "select_stack", lambda name, create=False: stack)
 
     pulumi_cli.run_operation("full", "up", out=io.StringIO())
 

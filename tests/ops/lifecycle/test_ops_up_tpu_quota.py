@@ -10,6 +10,7 @@ import pytest
 from ops.cloud.cloud_api import API_ENDPOINT_ENV
 from ops.errors import OpsError
 from ops.lifecycle import pulumi_cli
+from ops.stacks import stack as stack_module
 from tests.fakes.compute import FakeComputeServer
 from tests.support.recording_stacks import RecordingStack
 
@@ -29,7 +30,7 @@ def fake(monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> RecordingStack:
     recording = RecordingStack()
-    monkeypatch.setattr(pulumi_cli, "select_stack", lambda name: recording)
+    monkeypatch.setattr(stack_module, "select_stack", lambda name, create=False: recording)
     return recording
 
 

@@ -20,12 +20,9 @@ Run from the project root: `python -m bench.capacity`. Exits 1 when a target is 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-
-from google.cloud import compute_v1
 
 from infra.workers import Deadlines, WorkerGroupProvider
 from infra.workers.clients import ApiClients, build_credentials
@@ -99,12 +96,12 @@ def ray_launcher_way(server: FakeComputeServer, count: int, budget_s: float) -> 
         operations = []
         for _ in range(count - created):
             name = new_node_name("ray-base")
-            instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
-            operations.append(clients.instances.insert_unary(
-                project=PROJECT, zone=ZONE, instance_resource=instance).name)
+            operations.append(clients.compute.call(
+                "instances.insert", {**body, "name": name}, project=PROJECT, zone=ZONE)["name"])
         for operation in operations:
-            done = clients.zone_operations.wait(project=PROJECT, zone=ZONE, operation=operation)
-            if done.error and done.error.errors:
+            done = clients.compute.call("zoneOperations.wait", project=PROJECT, zone=ZONE,
+                                        operation=operation)
+            if (done.get("error") or {}).get("errors"):
                 break  # Ray: `raise Exception(result["error"])`, the launch fails
             created += 1
         time.sleep(UPDATE_INTERVAL_S)

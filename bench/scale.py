@@ -10,12 +10,9 @@ Run from the project root: `python -m bench.scale`.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from typing import Any
-
-from google.cloud import compute_v1
 
 from infra.workers import Deadlines, WorkerGroupProvider
 from infra.workers.clients import ApiClients, build_credentials
@@ -36,11 +33,11 @@ def ray_launcher_way(server: FakeComputeServer, count: int, run: str) -> None:
     operations = []
     for _ in range(count):
         name = new_node_name(f"ray-base-{run}")
-        instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
-        operations.append(clients.instances.insert_unary(
-            project=PROJECT, zone=ZONE, instance_resource=instance).name)
+        operations.append(clients.compute.call(
+            "instances.insert", {**body, "name": name}, project=PROJECT, zone=ZONE)["name"])
     for operation in operations:
-        clients.zone_operations.wait(project=PROJECT, zone=ZONE, operation=operation)
+        clients.compute.call("zoneOperations.wait", project=PROJECT, zone=ZONE,
+                             operation=operation)
 
 
 def measure(server: FakeComputeServer, create: Callable[[FakeComputeServer, int, str], Any],

@@ -5,8 +5,9 @@
 (see sweeper.py). TPU slices Pulumi keeps are `tpu.V2Vm` resources (infra/tpu_slices.py), or
 `QueuedTpuSlice` requests to the TPU queued-resources API (see queued_slice.py). New nodes of
 a type with a capacity ladder walk it (ladder.py; reservations read by reservations.py).
-Importing this package does not import the google-cloud client libraries: the providers
-import them when they first build a client.
+Compute is called over REST (compute_rest.py: google-auth's AuthorizedSession, imported at
+the first call); the TPU client library is imported when a TPU client is first built.
+Importing this package imports neither.
 """
 
 from infra.workers.apis import Deadlines

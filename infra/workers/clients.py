@@ -5,25 +5,24 @@ An `api_endpoint` means an emulator or the test fake: plain http and, unless cre
 given, the key file GOOGLE_APPLICATION_CREDENTIALS names, else anonymous (the convention
 Google's own emulators follow).
 
-The google-cloud client libraries are imported where a client is built, not at module load:
-the program imports `infra.workers` for its resource classes on every preview, and
-`google.cloud.compute_v1` alone costs over a second to import.
+Compute is called over REST (compute_rest.py); the TPU client library is imported where its
+client is built, not at module load: the program imports `infra.workers` for its resource
+classes on every preview.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
+
+from infra.workers.compute_rest import CLOUD_PLATFORM, ComputeRest
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
-    from google.cloud import compute_v1, tpu_v2
+    from google.cloud import tpu_v2
 
-CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-C = TypeVar("C")
+__all__ = ["CLOUD_PLATFORM", "ApiClients", "build_credentials"]
 
 
 def build_credentials(secret: str | None, api_endpoint: str | None) -> Credentials | None:
@@ -63,100 +62,36 @@ def _emulator_credentials() -> Credentials:
 
 
 class ApiClients:
-    """One set of clients per thread: the REST transports' HTTP sessions are not shared."""
+    """Compute over REST (compute_rest.py: one HTTP session per thread inside) and one TPU
+    client per thread: the TPU REST transport's HTTP session is not shared."""
 
     def __init__(self, credentials: Credentials | None, api_endpoint: str | None) -> None:
         self._credentials = credentials
         self._endpoint = api_endpoint
         self._local = threading.local()
-
-    def _transport_args(self, default_host: str) -> dict[str, Any]:
-        if self._endpoint:
-            return {"host": self._endpoint, "url_scheme": "http", "credentials": self._credentials}
-        return {"host": default_host, "credentials": self._credentials}
-
-    def _cached(self, key: str, build: Callable[[], C]) -> C:
-        client = getattr(self._local, key, None)
-        if client is None:
-            client = build()
-            setattr(self._local, key, client)
-        return client
+        self._compute: ComputeRest | None = None
 
     @property
-    def instances(self) -> compute_v1.InstancesClient:
-        return self._cached("instances", self._build_instances)
-
-    @property
-    def zone_operations(self) -> compute_v1.ZoneOperationsClient:
-        return self._cached("zone_operations", self._build_zone_operations)
+    def compute(self) -> ComputeRest:
+        """Every Compute call: instances, operations, zones, machine and accelerator types,
+        regions' quotas, subnetworks, reservations, firewalls."""
+        if self._compute is None:
+            self._compute = ComputeRest(self._credentials, self._endpoint)
+        return self._compute
 
     @property
     def tpu(self) -> tpu_v2.TpuClient:
-        return self._cached("tpu", self._build_tpu)
-
-    def _build_instances(self) -> compute_v1.InstancesClient:
-        from google.cloud.compute_v1 import InstancesClient
-        from google.cloud.compute_v1.services.instances.transports import InstancesRestTransport
-
-        args = self._transport_args("compute.googleapis.com")
-        return InstancesClient(transport=InstancesRestTransport(**args))
-
-    def _build_zone_operations(self) -> compute_v1.ZoneOperationsClient:
-        from google.cloud.compute_v1 import ZoneOperationsClient
-        from google.cloud.compute_v1.services.zone_operations.transports import (
-            ZoneOperationsRestTransport,
-        )
-
-        args = self._transport_args("compute.googleapis.com")
-        return ZoneOperationsClient(transport=ZoneOperationsRestTransport(**args))
-
-    # What zone failover and the quota pre-flight read (infra/workers/zones.py, quota.py).
-
-    @property
-    def zones(self) -> compute_v1.ZonesClient:
-        return self._cached("zones", lambda: self._compute("zones", "Zones"))
-
-    @property
-    def machine_types(self) -> compute_v1.MachineTypesClient:
-        return self._cached("machine_types", lambda: self._compute("machine_types", "MachineTypes"))
-
-    @property
-    def accelerator_types(self) -> compute_v1.AcceleratorTypesClient:
-        return self._cached(
-            "accelerator_types", lambda: self._compute("accelerator_types", "AcceleratorTypes")
-        )
-
-    @property
-    def regions(self) -> compute_v1.RegionsClient:
-        return self._cached("regions", lambda: self._compute("regions", "Regions"))
-
-    @property
-    def subnetworks(self) -> compute_v1.SubnetworksClient:
-        return self._cached("subnetworks", lambda: self._compute("subnetworks", "Subnetworks"))
-
-    @property
-    def reservations(self) -> compute_v1.ReservationsClient:
-        """What a capacity ladder's reservation rungs read (infra/workers/reservations.py)."""
-        return self._cached("reservations",
-                            lambda: self._compute("reservations", "Reservations"))
-
-    @property
-    def firewalls(self) -> compute_v1.FirewallsClient:
-        return self._cached("firewalls", lambda: self._compute("firewalls", "Firewalls"))
-
-    def _compute(self, service: str, name: str) -> Any:
-        """`compute_v1.<name>Client` over its REST transport, e.g. ("zones", "Zones")."""
-        from google.cloud import compute_v1
-
-        transports = importlib.import_module(
-            f"google.cloud.compute_v1.services.{service}.transports"
-        )
-        transport = getattr(transports, f"{name}RestTransport")
-        args = self._transport_args("compute.googleapis.com")
-        return getattr(compute_v1, f"{name}Client")(transport=transport(**args))
+        client = getattr(self._local, "tpu", None)
+        if client is None:
+            client = self._local.tpu = self._build_tpu()
+        return client
 
     def _build_tpu(self) -> tpu_v2.TpuClient:
         from google.cloud.tpu_v2 import TpuClient
         from google.cloud.tpu_v2.services.tpu.transports import TpuRestTransport
 
-        return TpuClient(transport=TpuRestTransport(**self._transport_args("tpu.googleapis.com")))
+        if self._endpoint:
+            args = {"host": self._endpoint, "url_scheme": "http"}
+        else:
+            args = {"host": "tpu.googleapis.com"}
+        return TpuClient(transport=TpuRestTransport(credentials=self._credentials, **args))

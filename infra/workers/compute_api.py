@@ -7,18 +7,17 @@ A group lives in a region: its nodes are listed across the region's zones (one a
 list), created in the group's zone first and, when that zone is out of capacity, in the next
 zone that offers the types (zones.py), after a quota pre-flight (quota.py).
 
-`google.cloud.compute_v1` is imported inside the calls (see clients.py for why).
+Compute is called over REST (compute_rest.py): instances and operations are the API's JSON.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.api_core import exceptions as api_exceptions
 
@@ -32,7 +31,6 @@ from infra.workers.retry import (
     OperationTimeout,
     RetryPolicy,
     call_with_retry,
-    each_page,
     poll_until,
 )
 from infra.workers.zones import (
@@ -44,9 +42,6 @@ from infra.workers.zones import (
     refused_for_capacity,
     region_of,
 )
-
-if TYPE_CHECKING:
-    from google.cloud import compute_v1
 
 # PENDING: a flex-start instance waiting for Dynamic Workload Scheduler's capacity (the
 # Instance status enum of the compute v1 discovery document): it is the group's node already.
@@ -60,12 +55,17 @@ _WAIT_CALL_S = 130.0
 _FINGERPRINT_TRIES = 5
 
 
-@functools.cache
-def _bulk_fields() -> frozenset[str]:
-    """The body fields `bulkInsert`'s InstanceProperties can carry."""
-    from google.cloud import compute_v1
-
-    return frozenset(f.json_name for f in compute_v1.InstanceProperties.pb().DESCRIPTOR.fields)
+BULK_FIELDS = frozenset({
+    "advancedMachineFeatures", "canIpForward", "confidentialInstanceConfig", "description",
+    "disks", "guestAccelerators", "keyRevocationActionType", "labels", "localSsdEncryptionMode",
+    "machineType", "metadata", "minCpuPlatform", "networkInterfaces",
+    "networkPerformanceConfig", "privateIpv6GoogleAccess", "reservationAffinity",
+    "resourceManagerTags", "resourcePolicies", "scheduling", "serviceAccounts",
+    "shieldedInstanceConfig", "tags", "workloadIdentityConfig",
+})
+"""The body fields `bulkInsert`'s InstanceProperties can carry: the properties of the compute
+v1 discovery document's InstanceProperties schema (tests/infra/test_compute_rest_methods.py
+compares them)."""
 
 
 def label_filter(labels: dict[str, str]) -> str:
@@ -78,37 +78,45 @@ def _phase(status: str) -> Phase:
     return "stopped" if status in _STOPPED else "dead"
 
 
-def _node(instance: compute_v1.Instance) -> Node:
-    interface = instance.network_interfaces[0] if instance.network_interfaces else None
-    access = interface.access_configs[0] if interface and interface.access_configs else None
+def addresses(instance: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(internal, external) address of an instance's first interface, None where it has
+    none (`networkInterfaces[0].networkIP`, its `accessConfigs[0].natIP`)."""
+    interface = (instance.get("networkInterfaces") or [{}])[0]
+    access = (interface.get("accessConfigs") or [{}])[0]
+    return interface.get("networkIP") or None, access.get("natIP") or None
+
+
+def _node(instance: dict[str, Any]) -> Node:
+    metadata = instance.get("metadata") or {}
+    internal_ip, external_ip = addresses(instance)
+    status = instance.get("status", "")
     return Node(
-        name=instance.name,
-        status=instance.status,
-        phase=_phase(instance.status),
-        created=instance.creation_timestamp,
-        labels=dict(instance.labels),
-        internal_ip=(interface.network_i_p or None) if interface else None,
-        external_ip=(access.nat_i_p or None) if access else None,
-        zone=_bare(instance.zone) or None,
-        metadata={item.key: item.value for item in instance.metadata.items},
-        metadata_fingerprint=instance.metadata.fingerprint,
-        label_fingerprint=instance.label_fingerprint,
+        name=instance["name"],
+        status=status,
+        phase=_phase(status),
+        created=instance.get("creationTimestamp", ""),
+        labels=dict(instance.get("labels") or {}),
+        internal_ip=internal_ip,
+        external_ip=external_ip,
+        zone=_bare(instance.get("zone", "")) or None,
+        metadata={item["key"]: item.get("value", "") for item in metadata.get("items") or []},
+        metadata_fingerprint=metadata.get("fingerprint", ""),
+        label_fingerprint=instance.get("labelFingerprint", ""),
         market=instance_market(instance),
     )
 
 
-def instance_market(instance: compute_v1.Instance) -> str:
+def instance_market(instance: dict[str, Any]) -> str:
     """What an instance is: the ladder rung its label names (reservation, any-reservation,
     spot, flex-start, on-demand), else by its own scheduling: `flex-start`, `spot` (spot or
     preemptible) or `on-demand`."""
-    label = instance.labels.get(CAPACITY_LABEL, "")
+    label = (instance.get("labels") or {}).get(CAPACITY_LABEL, "")
     if label in MARKETS:
         return label
-    scheduling = instance.scheduling
-    if scheduling.provisioning_model == "FLEX_START":
+    scheduling = instance.get("scheduling") or {}
+    if scheduling.get("provisioningModel") == "FLEX_START":
         return FLEX_START
-    return market_of({"provisioningModel": scheduling.provisioning_model,
-                      "preemptible": scheduling.preemptible})
+    return market_of(scheduling)
 
 
 def _metadata_state(node: Node) -> tuple[dict[str, str], str]:
@@ -119,10 +127,11 @@ def _label_state(node: Node) -> tuple[dict[str, str], str]:
     return dict(node.labels), node.label_fingerprint
 
 
-def _operation_error(operation: compute_v1.Operation) -> str | None:
-    if not operation.error or not operation.error.errors:
+def _operation_error(operation: dict[str, Any]) -> str | None:
+    errors = (operation.get("error") or {}).get("errors") or []
+    if not errors:
         return None
-    return "; ".join(f"{e.code}: {e.message}" for e in operation.error.errors)
+    return "; ".join(f"{e.get('code', '')}: {e.get('message', '')}" for e in errors)
 
 
 def _bare(url: str) -> str:
@@ -131,21 +140,16 @@ def _bare(url: str) -> str:
 
 def aggregated_instances(
     clients: ApiClients, project: str, filter_: str, retry: RetryPolicy
-) -> list[tuple[str, compute_v1.Instance]]:
+) -> list[tuple[str, dict[str, Any]]]:
     """(zone, instance) of every instance of the project the filter takes: one aggregated
-    list, page by page (500 instances a page), each page retried on its own."""
-    from google.cloud import compute_v1
-
-    def ask(token: str) -> Any:
-        request = compute_v1.AggregatedListInstancesRequest(
-            project=project, filter=filter_, page_token=token)
-        return clients.instances.aggregated_list(request=request, retry=None)
-
+    list, page by page (500 instances a page), each page retried on its own. A zone with
+    none is a scope with a `warning` and no `instances`."""
     return [
         (_bare(scope), instance)
-        for page in each_page(ask, retry)
-        for scope, scoped in page.items.items()
-        for instance in scoped.instances
+        for page in clients.compute.pages("instances.aggregatedList", retry, project=project,
+                                          filter=filter_)
+        for scope, scoped in (page.get("items") or {}).items()
+        for instance in scoped.get("instances") or []
     ]
 
 
@@ -290,7 +294,7 @@ class ComputeNodes:
         self, zone: str, names: Sequence[str], body: dict[str, Any]
     ) -> tuple[list[str], list[str]]:
         """(names created in the zone, errors): every operation waited on."""
-        if set(body) <= _bulk_fields():
+        if set(body) <= BULK_FIELDS:
             try:
                 operations, failures = [self._bulk_insert(zone, names, body)], {}
             except ZoneRefused as refused:
@@ -311,41 +315,24 @@ class ComputeNodes:
         return made, errors
 
     def _bulk_insert(self, zone: str, names: Sequence[str], body: dict[str, Any]) -> str:
-        from google.cloud import compute_v1
-
-        properties = instance_properties(body)
-        resource = compute_v1.BulkInsertInstanceResource(
-            count=len(names),
-            min_count=1,
-            per_instance_properties={name: {} for name in names},
-            instance_properties=compute_v1.InstanceProperties.from_json(json.dumps(properties)),
-        )
-        request = compute_v1.BulkInsertInstanceRequest(
-            project=self.project,
-            zone=zone,
-            request_id=str(uuid.uuid4()),
-            bulk_insert_instance_resource_resource=resource,
-        )
-        return self._submit(
-            lambda: self._clients.instances.bulk_insert_unary(request=request, retry=None))
+        resource = {
+            "count": len(names),
+            "minCount": 1,
+            "perInstanceProperties": {name: {} for name in names},
+            "instanceProperties": instance_properties(body),
+        }
+        return self._submit("instances.bulkInsert", zone, resource)
 
     def _insert(self, zone: str, name: str, body: dict[str, Any]) -> str:
-        from google.cloud import compute_v1
+        return self._submit("instances.insert", zone, {**body, "name": name})
 
-        instance = compute_v1.Instance.from_json(json.dumps({**body, "name": name}))
-        request = compute_v1.InsertInstanceRequest(
-            project=self.project,
-            zone=zone,
-            request_id=str(uuid.uuid4()),
-            instance_resource=instance,
-        )
-        return self._submit(
-            lambda: self._clients.instances.insert_unary(request=request, retry=None))
-
-    def _submit(self, call: Callable[[], Any]) -> str:
+    def _submit(self, method: str, zone: str, body: dict[str, Any]) -> str:
         """Send an insert (retrying what GCE says is transient, refusing a capacity error as
-        one); the name of its operation."""
-        return call_with_retry(refused_for_capacity(call), self._retry).name
+        one) under one request id, the same on every retry; the name of its operation."""
+        request_id = str(uuid.uuid4())
+        call = functools.partial(self._clients.compute.call, method, body,
+                                 project=self.project, zone=zone, requestId=request_id)
+        return call_with_retry(refused_for_capacity(call), self._retry)["name"]
 
     def _get_existing(self, zone: str, names: Sequence[str]) -> list[Node]:
         found, _ = run_all(list(names), lambda name: self._get(zone, name))
@@ -354,9 +341,8 @@ class ComputeNodes:
     def _get(self, zone: str, name: str) -> Node | None:
         try:
             instance = call_with_retry(
-                lambda: self._clients.instances.get(
-                    project=self.project, zone=zone, instance=name, retry=None
-                ),
+                lambda: self._clients.compute.call(
+                    "instances.get", project=self.project, zone=zone, instance=name),
                 self._retry,
             )
         except api_exceptions.NotFound:
@@ -366,13 +352,13 @@ class ComputeNodes:
     # ------------------------------------------------------------ delete/stop/start
 
     def delete(self, names: Sequence[str]) -> None:
-        self._each("delete", names, lambda zone: self._call_in(zone, "delete_unary"))
+        self._each("delete", names, lambda zone: self._call_in(zone, "instances.delete"))
 
     def stop(self, names: Sequence[str]) -> None:
-        self._each("stop", names, lambda zone: self._call_in(zone, "stop_unary"))
+        self._each("stop", names, lambda zone: self._call_in(zone, "instances.stop"))
 
     def start(self, names: Sequence[str]) -> None:
-        self._each("start", names, lambda zone: self._call_in(zone, "start_unary"))
+        self._each("start", names, lambda zone: self._call_in(zone, "instances.start"))
 
     # ------------------------------------------------------------ in place
 
@@ -430,29 +416,17 @@ class ComputeNodes:
     def _write_metadata(
         self, zone: str, name: str, items: dict[str, str], fingerprint: str
     ) -> str:
-        from google.cloud import compute_v1
-
-        resource = compute_v1.Metadata(
-            fingerprint=fingerprint,
-            items=[compute_v1.Items(key=key, value=value) for key, value in items.items()],
-        )
-        operation = self._clients.instances.set_metadata_unary(
-            project=self.project, zone=zone, instance=name, metadata_resource=resource,
-            retry=None,
-        )
-        return operation.name
+        resource = {"fingerprint": fingerprint,
+                    "items": [{"key": key, "value": value} for key, value in items.items()]}
+        return self._clients.compute.call(
+            "instances.setMetadata", resource, project=self.project, zone=zone, instance=name,
+        )["name"]
 
     def _write_labels(self, zone: str, name: str, labels: dict[str, str], fingerprint: str) -> str:
-        from google.cloud import compute_v1
-
-        resource = compute_v1.InstancesSetLabelsRequest(
-            label_fingerprint=fingerprint, labels=labels
-        )
-        operation = self._clients.instances.set_labels_unary(
-            project=self.project, zone=zone, instance=name,
-            instances_set_labels_request_resource=resource, retry=None,
-        )
-        return operation.name
+        resource = {"labelFingerprint": fingerprint, "labels": labels}
+        return self._clients.compute.call(
+            "instances.setLabels", resource, project=self.project, zone=zone, instance=name,
+        )["name"]
 
     # ------------------------------------------------------------ delete/stop/start (calls)
 
@@ -460,14 +434,13 @@ class ComputeNodes:
         def call(name: str) -> str | None:
             try:
                 operation = call_with_retry(
-                    lambda: getattr(self._clients.instances, method)(
-                        project=self.project, zone=zone, instance=name, retry=None
-                    ),
+                    lambda: self._clients.compute.call(
+                        method, project=self.project, zone=zone, instance=name),
                     self._retry,
                 )
             except api_exceptions.NotFound:
                 return None  # already gone: deleting twice is not an error
-            return operation.name
+            return operation["name"]
 
         return call
 
@@ -502,8 +475,6 @@ class ComputeNodes:
     # ------------------------------------------------------------------ operations
 
     def _wait(self, zone: str, operation_name: str) -> str | None:
-        from google.cloud import compute_v1
-
         give_up_at = time.monotonic() + self._deadline_s
         while True:
             remaining = give_up_at - time.monotonic()
@@ -513,19 +484,17 @@ class ComputeNodes:
                 )
             call_timeout = min(remaining, _WAIT_CALL_S) + 5
             operation = call_with_retry(
-                lambda t=call_timeout: self._clients.zone_operations.wait(
-                    project=self.project,
-                    zone=zone,
-                    operation=operation_name,
-                    retry=None,
-                    timeout=t,
+                lambda t=call_timeout: self._clients.compute.call(
+                    "zoneOperations.wait", timeout=t,
+                    project=self.project, zone=zone, operation=operation_name,
                 ),
                 self._retry,
             )
-            if operation.status == compute_v1.Operation.Status.DONE:
-                if "instances_bulk_insert_operation_metadata" in operation:
-                    statuses = operation.instances_bulk_insert_operation_metadata
+            if operation.get("status") == "DONE":
+                if "instancesBulkInsertOperationMetadata" in operation:
+                    statuses = operation["instancesBulkInsertOperationMetadata"]
                     self._bulk_created[operation_name] = sum(
-                        status.created_vm_count for status in statuses.per_location_status.values()
+                        int(status.get("createdVmCount") or 0)
+                        for status in (statuses.get("perLocationStatus") or {}).values()
                     )
                 return _operation_error(operation)

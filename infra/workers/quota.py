@@ -137,19 +137,21 @@ class QuotaReader:
 
     def region_quotas(self, region: str) -> dict[str, tuple[float, float]]:
         found = call_with_retry(
-            lambda: self._clients.regions.get(project=self.project, region=region, retry=None),
+            lambda: self._clients.compute.call(
+                "regions.get", project=self.project, region=region),
             self._retry,
         )
-        return {q.metric: (float(q.limit), float(q.usage)) for q in found.quotas}
+        return {q["metric"]: (float(q.get("limit") or 0), float(q.get("usage") or 0))
+                for q in found.get("quotas") or []}
 
     def guest_cpus(self, zone: str, machine_type: str) -> int:
         found = call_with_retry(
-            lambda: self._clients.machine_types.get(
-                project=self.project, zone=zone, machine_type=bare(machine_type), retry=None
-            ),
+            lambda: self._clients.compute.call(
+                "machineTypes.get", project=self.project, zone=zone,
+                machineType=bare(machine_type)),
             self._retry,
         )
-        return int(found.guest_cpus)
+        return int(found.get("guestCpus") or 0)
 
 
 def refuse_if_short(rows: list[QuotaRow], project: str, region: str, what: str) -> None:

@@ -47,15 +47,17 @@ def _bare(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _held(reservation: Any) -> Held:
-    specific = reservation.specific_reservation
-    properties = specific.instance_properties
+def _held(reservation: Mapping[str, Any]) -> Held:
+    """A reservation's JSON (int64 counts arrive as strings, absent ones are 0)."""
+    specific = reservation.get("specificReservation") or {}
+    properties = specific.get("instanceProperties") or {}
     return Held(
-        count=int(specific.count), in_use=int(specific.in_use_count),
-        specific_required=bool(reservation.specific_reservation_required),
-        machine_type=_bare(properties.machine_type),
-        accelerators=tuple(sorted((_bare(a.accelerator_type), int(a.accelerator_count))
-                                  for a in properties.guest_accelerators)))
+        count=int(specific.get("count") or 0), in_use=int(specific.get("inUseCount") or 0),
+        specific_required=bool(reservation.get("specificReservationRequired")),
+        machine_type=_bare(properties.get("machineType", "")),
+        accelerators=tuple(sorted((_bare(a.get("acceleratorType", "")),
+                                   int(a.get("acceleratorCount") or 0))
+                                  for a in properties.get("guestAccelerators") or [])))
 
 
 def body_shape(body: Mapping[str, Any]) -> tuple[str, tuple[tuple[str, int], ...]]:
@@ -77,8 +79,8 @@ class ReservationReader:
         owner, name = owner_and_name(self.project, reference)
         try:
             reservation = call_with_retry(
-                lambda: self._clients.reservations.get(
-                    project=owner, zone=zone, reservation=name, retry=None),
+                lambda: self._clients.compute.call(
+                    "reservations.get", project=owner, zone=zone, reservation=name),
                 self._retry)
         except (api_exceptions.NotFound, api_exceptions.Forbidden) as missing:
             raise WorkerGroupError(
@@ -92,10 +94,8 @@ class ReservationReader:
         """How many nodes of `body` ANY_RESERVATION would place in the project's reservations
         of `zone` (those not requiring a specific affinity, of the body's shape)."""
         shape = body_shape(body)
-        listed = call_with_retry(
-            lambda: list(self._clients.reservations.list(
-                project=self.project, zone=zone, retry=None)),
-            self._retry)
+        listed = self._clients.compute.items(
+            "reservations.list", self._retry, project=self.project, zone=zone)
         return sum(held.free for held in map(_held, listed)
                    if not held.specific_required
                    and (held.machine_type, held.accelerators) == shape)

@@ -127,15 +127,15 @@ def with_retry(call: Callable[[], T], policy: RetryPolicy = INTERACTIVE) -> T:
     return call_with_retry(call, policy)
 
 
-def each_page(ask: Callable[[str], Any], policy: RetryPolicy) -> list[Any]:
+def each_page(ask: Callable[[str], dict[str, Any]], policy: RetryPolicy) -> list[dict[str, Any]]:
     """Every page of a list call, each page's call retried on its own (a refusal on page 3
     does not ask for pages 1 and 2 again). `ask(page_token)` makes the call with that token
-    (`""` first) and returns the client's pager, of which only the first page is read."""
+    (`""` first) and returns the page's JSON, whose `nextPageToken` names the next."""
     pages, token = [], ""
     while True:
-        page = call_with_retry(lambda t=token: next(iter(ask(t).pages)), policy)
+        page = call_with_retry(lambda t=token: ask(t), policy)
         pages.append(page)
-        token = page.next_page_token
+        token = page.get("nextPageToken") or ""
         if not token:
             return pages
 

@@ -116,31 +116,25 @@ class ZoneFinder:
     def _region_zones(self) -> list[str]:
         """The region's zones that are UP, by name."""
         region = region_of(self.zone)
-        zones = call_with_retry(
-            lambda: list(self._clients.zones.list(project=self.project, retry=None)),
-            self._retry,
-        )
-        return sorted(z.name for z in zones if bare(z.region) == region and z.status in ("UP", ""))
+        zones = self._clients.compute.items("zones.list", self._retry, project=self.project)
+        return sorted(z["name"] for z in zones
+                      if bare(z.get("region", "")) == region and z.get("status", "") in ("UP", ""))
 
     def _offers(self, zone: str, body: dict[str, Any]) -> bool:
-        lookups: list[tuple[Any, dict[str, str]]] = []
+        lookups: list[tuple[str, dict[str, str]]] = []
         if body.get("machineType"):
-            lookups.append(
-                (self._clients.machine_types, {"machine_type": bare(body["machineType"])})
-            )
+            lookups.append(("machineTypes.get", {"machineType": bare(body["machineType"])}))
         for accelerator in body.get("guestAccelerators") or []:
             lookups.append(
-                (
-                    self._clients.accelerator_types,
-                    {"accelerator_type": bare(accelerator["acceleratorType"])},
-                )
+                ("acceleratorTypes.get", {"acceleratorType": bare(accelerator["acceleratorType"])})
             )
-        return all(self._exists(client, zone, key) for client, key in lookups)
+        return all(self._exists(method, zone, key) for method, key in lookups)
 
-    def _exists(self, client: Any, zone: str, key: dict[str, str]) -> bool:
+    def _exists(self, method: str, zone: str, key: dict[str, str]) -> bool:
         try:
             call_with_retry(
-                lambda: client.get(project=self.project, zone=zone, retry=None, **key),
+                lambda: self._clients.compute.call(
+                    method, project=self.project, zone=zone, **key),
                 self._retry,
             )
         except api_exceptions.NotFound:

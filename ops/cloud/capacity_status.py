@@ -61,28 +61,27 @@ class CapacityView:
 
 
 def _instances(api: StackApi) -> tuple[list[Waiting], list[Ending]]:
-    from google.cloud import compute_v1
-
     from bootstrap.head_provider.capacity import CAPACITY_LABEL
-    from infra.workers.compute_api import label_filter
+    from infra.workers.compute_api import aggregated_instances, label_filter
+    from infra.workers.retry import INTERACTIVE
     from model.labels import CLUSTER_NAME, USER_NODE_TYPE
 
     outputs = api.outputs
-    request = compute_v1.AggregatedListInstancesRequest(
-        project=outputs.project, filter=label_filter({CLUSTER_NAME: outputs.cluster_name}))
     waiting, ending = [], []
-    for scope, scoped in api.clients.instances.aggregated_list(request=request, retry=None):
-        zone = scope.rsplit("/", 1)[-1]
-        for instance in scoped.instances:
-            node_type = instance.labels.get(USER_NODE_TYPE, "")
-            if instance.status == "PENDING":
-                waiting.append(Waiting(
-                    instance.name, node_type, instance.labels.get(CAPACITY_LABEL, "flex-start"),
-                    zone, "PENDING", instance.creation_timestamp,
-                    "waiting for Dynamic Workload Scheduler's capacity"))
-            end = instance.resource_status.scheduling.termination_timestamp
-            if end and instance.status == "RUNNING":
-                ending.append(Ending(instance.name, node_type, zone, end))
+    for zone, instance in aggregated_instances(
+            api.clients, outputs.project, label_filter({CLUSTER_NAME: outputs.cluster_name}),
+            INTERACTIVE):
+        labels, status = instance.get("labels") or {}, instance.get("status", "")
+        node_type = labels.get(USER_NODE_TYPE, "")
+        if status == "PENDING":
+            waiting.append(Waiting(
+                instance["name"], node_type, labels.get(CAPACITY_LABEL, "flex-start"),
+                zone, "PENDING", instance.get("creationTimestamp", ""),
+                "waiting for Dynamic Workload Scheduler's capacity"))
+        scheduling = (instance.get("resourceStatus") or {}).get("scheduling") or {}
+        end = scheduling.get("terminationTimestamp")
+        if end and status == "RUNNING":
+            ending.append(Ending(instance["name"], node_type, zone, end))
     return waiting, ending
 
 

@@ -15,19 +15,21 @@ too.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from infra.workers.compute_rest import rest_url
 from ops.errors import OpsError
 from ops.stacks.cloud_nodes import API_ENDPOINT_ENV, api_clients
 
 if TYPE_CHECKING:
     from google.auth.transport.requests import AuthorizedSession
-    from google.cloud import compute_v1
 
     from infra.workers.clients import ApiClients
     from infra.workers.nodes import NodeApi
     from model.config import ClusterConfig
     from ops.stacks.stack import StackOutputs
+
+__all__ = ["StackApi", "nodes_api", "rest_session", "rest_url"]
 
 
 class StackApi:
@@ -38,7 +40,7 @@ class StackApi:
         self.outputs = outputs
         self._endpoint = endpoint
         self._clients: ApiClients | None = None
-        self._head: compute_v1.Instance | None = None
+        self._head: dict[str, Any] | None = None
         self._head_error: Exception | None = None
 
     @property
@@ -47,9 +49,9 @@ class StackApi:
             self._clients = api_clients(self.outputs, self._endpoint)
         return self._clients
 
-    def head(self) -> compute_v1.Instance:
-        """The head instance; the API's or google-auth's error, when that was the answer,
-        raised again on every ask."""
+    def head(self) -> dict[str, Any]:
+        """The head instance (the API's JSON); the API's or google-auth's error, when that
+        was the answer, raised again on every ask."""
         from google.api_core.exceptions import GoogleAPIError
         from google.auth.exceptions import GoogleAuthError
         from requests import RequestException
@@ -61,9 +63,9 @@ class StackApi:
         if self._head_error is None:
             outputs = self.outputs
             try:
-                self._head = with_retry(lambda: self.clients.instances.get(
-                    project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
-                    retry=None))
+                self._head = with_retry(lambda: self.clients.compute.call(
+                    "instances.get", project=outputs.project, zone=outputs.zone,
+                    instance=outputs.head_name))
                 return self._head
             except (GoogleAPIError, GoogleAuthError, RequestException) as exc:
                 self._head_error = exc
@@ -73,27 +75,15 @@ class StackApi:
 def rest_session(config: ClusterConfig) -> tuple[AuthorizedSession, str | None]:
     """Google's REST APIs as the cluster's identity (its YAML's `provider.gcp_credentials`,
     else ADC): an AuthorizedSession, and the emulator RAY_GCP_API_ENDPOINT names (None:
-    Google's own hosts; `rest_url` builds the URL either way)."""
-    import google.auth
-    from google.auth.transport.requests import AuthorizedSession
-
-    from infra.workers.clients import CLOUD_PLATFORM, build_credentials
+    Google's own hosts; `rest_url`, infra.workers.compute_rest's, builds the URL either way)."""
+    from infra.workers.clients import build_credentials
+    from infra.workers.compute_rest import authorized_session
 
     endpoint = os.environ.get(API_ENDPOINT_ENV) or None
     secret = config.provider.gcp_credentials
     credentials = build_credentials(
         secret.credentials.get_secret_value() if secret else None, endpoint)
-    if credentials is None:
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
-    return AuthorizedSession(credentials), endpoint
-
-
-def rest_url(endpoint: str | None, base: str, path: str) -> str:
-    """`base/path` (base an API's https://*.googleapis.com/... root), at `endpoint` over plain
-    http when there is one."""
-    if endpoint:
-        base = f"http://{endpoint}" + base.split(".googleapis.com", 1)[1]
-    return f"{base}/{path}"
+    return authorized_session(credentials), endpoint
 
 
 def nodes_api(

@@ -135,16 +135,17 @@ def _node_costs(config: ClusterConfig, now: datetime | None, endpoint: str | Non
                  if region_of(zone) == region]
     costs = []
     for instance in instances:
-        if instance.labels.get(CLUSTER_NAME) != config.cluster_name:
+        labels, status = instance.get("labels") or {}, instance.get("status", "")
+        if labels.get(CLUSTER_NAME) != config.cluster_name:
             continue
-        created = parse_time(instance.creation_timestamp) or now
-        node_type = instance.labels.get(USER_NODE_TYPE, "")
+        created = parse_time(instance.get("creationTimestamp", "")) or now
+        node_type = labels.get(USER_NODE_TYPE, "")
         market = instance_market(instance)
         costs.append(NodeCost(
-            instance.name, node_type, instance.status,
+            instance["name"], node_type, status,
             _instance_price(config, node_type, market),
-            hours_run(instance.status, created, parse_time(instance.last_start_timestamp),
-                      parse_time(instance.last_stop_timestamp), now),
+            hours_run(status, created, parse_time(instance.get("lastStartTimestamp", "")),
+                      parse_time(instance.get("lastStopTimestamp", "")), now),
             (now - created).total_seconds() / 3600, market))
     if config.has_tpu:
         parent = f"projects/{project}/locations/{zone}"

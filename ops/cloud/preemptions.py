@@ -43,37 +43,34 @@ def compute_fates(
     clients: ApiClients, project: str, zone: str, names: list[str]
 ) -> list[Fate]:
     """The named instances of one zone that were preempted or are gone."""
-    from infra.workers.retry import INTERACTIVE, each_page
+    from infra.workers.retry import INTERACTIVE
 
     pattern = "|".join(names)
     listed = {
-        i.name: i
-        for page in each_page(lambda token: clients.instances.list(
-            request={"project": project, "zone": zone, "filter": f'name eq "({pattern})"',
-                     "page_token": token},
-            retry=None,
-        ), INTERACTIVE)
-        for i in page.items
+        i["name"]: i
+        for i in clients.compute.items("instances.list", INTERACTIVE, project=project,
+                                       zone=zone, filter=f'name eq "({pattern})"')
     }
     preempted: dict[str, datetime] = {}
     wanted = f'operationType = "{PREEMPTED_OPERATION}"'
-    for operation in (op for page in each_page(lambda token: clients.zone_operations.list(
-        request={"project": project, "zone": zone, "filter": wanted, "page_token": token},
-        retry=None,
-    ), INTERACTIVE) for op in page.items):
-        name = operation.target_link.rsplit("/", 1)[-1]
-        when = datetime.fromisoformat(operation.insert_time)
+    for operation in clients.compute.items("zoneOperations.list", INTERACTIVE,
+                                           project=project, zone=zone, filter=wanted):
+        if not operation.get("insertTime"):
+            continue
+        name = operation.get("targetLink", "").rsplit("/", 1)[-1]
+        when = datetime.fromisoformat(operation["insertTime"])
         preempted[name] = max(when, preempted.get(name, when))
     fates = []
     for name in names:
         instance = listed.get(name)
         at = preempted.get(name)
         # A node made again after its preemption (same name) was not preempted itself.
-        made = instance.creation_timestamp if instance is not None else ""
+        made = instance.get("creationTimestamp", "") if instance is not None else ""
         if at is not None and made and datetime.fromisoformat(made) > at:
             at = None
         if at is not None:
-            fates.append(Fate(name, instance.status if instance else GONE, True, at))
+            state = instance.get("status", "") if instance is not None else GONE
+            fates.append(Fate(name, state, True, at))
         elif instance is None:
             fates.append(Fate(name, GONE, False))
     return fates

@@ -69,7 +69,6 @@ def head_spend_lines(api: StackApi) -> list[str]:
     nodes table has said why the API did not answer)."""
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
-    from google.cloud import compute_v1
     from requests import RequestException
 
     from infra.workers.retry import with_retry
@@ -83,13 +82,12 @@ def head_spend_lines(api: StackApi) -> list[str]:
         return []
     published = None
     try:
-        attributes = with_retry(lambda: api.clients.instances.get_guest_attributes(
-            request=compute_v1.GetGuestAttributesInstanceRequest(
-                project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
-                query_path=SPEND_NAMESPACE), retry=None))
-        for item in attributes.query_value.items:
-            if f"{item.namespace}/{item.key}" == f"{SPEND_NAMESPACE}status":
-                published = json.loads(item.value)
+        attributes = with_retry(lambda: api.clients.compute.call(
+            "instances.getGuestAttributes", project=outputs.project, zone=outputs.zone,
+            instance=outputs.head_name, queryPath=SPEND_NAMESPACE))
+        for item in (attributes.get("queryValue") or {}).get("items") or []:
+            if f"{item.get('namespace')}/{item.get('key')}" == f"{SPEND_NAMESPACE}status":
+                published = json.loads(item.get("value", ""))
     except (GoogleAPIError, GoogleAuthError, RequestException, ValueError):
         published = None  # 404: the daemon has published nothing
-    return spend_lines(published, dict(head.labels))
+    return spend_lines(published, dict(head.get("labels") or {}))

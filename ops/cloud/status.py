@@ -85,16 +85,17 @@ def head_stopped_note(api: StackApi) -> str | None:
                 f"autostop with down: true): `invoke up --stack {outputs.stack}` recreates it")
     except (GoogleAPIError, GoogleAuthError, RequestException):
         return None
-    if head.status == "RUNNING":
+    status, labels = head.get("status", ""), head.get("labels") or {}
+    if status == "RUNNING":
         return None
     for reason_label, time_label, why, who in (
             (CAPPED_LABEL, CAPPED_AT_LABEL, "at its total spend cap", "provider.spend_cap"),
             (REASON_LABEL, TIME_LABEL, "for idleness", "autostop")):
-        reason, at = head.labels.get(reason_label), head.labels.get(time_label)
+        reason, at = labels.get(reason_label), labels.get(time_label)
         if reason and at:
             return (f"the cluster was {reason} {why} at {label_time(at)} ({who}): `invoke up "
                     f"--stack {outputs.stack}` brings it back")
-    return f"the head is {head.status}: `invoke up --stack {outputs.stack}` starts it again"
+    return f"the head is {status}: `invoke up --stack {outputs.stack}` starts it again"
 
 
 def show_status(stack: str | None, trust_first_use: bool = False) -> None:

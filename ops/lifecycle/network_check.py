@@ -70,8 +70,6 @@ def network_warnings(config: ClusterConfig, apis: QuotaApis) -> list[str]:
 def cluster_subnet(config: ClusterConfig, apis: QuotaApis) -> ClusterSubnet:
     """The subnet the program puts the nodes in: the head's explicit interface, else the
     region's subnet it would pick."""
-    from google.cloud import compute_v1
-
     from infra.workers.retry import call_with_retry
 
     project, region = config.provider.project, config.provider.region
@@ -82,29 +80,21 @@ def cluster_subnet(config: ClusterConfig, apis: QuotaApis) -> ClusterSubnet:
         if not named.subnetwork:
             return ClusterSubnet(project, region, _last(named.network or "default"), None)
         name = _last(named.subnetwork)
-        found = call_with_retry(lambda: apis.clients.subnetworks.get(
-            project=project, region=region, subnetwork=name), apis.retry)
+        body = call_with_retry(lambda: apis.clients.compute.call(
+            "subnetworks.get", project=project, region=region, subnetwork=name), apis.retry)
     else:
-        listed = call_with_retry(lambda: list(apis.clients.subnetworks.list(
-            project=project, region=region)), apis.retry)
+        listed = apis.clients.compute.items("subnetworks.list", apis.retry, project=project,
+                                            region=region)
         if not listed:
             return ClusterSubnet(project, region, "default", None)
-        found = sorted(listed, key=lambda s: subnet_preference(s.name))[0]
-    body = compute_v1.Subnetwork.to_dict(found, preserving_proto_field_name=False)
+        body = sorted(listed, key=lambda s: subnet_preference(s["name"]))[0]
     return ClusterSubnet(project, region, _last(body.get("network", "default")),
                          body.get("name"), bool(body.get("privateIpGoogleAccess")))
 
 
 def network_firewalls(apis: QuotaApis, subnet: ClusterSubnet) -> list[dict[str, Any]]:
     """The network's firewall rules in API JSON."""
-    from google.cloud import compute_v1
-
-    from infra.workers.retry import call_with_retry
-
-    listed = call_with_retry(lambda: list(apis.clients.firewalls.list(
-        project=subnet.project)), apis.retry)
-    rules = [compute_v1.Firewall.to_dict(rule, preserving_proto_field_name=False)
-             for rule in listed]
+    rules = apis.clients.compute.items("firewalls.list", apis.retry, project=subnet.project)
     return [rule for rule in rules if _last(rule.get("network", "")) == subnet.network]
 
 

@@ -127,11 +127,11 @@ def unoffered_types(config: ClusterConfig, apis: QuotaApis) -> dict[str, list[st
         else:
             machine = bare(node_config.machine_type)
             asks.append((f"machine type {machine}", lambda machine=machine: (
-                clients.machine_types.get(project=project, zone=zone, machine_type=machine,
-                                          retry=None))))
+                clients.compute.call("machineTypes.get", project=project, zone=zone,
+                                     machineType=machine))))
             for gpu in {bare(a.accelerator_type) for a in node_config.guest_accelerators}:
-                asks.append((f"GPU {gpu}", lambda gpu=gpu: clients.accelerator_types.get(
-                    project=project, zone=zone, accelerator_type=gpu, retry=None)))
+                asks.append((f"GPU {gpu}", lambda gpu=gpu: clients.compute.call(
+                    "acceleratorTypes.get", project=project, zone=zone, acceleratorType=gpu)))
         for what, ask in asks:
             try:
                 call_with_retry(ask, apis.retry)

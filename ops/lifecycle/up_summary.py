@@ -40,18 +40,17 @@ def published(outputs: StackOutputs) -> dict[str, str]:
     """The head's `ray-bootstrap/` guest attributes (key -> value); empty when it has
     published none yet (GCE answers 404)."""
     from google.api_core.exceptions import NotFound
-    from google.cloud import compute_v1
 
     from ops.cloud.cloud_api import api_clients
 
     try:
-        answer = api_clients(outputs).instances.get_guest_attributes(
-            request=compute_v1.GetGuestAttributesInstanceRequest(
-                project=outputs.project, zone=outputs.zone, instance=outputs.head_name,
-                query_path=NAMESPACE), retry=None)
+        answer = api_clients(outputs).compute.call(
+            "instances.getGuestAttributes", project=outputs.project, zone=outputs.zone,
+            instance=outputs.head_name, queryPath=NAMESPACE)
     except NotFound:
         return {}
-    return {item.key: item.value.strip() for item in answer.query_value.items}
+    return {item["key"]: item.get("value", "").strip()
+            for item in (answer.get("queryValue") or {}).get("items") or []}
 
 
 def ray_state(outputs: StackOutputs, wait_s: float, ask: Callable[[], dict[str, str]] | None

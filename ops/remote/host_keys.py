@@ -67,26 +67,23 @@ def published_host_keys(
         return PublishedKeys(frozenset(), f"could not ask the {what} API: {_first_line(exc)}")
     # Like gcloud's `compute ssh`: the value is the key's base64, cut at any whitespace.
     keys = frozenset(
-        item.value.split()[0]
-        for item in items
-        if item.namespace == HOSTKEYS_PATH.rstrip("/") and item.value.strip()
+        value.split()[0]
+        for namespace, value in items
+        if namespace == HOSTKEYS_PATH.rstrip("/") and value.strip()
     )
     return PublishedKeys(keys, "" if keys else "none published yet")
 
 
-def _compute_items(clients, project: str, zone: str, instance: str) -> list:
-    from google.cloud import compute_v1
-
-    answer = clients.instances.get_guest_attributes(
-        request=compute_v1.GetGuestAttributesInstanceRequest(
-            project=project, zone=zone, instance=instance, query_path=HOSTKEYS_PATH
-        ),
-        timeout=LOOKUP_TIMEOUT,
-    )
-    return list(answer.query_value.items)
+def _compute_items(clients, project: str, zone: str, instance: str) -> list[tuple[str, str]]:
+    """(namespace, value) of each entry (instances.getGuestAttributes' JSON)."""
+    answer = clients.compute.call(
+        "instances.getGuestAttributes", timeout=LOOKUP_TIMEOUT,
+        project=project, zone=zone, instance=instance, queryPath=HOSTKEYS_PATH)
+    return [(item.get("namespace", ""), item.get("value", ""))
+            for item in (answer.get("queryValue") or {}).get("items") or []]
 
 
-def _tpu_items(clients, project: str, zone: str, node: str) -> list:
+def _tpu_items(clients, project: str, zone: str, node: str) -> list[tuple[str, str]]:
     """Host 0's entries: it is the host SSH reaches (the node's first network endpoint)."""
     from google.cloud import tpu_v2
 
@@ -98,7 +95,7 @@ def _tpu_items(clients, project: str, zone: str, node: str) -> list:
         ),
         timeout=LOOKUP_TIMEOUT,
     )
-    return [item for attributes in answer.guest_attributes
+    return [(item.namespace, item.value) for attributes in answer.guest_attributes
             for item in attributes.query_value.items]
 
 

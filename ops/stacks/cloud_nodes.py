@@ -40,20 +40,23 @@ def api_clients(outputs: StackOutputs, endpoint: str | None = None) -> ApiClient
 def autoscaled_nodes(outputs: StackOutputs, clients: ApiClients) -> list[Node]:
     """The cluster's autoscaler-launched instances in every zone, whatever their status, by
     name: one aggregated list, page by page, retried as a task's reads are."""
-    from infra.workers.compute_api import aggregated_instances, instance_market, label_filter
+    from infra.workers.compute_api import (
+        addresses,
+        aggregated_instances,
+        instance_market,
+        label_filter,
+    )
     from infra.workers.retry import INTERACTIVE
     from model.labels import CLUSTER_NAME, KIND_WORKER, NODE_KIND, USER_NODE_TYPE
 
     wanted = label_filter({CLUSTER_NAME: outputs.cluster_name, NODE_KIND: KIND_WORKER})
     nodes = []
     for zone, instance in aggregated_instances(clients, outputs.project, wanted, INTERACTIVE):
-        interface = instance.network_interfaces[0] if instance.network_interfaces else None
-        access = interface.access_configs[0] if interface and interface.access_configs else None
+        internal_ip, external_ip = addresses(instance)
         nodes.append(Node(
-            name=instance.name, node_type=instance.labels.get(USER_NODE_TYPE, ""),
-            kind=AUTOSCALED_KIND, internal_ip=interface.network_i_p if interface else "",
-            external_ip=(access.nat_i_p or None) if access else None, status=instance.status,
-            zone=zone, market=instance_market(instance)))
+            name=instance["name"], node_type=(instance.get("labels") or {}).get(USER_NODE_TYPE, ""),
+            kind=AUTOSCALED_KIND, internal_ip=internal_ip or "", external_ip=external_ip,
+            status=instance.get("status", ""), zone=zone, market=instance_market(instance)))
     return sorted(nodes, key=lambda node: node.name)
 
 

@@ -1,10 +1,12 @@
 """`invoke up` refreshes and updates in one engine run (`pulumi up --refresh --run-program`):
 the engine, its plugins and the stack's state are loaded once, and the refresh still brings
 back what the cloud lost. Counted, not timed: every pulumi CLI run and every start of the
-dynamic providers' plugin is logged by wrappers around the pinned engine."""
+dynamic providers' plugin is logged by wrappers around the pinned engine. None of those
+processes, nor `invoke status`, imports google-cloud-compute (tests/support/import_watch)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import ENGINE_VERSION, EngineWorkspace, cluster_nodes
+from tests.support.import_watch import watch_env, watched_imports
 
 # Writes the checkout's stacks/ folder (EngineWorkspace.repo_stack): one worker runs every such
 # test (tests/conftest.py's groups).
@@ -32,6 +35,8 @@ class Logged:
     space: EngineWorkspace
     fake: FakeComputeServer
     log: Path
+    imports: Path
+    """Every process of the tasks and the engine that imported google.cloud.compute_v1."""
 
     def up(self) -> list[str]:
         """`invoke up` as a user runs it; the CLI runs and plugin starts it made."""
@@ -58,12 +63,13 @@ def logged(engine_bin: Path, tmp_path: Path) -> Iterator[Logged]:
         wrapper = root / "bin" / name
         wrapper.write_text(LOGGED.format(name=name, log=log, real=engine_bin / name))
         wrapper.chmod(0o755)
+    imports = tmp_path / "imports.log"
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, engine_bin, root=tmp_path / "engine", extra_env={
             "XDG_CACHE_HOME": str(tmp_path / "cache"), "ENGINE_ROOT": str(root),
-            "RAY_GCP_STATE_DIR": str(tmp_path / "state")})
+            "RAY_GCP_STATE_DIR": str(tmp_path / "state"), **watch_env(imports)})
         with space.repo_stack(STACK, {"ray-gcp:cluster": f"stacks/clusters/{CLUSTER}.yaml"}):
-            yield Logged(space, fake, log)
+            yield Logged(space, fake, log, imports)
 
 
 def engine_runs(runs: list[str]) -> list[str]:
@@ -89,3 +95,10 @@ def test_invoke_up_refreshes_and_updates_in_one_engine_run(logged: Logged) -> No
     again = logged.up()  # nothing changed: still one run, one plugin start
     assert len(engine_runs(again)) == 1, again
     assert len([line for line in again if line.startswith(DYNAMIC_PLUGIN)]) == 1, again
+
+    # Compute is called over REST (infra/workers/compute_rest.py): no process of the ups, nor
+    # `invoke status`, pays google-cloud-compute's import (every service client, 1.5-2 s).
+    shown = logged.space.invoke("status", "--json", "-s", STACK)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert json.loads(shown.stdout)["problems"] == []
+    assert watched_imports(logged.imports) == []

@@ -54,7 +54,7 @@ def test_the_product_clients_present_the_users_own_credentials(fake) -> None:
     """With an emulator endpoint the product's clients use the ADC file (the session's: a
     workforce user refreshing at the fake token endpoint); the fake sees the user."""
     clients = ApiClients(build_credentials(None, fake.endpoint), fake.endpoint)
-    clients.instances.list(project=PROJECT, zone=ZONE)
+    clients.compute.call("instances.list", project=PROJECT, zone=ZONE)
     (header,) = fake.authorizations
     assert fake.identities.who(header).principal == USER
 

@@ -21,6 +21,7 @@ from infra.nodes import tpu_args
 from model.config import ConfigError, parse_cluster_config
 from model.config.head_instance import HEAD_UNSUPPORTED
 from ops.review.plan_engine import run_program
+from tests.support.compute_discovery import unknown_fields
 from tests.support.program_runs import stack_yaml
 
 KMS = "projects/p/locations/us-west1/keyRings/r/cryptoKeys/k"
@@ -135,13 +136,15 @@ def test_worker_group_gets_each_field_as_the_api_json_written(field: str):
     assert body[field] == written
 
 
-def test_the_worker_body_parses_in_the_client_the_worker_group_sends_it_with():
-    from google.cloud import compute_v1
-
+def test_the_worker_body_is_an_instance_as_computes_discovery_document_describes_it():
+    """The worker group sends the body as JSON (infra/workers/compute_rest.py): every field
+    must be one of the Instance schema Google publishes."""
     body = planned().named("full-ray_worker_small").inputs["body"]
-    instance = compute_v1.Instance.from_json(json.dumps({**body, "name": "w"}))
-    assert instance.reservation_affinity.values == ["ray-reservation"]
-    assert instance.network_interfaces[0].queue_count == 8
+    assert unknown_fields({**body, "name": "w"}, {"$ref": "Instance"}, "Instance") == []
+    assert body["reservationAffinity"]["values"] == ["ray-reservation"]
+    assert body["networkInterfaces"][0]["queueCount"] == 8
+    assert unknown_fields({"reservationAffinity": {"value": "x"}}, {"$ref": "Instance"},
+                          "Instance") == ["Instance.reservationAffinity.value"]
 
 
 @pytest.mark.parametrize("field", sorted(WORKER_ONLY))

@@ -1,4 +1,4 @@
-"""Faults from Google a worker group rides out, through the real google-cloud-compute client
+"""Faults from Google a worker group rides out, through the product's Compute REST client
 against the fake: a 429 or 503 that asks for a wait (`Retry-After`) is retried no sooner; a
 403 `rateLimitExceeded` (Compute's per-minute limit) is retried, where another 403 is not; a
 bulkInsert whose answer is lost after GCE took it is retried with the same request

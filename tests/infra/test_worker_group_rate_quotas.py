@@ -1,5 +1,5 @@
 """A worker group rides out Compute's per-minute rate quotas (the fake's Google-like profile,
-tests/fakes/compute/google_profile.py) through the real google-cloud-compute client: a refused
+tests/fakes/compute/google_profile.py) through Compute's REST API (compute_rest.py): a refused
 call waits for its quota's next window (or the Retry-After the answer gives) instead of
 spending its attempts on refusals, so no rate-limit error reaches the user; and a group of more
 than a list page (500) is seen whole."""
@@ -23,14 +23,11 @@ TIGHT = CloudProfile(quotas={HEAVY_READS: 1}, window_s=WINDOW_S)
 
 def _spend_the_window(fake: FakeComputeServer) -> None:
     """At a window's start, the one aggregated list it allows, made by someone else."""
-    from google.cloud import compute_v1
-
     from infra.workers.clients import ApiClients, build_credentials
 
     clients = ApiClients(build_credentials(None, fake.endpoint), fake.endpoint)
     time.sleep(WINDOW_S - time.time() % WINDOW_S + 0.05)
-    list(clients.instances.aggregated_list(
-        request=compute_v1.AggregatedListInstancesRequest(project=PROJECT), retry=None))
+    clients.compute.call("instances.aggregatedList", project=PROJECT)
 
 
 @pytest.mark.parametrize("answer", [

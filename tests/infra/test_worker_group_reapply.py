@@ -1,6 +1,6 @@
 """A worker type's new startup script reaches the running workers in place (issue 13): the
 WorkerGroup provider calls setMetadata (and setLabels) on every node of the group, running or
-stopped, in whichever zone, through the real google-cloud-compute client against the fake;
+stopped, in whichever zone, through Compute's REST API against the fake;
 the node watcher on each node (bootstrap/node_reapply.sh) then re-applies it. A machine change
 still replaces the group, and groups created before this (their id hashed over the whole body,
 metadata included) are still found, updated and deleted."""
@@ -51,17 +51,18 @@ def fake() -> Iterator[FakeComputeServer]:
 
 
 def seen_through_the_api(fake: FakeComputeServer) -> dict[str, Any]:
-    """name -> the instance as compute_v1's instances.get returns it, in every zone."""
+    """name -> the instance as Compute's instances.get returns it (its JSON), in every zone."""
     clients = ApiClients(build_credentials(None, fake.endpoint), fake.endpoint)
     found = {}
     for zone in ZONES:
         for name in fake.instances(PROJECT, zone, **{"ray-cluster-name": CLUSTER}):
-            found[name] = clients.instances.get(project=PROJECT, zone=zone, instance=name)
+            found[name] = clients.compute.call("instances.get", project=PROJECT, zone=zone,
+                                               instance=name)
     return found
 
 
 def items(instance: Any) -> dict[str, str]:
-    return {item.key: item.value for item in instance.metadata.items}
+    return {item["key"]: item["value"] for item in instance["metadata"].get("items") or []}
 
 
 def test_a_new_script_reaches_every_worker_in_place_stopped_and_other_zones_too(fake):
@@ -71,19 +72,19 @@ def test_a_new_script_reaches_every_worker_in_place_stopped_and_other_zones_too(
     outs = provider.update("id", created, group_props(fake.endpoint, 2, cache_stopped_nodes=True)
                            ).outs  # one is stopped, kept for later
     before = seen_through_the_api(fake)
-    assert {i.zone.rsplit("/", 1)[-1] for i in before.values()} == set(ZONES)
+    assert {i["zone"].rsplit("/", 1)[-1] for i in before.values()} == set(ZONES)
     calls = dict(fake.cloud.calls)
 
     updated = provider.update(
         "id", outs, group_props(fake.endpoint, 2, cache_stopped_nodes=True, body=V2)).outs
 
     after = seen_through_the_api(fake)
-    assert {n: i.id for n, i in after.items()} == {n: i.id for n, i in before.items()}
+    assert {n: i["id"] for n, i in after.items()} == {n: i["id"] for n, i in before.items()}
     assert len(after) == 3 and len(updated["stopped_instance_names"]) == 1
     for instance in after.values():
         assert items(instance) == {"startup-script": "echo v2", "ray-bootstrap-version": "v2"}
-        assert instance.labels["ray-launch-config"] == "v2hash"
-        assert instance.labels[GROUP_LABEL] == created["group_id"]
+        assert instance["labels"]["ray-launch-config"] == "v2hash"
+        assert instance["labels"][GROUP_LABEL] == created["group_id"]
     for method in ("insert", "bulkInsert", "delete", "stop", "start"):
         assert fake.cloud.calls[method] == calls.get(method, 0), method
     assert fake.cloud.calls["setMetadata"] == 3
@@ -136,7 +137,7 @@ def test_entries_the_new_body_dropped_are_removed(fake):
 
     (instance,) = seen_through_the_api(fake).values()
     assert "ray-file-mount-0" not in items(instance)
-    assert "team" not in instance.labels
+    assert "team" not in instance["labels"]
 
 
 def test_scale_up_after_a_script_change_creates_workers_with_the_new_script(fake):
@@ -184,7 +185,7 @@ def test_a_group_created_by_the_previous_code_is_found_updated_scaled_and_delete
     assert set(legacy["instance_names"]) < set(updated["instance_names"])
     assert refreshed["count"] == 3 and updated["group_id"] == legacy["group_id"]
     after = seen_through_the_api(fake)
-    assert {i.labels[GROUP_LABEL] for i in after.values()} == {legacy["group_id"]}
+    assert {i["labels"][GROUP_LABEL] for i in after.values()} == {legacy["group_id"]}
     assert {items(i)["ray-bootstrap-version"] for i in after.values()} == {"v2"}
     provider.delete("id", refreshed)
     assert seen_through_the_api(fake) == {}

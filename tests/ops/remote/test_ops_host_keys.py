@@ -1,5 +1,5 @@
 """Host keys against a real sshd: checked against the keys GCE publishes (the fake Compute API
-answers `instances.getGuestAttributes` through the real google-cloud-compute client), known_hosts
+answers `instances.getGuestAttributes` through Compute's REST API), known_hosts
 lines that cannot be read fail closed, and key files are never written through a symlink."""
 
 from __future__ import annotations

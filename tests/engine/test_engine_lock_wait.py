@@ -152,7 +152,7 @@ def test_ctrl_c_while_waiting_leaves_nothing(team) -> None:
     waiter = start_task(env, folder / "runs", "down", "-s", CLUSTER, "-y", "--wait")
     wait_for(waiter, "waiting up to 30 min")
     os.killpg(waiter.process.pid, signal.SIGINT)
-    assert waiter.wait(timeout=30) == 130
+    assert waiter.wait(timeout=120) == 130  # generous: a loaded 2-core machine is slow to exit
     assert waiter.text().strip().splitlines()[-1] == (
         f"error: interrupted while waiting for the lock of stack {CLUSTER!r}: nothing was done")
     assert locks(gcs) == held  # the holder's alone

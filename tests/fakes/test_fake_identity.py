@@ -12,7 +12,6 @@ from collections.abc import Iterator
 import pytest
 import requests
 from google.api_core.exceptions import Forbidden
-from google.cloud import compute_v1
 from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
 from googleapiclient.errors import HttpError
@@ -126,7 +125,10 @@ def test_a_node_reads_only_the_secret_granted_to_it_and_only_with_its_scope(fake
 
 
 def test_the_compute_client_library_sees_googles_403(fake) -> None:
-    """The google-cloud-compute client (the product's) raises Forbidden with the message."""
+    """The google-cloud-compute client (Google's own, the fake's reference client; the product
+    calls Compute over REST) raises Forbidden with the message."""
+    from google.cloud import compute_v1
+
     token = fake.vm_token(WORKER, [CLOUD_PLATFORM])
     client = compute_v1.InstancesClient(transport=compute_v1.services.instances.transports
                                         .InstancesRestTransport(

@@ -145,6 +145,14 @@ class ComputeRest:
             raise from_http_response(response)
         return response.json() if response.content else {}
 
+    def guest_attributes(self, project: str, zone: str, instance: str, query_path: str,
+                         timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
+        """The entries (`namespace`, `key`, `value`) an instance publishes under `query_path`
+        (`instances.getGuestAttributes`); GCE answers 404 while it has published none."""
+        answer = self.call("instances.getGuestAttributes", timeout=timeout, project=project,
+                           zone=zone, instance=instance, queryPath=query_path)
+        return (answer.get("queryValue") or {}).get("items") or []
+
     def pages(self, method: str, policy: RetryPolicy, **params: Any) -> list[dict[str, Any]]:
         """Every page of a list call, each page retried on its own (`each_page`)."""
         from infra.workers.retry import each_page

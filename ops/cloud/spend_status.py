@@ -82,10 +82,9 @@ def head_spend_lines(api: StackApi) -> list[str]:
         return []
     published = None
     try:
-        attributes = with_retry(lambda: api.clients.compute.call(
-            "instances.getGuestAttributes", project=outputs.project, zone=outputs.zone,
-            instance=outputs.head_name, queryPath=SPEND_NAMESPACE))
-        for item in (attributes.get("queryValue") or {}).get("items") or []:
+        items = with_retry(lambda: api.clients.compute.guest_attributes(
+            outputs.project, outputs.zone, outputs.head_name, SPEND_NAMESPACE))
+        for item in items:
             if f"{item.get('namespace')}/{item.get('key')}" == f"{SPEND_NAMESPACE}status":
                 published = json.loads(item.get("value", ""))
     except (GoogleAPIError, GoogleAuthError, RequestException, ValueError):

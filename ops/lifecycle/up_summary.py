@@ -44,13 +44,11 @@ def published(outputs: StackOutputs) -> dict[str, str]:
     from ops.cloud.cloud_api import api_clients
 
     try:
-        answer = api_clients(outputs).compute.call(
-            "instances.getGuestAttributes", project=outputs.project, zone=outputs.zone,
-            instance=outputs.head_name, queryPath=NAMESPACE)
+        items = api_clients(outputs).compute.guest_attributes(
+            outputs.project, outputs.zone, outputs.head_name, NAMESPACE)
     except NotFound:
         return {}
-    return {item["key"]: item.get("value", "").strip()
-            for item in (answer.get("queryValue") or {}).get("items") or []}
+    return {item["key"]: item.get("value", "").strip() for item in items}
 
 
 def ray_state(outputs: StackOutputs, wait_s: float, ask: Callable[[], dict[str, str]] | None

@@ -76,11 +76,9 @@ def published_host_keys(
 
 def _compute_items(clients, project: str, zone: str, instance: str) -> list[tuple[str, str]]:
     """(namespace, value) of each entry (instances.getGuestAttributes' JSON)."""
-    answer = clients.compute.call(
-        "instances.getGuestAttributes", timeout=LOOKUP_TIMEOUT,
-        project=project, zone=zone, instance=instance, queryPath=HOSTKEYS_PATH)
-    return [(item.get("namespace", ""), item.get("value", ""))
-            for item in (answer.get("queryValue") or {}).get("items") or []]
+    items = clients.compute.guest_attributes(project, zone, instance, HOSTKEYS_PATH,
+                                             timeout=LOOKUP_TIMEOUT)
+    return [(item.get("namespace", ""), item.get("value", "")) for item in items]
 
 
 def _tpu_items(clients, project: str, zone: str, node: str) -> list[tuple[str, str]]:

@@ -138,6 +138,15 @@ def test_the_compute_client_library_sees_googles_403(fake) -> None:
         list(client.list(project=PROJECT, zone=ZONE))
 
 
+def test_the_products_rest_calls_see_googles_403_as_that_client_does(fake) -> None:
+    """The product's Compute calls (infra/workers/compute_rest.py) raise the same Forbidden,
+    with the same message, as the client library above, for the same identity."""
+    token = fake.vm_token(WORKER, [CLOUD_PLATFORM])
+    compute = ApiClients(Credentials(token=token), fake.endpoint).compute
+    with pytest.raises(Forbidden, match="Required 'compute.instances.list' permission"):
+        compute.call("instances.list", project=PROJECT, zone=ZONE)
+
+
 def test_every_role_the_readme_asks_of_the_user_is_in_the_table() -> None:
     assert set(USER_ROLES) <= set(ROLE_PERMISSIONS)
 

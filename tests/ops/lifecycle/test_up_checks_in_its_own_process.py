@@ -40,9 +40,9 @@ def test_the_ups_checks_start_no_interpreter_and_give_the_planners_document(
         started.append(list(args))
         return real_popen(args, *rest, **options)
 
-    monkeypatch.setattr(subprocess, "Popen", recording_popen)
-    plan = check_before_create("full")
-    monkeypatch.undo()
+    with monkeypatch.context() as patched:  # undone before the planner's interpreter runs
+        patched.setattr(subprocess, "Popen", recording_popen)
+        plan = check_before_create("full")
     assert started == []  # subprocess.run, check_output and the like all go through Popen
     printed = planners_interpreter("--stack", "full")
     assert printed.returncode == 0, printed.stderr

@@ -1,12 +1,15 @@
 """pytest fixtures `sshd` (one real sshd per session, per worker), `stack` (outputs + state
 per test), `home_stack` (a stack on an sshd of its own) and `local_sshd` (for a test that runs
 sshds of its own settings): each marks its test `sshd` (tests/conftest.py loads them).
+`submitted_script` names the scripts a test hands to `invoke submit`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import pwd
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,26 @@ from tests.support.sshd_server import (
     pin_host_key,
     stack_outputs_for,
 )
+
+
+@pytest.fixture
+def submitted_script() -> Iterator[Callable[[Path, str], Path]]:
+    """`submitted_script(folder, source)`: a Python script in `folder` for `invoke submit`,
+    named uniquely. The test sshds log every test in as this machine's user, so `submit` puts
+    each test's script in that one home: two tests submitting `job.py` at once each ran
+    whichever landed last. The uploaded copies are removed from that home afterwards."""
+    names: list[str] = []
+
+    def write(folder: Path, source: str) -> Path:
+        script = folder / f"job_{uuid.uuid4().hex[:12]}.py"
+        script.write_text(source)
+        names.append(script.name)
+        return script
+
+    yield write
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    for name in names:
+        (home / name).unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -60,9 +60,10 @@ def test_unknown_node_lists_the_nodes(stack):
     assert result.returncode == 1 and "ray-local-worker-0001" in result.stderr
 
 
-def test_submit_uploads_script_and_runs_it_with_args(stack, tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text("import sys\nprint('args', sys.argv[1:])\nsys.exit(int(sys.argv[2]))\n")
+def test_submit_uploads_script_and_runs_it_with_args(stack, tmp_path, submitted_script):
+    script = submitted_script(
+        tmp_path, "import sys\nprint('args', sys.argv[1:])\nsys.exit(int(sys.argv[2]))\n"
+    )
     result = stack.invoke("submit", str(script), "--", "--flag", "5")
     assert result.returncode == 5
     assert result.stdout == "args ['--flag', '5']\n"
@@ -75,9 +76,9 @@ def test_docker_commands_run_inside_the_container():
     assert wrapped == "docker exec ray_container /bin/bash -lc 'ray status'"
 
 
-def test_submit_passes_arguments_with_spaces_and_quotes_unchanged(stack, tmp_path):
-    script = tmp_path / "argv.py"
-    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+def test_submit_passes_arguments_with_spaces_and_quotes_unchanged(stack, tmp_path,
+                                                                 submitted_script):
+    script = submitted_script(tmp_path, "import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
     args = ["--name", "a b", "x y", "it's \"quoted\"", "$HOME", "*", ""]
     result = stack.invoke("submit", str(script), "--", *args)
     assert result.returncode == 0, result.stderr

@@ -62,11 +62,13 @@ def test_a_second_detached_exec_opens_another_window_of_the_same_session(home_st
         assert len(windows.stdout.split()) == number
 
 
-def test_submit_tmux_runs_the_script_detached(home_stack, sessions):
+def test_submit_tmux_runs_the_script_detached(home_stack, sessions, submitted_script):
     _needs("tmux")
-    script = home_stack.workdir / "job.py"
     marker = home_stack.workdir / "job-ran"
-    script.write_text(f"import sys\nopen({str(marker)!r}, 'w').write(' '.join(sys.argv[1:]))\n")
+    script = submitted_script(
+        home_stack.workdir,
+        f"import sys\nopen({str(marker)!r}, 'w').write(' '.join(sys.argv[1:]))\n",
+    )
     result = home_stack.invoke("submit", "--tmux", str(script), "--", "a", "b c")
     assert result.returncode == 0, result.stderr
     assert "Run `invoke attach --tmux` to check command status." in result.stdout
@@ -113,17 +115,15 @@ def _forward_while_running(stack, tmp_path, node_port: int) -> None:
         process.wait()
 
 
-def test_submit_args_is_split_like_rays(stack, tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text("import sys\nprint('args', sys.argv[1:])\n")
+def test_submit_args_is_split_like_rays(stack, tmp_path, submitted_script):
+    script = submitted_script(tmp_path, "import sys\nprint('args', sys.argv[1:])\n")
     result = stack.invoke("submit", str(script), "--args", "--smoke-test --n 3")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "args ['--smoke-test', '--n', '3']\n"
 
 
-def test_submit_args_with_dash_dash_args_is_one_line(stack, tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text("print('never')\n")
+def test_submit_args_with_dash_dash_args_is_one_line(stack, tmp_path, submitted_script):
+    script = submitted_script(tmp_path, "print('never')\n")
     result = stack.invoke("submit", str(script), "--args", "x", "--", "y")
     assert result.returncode == 1 and "never" not in result.stdout
     assert "error: --args and `-- ARGS` are alternatives" in result.stderr

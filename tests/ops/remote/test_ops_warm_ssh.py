@@ -77,14 +77,14 @@ def with_unauthorized_key(stack, tmp_path: Path) -> None:
     stack.write_outputs(outputs)
 
 
-def test_exec_submit_status_and_rsync_reuse_the_warm_connection(warm_stack, tmp_path):
+def test_exec_submit_status_and_rsync_reuse_the_warm_connection(warm_stack, tmp_path,
+                                                                submitted_script):
     path = warm_up(warm_stack)
     with_unauthorized_key(warm_stack, tmp_path)  # a new handshake would now be refused
 
     result = warm_stack.invoke("exec", "echo out; echo err >&2; exit 5")
     assert (result.returncode, result.stdout, result.stderr) == (5, "out\n", "err\n")
-    script = tmp_path / "job.py"
-    script.write_text("import sys; print('args', sys.argv[1:])\n")
+    script = submitted_script(tmp_path, "import sys; print('args', sys.argv[1:])\n")
     submitted = warm_stack.invoke("submit", str(script), "--", "a b", "c")
     assert (submitted.returncode, submitted.stdout) == (0, "args ['a b', 'c']\n")
     source = tmp_path / "sent.bin"

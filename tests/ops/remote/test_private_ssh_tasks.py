@@ -100,9 +100,8 @@ def test_exec_on_the_head_and_every_node_goes_through_the_tunnel(iap, sshd):
     assert tunnels(iap) == [documented_argv(sshd)] * 2
 
 
-def test_submit_status_and_syncs_go_through_the_tunnel(iap, sshd, tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text("import sys; print('job', sys.argv[1])\n")
+def test_submit_status_and_syncs_go_through_the_tunnel(iap, sshd, tmp_path, submitted_script):
+    script = submitted_script(tmp_path, "import sys; print('job', sys.argv[1])\n")
     submitted = iap.invoke("submit", str(script), "--", "ok")
     assert (submitted.returncode, submitted.stdout) == (0, "job ok\n"), submitted.stderr
 

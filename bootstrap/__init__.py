@@ -6,18 +6,8 @@ config and its node provider (`head_provider/`, shipped to the head in metadata 
 May import only `model` (the cluster config, Ray's labels, prices, sync filters, the local
 state folder), never `infra` (which stands on bootstrap: it puts these scripts in metadata),
 `policy`, `ops` or `tasks`; `head_provider/` imports nothing of the project (see its
-docstring), and infra/workers imports its `capacity` rules (tests/project/test_import_graph.py)."""
+docstring), and infra/workers imports its `capacity` rules (tests/project/test_import_graph.py).
 
-from bootstrap.autoscaler_config import autoscaler_config
-from bootstrap.file_mounts import FileMountArchive, PackedMounts, pack_file_mounts
-from bootstrap.node_metadata import node_metadata
-from bootstrap.startup_script import render_startup_script
-
-__all__ = [
-    "FileMountArchive",
-    "PackedMounts",
-    "autoscaler_config",
-    "node_metadata",
-    "pack_file_mounts",
-    "render_startup_script",
-]
+The package re-exports nothing: its modules are imported by name, so a process that needs only
+`head_provider`'s capacity rules (the dynamic providers' plugin, started for every engine
+run) does not load the config model with them."""

@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from bootstrap import autoscaler_config
+from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.file_mounts import FileMountArchive, PackedMounts
 from infra.bucket import ClusterBucket
 from infra.cluster_args import ClusterConfigError, RayClusterArgs, prepare_cluster

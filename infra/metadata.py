@@ -10,7 +10,6 @@ from typing import Any
 
 import pulumi
 
-from bootstrap import node_metadata as bootstrap_metadata
 from bootstrap.file_mounts import FileMountArchive
 from bootstrap.node_metadata import (
     AUTHORIZED_KEY_KEY,
@@ -24,6 +23,7 @@ from bootstrap.node_metadata import (
     REAPPLY_ENV,
     VERSION_KEY,
 )
+from bootstrap.node_metadata import node_metadata as bootstrap_metadata
 from infra.ssh_keys import ssh_keys_entry
 from model.config import ClusterConfig
 from model.plan import NodeGroupPlan

@@ -11,9 +11,9 @@ through `up`.
 
 from __future__ import annotations
 
-from bootstrap import node_metadata as bootstrap_metadata
 from bootstrap.file_mounts import FileMountArchive
 from bootstrap.node_metadata import METADATA_TOTAL_LIMIT, METADATA_VALUE_LIMIT
+from bootstrap.node_metadata import node_metadata as bootstrap_metadata
 from model.config import ConfigError
 from model.plan import ClusterPlan, NodeGroupPlan
 

@@ -48,6 +48,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # whose earlier tests had used grpc got EOF and gRPC's "epoll_wait error: Bad file descriptor".
 # The tests' forks all exec at once (or, tests/support/other_user.py, never touch gRPC).
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+# A suite started in the background by a shell without job control (`pytest ... &` in a
+# script) inherits SIGINT ignored, and so would every process it starts: the tests that press
+# Ctrl-C (`invoke dashboard`, a lock wait, a run killed half way) met tasks that could not hear
+# it. Python's own handler here gives the processes started after it SIGINT's default, as a
+# terminal gives them.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
 
 # marker -> the fixtures that start what it names (a test using one, even through another

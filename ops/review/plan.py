@@ -93,8 +93,8 @@ def resource_kind(type_token: str) -> str:
 
 
 def plan_stack(stack: str, root: Path = PROJECT_ROOT) -> Plan:
-    """Plan `stack` in this process. The pulumi runtime is process-global: callers that plan
-    more than once should prefer `plan_stack_isolated`."""
+    """Plan `stack` in this process (`run_program` leaves pulumi's process-global runtime as
+    it found it); `plan_stack_isolated` plans in an interpreter of its own, two at once."""
     return plan_settings(stack_settings(stack, root), stack, root)
 
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 from ray.autoscaler._private.util import validate_config
 
-from bootstrap import autoscaler_config
+from bootstrap.autoscaler_config import autoscaler_config
 from model.config import load_cluster_config, parse_cluster_config
 from tests.support.bootstrap_stubs import SHIPPED_STACKS, cluster
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import yaml
 
-from bootstrap import autoscaler_config, node_metadata, pack_file_mounts
-from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT
+from bootstrap.autoscaler_config import autoscaler_config
+from bootstrap.file_mounts import pack_file_mounts
+from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY, METADATA_VALUE_LIMIT, node_metadata
 from model.identities import bucket_name
 from tests.support.bootstrap_stubs import (
     CLOUD_PLATFORM,

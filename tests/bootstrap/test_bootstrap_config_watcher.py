@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import render_startup_script
 from bootstrap.node_metadata import BOOTSTRAP_CONFIG_KEY
-from bootstrap.startup_script import WATCH_CONFIG_ARG
+from bootstrap.startup_script import WATCH_CONFIG_ARG, render_startup_script
 from tests.support.bootstrap_stubs import (
     FakeGoogle,
     cluster,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import file_mounts, pack_file_mounts
+from bootstrap import file_mounts
+from bootstrap.file_mounts import pack_file_mounts
 from model.config import ConfigError
 from tests.support.bootstrap_stubs import cluster
 

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from bootstrap import render_startup_script
 from bootstrap.node_metadata import BOOTSTRAP_SSH_KEY_KEY, BOOTSTRAP_SSH_KEY_SECRET_KEY
+from bootstrap.startup_script import render_startup_script
 from tests.fakes.compute.identity import IDENTITIES
 from tests.support.bootstrap_stubs import STUB_ACCOUNT, cluster, granted_node, run_script
 

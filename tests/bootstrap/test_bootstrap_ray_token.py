@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from bootstrap import render_startup_script
 from bootstrap.node_metadata import RAY_AUTH_TOKEN_FILE, RAY_AUTH_TOKEN_SECRET_KEY
+from bootstrap.startup_script import render_startup_script
 from tests.support.bootstrap_stubs import (
     CLOUD_PLATFORM,
     SECRET_ACCESSOR,

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import node_metadata
-from bootstrap.node_metadata import VERSION_KEY
+from bootstrap.node_metadata import VERSION_KEY, node_metadata
 from bootstrap.startup_script import script_version
 from tests.support.bootstrap_stubs import (
     cluster,

@@ -13,7 +13,7 @@ import shlex
 
 import pytest
 
-from bootstrap import render_startup_script
+from bootstrap.startup_script import render_startup_script
 from model.config import ConfigError
 from tests.support.bootstrap_stubs import cluster, run_script
 

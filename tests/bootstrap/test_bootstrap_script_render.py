@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap import node_metadata, render_startup_script
+from bootstrap.node_metadata import node_metadata
 from bootstrap.startup_script import (
     HEAD_ONLY_STAGES,
     LIBRARY,
@@ -22,6 +22,7 @@ from bootstrap.startup_script import (
     REAPPLY_LIBRARY,
     STAGES,
     library_code,
+    render_startup_script,
 )
 from model.config import load_cluster_config
 from tests.support.bootstrap_stubs import SHIPPED_STACKS, cluster
@@ -129,7 +130,7 @@ def test_comment_lines_inside_a_here_document_are_kept(tmp_path, monkeypatch):
 def test_rendered_script_is_byte_identical_across_runs():
     """Pulumi compares metadata byte for byte: a second process (another hash seed) renders
     the very same script, so an unchanged cluster shows no diff."""
-    render = ("import sys; from bootstrap import render_startup_script; "
+    render = ("import sys; from bootstrap.startup_script import render_startup_script; "
               "from model.config import load_cluster_config; "
               "c = load_cluster_config(sys.argv[1]); "
               "sys.stdout.write(render_startup_script(c, 'head', c.head_node_type))")

@@ -8,8 +8,7 @@ import json
 import shutil
 import stat
 
-from bootstrap import render_startup_script
-from bootstrap.startup_script import LIBRARY_DELIMITER
+from bootstrap.startup_script import LIBRARY_DELIMITER, render_startup_script
 from tests.support.bootstrap_stubs import (
     HEAD_INTERNAL_IP,
     cluster,

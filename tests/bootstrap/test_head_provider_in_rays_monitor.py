@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bootstrap import autoscaler_config
+from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.head_provider_metadata import ARCHIVE_NAME, SHIPPED_PACKAGE
 from bootstrap.local_cluster import free_port
 from bootstrap.local_processes import stop_processes

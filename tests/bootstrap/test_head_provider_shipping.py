@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import bootstrap.head_provider_metadata as shipping
-from bootstrap import autoscaler_config
+from bootstrap.autoscaler_config import autoscaler_config
 from bootstrap.node_metadata import VERSION_KEY
 from bootstrap.startup_script import script_version
 from tests.support.bootstrap_stubs import cluster, node_entries, run_script, stop_watchers

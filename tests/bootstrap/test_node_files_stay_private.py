@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import stat
 
-from bootstrap import render_startup_script
+from bootstrap.startup_script import render_startup_script
 from tests.support.bootstrap_stubs import cluster, run_script, stop_watchers
 from tests.support.waiting import wait_for
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ops.review.plan import collect_plan, plan_stack_isolated
+from ops.review.plan import plan_stack
 from ops.review.plan_diff import diff_plans
 from ops.review.plan_effects import CONFIG_NOTE, node_effect
 from tests.fakes.compute import FakeComputeServer, Faults
@@ -204,10 +204,10 @@ def deployed(engine_bin: Path, fake: FakeComputeServer, tmp_path_factory: pytest
     plans, paths = {}, {}
     for stack in ("full", "tpu"):
         paths[stack] = write_stack(root, stack, _cluster(stack))
-        plans[stack] = plan_stack_isolated(stack, root)
+        plans[stack] = plan_stack(stack, root)
         space.write_stack(stack, {"ray-gcp:cluster": str(paths[stack])})
         space.run(stack, "up")
-    yield Deployed(space, {stack: collect_plan(p, stack) for stack, p in plans.items()}, paths)
+    yield Deployed(space, plans, paths)
     # No `destroy`: the fake cloud ends with the module and the state with the workspace (that
     # every stack destroys to nothing is tests/engine/test_engine_stacks.py's to prove).
     space.cleanup()
@@ -222,14 +222,13 @@ def test_engine_preview_agrees_with_offline_diff(
     cluster = copy.deepcopy(_cluster(stack))
     edit(cluster)
     path = write_stack(tmp_path, stack, cluster)
-    offline = plan_stack_isolated(stack, tmp_path)
+    head_plan = plan_stack(stack, tmp_path)
     space.write_stack(stack, {"ray-gcp:cluster": str(path)})
     try:
         preview = space.run(stack, "preview")
     finally:
         deployed.restore(stack)
     engine = engine_operations(preview)
-    head_plan = collect_plan(offline, stack)
     ours = offline_operations(deployed.plans[stack], head_plan)
     assert engine, f"{what}: the engine saw no change"
     assert engine == ours, f"{what}: engine {sorted(engine.items())} vs offline " \

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from ops.remote.os_login import ENDPOINT_ENV as OS_LOGIN_ENDPOINT_ENV
-from ops.review.plan import collect_plan, plan_stack_isolated
+from ops.review.plan import plan_stack
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.compute.identity import USER, USER_SCOPES
 from tests.fakes.oslogin import FakeOsLogin
@@ -76,7 +76,7 @@ def workspace(engine_bin: Path, fake: FakeComputeServer, tmp_path: Path
 
 
 def planned(stack: str) -> dict[str, Any]:
-    return collect_plan(plan_stack_isolated(stack), stack)
+    return plan_stack(stack)
 
 
 def of_kind(plan: dict[str, Any], kind: str) -> list[dict[str, Any]]:

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from bootstrap import node_metadata
-from bootstrap.node_metadata import VERSION_KEY
+from bootstrap.node_metadata import VERSION_KEY, node_metadata
 from infra.workers import WorkerGroupError
 from infra.workers.clients import ApiClients, build_credentials
 from infra.workers.naming import GROUP_LABEL, IDENTITY_KEYS

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from bootstrap import node_metadata, pack_file_mounts
-from bootstrap.node_metadata import RAY_AUTH_TOKEN_SECRET_KEY
+from bootstrap.file_mounts import pack_file_mounts
+from bootstrap.node_metadata import RAY_AUTH_TOKEN_SECRET_KEY, node_metadata
 from model.config import ClusterConfig, parse_cluster_config
 from tests.fakes.compute.cloud import ApiError
 from tests.fakes.compute.identity import IDENTITIES, ROLE_PERMISSIONS, discovery_scopes

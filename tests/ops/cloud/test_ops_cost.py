@@ -220,7 +220,7 @@ def test_a_spot_type_created_on_demand_in_fallback_is_priced_and_shown_on_demand
 
 def test_an_autoscaled_worker_the_heads_provider_made_on_demand_is_priced_on_demand(
         fake, ray_apis_at_fake):
-    from bootstrap import autoscaler_config
+    from bootstrap.autoscaler_config import autoscaler_config
 
     bodies = {name: t.node_config.body() for name, t in
               FALLBACK_CONFIG.available_node_types.items()}

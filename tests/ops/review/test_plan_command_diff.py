@@ -3,7 +3,7 @@ each under its stage, not as a line count; file_mounts appear only as their arch
 
 from __future__ import annotations
 
-from bootstrap import render_startup_script
+from bootstrap.startup_script import render_startup_script
 from ops.review.command_diff import command_diff, script_commands
 from ops.review.plan_diff import diff_plans
 from ops.review.plan_markdown import render_markdown

@@ -263,7 +263,8 @@ class FakeComputeServer:
             self.served.append(Served(method, connection))
             self._authorize(method, match.groupdict(), body, self.identities.who(authorization))
             if method in CREATING_METHODS and peer_port is not None:
-                self.creators.append((method, *peer_process(peer_port)))
+                self.creators.append(
+                    (method, *peer_process(peer_port, self._http.server_address[1])))
             if self.faults.latency_s:
                 time.sleep(self.faults.latency_s)
             if self.limiter is not None and path.startswith("/compute/v1/"):

@@ -195,7 +195,8 @@ def test_every_stack_previews_its_plan_ups_through_the_cli_and_invoke_and_destro
     worker_calls = [c for c in creators if c[0] in ("insert", "bulkInsert")
                     and "pulumi.dynamic" in c[2]]
     assert bool(worker_calls) == bool(wanted), creators
-    assert all("pulumi.dynamic" in c[2] or "tests.fakes.standin_gcp" in c[2] for c in creators), creators
+    assert all("pulumi.dynamic" in c[2] or "tests.fakes.standin_gcp" in c[2]
+               for c in creators), creators
 
     deployment = cli.export(stack)
     state = json.dumps(deployment)

@@ -8,5 +8,6 @@ project's virtualenv (`program.py`, the runner), so `pulumi preview/up/refresh/d
 through the CLI in tests. `pulumi-language-python` beside this file is the executable the engine
 starts: put this folder on the engine's PATH.
 
-It imports the pulumi SDK and grpc only: nothing from `infra`, `ops`, `bootstrap` or `tasks`.
+The host imports grpc and the SDK's protocol files only (tests/fakes/pulumi_protos.py), the
+runner the SDK: nothing from `infra`, `ops`, `bootstrap` or `tasks`.
 """

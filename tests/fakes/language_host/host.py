@@ -11,6 +11,7 @@ Pulumi.yaml is), program folder and entry point (Pulumi.yaml's `main`), and the 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -22,9 +23,11 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
-from pulumi._version import _VERSION
-from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2
 
+from tests.fakes.pulumi_protos import proto_modules
+
+language_pb2, language_pb2_grpc, plugin_pb2 = proto_modules(
+    "language_pb2", "language_pb2_grpc", "plugin_pb2")
 RUNNER = Path(__file__).with_name("program.py")
 BAILED = 32  # program.py's exit code after the SDK reported the failure to the engine
 
@@ -104,7 +107,7 @@ class PythonLanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         return language_pb2.LanguageHandshakeResponse()
 
     def GetPluginInfo(self, request: Any, context: Any) -> Any:  # noqa: N802
-        return plugin_pb2.PluginInfo(version=_VERSION)
+        return plugin_pb2.PluginInfo(version=importlib.metadata.version("pulumi"))
 
     def _plugins(self, info: Any, context: Any) -> list[dict[str, str]]:
         try:

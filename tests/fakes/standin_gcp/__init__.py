@@ -1,7 +1,8 @@
 """A stand-in for the `gcp` resource provider plugin (pulumi-gcp), for engine tests.
 
 The real plugin cannot be installed here, so this one answers the engine's ResourceProvider
-calls in its place (`server.py`, on the gRPC stubs the pulumi SDK ships) for every resource
+calls in its place (`server.py`, on the gRPC stubs the pulumi SDK ships, loaded without the SDK:
+tests/fakes/pulumi_protos.py) for every resource
 type and data source the program uses, acting on the fake cloud's REST APIs
 (tests/fakes/compute) at the endpoints pulumi-gcp's `*CustomEndpoint` settings name. It checks
 inputs against pulumi-gcp's schema as the installed SDK's input types state it (`schema.py`)

@@ -22,12 +22,15 @@ from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2, json_format, struct_pb2
-from pulumi.runtime.proto import plugin_pb2, provider_pb2, provider_pb2_grpc
 
+from tests.fakes.pulumi_protos import proto_modules
 from tests.fakes.standin_gcp import network, replace_rules, schema, storage
 from tests.fakes.standin_gcp.api import ApiError, Apis
 from tests.fakes.standin_gcp.resources import HANDLERS as RESOURCE_HANDLERS
 from tests.fakes.standin_gcp.resources import Handler, invoke
+
+plugin_pb2, provider_pb2, provider_pb2_grpc = proto_modules(
+    "plugin_pb2", "provider_pb2", "provider_pb2_grpc")
 
 VERSION = "10.2.0"  # what pulumi_gcp/pulumi-plugin.json asks for
 PROVIDER_TOKEN = "pulumi:providers:gcp"

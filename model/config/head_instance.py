@@ -25,6 +25,9 @@ HEAD_UNSUPPORTED: dict[str, str] = {
     "params.requestValidForDuration": _NO_INPUT,
     "scheduling.locationHint": _NO_INPUT,
     "scheduling.exposeHostTopology": _NO_INPUT,
+    "scheduling.protectionTier": _NO_INPUT,
+    "confidentialInstanceConfig.confidentialParavisorConfig": _NO_INPUT,
+    "workloadIdentityConfig.identityType": _NO_INPUT,
     "disks[].initializeParams.diskName": _BOOT_PARAM,
     "disks[].initializeParams.description": _BOOT_PARAM,
     "disks[].initializeParams.licenses": _BOOT_PARAM,
@@ -32,6 +35,8 @@ HEAD_UNSUPPORTED: dict[str, str] = {
     "networkInterfaces[].accessConfigs[].externalIpv6": _ACCESS,
     "networkInterfaces[].accessConfigs[].externalIpv6PrefixLength": _ACCESS,
     "networkInterfaces[].ipv6AccessConfigs[].natIP": _ACCESS,
+    "networkInterfaces[].accessConfigs[].ipCollection": _ACCESS,
+    "networkInterfaces[].ipv6AccessConfigs[].ipCollection": _ACCESS,
 }
 
 # Keys of a non-boot disk pulumi-gcp can express, by how it holds the disk.

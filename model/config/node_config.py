@@ -65,9 +65,6 @@ def _metadata_items(value: Any) -> Any:
 
 
 _UPDATE_ONLY = "GCE takes it only to update an existing instance, never to create one"
-# The WorkerGroup sends bodies through google-cloud-compute / google-cloud-tpu, whose
-# messages lag the discovery documents by a few fields.
-_NO_CLIENT_FIELD = "the Google Cloud client the worker groups send bodies with has no such field"
 _PLAIN_KEY = (
     "a raw key would sit in plain text in the stack state and in the head's metadata: "
     "use kmsKeyName"
@@ -169,8 +166,7 @@ class AccessConfig(ApiModel):
     public_ptr_domain_name: str | None = None
     set_public_ptr: bool | None = None
     security_policy: str | None = None
-
-    refused: ClassVar[dict[str, str]] = {"ipCollection": _NO_CLIENT_FIELD}
+    ip_collection: str | None = None  # a PublicDelegatedPrefix (BYOIP)
 
 
 class Ipv6AccessConfig(AccessConfig):
@@ -247,8 +243,8 @@ class Scheduling(ApiModel):
     skip_guest_os_shutdown: bool | None = None
     location_hint: str | None = None
     expose_host_topology: bool | None = None
-
-    refused: ClassVar[dict[str, str]] = {"protectionTier": _NO_CLIENT_FIELD}
+    protection_tier: Literal["PROTECTION_TIER_CAPACITY_OPTIMIZED", "PROTECTION_TIER_STANDARD",
+                             "PROTECTION_TIER_UNSPECIFIED"] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -300,11 +296,17 @@ class AdvancedMachineFeatures(ApiModel):
     visible_core_count: int | None = None
 
 
+class ConfidentialParavisorConfig(ApiModel):
+    confidential_tpm_type: Literal["CONFIDENTIAL_TPM_TYPE_UNSPECIFIED", "EPHEMERAL",
+                                   "NO_CC_TPM"] | None = None
+    sev_snp_irq_mode: Literal["RESTRICTED", "SEV_SNP_IRQ_MODE_UNSPECIFIED",
+                              "UNRESTRICTED"] | None = None
+
+
 class ConfidentialInstanceConfig(ApiModel):
     confidential_instance_type: str | None = None
     enable_confidential_compute: bool | None = None
-
-    refused: ClassVar[dict[str, str]] = {"confidentialParavisorConfig": _NO_CLIENT_FIELD}
+    confidential_paravisor_config: ConfidentialParavisorConfig | None = None
 
 
 class NetworkPerformanceConfig(ApiModel):
@@ -323,8 +325,8 @@ class InstanceParams(ApiModel):
 class WorkloadIdentityConfig(ApiModel):
     identity: str | None = None
     identity_certificate_enabled: bool | None = None
-
-    refused: ClassVar[dict[str, str]] = {"identityType": _NO_CLIENT_FIELD}
+    identity_type: Literal["AGENT_IDENTITY", "IDENTITY_TYPE_UNSPECIFIED",
+                           "SERVICE_ACCOUNT"] | None = None
 
 
 class ComputeNodeConfig(ApiModel):
@@ -490,7 +492,10 @@ class TpuNodeConfig(ApiModel):
     refused: ClassVar[dict[str, str]] = {
         "networkConfigs": "every node of the cluster joins one network: use networkConfig",
         "health": "the TPU service reports it",
-        "bootDiskConfig": _NO_CLIENT_FIELD,
+        # Queued TPU requests go through google-cloud-tpu's `tpu_v2` messages, which lag the
+        # discovery document by this field.
+        "bootDiskConfig": "the google-cloud-tpu client TPU requests are sent with has no such "
+                          "field",
     }
 
     _metadata = field_validator("metadata", mode="before")(

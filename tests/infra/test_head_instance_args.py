@@ -96,9 +96,18 @@ HEAD_INPUTS: dict[str, Any] = {
                            "ipv6AccessConfigs": [{"networkTier": "PREMIUM"}]}],
 }
 # GCE takes these, pulumi-gcp's compute.Instance does not: workers only.
-WORKER_ONLY = {"scheduling": {"locationHint": "cell-a"},
+WORKER_ONLY = {"scheduling": {"locationHint": "cell-a",
+                              "protectionTier": "PROTECTION_TIER_CAPACITY_OPTIMIZED"},
                "shieldedInstanceIntegrityPolicy": {"updateAutoLearnPolicy": True},
-               "privateIpv6GoogleAccess": "ENABLE_OUTBOUND_VM_ACCESS_TO_GOOGLE"}
+               "privateIpv6GoogleAccess": "ENABLE_OUTBOUND_VM_ACCESS_TO_GOOGLE",
+               "confidentialInstanceConfig": {
+                   "confidentialParavisorConfig": {"confidentialTpmType": "EPHEMERAL"}},
+               "workloadIdentityConfig": {"identityType": "AGENT_IDENTITY"},
+               "networkInterfaces": [{
+                   **NODE_CONFIG["networkInterfaces"][0],
+                   "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT",
+                                      "ipCollection": "projects/p/regions/us-west1/"
+                                                      "publicDelegatedPrefixes/byoip"}]}]}
 
 
 def with_node_configs(head: dict[str, Any], worker: dict[str, Any]) -> dict[str, Any]:
@@ -152,9 +161,12 @@ def test_a_field_pulumi_gcp_cannot_express_is_refused_for_the_head_and_says_so(f
     raw = with_node_configs(merged(NODE_CONFIG, {field: WORKER_ONLY[field]}), NODE_CONFIG)
     with pytest.raises(ConfigError) as caught:
         parse_cluster_config(raw)
-    ((path, message),) = caught.value.problems
-    assert path.startswith(f"available_node_types.ray_head_default.node_config.{field}")
-    assert "pulumi-gcp" in message and "head" in message
+    problems = caught.value.problems
+    written = WORKER_ONLY[field]
+    assert len(problems) == (len(written) if isinstance(written, dict) else 1), problems
+    for path, message in problems:
+        assert path.startswith(f"available_node_types.ray_head_default.node_config.{field}")
+        assert "pulumi-gcp" in message and "head" in message
 
 
 # ---------------------------------------------------------------- against pulumi-gcp itself

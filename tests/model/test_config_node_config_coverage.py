@@ -76,16 +76,19 @@ def test_every_api_field_is_taken_or_refused_with_a_reason(document, schema, mod
     assert found == {"missing": [], "bad_enum": [], "stale_refusal": []}
 
 
+def taken_fields(model: type[ApiModel]) -> list[tuple[str, Any]]:
+    """(API key, pydantic field) of each field the model puts in a body."""
+    return [(field.alias or name, field) for name, field in model.model_fields.items()
+            if not field.exclude]
+
+
 def unsendable(model: type[ApiModel], message: Any, path: str) -> list[str]:
     """Fields the model takes that the client's protobuf message cannot carry; and refused
     "no such field" keys that it could."""
     fields = {f.json_name: f for f in message.fields}
     found = [f"{path}.{key} (refused, but the client has it)"
              for key, why in model.refused.items() if "no such field" in why and key in fields]
-    for name, field in model.model_fields.items():
-        alias = field.alias or name
-        if field.exclude:
-            continue
+    for alias, field in taken_fields(model):
         if alias not in fields:
             found.append(f"{path}.{alias}")
             continue
@@ -107,10 +110,7 @@ def unpublished(all_schemas: dict[str, Any], name: str, model: type[ApiModel],
     """Fields the model takes that schema `name` does not describe."""
     properties = all_schemas[name]["properties"]
     found = []
-    for key, field in model.model_fields.items():
-        alias = field.alias or key
-        if field.exclude:
-            continue
+    for alias, field in taken_fields(model):
         if alias not in properties:
             found.append(f"{path}.{alias}")
             continue

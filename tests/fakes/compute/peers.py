@@ -11,9 +11,9 @@ from pathlib import Path
 
 def _socket_inode(port: int, remote_port: int) -> str | None:
     """The inode of the socket whose local port is `port` and remote port `remote_port`, from
-    /proc/net/tcp{,6}. A port number alone can name two sockets: a
-    client's ephemeral port may equal a port another server listens on at another loopback
-    address (the sshd fleets listen on 127.0.0.x), so a connection is matched by both ends."""
+    /proc/net/tcp{,6}. A port number alone can name two sockets: a client's ephemeral port may
+    equal a port another server listens on at another loopback address (the sshd fleets listen
+    on 127.0.0.x), so a connection is matched by both ends."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]

@@ -100,6 +100,18 @@ ENVIRONMENT_FIXES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]],
                "PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE to the one the stack "
                "was created with (a stack `invoke up -c` created uses .pulumi-passphrase in "
                "the state folder: set RAY_GCP_STATE_DIR to that folder if it moved)"),
+    (re.compile(r"passphrase must be set with PULUMI_CONFIG_PASSPHRASE"),
+     lambda _: "the stack keeps its secrets under a passphrase and none was given: set "
+               "PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE (the team's, from your "
+               "secret manager), or make new stacks under your key service with "
+               "RAY_GCP_SECRETS_PROVIDER or the stack file's secretsprovider (docs/team.md)"),
+    (re.compile(r"open keeper|failed to connect to gcpkms|missing google credentials|"
+                r"/v1/transit/(?:en|de)crypt/|cloudkms\.googleapis\.com"),
+     lambda _: "the stack's secrets provider (the key service its stack file's "
+               "secretsprovider names) could not be reached or refused this machine: for "
+               "gcpkms:// run `gcloud auth application-default login` as an account with "
+               "roles/cloudkms.cryptoKeyEncrypterDecrypter on the key; for hashivault:// set "
+               "VAULT_ADDR and VAULT_TOKEN to a token that may use the key"),
     (re.compile(r"PULUMI_ACCESS_TOKEN must be set for login|not logged in|"
                 r"run `pulumi login`", re.IGNORECASE),
      lambda _: "pulumi has no backend to keep the stack's state in: run `pulumi login` "

@@ -65,6 +65,8 @@ def state_root() -> Path:
 BACKEND_ENV = "PULUMI_BACKEND_URL"
 PASSPHRASE_ENV = "PULUMI_CONFIG_PASSPHRASE"
 PASSPHRASE_FILE_ENV = "PULUMI_CONFIG_PASSPHRASE_FILE"
+SECRETS_PROVIDER_ENV = "RAY_GCP_SECRETS_PROVIDER"
+"""The secrets provider the stacks a task creates are made with (ops.stacks.stack)."""
 
 BACKEND_MARKER = "pulumi-backend"
 """In a stack's state folder: the stack lives in the local backend (`local_backend_url`)."""

@@ -6,7 +6,8 @@ first `up` or `preview` writes `.ray-gcp/stacks/Pulumi.<cluster_name>.yaml` (in 
 runs in, or under $RAY_GCP_STATE_DIR) naming the YAML and creates the stack: in pulumi's file
 backend under the state folder (`.ray-gcp/.pulumi/`, or under $RAY_GCP_STATE_DIR) unless
 PULUMI_BACKEND_URL names the user's own, its secrets encrypted with a passphrase generated once
-into `.ray-gcp/.pulumi-passphrase` (0600) unless the user sets PULUMI_CONFIG_PASSPHRASE(_FILE).
+into `.ray-gcp/.pulumi-passphrase` (0600) unless the user sets PULUMI_CONFIG_PASSPHRASE(_FILE),
+or with the key service RAY_GCP_SECRETS_PROVIDER names (ops.stacks.stack).
 Later runs with the same YAML reuse both. Every check (the YAML whole, the stack name, another
 YAML owning that stack, the pulumi CLI) comes before anything is written.
 """
@@ -22,10 +23,12 @@ from ops.paths import local_backend_url, mark_local_backend, passphrase_file
 from ops.stacks.stack import (
     ClusterYamlStack,
     Stack,
+    new_stack_secrets_provider,
     require_cli,
     stack_for_cluster_yaml,
     user_backend,
     user_passphrase,
+    uses_passphrase,
 )
 
 
@@ -42,6 +45,8 @@ def stack_from_yaml(stack: str | None, cluster_yaml: str, create: bool,
         raise OpsError(f"{cluster_yaml}: no stack deploys it yet ({shown(found.stack_file)}, "
                        f"stack {found.name!r}, is missing): `invoke up -c {cluster_yaml}` "
                        "creates it")
+    if create:
+        new_stack_secrets_provider(found.stack_file)  # checked before the CLI is looked for
     require_cli()
     if create:
         place_stack(found, out)
@@ -54,9 +59,10 @@ def stack_from_yaml(stack: str | None, cluster_yaml: str, create: bool,
 def place_stack(found: ClusterYamlStack, out: TextIO = sys.stdout) -> None:
     """Everything the stack needs on this machine before pulumi creates it: a new stack's
     backend record (the local file backend, unless the user names one) and stack file, and
-    the generated passphrase (unless the user gives one). A stack file already there is kept
-    as it is (its encryption salt, its worker counts)."""
-    if not user_passphrase():
+    the generated passphrase (when its secrets go under one and the user gives none). The
+    secrets provider is checked before anything is written. A stack file already there is
+    kept as it is (its encryption salt, its worker counts)."""
+    if uses_passphrase(found.stack_file) and not user_passphrase():
         passphrase_file(create=True)
     if found.exists:
         return

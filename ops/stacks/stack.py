@@ -15,7 +15,9 @@ stacks), whose file the engine never writes: it works on a copy in `.ray-gcp/sta
 (`engine_workspace`) that keeps the stack's encryption salt and worker counts. Where a stack lives
 (`backend_env`): the user's PULUMI_BACKEND_URL, else the local file backend when `invoke up -c`
 created the stack there, else pulumi's own login; its secrets are unlocked with the user's
-passphrase, else the generated one in the state folder. Light on purpose (pulumi and pydantic are
+passphrase, else the generated one in the state folder, unless the stack was made with a key
+service (`new_stack_secrets_provider`: the stack file's `secretsprovider`, else
+$RAY_GCP_SECRETS_PROVIDER). Light on purpose (pulumi and pydantic are
 imported where used): `invoke exec` must start fast.
 """
 
@@ -48,6 +50,7 @@ from ops.paths import (
     BACKEND_ENV,
     PASSPHRASE_ENV,
     PASSPHRASE_FILE_ENV,
+    SECRETS_PROVIDER_ENV,
     local_backend_url,
     own_stacks_dir,
     passphrase_file,
@@ -313,18 +316,55 @@ def backend_env(name: str) -> dict[str, str]:
     return env
 
 
+SECRETS_SCHEMES = ("gcpkms", "awskms", "azurekeyvault", "hashivault")
+"""The key services `pulumi stack init --secrets-provider` takes by URL (pkg/secrets/cloud)."""
+
+
+def new_stack_secrets_provider(stack_file: Path) -> str | None:
+    """What a new stack whose file is `stack_file` is to encrypt its secrets with (`pulumi
+    stack init --secrets-provider`): the file's own `secretsprovider:` (pulumi's key, which a
+    team commits with a tracked stack file; pulumi alone would make the stack with a
+    passphrase and drop it), else $RAY_GCP_SECRETS_PROVIDER, else None: pulumi's default (a
+    passphrase on a file or cloud-storage backend, Pulumi Cloud's own there). A stack that
+    exists keeps the one it has (`pulumi stack change-secrets-provider` moves it). Checked
+    before anything is made: one line naming the file or setting."""
+    from urllib.parse import urlsplit
+
+    given: Any = _read_document(stack_file).get("secretsprovider")
+    where = f"{shown(stack_file)}: secretsprovider"
+    if given is None:
+        given, where = os.environ.get(SECRETS_PROVIDER_ENV) or None, SECRETS_PROVIDER_ENV
+    if given is None:
+        return None
+    if isinstance(given, str) and (given in ("default", "passphrase") or (
+            urlsplit(given).scheme in SECRETS_SCHEMES and urlsplit(given).netloc)):
+        return given
+    raise OpsError(f"{where}: {given!r} is not a pulumi secrets provider: give `passphrase` or "
+                   "a key's URL (gcpkms://projects/PROJECT/locations/LOCATION/keyRings/RING/"
+                   "cryptoKeys/KEY, or awskms://, azurekeyvault://, hashivault://)")
+
+
+def uses_passphrase(stack_file: Path) -> bool:
+    """Whether a new stack whose file is `stack_file` would keep its secrets under a
+    passphrase (pulumi's default on a file or cloud-storage backend)."""
+    return new_stack_secrets_provider(stack_file) in (None, "default", "passphrase")
+
+
 def select_stack(name: str, create: bool = False) -> AutomationStack:
     """The Automation API's handle on stack `name` (made first if `create` and missing): the
     pinned engine (else `pulumi` on PATH, ops.engine) drives the program inline, in this
     process (the SDK hosts the language runtime, so no Python language host is needed);
     Pulumi.yaml gives the project, its stack config folder and the virtualenv the engine runs
-    the dynamic providers in; `backend_env` where the stack lives."""
+    the dynamic providers in; `backend_env` where the stack lives; a stack made here gets
+    `new_stack_secrets_provider`'s provider."""
     require_cli()
+    provider = new_stack_secrets_provider(stack_file_path(name)) if create else None
     from pulumi import automation as auto
 
     options = auto.LocalWorkspaceOptions(work_dir=str(engine_workspace(name)),
                                          pulumi_command=pulumi_command(),
-                                         env_vars={**runtime_env(), **backend_env(name)})
+                                         env_vars={**runtime_env(), **backend_env(name)},
+                                         secrets_provider=provider)
     opener = auto.create_or_select_stack if create else auto.select_stack
     try:
         return opener(stack_name=name, project_name=PROJECT_NAME, program=_program,

@@ -56,6 +56,7 @@ class Consumer:
 
     def __init__(self, space: EngineWorkspace, folder: Path) -> None:
         self.folder = folder
+        self.space = space
         self.pulumi = str(Path(space.env["ENGINE_ROOT"]) / "bin" / "pulumi")
         self.env = {**os.environ, **space.env,
                     "PATH": os.pathsep.join([str(LANGUAGE_HOST_DIR), space.env["PATH"]])}
@@ -90,7 +91,7 @@ def consumer(tmp_path: Path) -> Iterator[tuple[Consumer, FakeComputeServer]]:
 
 def test_another_program_makes_a_cluster_with_the_component(consumer) -> None:
     project, fake = consumer
-    project.run("stack", "init")
+    project.run("stack", "init", *project.space.init_options())
     project.run("up", "--yes")
 
     nodes = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)

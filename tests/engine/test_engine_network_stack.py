@@ -80,7 +80,7 @@ def _steps(cluster: CliProject) -> dict[str, dict[str, Any]]:
 
 def test_a_cluster_stack_joins_the_network_another_stack_owns(stacks) -> None:
     network, cluster, fake = stacks
-    network.run("stack", "init", "prod")
+    network.run("stack", "init", "prod", *network.space.init_options())
     # The network stack is the scene, not what is tested: its ups skip their own preview (the
     # program run twice), as a platform team's CI runs them.
     network.run("up", "--yes", "--skip-preview", "--stack", "prod")
@@ -90,7 +90,7 @@ def test_a_cluster_stack_joins_the_network_another_stack_owns(stacks) -> None:
                                   .read_text())["cluster_name"]
     (cluster.folder / "stacks" / f"Pulumi.{CLUSTER_STACK}.yaml").write_text(yaml.safe_dump(
         {"config": {**settings["config"], "ray-gcp:networkStack": "organization/net/prod"}}))
-    cluster.run("stack", "init", CLUSTER_STACK)
+    cluster.run("stack", "init", CLUSTER_STACK, *cluster.space.init_options())
     cluster.run("up", "--yes", "--stack", CLUSTER_STACK)
 
     nic = _interface(fake, cluster_name)

@@ -36,7 +36,8 @@ def test_previous_release_state_previews_without_replacement(engine_bin: Path,
                                                              tmp_path: Path) -> None:
     bin_dir = engine_bin
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
-        space = EngineWorkspace(fake, bin_dir, root=tmp_path)
+        # the frozen state's secrets are under the passphrase its salt goes with
+        space = EngineWorkspace(fake, bin_dir, root=tmp_path, secrets_provider=None)
         (space.project / "Pulumi.full.yaml").write_text(yaml.safe_dump(
             {"encryptionsalt": SALT.read_text().strip(), "config": CLUSTER}))
         (space.root / "import.json").write_text(STATE.read_text())

@@ -160,7 +160,7 @@ def test_every_stack_previews_its_plan_ups_through_the_cli_and_invoke_and_destro
     region = zone.rsplit("-", 1)[0]
     zones[region] = sorted({*zones.get(region, [f"{region}-a"]), zone})
     cli = CliProject(workspace)
-    cli.run("stack", "init", stack)
+    cli.run("stack", "init", stack, *workspace.init_options())
 
     # `pulumi preview --diff`, as a user reads it: every step a create, the offline plan's
     # every custom resource among them, the component at the top; nothing made.

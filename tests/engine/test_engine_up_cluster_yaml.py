@@ -24,7 +24,8 @@ from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_no
 CLUSTER = "engine-up-yaml"
 TRACKED_STACKS = PROJECT_ROOT / "stacks"
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
-USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
+             "RAY_GCP_SECRETS_PROVIDER")
 
 
 @pytest.fixture

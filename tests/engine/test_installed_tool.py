@@ -33,6 +33,7 @@ pytestmark = pytest.mark.xdist_group("checkout-stacks")
 CLUSTER = "my-own-cluster"
 PROJECT, ZONE = "my-gcp-project", "us-west1-a"
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
+             "RAY_GCP_SECRETS_PROVIDER",
              "RAY_GCP_STATE_DIR", "PULUMI_STACK", "VIRTUAL_ENV", "PYTHONPATH")
 
 

@@ -37,6 +37,7 @@ def open_stack(workspace: Path, stack: str, program_file: Path = PROGRAM) -> aut
         env_vars=settings,
         pulumi_command=auto.PulumiCommand(root=settings["ENGINE_ROOT"],
                                           skip_version_check=False),
+        secrets_provider=settings.get("RAY_GCP_SECRETS_PROVIDER"),
     )
     def program() -> None:
         """The program's own entry point, as the engine would run `main: infra/`."""

@@ -1,5 +1,8 @@
-"""The real pulumi engine, hermetic: a file backend and PULUMI_HOME in a temp folder, a
-passphrase secrets provider, no update checks or plugin downloads, the stand-in gcp plugin
+"""The real pulumi engine, hermetic: a file backend and PULUMI_HOME in a temp folder, the
+stacks' secrets under a key of the fake Vault (tests/fakes/vault.py: `hashivault://`, which the
+product's RAY_GCP_SECRETS_PROVIDER names too; a passphrase would cost every CLI run a 0.16 CPU-s
+key derivation, and the tests of passphrase stacks ask for one), no update checks or plugin
+downloads, the stand-in gcp plugin
 (tests/fakes/standin_gcp) found on PATH as an ambient plugin, and the program's dynamic providers
 pointed at the fake cloud (RAY_GCP_API_ENDPOINT).
 
@@ -27,12 +30,14 @@ import pytest
 import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.vault import shared_vault
 
 ENGINE_VERSION = "3.276.0"
 ENGINE_BIN_ENV = "RAY_GCP_ENGINE_BIN"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STANDIN_DIR = Path(__file__).parents[1] / "fakes" / "standin_gcp"
 PASSPHRASE = "engine-tests-passphrase"
+SECRETS_PROVIDER = "hashivault://ray-gcp-tests"
 OPERATION_TIMEOUT_S = 900
 
 
@@ -102,7 +107,10 @@ class EngineWorkspace:
     """One temp folder: backend, PULUMI_HOME and a project whose stacks point at the fake."""
 
     def __init__(self, fake: FakeComputeServer, bin_dir: Path, root: Path | None = None,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None,
+                 secrets_provider: str | None = SECRETS_PROVIDER) -> None:
+        """`secrets_provider`: what the stacks it creates keep their secrets under (None:
+        pulumi's default, the passphrase)."""
         self.fake = fake
         self.root = root or Path(tempfile.mkdtemp(prefix="engine-"))
         self.project = self.root / "project"
@@ -119,6 +127,8 @@ class EngineWorkspace:
             "PULUMI_HOME": str(self.root / "home"),
             "PULUMI_BACKEND_URL": f"file://{self.root / 'state'}",
             "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+            **({"RAY_GCP_SECRETS_PROVIDER": secrets_provider, **shared_vault().env()}
+               if secrets_provider else {}),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts.
@@ -141,13 +151,19 @@ class EngineWorkspace:
         }
         (self.root / "env.json").write_text(json.dumps(self.env))
 
+    def init_options(self) -> list[str]:
+        """`pulumi stack init`'s options for a stack of this workspace."""
+        provider = self.env.get("RAY_GCP_SECRETS_PROVIDER")
+        return ["--secrets-provider", provider] if provider else []
+
     def write_stack(self, stack: str, config: dict[str, Any]) -> None:
-        """The stack's settings file (its encryption salt kept once the engine set it)."""
+        """The stack's settings file (its secrets provider's settings kept once the engine set
+        them: the encryption salt, or the provider and its encrypted key)."""
         path = self.project / f"Pulumi.{stack}.yaml"
         kept = yaml.safe_load(path.read_text()) if path.exists() else {}
-        salt = {"encryptionsalt": kept["encryptionsalt"]} if "encryptionsalt" in kept else {}
-        path.write_text(yaml.safe_dump(
-            {**salt, "config": config}))
+        keys = {key: kept[key] for key in ("encryptionsalt", "secretsprovider", "encryptedkey")
+                if key in kept}
+        path.write_text(yaml.safe_dump({**keys, "config": config}))
 
     def run(self, stack: str, operation: str, program: Path | None = None) -> EngineRun:
         """One operation through tests/support/engine_driver.py (`program`: another program
@@ -187,7 +203,7 @@ class EngineWorkspace:
         path.write_text(yaml.safe_dump({"config": config}))
         try:
             subprocess.run([str(Path(self.env["ENGINE_ROOT"]) / "bin" / "pulumi"), "stack",
-                            "init", stack, "--cwd", str(PROJECT_ROOT)],
+                            "init", stack, "--cwd", str(PROJECT_ROOT), *self.init_options()],
                            env={**os.environ, **self.env}, check=True, capture_output=True)
             yield path
         finally:
@@ -233,7 +249,7 @@ def freeze_state(stack: str, cluster: str) -> None:
         raise SystemExit("the pulumi engine is not installed: run `invoke engine` first")
     state, salt = ENGINE_STATE / f"{stack}.json", ENGINE_STATE / f"{stack}.encryptionsalt"
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
-        space = EngineWorkspace(fake, bin_dir)
+        space = EngineWorkspace(fake, bin_dir, secrets_provider=None)  # the salt is kept
         try:
             space.write_stack(stack, cluster)
             space.run(stack, "up")

@@ -170,7 +170,8 @@ def known_instances(deployment: dict[str, Any]) -> set[str]:
 
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 """What a user who set up nothing for pulumi does not have: `up -c` keeps the stack in the
-state folder's file backend with a generated passphrase."""
+state folder's file backend (its secrets under the workspace's fake Vault key, which
+RAY_GCP_SECRETS_PROVIDER names, as a team's key service would)."""
 
 
 def exported_stack(env: dict[str, str], stack: str) -> dict[str, Any]:

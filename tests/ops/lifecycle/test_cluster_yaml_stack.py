@@ -22,7 +22,8 @@ from ops.paths import passphrase_file
 from ops.stacks.stack import backend_env, stack_for_cluster_yaml
 
 MINIMAL = PROJECT_ROOT / "stacks" / "clusters" / "minimal.yaml"
-USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
+             "RAY_GCP_SECRETS_PROVIDER")
 
 
 @pytest.fixture

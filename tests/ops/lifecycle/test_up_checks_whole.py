@@ -39,7 +39,8 @@ pytestmark = pytest.mark.xdist_group("checkout-stacks")
 
 STACKS = PROJECT_ROOT / "stacks"
 MINIMAL = (STACKS / "clusters" / "minimal.yaml").read_text()
-USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
+             "RAY_GCP_SECRETS_PROVIDER")
 _CLUSTER_NAME = re.compile(r"^cluster_name: *(\S+) *$", re.MULTILINE)
 
 

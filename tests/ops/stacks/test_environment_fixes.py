@@ -20,11 +20,15 @@ import pytest
 
 from infra.ssh_keys import generate_key_pair
 from ops.errors import environment_fix, user_errors
+from tests.fakes.vault import FakeVault
 from tests.support.engine_stack import PROJECT_ROOT
 
 PASSPHRASE_FIX = "the passphrase does not open this stack's secrets"
 LOGIN_FIX = "pulumi has no backend to keep the stack's state in: run `pulumi login`"
 EXPIRED_FIX = "Google refused the credentials (expired or revoked)"
+NO_PASSPHRASE_FIX = ("the stack keeps its secrets under a passphrase and none was given: set "
+                     "PULUMI_CONFIG_PASSPHRASE")
+KEY_SERVICE_FIX = "the stack's secrets provider (the key service its stack file's"
 NO_ADC_FIX = "no Google credentials on this machine: run `gcloud auth application-default login`"
 
 
@@ -49,6 +53,33 @@ def test_the_engines_wrong_passphrase_error_is_the_passphrase_fix(engine_bin, tm
                        env={**backend, "PULUMI_CONFIG_PASSPHRASE": "wrong"})
     assert "incorrect passphrase" in said
     assert environment_fix(said).startswith(PASSPHRASE_FIX)
+
+
+def test_the_engines_missing_passphrase_error_is_the_passphrase_or_key_service_fix(
+        engine_bin, tmp_path):
+    (tmp_path / "state").mkdir()
+    said = engine_says(engine_bin, tmp_path, "stack", "init", "s",
+                       env={"PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}"})
+    assert "passphrase must be set" in said
+    assert environment_fix(said).startswith(NO_PASSPHRASE_FIX)
+
+
+def test_the_engines_refusals_from_a_key_service_are_the_key_service_fix(engine_bin, tmp_path):
+    backend = {"PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}"}
+    (tmp_path / "state").mkdir()
+    with FakeVault() as vault:
+        made = engine_says(engine_bin, tmp_path, "stack", "init", "s", "--secrets-provider",
+                           "hashivault://k", env={**backend, **vault.env()})
+        assert "Created stack" in made, made
+        refused = engine_says(engine_bin, tmp_path, "config", "set", "--secret", "a", "b",
+                              "-s", "s", env={**backend, **vault.env(),
+                                              "VAULT_SERVER_TOKEN": "not-issued"})
+        unset = engine_says(engine_bin, tmp_path, "config", "set", "--secret", "a", "b",
+                            "-s", "s", env=backend)
+    assert "permission denied" in refused
+    assert "VAULT_SERVER_URL" in unset
+    for said in (refused, unset):
+        assert environment_fix(said).startswith(KEY_SERVICE_FIX), said
 
 
 def test_the_engines_no_login_error_is_the_login_fix(engine_bin, tmp_path):

@@ -84,17 +84,34 @@ def installed_bin() -> Path | None:
 
 
 def pulumi_command() -> PulumiCommand:
-    """The CLI the lifecycle tasks drive: the pinned engine `invoke engine` installed, else
-    `pulumi` on PATH. The Automation API puts the CLI's folder first on the PATH it runs the
-    CLI with, so the engine finds the plugin scripts beside it either way."""
+    """The CLI the lifecycle tasks drive: the pinned engine `invoke engine` installed
+    (`pinned_command`), else `pulumi` on PATH. The Automation API puts the CLI's folder first
+    on the PATH it runs the CLI with, so the engine finds the plugin scripts beside it either
+    way."""
     from pulumi.automation import PulumiCommand
 
     installed = installed_bin()
     if installed is not None:
-        return PulumiCommand(root=str(installed.parent))
+        return pinned_command(installed.parent, pinned_version())
     if shutil.which("pulumi") is not None:
         return PulumiCommand()
     raise missing_cli()
+
+
+def pinned_command(root: Path, version: str) -> PulumiCommand:
+    """The engine installed under `root` (its CLI `bin/pulumi`) as the Automation API's
+    command, known to be `version`: `install_engine` stamped it so. The SDK's own constructor
+    asks the CLI (`pulumi version`, a process start and 0.13 CPU-s in every task); the
+    version is what the SDK reads (its minimum, its event-log transport), so it is given."""
+    from pulumi.automation import PulumiCommand
+    from semver import VersionInfo
+
+    class Pinned(PulumiCommand):
+        def __init__(self) -> None:  # the parent's would run `pulumi version`
+            self.command = str(root / "bin" / "pulumi")
+            self.version = VersionInfo.parse(version)
+
+    return Pinned()
 
 
 def runtime_env(project_dir: Path = PROJECT_ROOT) -> dict[str, str]:

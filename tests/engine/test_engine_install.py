@@ -182,3 +182,24 @@ def test_a_stack_the_backend_does_not_have_is_named_in_one_line(engine_bin, tmp_
     assert result.stderr.strip().splitlines() == [
         "error: no such stack 'minimal' in the backend: see `pulumi stack ls`, or create it "
         "with `up -s minimal`"]
+
+
+def test_a_task_drives_the_pinned_engine_without_asking_its_version(engine_bin, tmp_path,
+                                                                     monkeypatch):
+    """`pulumi_command` gives the Automation API the version `invoke engine` stamped, so no
+    task spends a `pulumi version` run on it; the CLI it then runs says that very version."""
+    from ops.engine import pulumi_command
+
+    calls = tmp_path / "calls"
+    root = tmp_path / "cache" / "ray-gcp-pulumi" / "engine" / PINNED
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "pulumi").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\nexec {engine_bin / "pulumi"} "$@"\n')
+    (root / "bin" / "pulumi").chmod(0o755)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    command = pulumi_command()
+    assert not calls.exists()
+    assert str(command.version) == PINNED
+    said = command.run(["version"], str(tmp_path), {"PULUMI_SKIP_UPDATE_CHECK": "true"})
+    assert said.stdout.strip() == f"v{PINNED}"
+    assert calls.read_text().split() == ["--non-interactive", "version"]

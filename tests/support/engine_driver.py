@@ -22,6 +22,7 @@ from typing import Any
 from pulumi import automation as auto
 from pulumi.automation.events import EngineEvent
 
+from ops.engine import pinned_command, pinned_version
 from ops.lifecycle.events import EventPrinter
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -35,8 +36,7 @@ def open_stack(workspace: Path, stack: str, program_file: Path = PROGRAM) -> aut
         work_dir=str(workspace / "project"),
         pulumi_home=settings["PULUMI_HOME"],
         env_vars=settings,
-        pulumi_command=auto.PulumiCommand(root=settings["ENGINE_ROOT"],
-                                          skip_version_check=False),
+        pulumi_command=pinned_command(Path(settings["ENGINE_ROOT"]), pinned_version()),
         secrets_provider=settings.get("RAY_GCP_SECRETS_PROVIDER"),
     )
     def program() -> None:

@@ -6,14 +6,18 @@ it once and state keeps it (the private half encrypted as a secret). No provider
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, Resource, ResourceProvider
 
 from infra.component_options import waits_for
 from infra.dynamic_types import MODULE, legacy_aliases
-from model.config import ClusterConfig, ConfigError, expand_local_path
+from model.config.errors import ConfigError
+from model.config.local_paths import expand_local_path
+
+if TYPE_CHECKING:
+    from model.config import ClusterConfig
 
 KEY_BITS = 3072
 

@@ -32,7 +32,16 @@ _HOMES = {
     "TpuNodeConfig": "node_config",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = [
+    "ClusterConfig",
+    "ComputeNodeConfig",
+    "ConfigError",
+    "NodeType",
+    "TpuNodeConfig",
+    "expand_local_path",
+    "load_cluster_config",
+    "parse_cluster_config",
+]
 
 
 def __getattr__(name: str) -> Any:

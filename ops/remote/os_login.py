@@ -222,6 +222,7 @@ class Profile:
     def _call(self, what: str, request: Any, missing_ok: bool = False) -> dict[str, Any]:
         from google.auth.exceptions import GoogleAuthError
         from googleapiclient.errors import HttpError
+        from httplib2 import HttpLib2Error
 
         try:
             return request.execute() or {}
@@ -234,8 +235,19 @@ class Profile:
         except GoogleAuthError as exc:
             raise OpsError(f"OS Login needs your Google credentials: run `gcloud auth "
                            f"application-default login` ({exc})") from None
-        except OSError as exc:
-            raise OpsError(f"cannot reach the OS Login API: {exc}") from None
+        except (OSError, HttpLib2Error) as exc:  # httplib2's own: a name that does not resolve
+            raise OpsError(f"cannot reach the OS Login API ({exc}): {_unreachable_fix()}") \
+                from None
+
+
+def _unreachable_fix() -> str:
+    """What to check when the OS Login API cannot be reached: the endpoint the user set, else
+    the network between here and Google."""
+    endpoint = os.environ.get(ENDPOINT_ENV)
+    if endpoint:
+        return f"{ENDPOINT_ENV}={endpoint} names it: fix or unset it"
+    return ("check this machine's network and proxy (HTTPS_PROXY) to oslogin.googleapis.com, "
+            "then run again")
 
 
 def _service() -> Any:

@@ -274,3 +274,15 @@ def test_your_key_in_the_profile_without_a_posix_account_here_is_imported_for_th
     result = stack.invoke("exec", "whoami")
     assert (result.returncode, result.stdout) == (0, f"{vm.sshd.user}\n"), result.stderr
     assert "test-project" in vm.fake.projects[ACCOUNT]
+
+
+def test_an_os_login_api_this_machine_cannot_reach_is_one_line_naming_the_setting(stack, vm):
+    """A name that never resolves (RFC 2606's `.invalid`): httplib2, under the API client,
+    raises its own ServerNotFoundError, not an OSError."""
+    stack.env[ENDPOINT_ENV] = "oslogin.nowhere.invalid:80"
+    result = stack.invoke("exec", "true")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: cannot reach the OS Login API (Unable to find the server at "
+                           "oslogin.nowhere.invalid)"), line
+    assert f"{ENDPOINT_ENV}=oslogin.nowhere.invalid:80" in line and "a bug" not in line

@@ -35,6 +35,7 @@ from ops.stacks.stack import (
     stack_file_path,
     stack_for_cluster_yaml,
 )
+from ops.stacks.torn_read import reading_again
 
 Operation = Literal["up", "preview", "destroy", "refresh"]
 POLICY_PACK = PROJECT_ROOT / "policy" / "analyzer"
@@ -192,10 +193,14 @@ def run_operation(
             with _mandatory_violations(printer, name, "the policy pack's messages are above"):
                 actions[operation](on_event=printer, **options)
 
+    def again() -> None:  # a read of the state that met another run writing it
+        reading_again(attempt, out)
+
     if operation == "preview":  # it takes no lock
-        attempt()
+        again()
     else:
-        queue_behind_lock(name, operation, attempt, out)
+        queue_behind_lock(name, operation, again, out)
+
 
 
 def _judge_offline(name: str, findings: list[dict[str, str]], out: TextIO) -> None:

@@ -46,6 +46,7 @@ from model.stack_config import (
 from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
 from ops.stacks.kept_outputs import kept_outputs
+from ops.stacks.torn_read import reading_again
 from ops.paths import (
     BACKEND_ENV,
     PASSPHRASE_ENV,
@@ -367,8 +368,8 @@ def select_stack(name: str, create: bool = False) -> AutomationStack:
                                          secrets_provider=provider)
     opener = auto.create_or_select_stack if create else auto.select_stack
     try:
-        return opener(stack_name=name, project_name=PROJECT_NAME, program=_program,
-                      opts=options)
+        return reading_again(lambda: opener(stack_name=name, project_name=PROJECT_NAME,
+                                            program=_program, opts=options))
     except auto.StackNotFoundError:
         raise _no_such_stack(name) from None
     except auto.StackAlreadyExistsError:  # another run created it since this one looked

@@ -1,0 +1,54 @@
+"""A task that reads a stack's state on the file backend while another run writes it reads it
+again, saying so, instead of failing: the file backend rewrites each state file's `.attrs`
+sidecar in place, so such a reader can meet it empty, and the pinned CLI then says "failed to
+load checkpoint: EOF" (seen in `test_engine_killed_half_way.py`'s two first ups). Here the
+sidecar is left empty, as a writer leaves it mid-write, until the task says it reads again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from ops.stacks.torn_read import SAID
+from tests.fakes.compute import FakeComputeServer, Faults
+from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace
+
+# Writes a stack file into the checkout's stacks/: with the other such tests, on one worker.
+pytestmark = pytest.mark.xdist_group("checkout-stacks")
+
+STACK = "engine-torn-read"
+AGAIN = SAID
+
+
+def test_a_state_read_meeting_a_write_in_progress_is_read_again(engine_bin, tmp_path) -> None:
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, engine_bin, root=tmp_path)
+        with space.repo_stack(STACK, {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}):
+            (sidecar,) = (tmp_path / "state" / ".pulumi" / "stacks").glob(f"*/{STACK}.json.attrs")
+            kept = sidecar.read_bytes()
+            sidecar.write_bytes(b"")
+            task = subprocess.Popen([sys.executable, "-m", "invoke", "refresh", "-s", STACK],
+                                    cwd=PROJECT_ROOT, env={**os.environ, **space.env},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            said: list[str] = []
+
+            def watch() -> None:
+                assert task.stdout is not None
+                for line in task.stdout:
+                    said.append(line)
+                    if line.strip() == AGAIN:
+                        sidecar.write_bytes(kept)  # the writer finished
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            assert task.stderr is not None
+            errors = task.stderr.read()
+            task.wait(timeout=600)
+            watcher.join()
+    assert task.returncode == 0, "".join(said)[-3000:] + errors[-3000:]
+    assert [line.strip() for line in said].count(AGAIN) == 1, said
+    assert "summary: " in "".join(said)

@@ -202,7 +202,6 @@ def run_operation(
         queue_behind_lock(name, operation, again, out)
 
 
-
 def _judge_offline(name: str, findings: list[dict[str, str]], out: TextIO) -> None:
     """The rules the engine's preview could not run (a new stack's node labels and pinned
     WorkerGroup bodies wait on values made during the up; the engine would judge them only

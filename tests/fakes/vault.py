@@ -26,11 +26,13 @@ import json
 import os
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from tests.fakes.compute.json_server import JsonServer
 
 PREFIX = "vault:v1:"
 
@@ -50,27 +52,40 @@ class FakeVault:
         self.keys: dict[str, bytes] = {}
         self.calls: list[tuple[str, str]] = []
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._server = JsonServer(self._serve)
 
     @property
     def address(self) -> str:
-        host, port = self._http.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self._server.endpoint}"
 
     def env(self) -> dict[str, str]:
         """The environment pulumi's hashivault provider reads."""
         return {"VAULT_SERVER_URL": self.address, "VAULT_SERVER_TOKEN": self.token}
 
     def __enter__(self) -> FakeVault:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self._server.stop()
+
+    def _serve(self, verb: str, path: str, query: dict[str, str], raw: bytes,
+               headers: Message) -> tuple[int, Any]:
+        token = headers.get("X-Vault-Token")
+        bearer = headers.get("Authorization", "")
+        if token is None and bearer.startswith("Bearer "):
+            token = bearer[len("Bearer "):]
+        try:
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:
+                raise VaultError(400, "failed to parse JSON input") from None
+            data = self.answer(verb, path, token, body if isinstance(body, dict) else {})
+        except VaultError as error:
+            return error.status, {"errors": [str(error)]}
+        return 200, {"request_id": secrets.token_hex(8), "lease_id": "", "renewable": False,
+                     "lease_duration": 0, "data": data, "wrap_info": None, "warnings": None,
+                     "auth": None}
 
     def answer(self, method: str, path: str, token: str | None, body: dict[str, Any]
                ) -> dict[str, Any]:
@@ -107,42 +122,6 @@ class FakeVault:
                 raise VaultError(400, "cipher: message authentication failed") from None
             self.calls.append((operation, name))
             return {"plaintext": base64.b64encode(plain).decode()}
-
-
-def _handler(vault: FakeVault) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            token = self.headers.get("X-Vault-Token")
-            bearer = self.headers.get("Authorization", "")
-            if token is None and bearer.startswith("Bearer "):
-                token = bearer[len("Bearer "):]
-            try:
-                try:
-                    body = json.loads(raw) if raw else {}
-                except ValueError:
-                    raise VaultError(400, "failed to parse JSON input") from None
-                data = vault.answer(self.command, self.path.split("?")[0], token,
-                                    body if isinstance(body, dict) else {})
-                status, payload = 200, {"request_id": secrets.token_hex(8), "lease_id": "",
-                                        "renewable": False, "lease_duration": 0, "data": data,
-                                        "wrap_info": None, "warnings": None, "auth": None}
-            except VaultError as error:
-                status, payload = error.status, {"errors": [str(error)]}
-            sent = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(sent)))
-            self.end_headers()
-            self.wfile.write(sent)
-
-        do_POST = do_PUT = do_GET = do_DELETE = _serve
-
-    return Handler
 
 
 _shared: FakeVault | None = None

@@ -1,6 +1,6 @@
 """A small JSON-over-HTTP server on 127.0.0.1 for the fakes that answer in a few routes (the
-OAuth token endpoint, OS Login): `answer(verb, path, query, body bytes, headers)` gives the
-status and the JSON payload."""
+OAuth token endpoint, OS Login, Vault's transit engine): `answer(verb, path, query, body bytes,
+headers)` gives the status and the JSON payload."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ class JsonServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 self._serve("POST")
+
+            def do_PUT(self) -> None:  # noqa: N802
+                self._serve("PUT")
 
             def do_PATCH(self) -> None:  # noqa: N802
                 self._serve("PATCH")

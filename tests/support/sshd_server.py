@@ -55,6 +55,7 @@ class LocalSshd:
         `port` (a free one by default); `user_key`: another sshd's, so one key logs in to
         all of them."""
         self.workdir = workdir
+        self.chosen_port = port
         self.port = port or free_port()
         self.addresses = addresses
         self.user = getpass.getuser()
@@ -62,17 +63,22 @@ class LocalSshd:
         self.user_key = user_key or keygen(workdir / "user_ed25519")
         (workdir / "authorized_keys").write_text(Path(f"{self.user_key}.pub").read_text())
         self.config = workdir / "sshd_config"
+        self.set_env = set_env
+        self.keys_lines = keys_lines
+        self._write_config()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _write_config(self) -> None:
         # one line: sshd keeps the first SetEnv it reads
-        set_env_lines = (
-            ["SetEnv " + " ".join(f'"{k}={v}"' for k, v in set_env.items())] if set_env else []
-        )
+        set_env_lines = (["SetEnv " + " ".join(f'"{k}={v}"' for k, v in self.set_env.items())]
+                         if self.set_env else [])
         self.config.write_text(
             "\n".join([
                 f"Port {self.port}",
                 *(f"ListenAddress {address}" for address in self.addresses),
                 f"HostKey {self.host_key}",
-                f"PidFile {workdir / 'sshd.pid'}",
-                *(keys_lines or [f"AuthorizedKeysFile {workdir / 'authorized_keys'}"]),
+                f"PidFile {self.workdir / 'sshd.pid'}",
+                *(self.keys_lines or [f"AuthorizedKeysFile {self.workdir / 'authorized_keys'}"]),
                 "StrictModes no",
                 "UsePAM no",
                 "PermitRootLogin prohibit-password",
@@ -90,33 +96,50 @@ class LocalSshd:
                 "",
             ])
         )
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def private_key(self) -> str:
         return self.user_key.read_text()
 
     def start(self) -> LocalSshd:
+        """sshd started and listening on each address; ready when its log says so, not when a
+        connection to the port succeeds: a port taken meanwhile by another worker's server
+        answers that too, while ours exits on "Address already in use" (its tests then met
+        that server's host key). Then a free port again, when the test chose none."""
         if os.geteuid() == 0:
             # privilege separation dir: packages create it at boot, containers often lack it
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        for _ in range(5):
+            if self._listening():
+                return self
+            self.port = free_port()
+            self._write_config()
+        raise RuntimeError(f"sshd found no free port: {self._log()}")
+
+    def _log(self) -> str:
+        return (self.workdir / "sshd.log").read_text(errors="replace")
+
+    def _listening(self) -> bool:
+        """Whether this launch listens; False when its port was taken and another may be
+        tried."""
         self.process = subprocess.Popen(
             [SSHD, "-D", "-e", "-f", str(self.config)],
             stdout=subprocess.DEVNULL,
             stderr=(self.workdir / "sshd.log").open("wb"),
         )
+        said = [f"Server listening on {address} port {self.port}." for address in self.addresses]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
+            log = self._log()
             if self.process.poll() is not None:
-                log = (self.workdir / "sshd.log").read_text()
+                if "Address already in use" in log and self.chosen_port is None:
+                    return False
                 raise RuntimeError(f"sshd exited with {self.process.returncode}: {log}")
-            try:
-                socket.create_connection((self.addresses[0], self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
+            if all(line in log for line in said):
+                return True
+            time.sleep(0.05)
         self.stop()
-        raise RuntimeError("sshd did not start listening")
+        raise RuntimeError(f"sshd did not start listening: {self._log()}")
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

@@ -19,16 +19,16 @@ from model.config.local_paths import expand_local_path
 if TYPE_CHECKING:
     from model.config import ClusterConfig
 
-KEY_BITS = 3072
-
-
 def generate_key_pair() -> tuple[str, str]:
-    """(private key in OpenSSH PEM, public key `ssh-rsa AAAA...`)."""
+    """(private key in OpenSSH format, public key `ssh-ed25519 AAAA...`). Ed25519: what
+    `ssh-keygen` makes by default (OpenSSH 9.5), accepted by GCE's `ssh-keys` metadata, OS
+    Login and the guest agent; made in microseconds where an RSA key of 3072 bits took the
+    provider 0.2-1.5 CPU-seconds. A stack made before keeps the RSA key its state holds."""
     # cryptography is imported where keys are made or read: a plan never needs it.
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+    key = ed25519.Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.OpenSSH,
@@ -70,7 +70,7 @@ class _KeyPairProvider(ResourceProvider):
 
 
 class GeneratedKeyPair(Resource, module=MODULE, name="GeneratedKeyPair"):
-    """An RSA key pair created once; `private_key` is a secret output."""
+    """An Ed25519 key pair created once; `private_key` is a secret output."""
 
     public_key: pulumi.Output[str]
     private_key: pulumi.Output[str]
@@ -153,6 +153,6 @@ def _public_key_of_file(private_key_text: str, path: str) -> str:
 
 
 def ssh_keys_entry(user: str, public_key: str) -> str:
-    """GCE's `ssh-keys` metadata line: `user:ssh-rsa AAAA... user`."""
+    """GCE's `ssh-keys` metadata line: `user:ssh-ed25519 AAAA... user`."""
     kind, body = public_key.split()[:2]
     return f"{user}:{kind} {body} {user}"

@@ -252,7 +252,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if "comment" in inputs:  # the generated SSH key pair
             return {
                 **inputs,
-                "public_key": f"ssh-rsa AAAAplanned{name} {inputs['comment']}",
+                "public_key": f"ssh-ed25519 AAAAplanned{name} {inputs['comment']}",
                 "private_key": PLANNED_PRIVATE_KEY,
             }
         if "wait_minutes" in inputs:  # a queued TPU slice, once GCP has filled it

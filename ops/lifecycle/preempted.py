@@ -110,10 +110,11 @@ class UpStack(Protocol):
 def up_replacing_reclaimed(
     stack: UpStack, on_event: Callable[..., None], out: TextIO, api_endpoint: str | None = None,
     up_options: Mapping[str, Any] | None = None, deployment: Mapping[str, Any] | None = None,
-) -> list[str]:
+) -> UpDone:
     """One up that refreshes first, with every reclaimed TPU slice replaced (and `up_options`,
-    e.g. the policy pack, passed on); the replaced URNs. `deployment`: the stack's state as
-    the caller just exported it (else it is exported here)."""
+    e.g. the policy pack, passed on): the replaced URNs and the stack's outputs after it.
+    `deployment`: the stack's state as the caller just exported it (else it is exported
+    here)."""
     if deployment is None:
         deployment = stack.export_stack().deployment
     slices = kept_slices(deployment)
@@ -143,11 +144,26 @@ def up_replacing_reclaimed(
                  **(up_options or {}))
         targets = [urn.replace(LEGACY_QUEUED_SLICE_URN_TYPES, QUEUED_SLICE_URN_TYPES)
                    for urn in targets]
-        stack.up(on_event=on_event, replace=targets or None, **(up_options or {}))
-        return targets
-    stack.up(on_event=on_event, replace=targets or None, refresh=True, run_program=True,
-             **(up_options or {}))
-    return targets
+        result = stack.up(on_event=on_event, replace=targets or None, **(up_options or {}))
+        return UpDone(targets, plain_outputs(result))
+    result = stack.up(on_event=on_event, replace=targets or None, refresh=True,
+                      run_program=True, **(up_options or {}))
+    return UpDone(targets, plain_outputs(result))
+
+
+@dataclass(frozen=True)
+class UpDone:
+    replaced: list[str]
+    """The reclaimed slices' URNs the up replaced."""
+    outputs: dict[str, Any]
+    """The stack's outputs as the up left them, secrets in the clear (in memory only)."""
+
+
+def plain_outputs(result: Any) -> dict[str, Any]:
+    """An Automation API UpResult's outputs as `pulumi stack output --json --show-secrets`
+    prints them: the API read them so (and the secret ones with `--show-secrets`) at the end
+    of its up."""
+    return {key: output.value for key, output in result.outputs.items()}
 
 
 def _api_errors() -> tuple[type[Exception], ...]:

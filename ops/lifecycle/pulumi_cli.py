@@ -89,7 +89,7 @@ def up(stack: str | None, restart_only: bool, no_restart: bool,
     chosen = choose(stack, cluster_yaml, "up")
     run_operation(chosen, "up", checked=checked)
     try:
-        outputs = Stack.of(chosen.name).outputs
+        outputs = chosen.outputs
     except OpsError as exc:
         print(f"the up is done, but its outputs could not be read: {exc}", flush=True)
         return
@@ -161,10 +161,14 @@ def run_operation(
     printer = EventPrinter(out)
     print(f"{operation} stack {name!r}", file=out, flush=True)
     state: dict[str, Any] = {}
+
+    def up(on_event: EventPrinter, **up_options: Any) -> None:
+        done = up_replacing_reclaimed(automation_stack, on_event, out, up_options=up_options,
+                                      deployment=state.get("deployment"))
+        chosen.keep_outputs(done.outputs)  # what the up returned: not read back by the CLI
+
     actions = {
-        "up": lambda on_event, **up_options: up_replacing_reclaimed(
-            automation_stack, on_event, out, up_options=up_options,
-            deployment=state.get("deployment")),
+        "up": up,
         "preview": automation_stack.preview,
         "destroy": automation_stack.destroy,
         "refresh": automation_stack.refresh,

@@ -446,13 +446,14 @@ def load_outputs(stack: str | None = None) -> StackOutputs:
     return Stack.choose(stack).outputs
 
 
-def _outputs_of(name: str) -> StackOutputs:
+def _outputs_of(name: str, returned: dict[str, Any] | None = None) -> StackOutputs:
+    """`returned`: what an engine run just returned, kept instead of read from the CLI."""
     source = os.environ.get(OUTPUTS_ENV)
     if source:
         return parse_outputs(name, _read_outputs_file(name, Path(source)))
     env = {**os.environ, **backend_env(name)}
-    return parse_outputs(name, kept_outputs(PROJECT_NAME, name, env,
-                                            lambda: pulumi_outputs(name, env)))
+    read = (lambda: returned) if returned is not None else (lambda: pulumi_outputs(name, env))
+    return parse_outputs(name, kept_outputs(PROJECT_NAME, name, env, read))
 
 
 def stack_settings(stack: str, root: Path = PROJECT_ROOT) -> dict[str, str]:
@@ -652,8 +653,17 @@ class Stack:
 
     @cached_property
     def outputs(self) -> StackOutputs:
-        """The deployed stack's outputs (from pulumi, or $RAY_GCP_STACK_OUTPUTS)."""
-        return _outputs_of(self.name)
+        """The deployed stack's outputs (from pulumi, or $RAY_GCP_STACK_OUTPUTS): those an
+        operation of this task just returned (`keep_outputs`), else read."""
+        return _outputs_of(self.name, self.__dict__.get("_returned_outputs"))
+
+    def keep_outputs(self, returned: dict[str, Any]) -> None:
+        """The outputs an engine run of this task returned (an up's), plain: `outputs` is
+        these from now on, and the outputs keeper keeps them for the next task, where
+        reading them back would run the CLI once more (a third of a CPU-second, after the
+        Automation API's own two reads)."""
+        self.__dict__.pop("outputs", None)
+        self.__dict__["_returned_outputs"] = returned
 
     def automation(self, create: bool = False) -> AutomationStack:
         """The Automation API's handle on the stack (`select_stack`; made first if `create`

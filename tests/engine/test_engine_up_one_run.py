@@ -95,6 +95,10 @@ def test_invoke_up_refreshes_and_updates_in_one_engine_run(logged: Logged) -> No
     again = logged.up()  # nothing changed: still one run, one plugin start
     assert len(engine_runs(again)) == 1, again
     assert len([line for line in again if line.startswith(DYNAMIC_PLUGIN)]) == 1, again
+    # The outputs are read once with their secrets, by the Automation API at the up's end;
+    # the up's summary and the next task take those, not a read of their own.
+    assert len([line for line in again if "stack output" in line and "--show-secrets" in line
+                ]) == 1, again
 
     # Compute is called over REST (infra/workers/compute_rest.py): no process of the ups, nor
     # `invoke status`, pays google-cloud-compute's import (every service client, 1.5-2 s).

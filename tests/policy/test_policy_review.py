@@ -145,8 +145,9 @@ def test_the_up_passes_the_policy_pack_on_to_the_automation_api():
         def get_all_config(self) -> dict[str, SimpleNamespace]:
             return {}
 
-        def up(self, **kwargs: object) -> None:
+        def up(self, **kwargs: object) -> SimpleNamespace:
             self.up_kwargs = kwargs
+            return SimpleNamespace(outputs={})  # an UpResult with no outputs
 
     stack = NoSlicesStack()
     options = {"policy_packs": ["policy"], "policy_pack_configs": ["p.json"]}

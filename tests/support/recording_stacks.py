@@ -19,8 +19,9 @@ class RecordingStack:
     def export_stack(self) -> SimpleNamespace:
         return SimpleNamespace(deployment={"resources": []})  # no TPU slice to ask about
 
-    def up(self, **kwargs: Any) -> None:
+    def up(self, **kwargs: Any) -> SimpleNamespace:
         self.calls.append(("up", kwargs))
+        return SimpleNamespace(outputs={})  # an UpResult with no outputs
 
 
 class ExportedStateStack:
@@ -39,7 +40,8 @@ class ExportedStateStack:
         return {"ray-gcp:cluster": SimpleNamespace(value="stacks/clusters/tpu.yaml")}
 
     def up(self, *, on_event: Any, replace: list[str] | None, refresh: bool | None = None,
-           run_program: bool | None = None) -> None:
+           run_program: bool | None = None) -> SimpleNamespace:
         """An up that refreshes each resource as the program registers it is `up --refresh`."""
         self.calls.append("up --refresh" if refresh and run_program else "up")
         self.replaced = replace
+        return SimpleNamespace(outputs={})  # an UpResult with no outputs

@@ -51,7 +51,8 @@ def test_preempted_and_vanished_slices_are_replaced_in_the_same_up(fake):
     fake.cloud.preempt_node(preempted["project"], preempted["zone"], preempted["name"])
     stack, out = ExportedStateStack(exported_state(run)), io.StringIO()
 
-    replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
+    replaced = up_replacing_reclaimed(stack, lambda event: None, out,
+                                      api_endpoint=fake.endpoint).replaced
 
     assert stack.calls == ["export", "up --refresh"], "one up, which refreshes first"
     assert stack.replaced == replaced == [run.urns[slices[1].name], run.urns[slices[-1].name]]
@@ -66,7 +67,7 @@ def test_nothing_is_replaced_while_every_slice_is_ready(fake):
         start(fake, vm.inputs)
     stack = ExportedStateStack(exported_state(run))
     assert up_replacing_reclaimed(stack, lambda event: None, io.StringIO(),
-                                  api_endpoint=fake.endpoint) == []
+                                  api_endpoint=fake.endpoint).replaced == []
     assert stack.replaced is None
 
 

@@ -255,7 +255,8 @@ def test_invoke_up_replaces_a_queued_slice_whose_node_gcp_reclaimed(fake, record
     fake.queued.reclaim(where["project"], where["zone"], reclaimed.inputs["name"])
     stack, out = ExportedStateStack(state), io.StringIO()
 
-    replaced = up_replacing_reclaimed(stack, lambda event: None, out, api_endpoint=fake.endpoint)
+    replaced = up_replacing_reclaimed(stack, lambda event: None, out,
+                                      api_endpoint=fake.endpoint).replaced
 
     assert replaced == stack.replaced == [run.urns[reclaimed.name]]
     assert stack.calls == ["export", "up --refresh"] + ["up"] * (recorded_type == LEGACY)

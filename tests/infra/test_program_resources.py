@@ -156,7 +156,8 @@ def test_gpu_types_map_accelerators_scheduling_and_keep_user_metadata():
     assert worker["scheduling"] == {"preemptible": True, "onHostMaintenance": "TERMINATE"}
     items = {i["key"]: i["value"] for i in worker["metadata"]["items"]}
     assert items["install-nvidia-driver"] == "True"
-    assert items["ssh-keys"].startswith("ubuntu:ssh-ed25519 ") and items["ssh-keys"].endswith(" ubuntu")
+    assert items["ssh-keys"].startswith("ubuntu:ssh-ed25519 ")
+    assert items["ssh-keys"].endswith(" ubuntu")
 
 
 @pytest.mark.parametrize("stack", ["full", "tpu"])

@@ -1,6 +1,6 @@
-"""The task's side of the outputs keeper (ops.stacks.outputs_keeper holds them and says the protocol):
-a stack's outputs from the keeper while its state is unchanged, else from the pulumi CLI,
-handed to the keeper after.
+"""The task's side of the outputs keeper (ops.stacks.outputs_keeper holds them and says the
+protocol): a stack's outputs from the keeper while its state is unchanged, else from the pulumi
+CLI, handed to the keeper after.
 
 An answer is filed in a slot named for the project folder, the backend URL, the stack and how
 its secrets are unlocked (the passphrase, or its file's path and identity: digested, never
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from model.stack_config import StateDirError
+from ops.errors import OpsError
+from ops.paths import BACKEND_ENV, PASSPHRASE_ENV, PASSPHRASE_FILE_ENV, keeper_dir
 from ops.stacks.background import PROJECT_ROOT, idle_seconds, request_line, start_detached
 from ops.stacks.checkpoint import digest, state_identity
-from ops.errors import OpsError
 from ops.stacks.outputs_keeper import SOCKET_NAME
-from ops.paths import BACKEND_ENV, PASSPHRASE_ENV, PASSPHRASE_FILE_ENV, keeper_dir
 
 
 def _passphrase_file(env: Mapping[str, str]) -> list[Any]:
@@ -81,8 +81,9 @@ def kept_outputs(project: str, stack: str, env: Mapping[str, str],
         return answer["outputs"]
     outputs = read()
     if answer is None or ask(path, {"put": slot, "key": key, "outputs": outputs}) is None:
-        start_detached("ops.stacks.outputs_keeper", {"folder": str(path.parent), "idle_seconds": idle,
-                                              "slot": slot, "key": key, "outputs": outputs})
+        start_detached("ops.stacks.outputs_keeper",
+                       {"folder": str(path.parent), "idle_seconds": idle,
+                        "slot": slot, "key": key, "outputs": outputs})
     return outputs
 
 

@@ -3,10 +3,10 @@
 Every task chooses its stack here (`Stack.choose`: --stack, $PULUMI_STACK, the outputs file's name,
 else the only stack of the project folder; never pulumi's "selected" stack, which a bare `down`
 would otherwise delete unasked) and hands the one `Stack` down; the stack file is read once, the
-cluster YAML and the outputs when first asked for. The outputs come from one pulumi CLI run, or from
-the outputs keeper while the stack's state is unchanged (ops.stacks.kept_outputs), or in test/offline mode
-from JSON named by $RAY_GCP_STACK_OUTPUTS: a file holding one stack's outputs, or a directory of
-`<stack>.json`. The pulumi CLI check is here too: reading outputs
+cluster YAML and the outputs when first asked for. The outputs come from one pulumi CLI run, or
+from the outputs keeper while the stack's state is unchanged (ops.stacks.kept_outputs), or in
+test/offline mode from JSON named by $RAY_GCP_STACK_OUTPUTS: a file holding one stack's
+outputs, or a directory of `<stack>.json`. The pulumi CLI check is here too: reading outputs
 needs it. `stack_credentials` is the one identity of every day-two Google call (the YAML's
 gcp_credentials, else ADC). A cluster YAML given to a task (`-c`) names its stack too
 (`stack_for_cluster_yaml`): its cluster_name. Where a stack's file is: `.ray-gcp/stacks/` of the
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -45,8 +46,6 @@ from model.stack_config import (
 )
 from ops.engine import has_cli, installed_bin, missing_cli, pulumi_command, runtime_env
 from ops.errors import OpsError
-from ops.stacks.kept_outputs import kept_outputs
-from ops.stacks.torn_read import reading_again
 from ops.paths import (
     BACKEND_ENV,
     PASSPHRASE_ENV,
@@ -59,6 +58,8 @@ from ops.paths import (
     uses_local_backend,
     write_new_file,
 )
+from ops.stacks.kept_outputs import kept_outputs
+from ops.stacks.torn_read import reading_again
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack as AutomationStack
@@ -394,22 +395,28 @@ def pulumi_outputs(name: str, env: dict[str, str]) -> dict[str, Any]:
     One `pulumi stack output --json --show-secrets` run, where the Automation API's
     `select_stack(name).outputs()` runs the CLI four times (its version check, `stack select`,
     and the outputs with and without secrets): every day-two task reads the outputs, and
-    `invoke exec` over a warm connection would spend most of its time there. `env`: the
-    environment with `backend_env(name)` in it."""
+    `invoke exec` over a warm connection would spend most of its time there. A run that met
+    another writing the state is run again (`reading_again`), said on stderr: the task's
+    stdout may be what a script reads (`status --json`). `env`: the environment with
+    `backend_env(name)` in it."""
     require_cli()
     installed = installed_bin()
     cli = str(installed / "pulumi") if installed is not None else "pulumi"
-    done = subprocess.run(
-        [cli, "stack", "output", "--json", "--show-secrets", "--non-interactive",
-         "--stack", name],
-        cwd=engine_workspace(name), env=env, capture_output=True,
-        text=True, check=False)
-    if done.returncode != 0:
-        if "no stack named" in done.stderr:
-            raise _no_such_stack(name)
-        raise OpsError(f"pulumi cannot read the outputs of stack {name!r}: "
-                       f"{_cli_reason(done.stderr)}")
-    return json.loads(done.stdout or "{}")
+
+    def read() -> dict[str, Any]:
+        done = subprocess.run(
+            [cli, "stack", "output", "--json", "--show-secrets", "--non-interactive",
+             "--stack", name],
+            cwd=engine_workspace(name), env=env, capture_output=True,
+            text=True, check=False)
+        if done.returncode != 0:
+            if "no stack named" in done.stderr:
+                raise _no_such_stack(name)
+            raise OpsError(f"pulumi cannot read the outputs of stack {name!r}: "
+                           f"{_cli_reason(done.stderr)}")
+        return json.loads(done.stdout or "{}")
+
+    return reading_again(read, sys.stderr)
 
 
 def resolve_stack_name(stack: str | None, require_file: bool = False) -> str:

@@ -52,3 +52,39 @@ def test_a_state_read_meeting_a_write_in_progress_is_read_again(engine_bin, tmp_
     assert task.returncode == 0, "".join(said)[-3000:] + errors[-3000:]
     assert [line.strip() for line in said].count(AGAIN) == 1, said
     assert "summary: " in "".join(said)
+
+
+def test_a_tasks_read_of_the_outputs_meeting_a_write_in_progress_is_read_again(
+        engine_bin, tmp_path) -> None:
+    """A day-two task's read of the outputs (`pulumi stack output`, no keeper) meets the state
+    mid-write: it says so on stderr (stdout may be a script's JSON) and reads again, here to
+    find a stack nothing deployed yet."""
+    with FakeComputeServer(Faults(operation_s=0.0)) as fake:
+        space = EngineWorkspace(fake, engine_bin, root=tmp_path)
+        with space.repo_stack(STACK, {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}):
+            (sidecar,) = (tmp_path / "state" / ".pulumi" / "stacks").glob(f"*/{STACK}.json.attrs")
+            kept = sidecar.read_bytes()
+            sidecar.write_bytes(b"")
+            task = subprocess.Popen([sys.executable, "-m", "invoke", "get-head-ip", "-s", STACK],
+                                    cwd=PROJECT_ROOT,
+                                    env={**os.environ, **space.env, "RAY_GCP_SSH_PERSIST": "0"},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            said: list[str] = []
+
+            def watch() -> None:
+                assert task.stderr is not None
+                for line in task.stderr:
+                    said.append(line)
+                    if line.strip() == AGAIN:
+                        sidecar.write_bytes(kept)  # the writer finished
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            assert task.stdout is not None
+            printed = task.stdout.read()
+            task.wait(timeout=600)
+            watcher.join()
+    assert [line.strip() for line in said].count(AGAIN) == 1, said
+    assert AGAIN not in printed
+    # read through: the stack has no outputs yet, and the task says so in one line
+    assert task.returncode != 0 and "deploy it first" in said[-1], said

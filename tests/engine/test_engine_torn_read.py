@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -24,32 +25,43 @@ STACK = "engine-torn-read"
 AGAIN = SAID
 
 
+def torn_task(space: EngineWorkspace, state: Path, args: list[str], said_on: str,
+              env: dict[str, str] | None = None) -> tuple[int, list[str], str]:
+    """`invoke ARGS` on the stack, started while its state's `.attrs` sidecar is empty, as a
+    writer leaves it mid-write; the sidecar written back when the task says, on `said_on`
+    (stdout or stderr), that it reads again. Its exit code, the lines it said there, and the
+    other stream."""
+    (sidecar,) = (state / ".pulumi" / "stacks").glob(f"*/{STACK}.json.attrs")
+    kept = sidecar.read_bytes()
+    sidecar.write_bytes(b"")
+    task = subprocess.Popen([sys.executable, "-m", "invoke", *args, "-s", STACK],
+                            cwd=PROJECT_ROOT, env={**os.environ, **space.env, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watched, other = (task.stdout, task.stderr) if said_on == "stdout" else (task.stderr,
+                                                                           task.stdout)
+    assert watched is not None and other is not None
+    said: list[str] = []
+
+    def watch() -> None:
+        for line in watched:
+            said.append(line)
+            if line.strip() == AGAIN:
+                sidecar.write_bytes(kept)  # the writer finished
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    rest = other.read()
+    task.wait(timeout=600)
+    watcher.join()
+    return task.returncode, said, rest
+
+
 def test_a_state_read_meeting_a_write_in_progress_is_read_again(engine_bin, tmp_path) -> None:
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, engine_bin, root=tmp_path)
         with space.repo_stack(STACK, {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}):
-            (sidecar,) = (tmp_path / "state" / ".pulumi" / "stacks").glob(f"*/{STACK}.json.attrs")
-            kept = sidecar.read_bytes()
-            sidecar.write_bytes(b"")
-            task = subprocess.Popen([sys.executable, "-m", "invoke", "refresh", "-s", STACK],
-                                    cwd=PROJECT_ROOT, env={**os.environ, **space.env},
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            said: list[str] = []
-
-            def watch() -> None:
-                assert task.stdout is not None
-                for line in task.stdout:
-                    said.append(line)
-                    if line.strip() == AGAIN:
-                        sidecar.write_bytes(kept)  # the writer finished
-
-            watcher = threading.Thread(target=watch)
-            watcher.start()
-            assert task.stderr is not None
-            errors = task.stderr.read()
-            task.wait(timeout=600)
-            watcher.join()
-    assert task.returncode == 0, "".join(said)[-3000:] + errors[-3000:]
+            code, said, errors = torn_task(space, tmp_path / "state", ["refresh"], "stdout")
+    assert code == 0, "".join(said)[-3000:] + errors[-3000:]
     assert [line.strip() for line in said].count(AGAIN) == 1, said
     assert "summary: " in "".join(said)
 
@@ -62,29 +74,9 @@ def test_a_tasks_read_of_the_outputs_meeting_a_write_in_progress_is_read_again(
     with FakeComputeServer(Faults(operation_s=0.0)) as fake:
         space = EngineWorkspace(fake, engine_bin, root=tmp_path)
         with space.repo_stack(STACK, {"ray-gcp:cluster": "stacks/clusters/minimal.yaml"}):
-            (sidecar,) = (tmp_path / "state" / ".pulumi" / "stacks").glob(f"*/{STACK}.json.attrs")
-            kept = sidecar.read_bytes()
-            sidecar.write_bytes(b"")
-            task = subprocess.Popen([sys.executable, "-m", "invoke", "get-head-ip", "-s", STACK],
-                                    cwd=PROJECT_ROOT,
-                                    env={**os.environ, **space.env, "RAY_GCP_SSH_PERSIST": "0"},
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            said: list[str] = []
-
-            def watch() -> None:
-                assert task.stderr is not None
-                for line in task.stderr:
-                    said.append(line)
-                    if line.strip() == AGAIN:
-                        sidecar.write_bytes(kept)  # the writer finished
-
-            watcher = threading.Thread(target=watch)
-            watcher.start()
-            assert task.stdout is not None
-            printed = task.stdout.read()
-            task.wait(timeout=600)
-            watcher.join()
+            code, said, printed = torn_task(space, tmp_path / "state", ["get-head-ip"],
+                                            "stderr", env={"RAY_GCP_SSH_PERSIST": "0"})
     assert [line.strip() for line in said].count(AGAIN) == 1, said
     assert AGAIN not in printed
     # read through: the stack has no outputs yet, and the task says so in one line
-    assert task.returncode != 0 and "deploy it first" in said[-1], said
+    assert code != 0 and "deploy it first" in said[-1], said

@@ -5,34 +5,21 @@ hold the product's REST calls and request bodies to it."""
 
 from __future__ import annotations
 
-import functools
-import json
-from pathlib import Path
 from typing import Any
 
-import googleapiclient
+from tests.fakes.compute.discovery import discovery_document, discovery_methods
 
-DOCUMENT = (Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
-            / "compute.v1.json")
+DOCUMENT = "compute.v1"
 
 
-@functools.cache
 def compute_document() -> dict[str, Any]:
-    return json.loads(DOCUMENT.read_text())
+    return discovery_document(DOCUMENT)
 
 
 def methods() -> dict[str, dict[str, Any]]:
     """Every method by its id without the `compute.` prefix (`instances.get`)."""
-    found: dict[str, dict[str, Any]] = {}
-
-    def walk(resources: dict[str, Any]) -> None:
-        for resource in resources.values():
-            for method in (resource.get("methods") or {}).values():
-                found[method["id"].removeprefix("compute.")] = method
-            walk(resource.get("resources") or {})
-
-    walk(compute_document()["resources"])
-    return found
+    return {method_id.removeprefix("compute."): method
+            for method_id, method in discovery_methods(DOCUMENT).items()}
 
 
 def unknown_fields(value: Any, schema: dict[str, Any], path: str) -> list[str]:

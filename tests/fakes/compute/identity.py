@@ -43,9 +43,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-import googleapiclient
-
 from tests.fakes.compute.cloud import ApiError
+from tests.fakes.compute.discovery import discovery_methods
 from tests.fakes.compute.json_server import JsonServer
 
 SCOPE = "https://www.googleapis.com/auth/"
@@ -328,27 +327,14 @@ def signed_in_user() -> Iterator[Path]:
             else:
                 os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = before
 
+@cache
 def discovery_scopes(document: str, method_id: str) -> frozenset[str]:
     """The scopes a method accepts, from its discovery document."""
     try:
-        return _document_scopes(document)[method_id]
+        method = discovery_methods(document)[method_id]
     except KeyError:
         raise KeyError(f"{method_id} is not in {document}") from None
-
-
-@cache
-def _document_scopes(document: str) -> dict[str, frozenset[str]]:
-    """Method id -> the scopes it accepts, for every method of a discovery document: read once
-    per process (compute's is 5 MB of JSON, a third of a CPU-second to parse)."""
-    folder = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
-    found: dict[str, frozenset[str]] = {}
-    resources = [json.loads((folder / f"{document}.json").read_text())]
-    while resources:
-        resource = resources.pop()
-        for method in (resource.get("methods") or {}).values():
-            found.setdefault(method["id"], frozenset(method.get("scopes") or ()))
-        resources.extend((resource.get("resources") or {}).values())
-    return found
+    return frozenset(method.get("scopes") or ())
 
 
 def check_scopes(token: Token, document: str, method_id: str, service: str) -> None:

@@ -122,11 +122,12 @@ class LocalSshd:
     def _listening(self) -> bool:
         """Whether this launch listens; False when its port was taken and another may be
         tried."""
-        self.process = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(self.config)],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.workdir / "sshd.log").open("wb"),
-        )
+        with (self.workdir / "sshd.log").open("wb") as log_file:  # sshd keeps its own copy
+            self.process = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(self.config)],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )
         said = [f"Server listening on {address} port {self.port}." for address in self.addresses]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

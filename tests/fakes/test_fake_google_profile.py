@@ -21,6 +21,7 @@ from tests.fakes.compute.google_profile import (
     LISTS,
     READS,
     CloudProfile,
+    RateLimiter,
     quota_group,
 )
 
@@ -82,12 +83,15 @@ def test_a_group_over_its_quota_answers_403_rate_limit_exceeded_and_others_go_on
 
 
 def test_the_quota_refills_at_the_next_synchronized_window(served):
-    _, compute = served(CloudProfile(quotas={LISTS: 1}, window_s=1.0))
-    time.sleep(1 - time.time() % 1 + 0.01)  # at the start of a window
+    profile = CloudProfile(quotas={LISTS: 1}, window_s=60.0)
+    fake, compute = served(profile)
+    now = [120.0]  # the start of a window, on a clock the test turns (no race with the wall)
+    fake.limiter = RateLimiter(profile, clock=lambda: now[0])
     compute.instances().list(project=PROJECT, zone=ZONE).execute()
+    now[0] = 179.9  # later in the same window
     with pytest.raises(HttpError):
         compute.instances().list(project=PROJECT, zone=ZONE).execute()
-    time.sleep(1 - time.time() % 1 + 0.01)
+    now[0] = 180.0  # the next window starts on a multiple of the window
     compute.instances().list(project=PROJECT, zone=ZONE).execute()
 
 

@@ -7,27 +7,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import googleapiclient
 import pytest
 from google.oauth2.credentials import Credentials
 from googleapiclient import discovery
 from googleapiclient.errors import HttpError
 
 from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.discovery import discovery_document
 from tests.fakes.compute.server import ROUTES
 
-DOCUMENTS = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
-COMPUTE_DOC = json.loads((DOCUMENTS / "compute.v1.json").read_text())
-TPU_DOC = json.loads((DOCUMENTS / "tpu.v2.json").read_text())
-SERVICE_USAGE_DOC = json.loads((DOCUMENTS / "serviceusage.v1beta1.json").read_text())
+COMPUTE_DOC = discovery_document("compute.v1")
+TPU_DOC = discovery_document("tpu.v2")
+SERVICE_USAGE_DOC = discovery_document("serviceusage.v1beta1")
 # What a gcp provider creates beside nodes (tests/fakes/compute/platform.py).
-PLATFORM_DOCS = [json.loads((DOCUMENTS / f"{api}.v1.json").read_text())
+PLATFORM_DOCS = [discovery_document(f"{api}.v1")
                  for api in ("cloudresourcemanager", "iam", "serviceusage", "secretmanager")]
 # What `invoke catalog-refresh` reads beside Compute and TPU (tests/fakes/compute/listings.py).
-PLATFORM_DOCS.append(json.loads((DOCUMENTS / "cloudbilling.v1.json").read_text()))
+PLATFORM_DOCS.append(discovery_document("cloudbilling.v1"))
 PROJECT, ZONE = "my-proj", "us-west1-a"
 
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
-import googleapiclient
 import pytest
 import requests
 from google.oauth2.credentials import Credentials
@@ -17,10 +15,10 @@ from googleapiclient import discovery
 from googleapiclient.errors import HttpError
 
 from tests.fakes.compute import FakeComputeServer, Faults
+from tests.fakes.compute.discovery import discovery_document
 from tests.fakes.compute.storage import ROUTES
 
-STORAGE_DOC = json.loads((Path(googleapiclient.__file__).parent / "discovery_cache" /
-                          "documents" / "storage.v1.json").read_text())
+STORAGE_DOC = discovery_document("storage.v1")
 READ_ONLY = ["https://www.googleapis.com/auth/devstorage.read_only"]
 NODE = "node@my-proj.iam.gserviceaccount.com"
 

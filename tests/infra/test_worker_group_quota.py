@@ -101,13 +101,9 @@ def test_needs_by_metric_follow_gce_quota_names():
 
 def test_gpu_and_cpu_metrics_are_names_the_compute_api_knows():
     """Against compute.v1's discovery document: a misspelt metric would never be found short."""
-    import json
-    from pathlib import Path
+    from tests.fakes.compute.discovery import discovery_document
 
-    import googleapiclient
-
-    document = Path(googleapiclient.__file__).parent / "discovery_cache/documents/compute.v1.json"
-    known = set(json.loads(document.read_text())["schemas"]["Quota"]["properties"]["metric"]
+    known = set(discovery_document("compute.v1")["schemas"]["Quota"]["properties"]["metric"]
                 ["enum"])
     gpus = ["nvidia-tesla-t4", "nvidia-tesla-v100", "nvidia-tesla-p100", "nvidia-tesla-p4",
             "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-l4", "nvidia-h100-80gb"]

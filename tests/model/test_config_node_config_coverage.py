@@ -4,25 +4,21 @@ refused with a stated reason (output-only fields are refused as unknown keys).""
 
 from __future__ import annotations
 
-import json
 import types
 import typing
-from pathlib import Path
 from typing import Any, Literal
 
-import googleapiclient
 import pytest
 import yaml
 
 from model.config import ComputeNodeConfig, ConfigError, TpuNodeConfig, parse_cluster_config
 from model.config.node_config import ApiModel
+from tests.fakes.compute.discovery import discovery_document
 from tests.support.program_runs import PROJECT_ROOT
-
-DOCUMENTS = Path(googleapiclient.__file__).parent / "discovery_cache" / "documents"
 
 
 def schemas(document: str) -> dict[str, Any]:
-    return json.loads((DOCUMENTS / document).read_text())["schemas"]
+    return discovery_document(document)["schemas"]
 
 
 def output_only(prop: dict[str, Any]) -> bool:
@@ -67,8 +63,8 @@ def walk(all_schemas: dict[str, Any], name: str, model: type[ApiModel], path: st
 
 
 @pytest.mark.parametrize(("document", "schema", "model"), [
-    ("compute.v1.json", "Instance", ComputeNodeConfig),
-    ("tpu.v2.json", "Node", TpuNodeConfig),
+    ("compute.v1", "Instance", ComputeNodeConfig),
+    ("tpu.v2", "Node", TpuNodeConfig),
 ])
 def test_every_api_field_is_taken_or_refused_with_a_reason(document, schema, model):
     found: dict[str, list[str]] = {"missing": [], "bad_enum": [], "stale_refusal": []}
@@ -101,7 +97,7 @@ def unsendable(model: type[ApiModel], message: Any, path: str) -> list[str]:
 def test_every_taken_compute_field_is_in_the_instance_body_google_publishes():
     """The WorkerGroup sends a compute type's body to `instances.insert` as JSON: every field
     the model takes is one the discovery document's `Instance` has, at every depth."""
-    assert unpublished(schemas("compute.v1.json"), "Instance", ComputeNodeConfig,
+    assert unpublished(schemas("compute.v1"), "Instance", ComputeNodeConfig,
                        "Instance") == []
 
 

@@ -163,23 +163,25 @@ def test_lists_come_in_pages_of_at_most_500(served):
 
 
 def test_operations_go_pending_running_done_and_wait_returns_at_its_limit(served):
-    profile = CloudProfile(operation_s=8.0, pending_share=0.5, wait_max_s=0.3)
+    # 12 s an operation, PENDING for its first 6: seconds of slack for a loaded machine's
+    # slow calls before each phase is looked at.
+    profile = CloudProfile(operation_s=12.0, pending_share=0.5, wait_max_s=0.3)
     _, compute = served(profile, Faults())
     began = time.monotonic()
     operation = _insert(compute, "a")
-    assert operation["status"] == "PENDING"  # for its first 4 s
+    assert operation["status"] == "PENDING"  # for its first 6 s
     waited = compute.zoneOperations().wait(project=PROJECT, zone=ZONE,
                                            operation=operation["name"]).execute()
     assert waited["status"] in ("PENDING", "RUNNING")  # wait gave up at its limit
-    assert time.monotonic() - began < 3.9
-    time.sleep(max(0.0, 4.3 - (time.monotonic() - began)))
+    assert time.monotonic() - began < 5.9
+    time.sleep(max(0.0, 6.3 - (time.monotonic() - began)))
     polled = compute.zoneOperations().get(project=PROJECT, zone=ZONE,
                                           operation=operation["name"]).execute()
     assert polled["status"] == "RUNNING"
     while compute.zoneOperations().wait(project=PROJECT, zone=ZONE, operation=operation[
             "name"]).execute()["status"] != "DONE":
         pass
-    assert time.monotonic() - began >= 7.5
+    assert time.monotonic() - began >= 11.5
 
 
 def test_the_google_profile_is_googles_numbers():

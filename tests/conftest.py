@@ -5,8 +5,9 @@ The tiers. A test that needs a real Ray, a real sshd or the pinned pulumi engine
 a fixture, and the fixture marks it (`pytest_collection_modifyitems` below): `ray_head` and
 `ray_processes` mark `ray`, `sshd`, `home_stack` and `local_sshd` mark `sshd`, `engine_bin`
 marks `engine` (and so does every fixture built on them, such as `stack`). The fast tier is
-`-m "not ray and not sshd and not engine and not slow"`; `slow` (a test over 60 s) is set by
-hand where the test is, and the session names each unmarked test that took longer. A test
+`-m "not ray and not sshd and not engine and not slow"`; `slow` (a test over 60 s, or one
+whose own processes take over 5 CPU-seconds) is set by hand where the test is, and the session
+names each unmarked test that took longer. A test
 that starts ray, sshd or the engine without its marker fails (`_started_only_what_it_says`).
 
 The workers (`-n N --dist loadgroup`, as .ci/run runs it): the tests marked `ray` all run on
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import sys
 import time
@@ -65,6 +67,10 @@ NEEDS = {
     "engine": ("engine_bin",),
 }
 SLOW_S = 60  # a test over this carries `slow`, outside the fast tier
+# A fast-tier test whose own child processes (a CLI run of the tool, a planner interpreter, a
+# node's script) take over this many CPU-seconds, its shared fixture's included, carries
+# `slow` too: the fast tier is the inner loop.
+CHILD_CPU_S = float(os.environ.get("RAY_GCP_TESTS_CHILD_CPU_S", "5"))
 _WATCH = SpawnWatch()
 
 
@@ -144,13 +150,36 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
                if definitions and name in item.fixturenames)
 
 
+_CHILD_CPU_AT = pytest.StashKey[float]()
+
+
+def _children_cpu_s() -> float:
+    """CPU-seconds of this process's children that have been waited for."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     _WATCH.begin()
+    item.stash[_CHILD_CPU_AT] = _children_cpu_s()
     try:
         return (yield)
     finally:
         _WATCH.end()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[pytest.TestReport]:
+    """The teardown's report carries the CPU its test's child processes took (to the
+    controller too, under xdist): `pytest_runtest_logreport` names the fast-tier ones over
+    CHILD_CPU_S."""
+    report = yield
+    if call.when == "teardown" and _CHILD_CPU_AT in item.stash:
+        report.user_properties.append(
+            ("child_cpu_s", _children_cpu_s() - item.stash[_CHILD_CPU_AT]))
+    return report
 
 
 @pytest.hookimpl(wrapper=True)
@@ -169,18 +198,28 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 
 _DURATIONS: dict[str, float] = {}
+_CHILD_CPU: dict[str, float] = {}
+_OUT_OF_THE_FAST_TIER = ("ray", "sshd", "engine", "slow")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" and report.duration > SLOW_S and "slow" not in report.keywords:
         _DURATIONS[report.nodeid] = report.duration
+    if report.when == "teardown" and not any(m in report.keywords for m in _OUT_OF_THE_FAST_TIER):
+        child_cpu_s = dict(report.user_properties).get("child_cpu_s", 0.0)
+        if child_cpu_s > CHILD_CPU_S:
+            _CHILD_CPU[report.nodeid] = child_cpu_s
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _DURATIONS:
-        terminalreporter.section(f"over {SLOW_S} s without the slow marker")
-        for nodeid, seconds in sorted(_DURATIONS.items(), key=lambda entry: -entry[1]):
-            terminalreporter.write_line(f"{seconds:6.1f} s {nodeid}")
+    for title, unit, found in (
+            (f"over {SLOW_S} s without the slow marker", "s", _DURATIONS),
+            (f"fast-tier tests whose processes took over {CHILD_CPU_S:g} CPU-s: mark them slow",
+             "CPU-s", _CHILD_CPU)):
+        if found:
+            terminalreporter.section(title)
+            for nodeid, seconds in sorted(found.items(), key=lambda entry: -entry[1]):
+                terminalreporter.write_line(f"{seconds:6.1f} {unit} {nodeid}")
 
 
 @pytest.fixture(scope="session")

@@ -147,6 +147,7 @@ def _cases() -> list[Any]:
 
 
 @pytest.mark.parametrize("stack", _cases())
+@pytest.mark.slow  # every node's script, run: 4-8 CPU-s a stack
 def test_every_node_of_the_stack_starts_ray_with_token_auth_as_the_program_makes_it(
         tmp_path, stack):
     nodes, bindings, objects = stack_nodes(stack)

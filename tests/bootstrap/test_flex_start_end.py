@@ -31,7 +31,7 @@ from tests.support.ray_cooperation import (
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-a", "flex"
 BODY = {"machineType": "n1-standard-2", "scheduling": {"onHostMaintenance": "TERMINATE"}}
 RUN_LIMIT_S = 600  # the rung's max_run_duration: ten minutes, as GCE counts it
-SCALE = 0.005  # ... which the fake runs in 3 seconds
+SCALE = 0.01  # ... which the fake runs in 6 seconds (slack for a loaded machine)
 PROVIDER = {"project_id": PROJECT, "availability_zone": ZONE, "capacity": {"gpu": {"ladder": [
     {"market": "flex-start", "max_run_duration_s": RUN_LIMIT_S}]}}}
 

@@ -68,6 +68,7 @@ def test_program_dependencies_are_the_virtualenvs_distributions(host) -> None:
     assert "pulumi" in {d.name for d in answer.dependencies}
 
 
+@pytest.mark.slow  # makes a virtualenv: its processes take over 5 CPU-s (tests/conftest.py)
 def test_install_dependencies_makes_the_named_virtualenv(host, tmp_path) -> None:
     (tmp_path / "requirements.txt").write_text("")
     replies = list(host.InstallDependencies(language_pb2.InstallDependenciesRequest(

@@ -111,6 +111,7 @@ def test_turned_off_no_token_exists_and_no_node_names_one(tmp_path):
     assert f"warning: {warning}\n" in render_table(plan)
 
 
+@pytest.mark.slow  # the diff's plan interpreters: over 5 CPU-s (tests/conftest.py)
 def test_turned_off_the_pr_diff_warns_even_without_a_resource_change(tmp_path):
     write_stack(tmp_path, "s", _without_token_auth())
     git_commit_all(tmp_path, "base")

@@ -57,6 +57,7 @@ def strict_diff(strict_stack: Path) -> tuple[str, list[Finding]]:
     return diff_stack("strict", "HEAD", root=strict_stack)
 
 
+@pytest.mark.slow  # the diff's two plan interpreters, ~6 CPU-s
 def test_diff_lists_the_three_broken_policies_beside_the_diff(
     strict_diff: tuple[str, list[Finding]],
 ):
@@ -70,6 +71,7 @@ def test_diff_lists_the_three_broken_policies_beside_the_diff(
     assert "No resource changes." in markdown, "the plan is the same on both sides"
 
 
+@pytest.mark.slow  # the diff's two plan interpreters, ~6 CPU-s
 def test_a_mandatory_violation_fails_the_diff_and_an_advisory_one_does_not(
     strict_diff: tuple[str, list[Finding]],
 ):

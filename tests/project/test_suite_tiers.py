@@ -19,8 +19,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 CONFTEST = '''
 from tests.conftest import (  # the suite's own hooks and fixtures
-    engine_bin, pytest_collection_modifyitems, pytest_configure, pytest_runtest_protocol,
-    pytest_runtest_teardown, ray_processes,
+    engine_bin, pytest_collection_modifyitems, pytest_configure, pytest_runtest_logreport,
+    pytest_runtest_makereport, pytest_runtest_protocol, pytest_runtest_teardown,
+    pytest_terminal_summary, ray_processes,
 )
 from tests.support.sshd_fixture import local_sshd
 '''
@@ -130,6 +131,55 @@ def test_the_longest_tests_are_handed_out_first(small_suite):
     assert order[:2] == ["test_takes_long", "test_starts_sshd_through_its_fixture"], order
     assert order[2:8] == ["test_shares_the_module_fixture"] * 6, order
     assert order[8:] == ["test_on_its_own"] * 6 + ["test_starts_sshd_unmarked"], order
+
+
+CHILDREN = '''
+import subprocess, sys
+
+import pytest
+
+BURN = [sys.executable, "-c", "import time\\nend = time.process_time() + 0.6\\n"
+        "while time.process_time() < end: pass"]
+
+
+@pytest.fixture(scope="module")
+def planned_once():
+    subprocess.run(BURN, check=True)  # a shared fixture's processes count for its first test
+
+
+def test_runs_a_busy_child(planned_once):
+    pass
+
+
+def test_shares_the_busy_fixture(planned_once):
+    pass
+
+
+def test_runs_a_quick_child():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+@pytest.mark.slow
+def test_runs_a_busy_child_marked_slow():
+    subprocess.run(BURN, check=True)
+'''
+
+
+def test_fast_tier_tests_whose_processes_burn_cpu_are_named_to_mark_slow(small_suite):
+    """On the controller, from the workers' reports: the test whose child processes (its
+    shared fixture's among them) took over the threshold, not the quick one, not the one
+    already marked `slow`."""
+    suite, env = small_suite
+    (suite / "test_children.py").write_text(CHILDREN)
+    done = run_suite(suite, {**env, "RAY_GCP_TESTS_CHILD_CPU_S": "0.4"}, "-n", "2",
+                     "--dist", "loadgroup",
+                     "test_children.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    section = done.stdout.split("fast-tier tests whose processes took over 0.4 CPU-s: "
+                                "mark them slow")[1].split("=====")[1]
+    named = [line.split()[-1].split("@")[0]  # less its xdist group
+             for line in section.splitlines() if "CPU-s" in line]
+    assert named == ["test_children.py::test_runs_a_busy_child"], done.stdout
 
 
 @pytest.mark.parametrize(("argv", "kind"), [

@@ -305,6 +305,7 @@ def test_bootstrap_config_key_matches_bootstrap() -> None:
     assert BOOTSTRAP_CONFIG_KEY == BOOTSTRAP_KEY
 
 
+@pytest.mark.slow  # plan interpreters of both trees: over 5 CPU-s (tests/conftest.py)
 def test_diff_against_a_ref_without_a_planner_plans_its_yaml_and_says_so(
     tmp_path: Path,
 ) -> None:
@@ -338,6 +339,7 @@ def copy_project(dest: Path) -> None:
             shutil.copy2(source, dest / part)
 
 
+@pytest.mark.slow  # plan interpreters of both trees: over 5 CPU-s (tests/conftest.py)
 def test_program_only_change_is_diffed_with_the_base_trees_own_program(
     tmp_path: Path,
 ) -> None:
@@ -458,6 +460,7 @@ def test_a_new_worker_script_reapplies_on_queued_slices_in_place(plans: dict[str
     assert node_effect(tpu_slice) == REAPPLY_NOTE
 
 
+@pytest.mark.slow  # plan interpreters of both trees: over 5 CPU-s (tests/conftest.py)
 def test_a_mounted_file_is_one_replaced_archive_in_the_diff_and_unchanged_is_no_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

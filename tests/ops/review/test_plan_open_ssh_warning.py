@@ -52,6 +52,7 @@ def test_invoke_plan_carries_the_warning_and_the_table_prints_it():
     assert plan_stack("private")["warnings"] == []
 
 
+@pytest.mark.slow  # the diff's plan interpreters: over 5 CPU-s (tests/conftest.py)
 def test_the_pr_diff_shows_the_warning_even_without_a_resource_change(tmp_path):
     split = copy.deepcopy(BASE_YAML)
     split["provider"]["ssh_source_ranges"] = ["0.0.0.0/1", "128.0.0.0/1"]

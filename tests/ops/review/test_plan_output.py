@@ -79,14 +79,17 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, key_pair: tuple[str, str])
                         for name in ("reordered", "secrets")}}
 
 
+@pytest.mark.slow  # the module's plan processes, ~7 CPU-s
 def test_two_runs_are_byte_identical(outputs: dict[str, str]) -> None:
     assert outputs["first"] == outputs["second"]
 
 
+@pytest.mark.slow  # the module's plan processes, ~7 CPU-s
 def test_yaml_key_order_does_not_change_the_plan(outputs: dict[str, str]) -> None:
     assert outputs["reordered"] == outputs["first"]
 
 
+@pytest.mark.slow  # the module's plan processes, ~7 CPU-s
 def test_resources_carry_pulumi_type_tokens_and_worker_groups_are_labelled(
     outputs: dict[str, str],
 ) -> None:
@@ -101,6 +104,7 @@ def test_resources_carry_pulumi_type_tokens_and_worker_groups_are_labelled(
     assert all("__provider" not in r["inputs"] for r in plan["resources"])
 
 
+@pytest.mark.slow  # the module's plan processes, ~7 CPU-s
 def test_table_lists_every_resource(outputs: dict[str, str]) -> None:
     plan = json.loads(outputs["first"])
     table = render_table(plan)
@@ -108,6 +112,7 @@ def test_table_lists_every_resource(outputs: dict[str, str]) -> None:
         assert resource["name"] in table and resource["type"] in table
 
 
+@pytest.mark.slow  # the module's plan processes, ~7 CPU-s
 def test_private_key_and_gcp_credentials_never_appear(
     outputs: dict[str, str], key_pair: tuple[str, str]
 ) -> None:

@@ -81,6 +81,7 @@ def shown(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Comp
     return runs
 
 
+@pytest.mark.slow  # the module's `invoke plan` runs, ~10 CPU-s
 def test_plan_prints_the_table_by_default_and_json_when_asked(shown):
     table = shown["default"]
     assert table.returncode == 0, table.stderr
@@ -92,17 +93,20 @@ def test_plan_prints_the_table_by_default_and_json_when_asked(shown):
     assert shown["format_json"].stdout == shown["json"].stdout
 
 
+@pytest.mark.slow  # the module's `invoke plan` runs, ~10 CPU-s
 def test_an_output_file_named_json_gets_the_document_any_other_the_table(shown):
     assert shown["to_json_file"].returncode == 0, shown["to_json_file"].stderr
     assert shown["files"]["plan.json"] == shown["json"].stdout
     assert shown["files"]["plan.txt"] == shown["default"].stdout
 
 
+@pytest.mark.slow  # the module's `invoke plan` runs, ~10 CPU-s
 def test_plan_writes_nothing_into_the_state_folder(shown):
     assert shown["default"].returncode == 0
     assert not shown["state"].exists()
 
 
+@pytest.mark.slow  # the module's `invoke plan` runs, ~10 CPU-s
 def test_each_warning_shows_once_and_every_line_ends(shown):
     for run in (shown["default"], shown["json"]):
         assert run.stderr == ""  # warnings are in the plan, not printed beside it

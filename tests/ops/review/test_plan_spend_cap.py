@@ -151,6 +151,7 @@ def error_lines(run: dict[str, Any]) -> list[str]:
     return [line for line in run["stderr"].splitlines() if line.startswith("error:")]
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_a_cluster_within_the_cap_says_so_with_its_prices(runs):
     run = runs["within_table"]
     assert run["code"] == 0, run["stderr"]
@@ -160,6 +161,7 @@ def test_a_cluster_within_the_cap_says_so_with_its_prices(runs):
     assert "spend-cap" not in run["stdout"], "no refusal"
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_the_total_cap_shows_the_hours_it_lasts_and_then_the_action(runs):
     pinned_hours, max_hours = 300 / (HEAD + SMALL), 300 / (HEAD + 2 * SMALL)
     assert (f"$300.00 in total lasts about {pinned_hours:,.0f} h (about "
@@ -173,6 +175,7 @@ def test_the_total_cap_shows_the_hours_it_lasts_and_then_the_action(runs):
     assert (projection["max_usd_total"], projection["action"]) == (300, "down")
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_only_max_workers_over_the_cap_is_a_warning_not_a_refusal(runs):
     run = runs["maxonly_table"]
     # max_workers 2, filled dearest first: the T4 worker, then one ray_worker_small.
@@ -191,6 +194,7 @@ def refusal(pinned: float, cluster_file: str = "stacks/clusters/over.yaml") -> s
             f"${math.ceil(pinned * 100) / 100:.2f}")
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_pinned_nodes_over_the_cap_fail_the_plan_with_one_line_and_the_fix(runs):
     run = runs["over_plan"]
     assert run["code"] not in (0, None)
@@ -199,6 +203,7 @@ def test_pinned_nodes_over_the_cap_fail_the_plan_with_one_line_and_the_fix(runs)
     assert "the plan is refused" in run["stdout"], "the plan is still shown"
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_pinned_nodes_over_the_cap_refuse_the_up_before_the_engine(runs, project):
     run = runs["over_up"]
     assert run["code"] not in (0, None)
@@ -207,6 +212,7 @@ def test_pinned_nodes_over_the_cap_refuse_the_up_before_the_engine(runs, project
     assert not (project / "pulumi-calls").exists(), "the pulumi CLI was run"
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_a_cluster_yaml_over_the_cap_is_refused_before_its_stack_is_made(runs, project):
     run = runs["over_up_yaml"]
     assert run["code"] not in (0, None)
@@ -217,6 +223,7 @@ def test_a_cluster_yaml_over_the_cap_is_refused_before_its_stack_is_made(runs, p
     assert not (project / "pulumi-calls").exists(), "the pulumi CLI was run"
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_pinned_nodes_over_the_cap_fail_the_diff_after_writing_it(runs):
     run = runs["over_diff"]
     assert run["code"] not in (0, None)
@@ -225,6 +232,7 @@ def test_pinned_nodes_over_the_cap_fail_the_diff_after_writing_it(runs):
     assert "`spend-cap` on `stacks/clusters/over.yaml`" in run["stdout"]
 
 
+@pytest.mark.slow  # the module's runs: the tool's plan, up and diff processes, ~19 CPU-s
 def test_the_diff_shows_the_cap_change_and_the_projection_before_and_after(runs):
     run = runs["capchange_diff"]
     assert run["code"] == 0, run["stderr"]

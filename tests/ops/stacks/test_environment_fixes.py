@@ -192,6 +192,7 @@ def test_a_head_that_answers_no_ssh_banner_is_one_line_without_paramikos_traceba
     assert done.stderr.count("Error reading SSH protocol banner") == 1, done.stderr
 
 
+@pytest.mark.slow  # `invoke plan` in its own interpreters: over 5 CPU-s (conftest.py)
 def test_plan_leaves_no_event_loop_for_the_interpreter_to_complain_about(tmp_path):
     """Under `python -X dev` an unclosed loop is reported at exit; the same leftover ended
     `invoke plan -c` with "Exception ignored in: <function BaseEventLoop.__del__ ...>"."""

@@ -7,8 +7,8 @@ a fixture, and the fixture marks it (`pytest_collection_modifyitems` below): `ra
 marks `engine` (and so does every fixture built on them, such as `stack`). The fast tier is
 `-m "not ray and not sshd and not engine and not slow"`; `slow` (a test over 60 s, or one
 whose own processes take over 5 CPU-seconds) is set by hand where the test is, and the session
-names each unmarked test that took longer. A test
-that starts ray, sshd or the engine without its marker fails (`_started_only_what_it_says`).
+names each unmarked test over either line. A test that starts ray, sshd or the engine without
+its marker fails (`_started_only_what_it_says`).
 
 The workers (`-n N --dist loadgroup`, as .ci/run runs it): the tests marked `ray` all run on
 one worker, one Ray at a time (two Ray clusters starting at once on a loaded 2-core machine

@@ -151,6 +151,10 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
 
 
 _CHILD_CPU_AT = pytest.StashKey[float]()
+_OUT_OF_THE_FAST_TIER = ("ray", "sshd", "engine", "slow")
+_HEAVY_RAN: list[str] = []
+"""The out-of-tier tests this worker has run: a process one of them left behind may be reaped
+(and its CPU counted) during any later test, so after one, none is measured."""
 
 
 def _children_cpu_s() -> float:
@@ -162,19 +166,22 @@ def _children_cpu_s() -> float:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     _WATCH.begin()
-    item.stash[_CHILD_CPU_AT] = _children_cpu_s()
+    if not _HEAVY_RAN:
+        item.stash[_CHILD_CPU_AT] = _children_cpu_s()
     try:
         return (yield)
     finally:
         _WATCH.end()
+        if any(item.get_closest_marker(marker) for marker in _OUT_OF_THE_FAST_TIER):
+            _HEAVY_RAN.append(item.nodeid)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Iterator[pytest.TestReport]:
     """The teardown's report carries the CPU its test's child processes took (to the
-    controller too, under xdist): `pytest_runtest_logreport` names the fast-tier ones over
-    CHILD_CPU_S."""
+    controller too, under xdist), measured until the worker first runs an out-of-tier test:
+    `pytest_runtest_logreport` names the fast-tier ones over CHILD_CPU_S."""
     report = yield
     if call.when == "teardown" and _CHILD_CPU_AT in item.stash:
         report.user_properties.append(
@@ -199,7 +206,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 _DURATIONS: dict[str, float] = {}
 _CHILD_CPU: dict[str, float] = {}
-_OUT_OF_THE_FAST_TIER = ("ray", "sshd", "engine", "slow")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -134,7 +134,7 @@ def test_the_longest_tests_are_handed_out_first(small_suite):
 
 
 CHILDREN = '''
-import subprocess, sys
+import subprocess, sys, time
 
 import pytest
 
@@ -162,6 +162,16 @@ def test_runs_a_quick_child():
 @pytest.mark.slow
 def test_runs_a_busy_child_marked_slow():
     subprocess.run(BURN, check=True)
+
+
+@pytest.mark.slow
+def test_leaves_a_busy_child_running():
+    subprocess.Popen(BURN)  # not waited for: reaped at a later test's next Popen
+
+
+def test_starts_a_quick_child_after_it():
+    time.sleep(1.5)  # the busy child is done by now
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # and reaped here
 '''
 
 
@@ -171,15 +181,27 @@ def test_fast_tier_tests_whose_processes_burn_cpu_are_named_to_mark_slow(small_s
     already marked `slow`."""
     suite, env = small_suite
     (suite / "test_children.py").write_text(CHILDREN)
-    done = run_suite(suite, {**env, "RAY_GCP_TESTS_CHILD_CPU_S": "0.4"}, "-n", "2",
-                     "--dist", "loadgroup",
-                     "test_children.py")
+    env = {**env, "RAY_GCP_TESTS_CHILD_CPU_S": "0.4"}
+    done = run_suite(suite, env, "-n", "2", "--dist", "loadgroup", "test_children.py", "-k",
+                     "not leaves_a_busy_child and not after_it")
     assert done.returncode == 0, done.stdout + done.stderr
     section = done.stdout.split("fast-tier tests whose processes took over 0.4 CPU-s: "
                                 "mark them slow")[1].split("=====")[1]
     named = [line.split()[-1].split("@")[0]  # less its xdist group
              for line in section.splitlines() if "CPU-s" in line]
     assert named == ["test_children.py::test_runs_a_busy_child"], done.stdout
+
+
+def test_a_process_an_out_of_tier_test_left_is_not_counted_for_a_later_test(small_suite):
+    """A child a `slow` (or Ray, sshd, engine) test left running is reaped, its CPU with it,
+    whenever a later test starts a process: after such a test, the worker measures no more."""
+    suite, env = small_suite
+    (suite / "test_children.py").write_text(CHILDREN)
+    done = run_suite(suite, {**env, "RAY_GCP_TESTS_CHILD_CPU_S": "0.4"}, "test_children.py",
+                     "-k", "leaves_a_busy_child or after_it")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    assert "mark them slow" not in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(("argv", "kind"), [

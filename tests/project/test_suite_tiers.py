@@ -175,6 +175,7 @@ def test_starts_a_quick_child_after_it():
 '''
 
 
+@pytest.mark.slow  # a small suite on two workers: its three interpreters reach 5 CPU-s
 def test_fast_tier_tests_whose_processes_burn_cpu_are_named_to_mark_slow(small_suite):
     """On the controller, from the workers' reports: the test whose child processes (its
     shared fixture's among them) took over the threshold, not the quick one, not the one

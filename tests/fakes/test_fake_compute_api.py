@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from google.oauth2.credentials import Credentials
@@ -15,24 +14,17 @@ from googleapiclient import discovery
 from googleapiclient.errors import HttpError
 
 from tests.fakes.compute import FakeComputeServer, Faults
-from tests.fakes.compute.discovery import discovery_document
+from tests.fakes.compute.discovery import discovery_document, discovery_methods
 from tests.fakes.compute.server import ROUTES
 
 COMPUTE_DOC = discovery_document("compute.v1")
 TPU_DOC = discovery_document("tpu.v2")
 SERVICE_USAGE_DOC = discovery_document("serviceusage.v1beta1")
-# What a gcp provider creates beside nodes (tests/fakes/compute/platform.py).
-PLATFORM_DOCS = [discovery_document(f"{api}.v1")
-                 for api in ("cloudresourcemanager", "iam", "serviceusage", "secretmanager")]
-# What `invoke catalog-refresh` reads beside Compute and TPU (tests/fakes/compute/listings.py).
-PLATFORM_DOCS.append(discovery_document("cloudbilling.v1"))
+# What a gcp provider creates beside nodes (tests/fakes/compute/platform.py), and what
+# `invoke catalog-refresh` reads beside Compute and TPU (tests/fakes/compute/listings.py).
+PLATFORM_DOCS = [f"{api}.v1" for api in ("cloudresourcemanager", "iam", "serviceusage",
+                                         "secretmanager", "cloudbilling")]
 PROJECT, ZONE = "my-proj", "us-west1-a"
-
-
-def _methods(resources: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for resource in resources.values():
-        yield from resource.get("methods", {}).values()
-        yield from _methods(resource.get("resources", {}))
 
 
 def _sample_path(template: str) -> str:
@@ -43,17 +35,17 @@ def documented_calls() -> list[tuple[str, str, str]]:
     """(HTTP verb, a concrete path, method id) for every documented Compute and TPU method."""
     calls = [
         (m["httpMethod"], "/compute/v1/" + _sample_path(m["flatPath"]), m["id"])
-        for m in _methods(COMPUTE_DOC["resources"])
+        for m in discovery_methods("compute.v1").values()
     ]
     calls += [
         (m["httpMethod"], "/" + _sample_path(m["flatPath"]), m["id"])
-        for m in _methods(TPU_DOC["resources"])
+        for m in discovery_methods("tpu.v2").values()
     ]
     # Service Usage's parent is `projects/{id}` (or folders/, organizations/): {v1beta1Id}.
     calls += [
         (m["httpMethod"], "/" + _sample_path(m["flatPath"].replace("{v1beta1Id}", "projects")),
          m["id"])
-        for m in _methods(SERVICE_USAGE_DOC["resources"])
+        for m in discovery_methods("serviceusage.v1beta1").values()
     ]
     # Their paths start at the API's version: `v1/projects/{projectsId}/...` (Service Usage's
     # parent again `{v1Id}`).
@@ -61,7 +53,7 @@ def documented_calls() -> list[tuple[str, str, str]]:
         (m["httpMethod"], "/" + _sample_path(m["flatPath"].replace("{v1Id}", "projects")),
          m["id"])
         for doc in PLATFORM_DOCS
-        for m in _methods(doc["resources"])
+        for m in discovery_methods(doc).values()
     ]
     return calls
 

@@ -4,15 +4,20 @@ first line of stdout, then gRPC through the SDK's stubs."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import pulumi_gcp
 import pytest
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import language_pb2, language_pb2_grpc
 
+from tests.fakes.language_host.host import PLUGINS_SCRIPT
 from tests.support.engine_stack import PROJECT_ROOT
 
 HOST = Path(__file__).parent / "language_host" / "pulumi-language-python"
@@ -44,6 +49,33 @@ def test_required_packages_are_the_resource_plugins_the_virtualenv_ships(host) -
     found = {(p.kind, p.name) for p in answer.packages}
     assert ("resource", "gcp") in found  # pulumi_gcp's pulumi-plugin.json
     assert host.GetPluginInfo(empty_pb2.Empty()).version
+
+
+def test_required_packages_are_read_where_the_real_host_reads_them(host) -> None:
+    """Exactly the plugins whose package says `resource: true`, versions `v`-prefixed as the
+    real host sends them; pulumi_policy's `resource: false` names none."""
+    answer = host.GetRequiredPackages(language_pb2.GetRequiredPackagesRequest(
+        info=program_info(PROJECT_ROOT, toolchain="uv", virtualenv=".venv")))
+    shipped = json.loads((Path(pulumi_gcp.__file__).parent / "pulumi-plugin.json").read_text())
+    assert [(p.name, p.version) for p in answer.packages] == [("gcp", f"v{shipped['version']}")]
+
+
+def test_a_plugin_file_outside_the_packages_own_module_folder_names_no_plugin(tmp_path) -> None:
+    """Only `<location>/<name, - as _>/pulumi-plugin.json` counts; a missing name or version
+    comes from the package's."""
+    def package(name: str, module_file: str, plugin: dict[str, object]) -> None:
+        info = tmp_path / f"{name.replace('-', '_')}-1.2.3.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n")
+        (tmp_path / module_file).parent.mkdir(parents=True)
+        (tmp_path / module_file).write_text(json.dumps(plugin))
+
+    package("pulumi-fake", "pulumi_fake/pulumi-plugin.json", {"resource": True})
+    package("elsewhere", "elsewhere/nested/pulumi-plugin.json", {"resource": True, "name": "x"})
+    done = subprocess.run([sys.executable, "-c", PLUGINS_SCRIPT], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    found = [p for p in json.loads(done.stdout) if p["name"] in ("fake", "x")]
+    assert found == [{"name": "fake", "version": "v1.2.3", "server": ""}]
 
 
 def test_about_names_the_virtualenvs_python(host) -> None:

@@ -31,18 +31,31 @@ language_pb2, language_pb2_grpc, plugin_pb2 = proto_modules(
 RUNNER = Path(__file__).with_name("program.py")
 BAILED = 32  # program.py's exit code after the SDK reported the failure to the engine
 
-# Which installed distributions carry a resource plugin: their pulumi-plugin.json (what
-# pulumi_gcp ships), read by the project's own Python.
+# The resource plugins the project's packages name, found as pulumi-language-python finds them
+# (sdk/python/cmd/pulumi-language-python/main.go: readPulumiPluginJSON,
+# determinePluginDependency), run in the project's own Python: each installed package's
+# `pulumi-plugin.json` in `<its location>/<its name, - as _>/` (pulumi_gcp ships one);
+# `resource: false` names no plugin (pulumi_policy's); a missing name is the package's without
+# `pulumi-`, a missing version the package's; `v` before the version. The real host lists the
+# packages with `pip list -v --format json`, which the locked environment does not install:
+# importlib.metadata reads the same records. (It also takes a `pulumi-*` package without the
+# file, deriving its plugin from its name; the locked environment has none.)
 PLUGINS_SCRIPT = """
-import importlib.metadata, json
+import importlib.metadata, json, os
 found = []
 for dist in importlib.metadata.distributions():
-    for file in dist.files or ():
-        if file.name == "pulumi-plugin.json":
-            plugin = json.loads(file.read_text() or "{}")
-            if plugin.get("resource") and plugin.get("name"):
-                found.append({"name": plugin["name"], "version": plugin.get("version", ""),
-                              "server": plugin.get("server", "")})
+    name = dist.metadata["Name"] or ""
+    where = os.path.join(str(dist.locate_file("")), name.replace("-", "_"), "pulumi-plugin.json")
+    try:
+        with open(where, encoding="utf-8") as file:
+            plugin = json.loads(file.read() or "{}")
+    except FileNotFoundError:
+        continue
+    if plugin.get("resource"):
+        version = plugin.get("version") or dist.version
+        found.append({"name": plugin.get("name") or name.removeprefix("pulumi-"),
+                      "version": version if version.startswith("v") else "v" + version,
+                      "server": plugin.get("server", "")})
 print(json.dumps(found))
 """
 DISTRIBUTIONS_SCRIPT = """

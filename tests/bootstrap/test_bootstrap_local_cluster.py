@@ -40,6 +40,7 @@ def started(config, ray_processes):
         cluster.down()
 
 
+@pytest.mark.slow  # starts the module's two-node cluster: 47-51 s on a loaded 2-core machine
 def test_both_nodes_finish_their_startup_scripts(started, config):
     cluster, _ = started
     head = cluster.node("head", config.head_node_type)

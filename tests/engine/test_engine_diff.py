@@ -213,6 +213,9 @@ def deployed(engine_bin: Path, fake: FakeComputeServer, tmp_path_factory: pytest
     space.cleanup()
 
 
+# slow: the case that runs first starts `deployed` (two ups), 52-65 s in all on a loaded 2-core
+# machine
+@pytest.mark.slow
 @pytest.mark.parametrize(("stack", "what", "edit"), EDITS, ids=[e[1] for e in EDITS])
 def test_engine_preview_agrees_with_offline_diff(
     stack: str, what: str, edit: Edit, deployed: Deployed, tmp_path: Path

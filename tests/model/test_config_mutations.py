@@ -15,7 +15,7 @@ program's plan under the mock engine and the startup-script rendering of every n
 
 2,000 examples a run (`MUTATION_EXAMPLES=200` for a quick local loop) in 16 shards, each of
 its own fixed seed so every run tries the same ones, and the suite's workers share them out.
-The fast tier runs the first FAST_SHARDS (250 examples); the rest are marked `slow` (about
+The fast tier runs the first FAST_SHARDS (125 examples); the rest are marked `slow` (about
 10-15 s each) and run in the whole suite.
 """
 
@@ -39,7 +39,7 @@ from tests.support.yaml_mutations import SEEDS, mutated_texts
 
 EXAMPLES = int(os.environ.get("MUTATION_EXAMPLES", "2000"))
 SHARDS = 16
-FAST_SHARDS = 2
+FAST_SHARDS = 1
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,6 +204,44 @@ def test_a_process_an_out_of_tier_test_left_is_not_counted_for_a_later_test(smal
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
     assert "mark them slow" not in done.stdout, done.stdout
+
+
+LONG = '''
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def started_once():
+    time.sleep(1.2)  # a shared fixture's start counts for the test that starts it
+
+
+def test_starts_the_long_fixture(started_once):
+    pass
+
+
+def test_shares_the_long_fixture(started_once):
+    pass
+
+
+@pytest.mark.slow
+def test_takes_long_marked_slow():
+    time.sleep(1.2)
+'''
+
+
+def test_a_test_over_the_line_with_its_fixtures_start_is_named_to_mark_slow(small_suite):
+    """The time the JUnit report gives a test (set-up, call and teardown): the test that
+    started the slow shared fixture is named, not the one that shared it, not one already
+    marked `slow`."""
+    suite, env = small_suite
+    (suite / "test_long.py").write_text(LONG)
+    done = run_suite(suite, {**env, "RAY_GCP_TESTS_SLOW_S": "1"}, "test_long.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    section = done.stdout.split("over 1 s without the slow marker")[1]
+    named = re.findall(r"^ *[\d.]+ s (\S+)$", section, re.M)
+    assert named == ["test_long.py::test_starts_the_long_fixture"], done.stdout
 
 
 @pytest.mark.parametrize(("argv", "kind"), [

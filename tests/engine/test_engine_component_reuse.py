@@ -92,7 +92,8 @@ def consumer(tmp_path: Path) -> Iterator[tuple[Consumer, FakeComputeServer]]:
 def test_another_program_makes_a_cluster_with_the_component(consumer) -> None:
     project, fake = consumer
     project.run("stack", "init", *project.space.init_options())
-    project.run("up", "--yes")
+    # Without its own preview (the program run twice): the preview below is the one read.
+    project.run("up", "--yes", "--skip-preview")
 
     nodes = cluster_nodes(fake, PROJECT, ZONE, CLUSTER)
     outputs: dict[str, Any] = json.loads(project.run("stack", "output", "--json"))

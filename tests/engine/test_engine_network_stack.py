@@ -81,8 +81,8 @@ def _steps(cluster: CliProject) -> dict[str, dict[str, Any]]:
 def test_a_cluster_stack_joins_the_network_another_stack_owns(stacks) -> None:
     network, cluster, fake = stacks
     network.run("stack", "init", "prod", *network.space.init_options())
-    # The network stack is the scene, not what is tested: its ups skip their own preview (the
-    # program run twice), as a platform team's CI runs them.
+    # Every up here skips its own preview (the program run twice), as a platform team's CI runs
+    # them once the preview was read: the cluster's preview is the one `_steps` reads below.
     network.run("up", "--yes", "--skip-preview", "--stack", "prod")
 
     settings = yaml.safe_load((cluster.folder / "stacks/Pulumi.minimal.yaml").read_text())
@@ -91,7 +91,7 @@ def test_a_cluster_stack_joins_the_network_another_stack_owns(stacks) -> None:
     (cluster.folder / "stacks" / f"Pulumi.{CLUSTER_STACK}.yaml").write_text(yaml.safe_dump(
         {"config": {**settings["config"], "ray-gcp:networkStack": "organization/net/prod"}}))
     cluster.run("stack", "init", CLUSTER_STACK, *cluster.space.init_options())
-    cluster.run("up", "--yes", "--stack", CLUSTER_STACK)
+    cluster.run("up", "--yes", "--skip-preview", "--stack", CLUSTER_STACK)
 
     nic = _interface(fake, cluster_name)
     assert nic["network"].endswith(NETWORK) and nic["subnetwork"].endswith(SUBNET_A), nic

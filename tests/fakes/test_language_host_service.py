@@ -44,20 +44,15 @@ def program_info(root: Path, **options: str) -> language_pb2.ProgramInfo:
 
 
 def test_required_packages_are_the_resource_plugins_the_virtualenv_ships(host) -> None:
-    answer = host.GetRequiredPackages(language_pb2.GetRequiredPackagesRequest(
-        info=program_info(PROJECT_ROOT, toolchain="uv", virtualenv=".venv")))
-    found = {(p.kind, p.name) for p in answer.packages}
-    assert ("resource", "gcp") in found  # pulumi_gcp's pulumi-plugin.json
-    assert host.GetPluginInfo(empty_pb2.Empty()).version
-
-
-def test_required_packages_are_read_where_the_real_host_reads_them(host) -> None:
-    """Exactly the plugins whose package says `resource: true`, versions `v`-prefixed as the
-    real host sends them; pulumi_policy's `resource: false` names none."""
+    """Exactly the plugins whose package says `resource: true` (pulumi_gcp's
+    pulumi-plugin.json; pulumi_policy's `resource: false` names none), versions `v`-prefixed as
+    the real host sends them."""
     answer = host.GetRequiredPackages(language_pb2.GetRequiredPackagesRequest(
         info=program_info(PROJECT_ROOT, toolchain="uv", virtualenv=".venv")))
     shipped = json.loads((Path(pulumi_gcp.__file__).parent / "pulumi-plugin.json").read_text())
-    assert [(p.name, p.version) for p in answer.packages] == [("gcp", f"v{shipped['version']}")]
+    assert [(p.kind, p.name, p.version) for p in answer.packages] == [
+        ("resource", "gcp", f"v{shipped['version']}")]
+    assert host.GetPluginInfo(empty_pb2.Empty()).version
 
 
 def test_a_plugin_file_outside_the_packages_own_module_folder_names_no_plugin(tmp_path) -> None:

@@ -154,9 +154,9 @@ def _uses_module_fixture(item: pytest.Item) -> bool:
 
 _CHILD_CPU_AT = pytest.StashKey[float]()
 _OUT_OF_THE_FAST_TIER = ("ray", "sshd", "engine", "slow")
-_HEAVY_RAN: list[str] = []
-"""The out-of-tier tests this worker has run: a process one of them left behind may be reaped
-(and its CPU counted) during any later test, so after one, none is measured."""
+_HEAVY_RAN = False
+"""Whether this worker has run an out-of-tier test: a process one of them left behind may be
+reaped (and its CPU counted) during any later test, so after one, none is measured."""
 
 
 def _children_cpu_s() -> float:
@@ -167,6 +167,7 @@ def _children_cpu_s() -> float:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    global _HEAVY_RAN
     _WATCH.begin()
     if not _HEAVY_RAN:
         item.stash[_CHILD_CPU_AT] = _children_cpu_s()
@@ -175,7 +176,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         _WATCH.end()
         if any(item.get_closest_marker(marker) for marker in _OUT_OF_THE_FAST_TIER):
-            _HEAVY_RAN.append(item.nodeid)
+            _HEAVY_RAN = True
 
 
 @pytest.hookimpl(wrapper=True)
@@ -215,14 +216,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # A test's time is its set-up, call and teardown together, as the JUnit report gives it:
     # a shared fixture's start counts for the test that starts it.
     spent = _SPENT[report.nodeid] = _SPENT.get(report.nodeid, 0.0) + report.duration
-    if report.when == "teardown":
-        del _SPENT[report.nodeid]
-        if spent > SLOW_S and "slow" not in report.keywords:
-            _DURATIONS[report.nodeid] = spent
-    if report.when == "teardown" and not any(m in report.keywords for m in _OUT_OF_THE_FAST_TIER):
-        child_cpu_s = dict(report.user_properties).get("child_cpu_s", 0.0)
-        if child_cpu_s > CHILD_CPU_S:
-            _CHILD_CPU[report.nodeid] = child_cpu_s
+    if report.when != "teardown":
+        return
+    del _SPENT[report.nodeid]
+    if spent > SLOW_S and "slow" not in report.keywords:
+        _DURATIONS[report.nodeid] = spent
+    child_cpu_s = dict(report.user_properties).get("child_cpu_s", 0.0)
+    if child_cpu_s > CHILD_CPU_S and not any(m in report.keywords for m in _OUT_OF_THE_FAST_TIER):
+        _CHILD_CPU[report.nodeid] = child_cpu_s
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

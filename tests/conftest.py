@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.compute.identity import signed_in_user
+from tests.fakes.standin_gcp import schema as standin_schema
 from tests.support.leftover_processes import leftover_processes
 from tests.support.spawn_watch import SpawnWatch
 
@@ -57,6 +58,11 @@ os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 # terminal gives them.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# The stand-in gcp plugin keeps the shapes it reads from pulumi-gcp's input types in the cache
+# of the user running the suite, whatever HOME a test gives its processes: a test of a Ray user
+# with a home of their own (tests/support/adoption.py) had each first stand-in import pulumi_gcp
+# to read them again (2 CPU-s).
+os.environ.setdefault(standin_schema.CACHE_ENV, str(standin_schema.default_cache()))
 ENGINE_PASSPHRASE = "engine-tests-passphrase"
 
 # marker -> the fixtures that start what it names (a test using one, even through another

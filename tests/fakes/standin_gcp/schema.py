@@ -64,10 +64,14 @@ def shape_of(token: str) -> Shape:
     return shape
 
 
+def default_cache() -> Path:
+    """The cache folder of the user running this: XDG_CACHE_HOME's, else ~/.cache's."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") \
+        / "ray-gcp-pulumi" / "standin-schema"
+
+
 def _cache_folder() -> Path:
-    base = os.environ.get(CACHE_ENV) or Path(os.environ.get("XDG_CACHE_HOME")
-                                             or Path.home() / ".cache") / "ray-gcp-pulumi" \
-        / "standin-schema"
+    base = os.environ.get(CACHE_ENV) or default_cache()
     source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
     return Path(base) / f"pulumi-gcp-{importlib.metadata.version('pulumi_gcp')}-{source}"
 

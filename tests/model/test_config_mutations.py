@@ -69,7 +69,7 @@ def _assert_names_a_path(error: ConfigError, path: Path) -> None:
     assert all(where for where, _ in error.problems) or str(path) in str(error), str(error)
 
 
-def drive(path: Path, programs_run: set[str] | None = None) -> None:
+def drive(path: Path, programs_run: set[str]) -> None:
     """Loader, then the program under the mock engine, then every node's startup script.
 
     `programs_run`: the validated configs (with their warnings) the program already ran on in
@@ -80,10 +80,9 @@ def drive(path: Path, programs_run: set[str] | None = None) -> None:
     try:
         config = load_cluster_config(path)
         validated = config.model_dump_json() + repr(config.warnings)
-        if programs_run is None or validated not in programs_run:
+        if validated not in programs_run:
             run_program({"ray-gcp:cluster": str(path)}, stack="mutation")
-            if programs_run is not None:
-                programs_run.add(validated)
+            programs_run.add(validated)
         packed = pack_file_mounts(config)  # relative sources from the cwd, as the program reads
         mounts = packed.keyed("mutation-key") if packed is not None else None
         for node_type in config.available_node_types:  # a node receives UTF-8 bytes
@@ -102,7 +101,7 @@ def mutation_file(tmp_path: Path) -> Path:
 def test_every_seed_is_accepted_unchanged(name, mutation_file):
     seed = dict(SEEDS)[name]
     mutation_file.write_text(yaml.safe_dump(seed))
-    drive(mutation_file)
+    drive(mutation_file, set())
     load_cluster_config(mutation_file)
 
 

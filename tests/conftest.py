@@ -37,6 +37,7 @@ import pytest
 
 from tests.fakes.compute.identity import signed_in_user
 from tests.fakes.standin_gcp import schema as standin_schema
+from tests.support import warm_python
 from tests.support.leftover_processes import leftover_processes
 from tests.support.spawn_watch import SpawnWatch
 
@@ -166,9 +167,10 @@ reaped (and its CPU counted) during any later test, so after one, none is measur
 
 
 def _children_cpu_s() -> float:
-    """CPU-seconds of this process's children that have been waited for."""
+    """CPU-seconds of this process's children that have been waited for, the runs forked
+    for it by its warm interpreter (tests/support/warm_python.py) included."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
+    return used.ru_utime + used.ru_stime + warm_python.child_cpu_s
 
 
 @pytest.hookimpl(wrapper=True)
@@ -318,6 +320,14 @@ def _no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterato
             os.kill(pid, signal.SIGKILL)
     assert not left, "the test session left these processes running: " + "; ".join(
         f"pid {pid}: {command[:200]}" for pid, command in left.items())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_python_stopped(_no_process_left_behind: None) -> Iterator[None]:
+    """The worker's warm interpreter (started on first use) ends before the session looks
+    for processes left behind."""
+    yield
+    warm_python.stop()
 
 
 sys.addaudithook(_WATCH.audit)

@@ -7,8 +7,6 @@ passphrase and drop the file's provider)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import yaml
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.vault import shared_vault
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace
+from tests.support.warm_python import run_module
 
 # Writes a stack file into the checkout's stacks/: with the other such tests, on one worker.
 pytestmark = pytest.mark.xdist_group("checkout-stacks")
@@ -42,8 +41,7 @@ def team(engine_bin: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def preview(env: dict[str, str], *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "invoke", "preview", *args], cwd=PROJECT_ROOT,
-                          env=env, capture_output=True, text=True, timeout=900)
+    done = run_module(["invoke", "preview", *args], cwd=PROJECT_ROOT, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 

@@ -21,8 +21,6 @@ import hashlib
 import io
 import json
 import re
-import subprocess
-import sys
 import tarfile
 from collections import Counter
 from collections.abc import Iterator
@@ -43,6 +41,7 @@ from tests.support.engine_stack import (
     cluster_nodes,
     repo_stacks,
 )
+from tests.support.warm_python import run_module
 
 INSTANCE = "gcp:compute/instance:Instance"
 TPU_VM = "gcp:tpu/v2Vm:V2Vm"
@@ -141,9 +140,8 @@ def invoke_up(cli: CliProject, stack: str) -> list[str]:
     """`invoke up -s STACK` in the CLI's copy of the project (the same stack files, salts
     included, and the same backend), as a user runs it in a checkout: the summaries it prints
     (one: its up refreshes in the same engine run)."""
-    done = subprocess.run([sys.executable, "-m", "invoke", "up", "-s", stack], cwd=cli.folder,
-                          env=cli.env,
-                          capture_output=True, text=True, timeout=OPERATION_TIMEOUT_S)
+    done = run_module(["invoke", "up", "-s", stack], cwd=cli.folder, env=cli.env,
+                      timeout=OPERATION_TIMEOUT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return re.findall(r"^summary: (.*) in [\d.]+s$", done.stdout, re.M)
 

@@ -11,7 +11,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, cluster_nodes
+from tests.support.warm_python import run_module
 
 CLUSTER = "engine-up-yaml"
 TRACKED_STACKS = PROJECT_ROOT / "stacks"
@@ -47,8 +47,7 @@ def user(engine_bin: Path,
 
 
 def invoke(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=900)
     assert done.returncode == 0, f"invoke {' '.join(args)}:\n{done.stdout[-3000:]}" \
         f"{done.stderr[-3000:]}"
     return done.stdout + done.stderr

@@ -16,6 +16,7 @@ import pytest
 from model.config import ConfigError, load_cluster_config
 from model.config.catalog import as_of
 from tests.support.bootstrap_stubs import cluster
+from tests.support.warm_python import run_module
 
 HEAD = "available_node_types.head_t.node_config"
 WORKER = "available_node_types.worker_t.node_config"
@@ -260,15 +261,12 @@ head_node_type: head
 ])
 def test_plan_refuses_the_names_in_one_message_writing_nothing(tmp_path, region, zone, named):
     import os
-    import subprocess
-    import sys
 
     root = Path(__file__).resolve().parents[2]
     path = tmp_path / "cluster.yaml"
     path.write_text(BAD_NAMES.replace("REGION", region).replace("ZONE", zone))
-    env = {**os.environ, "RAY_GCP_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(root)}
-    done = subprocess.run([sys.executable, "-m", "invoke", "plan", "-c", str(path)], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "RAY_GCP_STATE_DIR": str(tmp_path / "state")}
+    done = run_module(["invoke", "plan", "-c", str(path)], cwd=root, env=env, timeout=300)
 
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert f"invalid cluster config {path}:" in done.stderr

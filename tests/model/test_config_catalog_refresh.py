@@ -21,6 +21,7 @@ from infra.catalog_refresh import (
 from model.config.catalog import CATALOG_FILE
 from tests.fakes.compute import FakeComputeServer
 from tests.fakes.compute.identity import USER
+from tests.support.warm_python import run_module
 
 
 @pytest.fixture
@@ -134,8 +135,6 @@ def test_a_read_that_fails_writes_neither_file(fake, tmp_path):
 
 def test_the_task_without_credentials_says_how_to_get_them(tmp_path):
     import os
-    import subprocess
-    import sys
 
     root = Path(__file__).resolve().parents[2]
     env = {key: value for key, value in os.environ.items()
@@ -144,8 +143,7 @@ def test_the_task_without_credentials_says_how_to_get_them(tmp_path):
                PYTHONPATH=str(root), NO_GCE_CHECK="True",  # no metadata-server probe
                GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "missing.json"))
     before = CATALOG_FILE.read_text()
-    run = subprocess.run([sys.executable, "-m", "invoke", "catalog-refresh"], cwd=root,
-                         env=env, capture_output=True, text=True, timeout=120)
+    run = run_module(["invoke", "catalog-refresh"], cwd=root, env=env, timeout=120)
 
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == [

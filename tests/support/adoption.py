@@ -9,7 +9,6 @@ import copy
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,15 +20,14 @@ from model.config import parse_cluster_config
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace, require_engine
 from tests.support.ray_launcher import RayMade, point_ray_at, ray_up
+from tests.support.warm_python import run_module
 
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
 
 
 def invoke(env: dict[str, str], *args: str, check: bool = True
            ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=900)
+    done = run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=900)
     if check:
         assert done.returncode == 0, f"invoke {' '.join(args)}:\n{done.stdout[-5000:]}" \
             f"{done.stderr[-3000:]}"

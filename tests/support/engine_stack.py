@@ -31,6 +31,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.vault import shared_vault
+from tests.support.warm_python import run_module
 
 ENGINE_VERSION = "3.276.0"
 ENGINE_BIN_ENV = "RAY_GCP_ENGINE_BIN"
@@ -169,12 +170,10 @@ class EngineWorkspace:
         """One operation through tests/support/engine_driver.py (`program`: another program
         file)."""
         began = time.monotonic()
-        process = subprocess.run(
-            [sys.executable, "-m", "tests.support.engine_driver", str(self.root), stack, operation,
+        process = run_module(
+            ["tests.support.engine_driver", str(self.root), stack, operation,
              *([str(program)] if program else [])],
-            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=OPERATION_TIMEOUT_S,
-            env={**os.environ, **self.env},
-        )
+            cwd=PROJECT_ROOT, timeout=OPERATION_TIMEOUT_S, env={**os.environ, **self.env})
         if process.returncode != 0:
             raise AssertionError(f"pulumi {operation} of {stack} failed:\n"
                                  f"{process.stderr[-6000:]}\n{process.stdout[-3000:]}")
@@ -214,9 +213,8 @@ class EngineWorkspace:
 
     def invoke(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`invoke <args>` in the project, as a user runs it, against this workspace."""
-        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT,
-                              env={**os.environ, **self.env}, capture_output=True, text=True,
-                              timeout=OPERATION_TIMEOUT_S)
+        return run_module(["invoke", *args], cwd=PROJECT_ROOT, env={**os.environ, **self.env},
+                          timeout=OPERATION_TIMEOUT_S)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

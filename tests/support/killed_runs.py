@@ -28,6 +28,7 @@ import yaml
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import EngineWorkspace, require_engine
 from tests.support.proc_table import children, parent_and_state
+from tests.support.warm_python import run_module
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "killed-half-way"
@@ -201,8 +202,7 @@ def users_cloud(folder: Path) -> Iterator[tuple[dict[str, str], FakeComputeServe
 
 def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`invoke <args>` run to its end."""
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=900)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.warm_python import run_module
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -215,10 +217,7 @@ class TestStack:
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         """`invoke ARGS` from the project root, as a user types it."""
-        return subprocess.run(
-            [sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env or self.env,
-            capture_output=True, text=True, timeout=120,
-        )
+        return run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env or self.env, timeout=120)
 
     def spawn_args(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "invoke", *args]

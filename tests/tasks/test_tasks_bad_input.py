@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.warm_python import run_module
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 RUNNER = PROJECT_ROOT / "tests" / "support" / "task_runner.py"
 
@@ -151,10 +153,9 @@ def test_wrong_arguments_end_in_one_message_without_a_traceback(wrong_argument_r
 
 
 def test_plan_with_a_broken_stack_file_fails_the_same_from_the_shell(project):
-    env = {**os.environ, "PYTHONPATH": str(project)}
+    env = dict(os.environ)
     env.pop("PULUMI_STACK", None)
-    result = subprocess.run([sys.executable, "-m", "invoke", "plan", "-s", "syntax"],
-                            cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    result = run_module(["invoke", "plan", "-s", "syntax"], cwd=project, env=env, timeout=120)
     assert result.returncode == 1
     assert result.stderr.startswith("error: stacks/Pulumi.syntax.yaml: not valid YAML at line 3")
     assert "Traceback" not in result.stdout + result.stderr

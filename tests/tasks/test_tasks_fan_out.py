@@ -25,6 +25,7 @@ from tests.support.sshd_fleet import (
     worker_name,
 )
 from tests.support.sshd_server import PROJECT_ROOT, keygen, pin_host_key
+from tests.support.warm_python import run_module
 
 WORKERS = 24
 CLOSED = WORKERS  # a worker listed at an address no sshd listens on
@@ -75,8 +76,7 @@ def fleet_stack(fleet, compute: FakeComputeServer, tmp_path: Path) -> dict[str, 
 
 
 def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=300)
 
 
 def failure_lines(stderr: str, label: str) -> dict[str, str]:

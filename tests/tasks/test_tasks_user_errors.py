@@ -9,14 +9,14 @@ import sys
 import yaml
 
 from tests.support.program_runs import PROJECT_ROOT, stack_yaml
+from tests.support.warm_python import run_module
 
 NO_ENGINE = "/nonexistent"  # an engine cache with nothing in it
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
            "XDG_CACHE_HOME": NO_ENGINE}  # and no engine `invoke engine` installed
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=120)
 
 
 def test_local_up_with_a_bad_cluster_yaml_names_the_path_and_the_fix(tmp_path):

@@ -5,8 +5,6 @@ the price table's age and coverage of every shipped stack."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -29,6 +27,7 @@ from tests.support.ray_cooperation import (  # noqa: F401 (`ray_apis_at_fake`)
     autoscaler_launch,
     ray_apis_fixture,
 )
+from tests.support.warm_python import run_module
 
 PROJECT, ZONE, CLUSTER = "my-proj", "us-west1-c", "priced"  # us-west1-c offers TPU v5e
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
@@ -148,11 +147,8 @@ def test_invoke_cost_prints_the_report_for_a_stack(fake):
     fake.cloud.add_foreign_instance(config.provider.project, config.provider.availability_zone,
                                     "ray-full-head-1", ray_labels("full", "head",
                                                                   config.head_node_type))
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "cost", "--stack", "full"], cwd=REPO,
-        capture_output=True, text=True,
-        env={**os.environ, "RAY_GCP_API_ENDPOINT": fake.endpoint, "PYTHONPATH": str(REPO)},
-        timeout=120)
+    result = run_module(["invoke", "cost", "--stack", "full"], cwd=REPO,
+                        env={**os.environ, "RAY_GCP_API_ENDPOINT": fake.endpoint}, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "ray-full-head-1" in result.stdout and "ray_worker_small" in result.stdout
     assert "total so far: $" in result.stdout

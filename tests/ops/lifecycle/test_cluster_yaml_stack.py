@@ -9,7 +9,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from ops.errors import OpsError
 from ops.lifecycle.cluster_yaml import place_stack
 from ops.paths import passphrase_file
 from ops.stacks.stack import backend_env, stack_for_cluster_yaml
+from tests.support.warm_python import run_module
 
 MINIMAL = PROJECT_ROOT / "stacks" / "clusters" / "minimal.yaml"
 USERS_OWN = ("PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE",
@@ -133,9 +133,8 @@ def test_the_users_own_backend_and_passphrase_are_used_instead(tmp_path, state_d
 
 def run_task(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key not in USERS_OWN}
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT,
-                          env={**env, "RAY_GCP_STATE_DIR": str(state)}, capture_output=True,
-                          text=True, timeout=300)
+    return run_module(["invoke", *args], cwd=PROJECT_ROOT,
+                      env={**env, "RAY_GCP_STATE_DIR": str(state)}, timeout=300)
 
 
 @pytest.mark.parametrize(("cluster_name", "provider", "named"), [

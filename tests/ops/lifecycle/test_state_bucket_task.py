@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.fakes.gcs import FakeGcs
 from tests.support.killed_runs import PROJECT_ROOT
+from tests.support.warm_python import run_module
 
 
 @pytest.fixture
@@ -24,11 +24,10 @@ def gcs() -> Iterator[FakeGcs]:
 
 
 def state_bucket(gcs: FakeGcs, name: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", "state-bucket", "--bucket", name, "--project",
-         "my-gcp-project", "--location", "us-west1"], cwd=PROJECT_ROOT,
-        env={**os.environ, "STORAGE_EMULATOR_HOST": gcs.endpoint}, capture_output=True,
-        text=True, timeout=120)
+    return run_module(
+        ["invoke", "state-bucket", "--bucket", name, "--project", "my-gcp-project",
+         "--location", "us-west1"], cwd=PROJECT_ROOT,
+        env={**os.environ, "STORAGE_EMULATOR_HOST": gcs.endpoint}, timeout=120)
 
 
 def test_the_state_bucket_is_made_versioned_uniform_and_never_public(gcs) -> None:

@@ -27,6 +27,7 @@ from ops.lifecycle.down_workers import (
 )
 from ops.lifecycle.reapply import reapply_request
 from tests.support.program_runs import PROJECT_ROOT, run_stack
+from tests.support.warm_python import run_module
 
 NO_ENGINE = "/nonexistent"  # an engine cache with nothing in it
 
@@ -34,8 +35,7 @@ def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     """Without the pulumi CLI on PATH, as on this machine and a fresh laptop."""
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin",
            "XDG_CACHE_HOME": NO_ENGINE}  # and no engine `invoke engine` installed
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("stack", ["full", "tpu", "tpu-pod", "tpu-queued"])

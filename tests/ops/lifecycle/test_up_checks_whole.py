@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from ops.review.plan import check_before_create, plan_yaml
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.support.engine_stack import PROJECT_ROOT, EngineWorkspace
 from tests.support.refusal_corpus import CORPUS
+from tests.support.warm_python import run_module
 from tests.support.yaml_mutations import mutated_texts
 
 # Writes or compares the checkout's stacks/ folder (EngineWorkspace.repo_stack, the stack files a
@@ -201,8 +201,7 @@ def engine_user(engine_bin: Path,
 
 
 def invoke(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return run_module(["invoke", *args], cwd=PROJECT_ROOT, env=env, timeout=600)
 
 
 @pytest.mark.parametrize("case", sorted(ENGINE_CASES))

@@ -20,6 +20,7 @@ from model.config import parse_cluster_config
 from model.stack_config import PROJECT_ROOT
 from ops.review.plan import plan_yaml, render_table
 from ops.review.prices import node_type_price
+from tests.support.warm_python import run_module
 
 MINIMAL = yaml.safe_load((PROJECT_ROOT / "stacks/clusters/minimal.yaml").read_text())
 IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
@@ -47,8 +48,8 @@ def plan_env(folder: Path) -> dict[str, str]:
 
 def invoke_plan(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The `invoke` binary, as a user runs it (its whole stderr is what the user sees)."""
-    return subprocess.run([sys.executable, "-m", "invoke", "plan", *args], cwd=PROJECT_ROOT,
-                          env=plan_env(folder), capture_output=True, text=True, timeout=300)
+    return run_module(["invoke", "plan", *args], cwd=PROJECT_ROOT, env=plan_env(folder),
+                      timeout=300)
 
 
 def invoke_plans(folder: Path, *argvs: list[str]) -> list[subprocess.CompletedProcess[str]]:

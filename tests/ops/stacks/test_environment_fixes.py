@@ -22,6 +22,7 @@ from infra.ssh_keys import generate_key_pair
 from ops.errors import environment_fix, user_errors
 from tests.fakes.vault import FakeVault
 from tests.support.engine_stack import PROJECT_ROOT
+from tests.support.warm_python import run_module
 
 PASSPHRASE_FIX = "the passphrase does not open this stack's secrets"
 LOGIN_FIX = "pulumi has no backend to keep the stack's state in: run `pulumi login`"
@@ -182,9 +183,8 @@ def test_a_head_that_answers_no_ssh_banner_is_one_line_without_paramikos_traceba
         env = {**os.environ, "RAY_GCP_STACK_OUTPUTS": str(tmp_path / "m.json"),
                "RAY_GCP_STATE_DIR": str(tmp_path / "state"),
                "RAY_GCP_API_ENDPOINT": "127.0.0.1:9", "RAY_GCP_SSH_PERSIST": "0"}
-        done = subprocess.run([sys.executable, "-m", "invoke", "status", "-s", "m"],
-                              cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = run_module(["invoke", "status", "-s", "m"], cwd=PROJECT_ROOT, env=env,
+                          timeout=300)
     finally:
         listener.close()
     assert done.returncode == 1

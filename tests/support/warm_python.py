@@ -1,0 +1,259 @@
+"""`python -m MODULE ARGS...` for tests, run as a fork of an interpreter that has already
+imported the heavy third-party libraries (pulumi, pulumi-gcp's compute classes, grpc,
+google-auth, pydantic, invoke), so each run skips the ~3 CPU-s a cold start spends importing
+them: the suite starts a few hundred `invoke up` and engine-driver runs.
+
+Each run is still a process of its own, as `subprocess.run` would start it: its own argv
+(`sys.argv` as `-m` sets it), working folder (first on `sys.path`, as `-m` puts it), environment
+(`os.environ` replaced whole, so what it starts inherits it), stdin/stdout/stderr, exit status
+(a signal's as a negative number) and CPU time (added to `child_cpu_s`, which the suite's
+fast-tier accounting reads beside its own children's). Nothing of this project is imported
+before the fork: the project's modules load in the run, from its working folder, as in a cold
+start. A run whose interpreter settings (`PYTHON*`, the locale) differ from the warm
+interpreter's starts cold instead, through `subprocess.run`. Each run raises the
+`subprocess.Popen` audit event a cold start would, so tests/support/spawn_watch.py still sees
+what a test starts.
+
+The server (`python tests/support/warm_python.py SOCKET`) is one per pytest worker, started on
+first use and stopped by `stop()` (tests/conftest.py, before the session's leftover-process
+check). Requests arrive over a Unix SOCK_SEQPACKET socket: JSON with the run's stdio passed as
+file descriptors (SCM_RIGHTS); the reply is the child's pid, then its exit status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PRELOADED = ("pulumi", "pulumi.automation", "pulumi.dynamic", "pulumi.runtime", "grpc",
+             "google.auth", "google.auth.transport.requests", "google.oauth2.credentials",
+             "requests", "yaml", "pydantic", "invoke", "paramiko")
+"""Imported by the server before it forks: third-party libraries only (the project's own
+modules must load from each run's working folder)."""
+PRELOADED_CLASSES = (("pulumi_gcp.compute", "Instance"), ("pulumi_gcp.storage", "Bucket"),
+                     ("pulumi_gcp.serviceaccount", "Account"), ("pulumi_gcp.projects", "IAMMember"),
+                     ("pulumi_gcp.tpu", "V2Vm"), ("pulumi_gcp.secretmanager", "Secret"))
+"""pulumi-gcp loads a module's classes on first attribute access: one each loads it whole."""
+INTERPRETER_SETTINGS = ("LANG", "LC_ALL", "LC_CTYPE")
+"""Read once at interpreter start, with every PYTHON* variable: a run that sets them
+differently cannot share the warm interpreter."""
+MESSAGE_BYTES = 1 << 20
+
+child_cpu_s = 0.0
+"""CPU-seconds of the warm runs this process waited for (their own children's included)."""
+
+_server: _Server | None = None
+_lock = threading.Lock()
+
+
+def _settings(env: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items()
+            if key.startswith("PYTHON") or key in INTERPRETER_SETTINGS}
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="warm-python-"))
+        self.path = self.folder / "socket"
+        self.settings = _settings(dict(os.environ))
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, str(self.path)], cwd=self.folder,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=(self.folder / "server.log").open("wb"))
+
+    def connect(self) -> socket.socket:
+        deadline = time.monotonic() + 120
+        while True:
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                connection.connect(str(self.path))
+                return connection
+            except (FileNotFoundError, ConnectionRefusedError):
+                connection.close()
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the warm interpreter did not start: "
+                                       + (self.folder / "server.log").read_text()[-2000:]
+                                       ) from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def stop() -> None:
+    """Stop this process's warm interpreter, if one was started. Reaping it adds its CPU and
+    its runs' to this process's children's: its runs' were counted in `child_cpu_s` already,
+    so the whole is taken off there again."""
+    global _server, child_cpu_s
+    with _lock:
+        if _server is not None:
+            before = _reaped_cpu_s()
+            _server.stop()
+            child_cpu_s -= _reaped_cpu_s() - before
+            _server = None
+
+
+def _reaped_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run_module(args: list[str], *, cwd: Path | str, env: dict[str, str] | None = None,
+               input: str | None = None, timeout: float | None = None  # noqa: A002
+               ) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, input=input,
+    capture_output=True, text=True, timeout=timeout)`, on a warm interpreter when it can."""
+    global _server, child_cpu_s
+    env = dict(os.environ if env is None else env)
+    argv = [sys.executable, "-m", *args]
+    with _lock:
+        if _server is None:
+            _server = _Server()
+        server = _server
+    if _settings(env) != server.settings:
+        return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    sys.audit("subprocess.Popen", sys.executable, argv, str(cwd), env)
+    with contextlib.ExitStack() as files:
+        stdin = files.enter_context(tempfile.TemporaryFile())
+        stdout = files.enter_context(tempfile.TemporaryFile())
+        stderr = files.enter_context(tempfile.TemporaryFile())
+        stdin.write((input or "").encode())
+        stdin.flush()
+        stdin.seek(0)
+        connection = files.enter_context(server.connect())
+        request = {"module": args[0], "argv": args[1:], "cwd": str(Path(cwd).resolve()),
+                   "env": env}
+        socket.send_fds(connection, [json.dumps(request).encode()],
+                        [stdin.fileno(), stdout.fileno(), stderr.fileno()])
+        pid = json.loads(connection.recv(MESSAGE_BYTES))["pid"]
+        connection.settimeout(timeout)
+        try:
+            ended = json.loads(connection.recv(MESSAGE_BYTES))
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            connection.settimeout(None)
+            connection.recv(MESSAGE_BYTES)
+            raise subprocess.TimeoutExpired(argv, timeout or 0.0, _text(stdout),
+                                            _text(stderr)) from None
+        child_cpu_s += ended["cpu_s"]
+        return subprocess.CompletedProcess(argv, ended["returncode"], _text(stdout),
+                                           _text(stderr))
+
+
+def _text(captured: Any) -> str:
+    """What the run wrote, as `text=True` gives it (universal newlines)."""
+    captured.seek(0)
+    return captured.read().decode().replace("\r\n", "\n").replace("\r", "\n")
+
+
+# The server side: runs as a script, so that no package of the project is imported in it.
+
+def _preload() -> None:
+    import importlib
+
+    for name in PRELOADED:
+        importlib.import_module(name)
+    for module, attribute in PRELOADED_CLASSES:
+        getattr(importlib.import_module(module), attribute)
+    if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) != 1:
+        raise RuntimeError("a preloaded library started a thread: forking would be unsafe")
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """In the forked child: take the run's stdio, folder, environment and argv, then run the
+    module as `-m` does (`runpy._run_module_as_main` is the function the interpreter's `-m`
+    calls). Never returns: the module's exit (or a final SystemExit) ends the
+    interpreter the normal way (atexit handlers, thread joins, flushed stdio)."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = request["cwd"]
+    sys.argv = [request["module"], *request["argv"]]
+    import runpy
+    import types
+
+    # A fresh __main__ (and multiprocessing's alias of it), then what `-m` itself calls.
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    if "__mp_main__" in sys.modules:
+        sys.modules["__mp_main__"] = main
+    runpy._run_module_as_main(request["module"])  # type: ignore[attr-defined]  # noqa: SLF001
+    sys.exit(0)
+
+
+def _serve(path: str) -> None:
+    _preload()
+    me = os.getpid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    running: dict[int, socket.socket] = {}  # child pid -> its client's connection
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while True:
+            for key, _ in selector.select(timeout=0.05):
+                if key.fileobj is listener:
+                    connection, _ = listener.accept()
+                    message, fds, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, 3)
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    pid = os.fork()
+                    if pid == 0:
+                        selector.close()
+                        listener.close()
+                        connection.close()
+                        for other in running.values():
+                            other.close()
+                        _become(json.loads(message), fds)
+                    for fd in fds:
+                        os.close(fd)
+                    connection.sendall(json.dumps({"pid": pid}).encode())
+                    running[pid] = connection
+            for pid, connection in list(running.items()):
+                done, status, usage = os.wait4(pid, os.WNOHANG)
+                if done == 0:
+                    continue
+                del running[pid]
+                with contextlib.suppress(OSError), connection:
+                    connection.sendall(json.dumps({
+                        "returncode": os.waitstatus_to_exitcode(status),
+                        "cpu_s": usage.ru_utime + usage.ru_stime}).encode())
+    finally:
+        if os.getpid() == me:
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])

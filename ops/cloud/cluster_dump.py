@@ -33,6 +33,7 @@ from typing import BinaryIO, TextIO
 from ops.cloud.bootstrap_status import BOOTSTRAP_LOG
 from ops.errors import OpsError
 from ops.remote.commands import in_container, node_shell
+from ops.remote.eof import send_eof
 from ops.remote.progress import ProgressBar
 from ops.remote.ssh import Connector, connect_stack
 from ops.remote.untrusted import (
@@ -138,7 +139,7 @@ def _stream_to(connector: Connector, node: Node, command: str, part: Path,
     errors = CappedTail(STDERR_CAP)
     try:
         channel.exec_command(node_shell(command))
-        channel.shutdown_write()
+        send_eof(channel)
         stderr_reader = drain_in_background(channel.recv_stderr, errors.write)
         with part.open("wb") as sink:
 

@@ -7,7 +7,8 @@ side, imported only for a direct connection; `known_hosts`: the pins read as tex
 `warm_daemon`, the per-user background process holding one transport per node, over
 ops.stacks.background's sockets), the ProxyCommand a tunnelled head is dialled through (`ssh_proxy`,
 IAP for a private cluster), your OS Login key and user (`os_login`), running commands in the right
-shell or container (`commands`), what attach, exec and submit do with their flags (`shell`),
+shell or container (`commands`), our EOF on a channel without paramiko's race with its close
+(`eof`), what attach, exec and submit do with their flags (`shell`),
 tmux/screen sessions and port forwards (`sessions`, `attach`, `dashboard`), work on every
 node at once (`fanout`: the stack's nodes and the autoscaler's running workers, `--parallel`
 at a time, a line per node that failed, a summary), the

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import paramiko
 
 from ops.errors import OpsError
+from ops.remote.eof import send_eof
 
 TMUX_COMMAND = "tmux new-session -A -s ray"  # attach to the session `ray`, creating it once
 SCREEN_COMMAND = "screen -D -RR -S ray"
@@ -110,7 +111,7 @@ def _pump_terminal(channel: paramiko.Channel, stdin_fd: int, stdout_fd: int) -> 
                 channel.sendall(data)
             else:
                 stdin_open = False
-                channel.shutdown_write()
+                send_eof(channel)
 
 
 def parse_forward(spec: str) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ops.errors import OpsError
+from ops.remote.eof import send_eof
 from ops.remote.ray_auth import with_ray_auth
 from ops.remote.untrusted import (
     OUTPUT_CAP,
@@ -120,7 +121,7 @@ def stream_command(
     channel = client.get_transport().open_session()
     try:
         channel.exec_command(command)
-        channel.shutdown_write()  # no stdin: commands that read it see EOF instead of hanging
+        send_eof(channel)  # no stdin: commands that read it see EOF instead of hanging
         stderr_reader = threading.Thread(
             target=_copy, args=(channel.recv_stderr, stderr), daemon=True
         )
@@ -150,7 +151,7 @@ def run_captured(
     out, err = CappedTail(cap), CappedTail(cap)
     try:
         channel.exec_command(command)
-        channel.shutdown_write()
+        send_eof(channel)
         stderr_reader = drain_in_background(channel.recv_stderr, err.write)
         drain(channel.recv, out.write)
         stderr_reader.join()

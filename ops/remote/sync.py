@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from model.sync_filter import DirMergeFilters, is_excluded
 from ops.errors import OpsError
 from ops.remote import landing
+from ops.remote.eof import send_eof
 from ops.remote.fanout import NodeOutcome, check_parallel, every_node, fan_out, fan_out_status
 from ops.remote.progress import ProgressBar, TransferCount, Transfers
 from ops.remote.ssh import Connector
@@ -200,7 +201,7 @@ def _same_content(client: Any, remote_dir: str, files: dict[str, Path]) -> set[s
         channel.exec_command(f"cd {shlex.quote(remote_dir or '.')} && "
                              "xargs -0 sha256sum -z -- 2>/dev/null")
         channel.sendall(b"".join(name.encode() + b"\0" for name in files))
-        channel.shutdown_write()
+        send_eof(channel)
         output = CappedTail(len(files) * (len(max(files, key=len)) + 80))
         drain(channel.recv, output.write)
         channel.recv_exit_status()

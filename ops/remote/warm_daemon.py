@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ops.remote.eof import send_eof
 from ops.remote.warm import CHUNK, FRAME
 from ops.stacks.background import accept_own, main_with_settings, only_one, serving
 
@@ -137,7 +138,7 @@ def _pump_stdin(connection: socket.socket, channel: Any) -> None:
         while data := connection.recv(CHUNK):
             channel.sendall(data)
     with contextlib.suppress(OSError, EOFError):
-        channel.shutdown_write()
+        send_eof(channel)
 
 
 def _relay_stream(connection: socket.socket, channel: Any) -> None:

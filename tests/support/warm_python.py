@@ -14,14 +14,17 @@ interpreter's starts cold instead, through `subprocess.run`. Each run raises the
 `subprocess.Popen` audit event a cold start would, so tests/support/spawn_watch.py still sees
 what a test starts.
 
-The server (`python tests/support/warm_python.py SOCKET`) is one per pytest worker, started on
-first use and stopped by `stop()` (tests/conftest.py, before the session's leftover-process
-check). Requests arrive over a Unix SOCK_SEQPACKET socket: JSON with the run's stdio passed as
-file descriptors (SCM_RIGHTS); the reply is the child's pid, then its exit status.
+The server (`python tests/support/warm_python.py SOCKET`) is one per process that uses it (a
+pytest worker, a benchmark run by a test), started on first use and stopped by `stop()`
+(tests/conftest.py, before the session's leftover-process check; at exit otherwise); it also
+ends when the process that started it is gone. Requests arrive over a Unix SOCK_SEQPACKET
+socket: JSON with the run's stdio passed as file descriptors (SCM_RIGHTS); the reply is the
+child's pid, then its exit status.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -51,6 +54,9 @@ INTERPRETER_SETTINGS = ("LANG", "LC_ALL", "LC_CTYPE")
 """Read once at interpreter start, with every PYTHON* variable: a run that sets them
 differently cannot share the warm interpreter."""
 MESSAGE_BYTES = 1 << 20
+COLD_ENV = "RAY_GCP_TESTS_COLD"
+"""Set to 1, every run starts cold (to measure what the warm interpreter saves, or to rule it
+out)."""
 
 child_cpu_s = 0.0
 """CPU-seconds of the warm runs this process waited for (their own children's included)."""
@@ -125,9 +131,13 @@ def run_module(args: list[str], *, cwd: Path | str, env: dict[str, str] | None =
     global _server, child_cpu_s
     env = dict(os.environ if env is None else env)
     argv = [sys.executable, "-m", *args]
+    if os.environ.get(COLD_ENV) == "1":
+        return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
+                              text=True, timeout=timeout, check=False)
     with _lock:
         if _server is None:
             _server = _Server()
+            atexit.register(stop)
         server = _server
     if _settings(env) != server.settings:
         return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
@@ -208,6 +218,7 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
 
 
 def _serve(path: str) -> None:
+    parent = os.getppid()
     _preload()
     me = os.getpid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -218,7 +229,7 @@ def _serve(path: str) -> None:
     running: dict[int, socket.socket] = {}  # child pid -> its client's connection
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        while True:
+        while os.getppid() == parent:  # a client that ended without `stop()` ends it too
             for key, _ in selector.select(timeout=0.05):
                 if key.fileobj is listener:
                     connection, _ = listener.accept()
@@ -251,8 +262,7 @@ def _serve(path: str) -> None:
             for pid in running:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -176,6 +176,12 @@ def open_client(
     except paramiko.SSHException as exc:
         client.close()
         raise OpsError(f"ssh to {what} at {host}:{port} failed: {exc}") from None
+    except EOFError:  # paramiko's own, when sshd hangs up after its banner
+        client.close()
+        raise OpsError(
+            f"ssh to {what} at {host}:{port} failed: the connection closed during the SSH "
+            "handshake (is the node shutting down, or sshd restarting? run again)"
+        ) from None
     except OSError as exc:
         client.close()
         raise OpsError(f"cannot reach {what} at {host}:{port}: {exc.strerror or exc}") from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import socket
+import threading
 
 import paramiko
 import pytest
@@ -52,6 +54,30 @@ def test_unreachable_head_names_ip_and_port(stack, sshd):
     outputs = parse_outputs("test", stack_outputs_for(sshd, ssh_port=port))
     with pytest.raises(OpsError, match=rf"cannot reach the head at 127\.0\.0\.1:{port}"):
         Connector(outputs).head()
+
+
+def test_a_head_that_hangs_up_during_the_handshake_is_one_line(stack, sshd):
+    """As sshd does when it is stopped (a node shutting down, preempted) after its banner:
+    paramiko raises a bare EOFError."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def hang_up() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            connection.recv(4096)  # the client's banner and key exchange offer
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    outputs = parse_outputs("test", stack_outputs_for(sshd, ssh_port=port))
+    try:
+        with pytest.raises(OpsError) as raised:
+            Connector(outputs, announce=io.StringIO()).head()
+    finally:
+        listener.close()
+    assert str(raised.value) == (
+        f"ssh to the head at 127.0.0.1:{port} failed: the connection closed during the SSH "
+        "handshake (is the node shutting down, or sshd restarting? run again)")
 
 
 def test_wrong_key_is_reported_as_auth_refused(stack, sshd, tmp_path):

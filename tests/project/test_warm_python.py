@@ -54,6 +54,12 @@ if how == "hang":
 '''
 
 
+@pytest.fixture(autouse=True)
+def _warm_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs here are warm even when the suite runs every other one cold."""
+    monkeypatch.delenv(warm_python.COLD_ENV, raising=False)
+
+
 @pytest.fixture
 def probe(tmp_path: Path) -> Path:
     (tmp_path / "probe.py").write_text(PROBE)
@@ -114,7 +120,7 @@ def test_a_warm_run_over_its_timeout_is_killed(probe):
         run_module(["probe", str(PROJECT_ROOT)], cwd=probe, env={**os.environ, "END": "hang"},
                    timeout=3)
 
-    assert "to stderr" in raised.value.stderr
+    assert b"to stderr" in raised.value.stderr  # bytes, as subprocess.run's timeout gives
     assert run_module(["probe", str(PROJECT_ROOT)], cwd=probe, timeout=120).returncode == 0
 
 

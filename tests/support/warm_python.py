@@ -164,17 +164,22 @@ def run_module(args: list[str], *, cwd: Path | str, env: dict[str, str] | None =
                 os.kill(pid, signal.SIGKILL)
             connection.settimeout(None)
             connection.recv(MESSAGE_BYTES)
-            raise subprocess.TimeoutExpired(argv, timeout or 0.0, _text(stdout),
-                                            _text(stderr)) from None
+            # bytes, as subprocess.run gives them with a timeout even under text=True
+            raise subprocess.TimeoutExpired(argv, timeout or 0.0, _bytes(stdout),
+                                            _bytes(stderr)) from None
         child_cpu_s += ended["cpu_s"]
         return subprocess.CompletedProcess(argv, ended["returncode"], _text(stdout),
                                            _text(stderr))
 
 
+def _bytes(captured: Any) -> bytes:
+    captured.seek(0)
+    return captured.read()
+
+
 def _text(captured: Any) -> str:
     """What the run wrote, as `text=True` gives it (universal newlines)."""
-    captured.seek(0)
-    return captured.read().decode().replace("\r\n", "\n").replace("\r", "\n")
+    return _bytes(captured).decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
 # The server side: runs as a script, so that no package of the project is imported in it.

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests.support import warm_python
-from tests.support.waiting import wait_for
 from tests.support.warm_python import run_module
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -150,14 +149,3 @@ def test_a_warm_run_is_seen_as_a_spawn(probe):
 
     assert [sys.executable, "-m", "probe", str(PROJECT_ROOT)] in seen
 
-
-def test_the_warm_interpreter_ends_with_the_process_that_started_it(probe):
-    script = ("import os, sys; from tests.support import warm_python as w; "
-              f"w.run_module(['probe', {str(PROJECT_ROOT)!r}], cwd={str(probe)!r}); "
-              "print(w._server.process.pid, w._server.folder, flush=True); os._exit(0)")
-    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    pid, folder = done.stdout.split()
-
-    wait_for(lambda: not Path(f"/proc/{pid}").exists() and not Path(folder).exists(),
-             "the warm interpreter of a process that ended has ended, its folder removed")

@@ -52,16 +52,6 @@ def command_ended(client: paramiko.SSHClient, eof: Callable[[paramiko.Channel], 
         channel.close()
 
 
-def test_paramikos_own_eof_after_a_quick_command_ends_the_connection(client, sshd):
-    """The race itself, so the test below can fail: paramiko/paramiko#1115, #1705."""
-    command_ended(client, paramiko.Channel.shutdown_write)
-
-    deadline = time.monotonic() + 30
-    while client.get_transport().is_active() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not client.get_transport().is_active()
-
-
 def test_our_eof_after_a_quick_command_keeps_the_connection(client):
     for _ in range(3):
         assert command_ended(client, send_eof) == 0

@@ -128,18 +128,11 @@ def run_module(args: list[str], *, cwd: Path | str, env: dict[str, str] | None =
                ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env, input=input,
     capture_output=True, text=True, timeout=timeout)`, on a warm interpreter when it can."""
-    global _server, child_cpu_s
+    global child_cpu_s
     env = dict(os.environ if env is None else env)
     argv = [sys.executable, "-m", *args]
-    if os.environ.get(COLD_ENV) == "1":
-        return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
-                              text=True, timeout=timeout, check=False)
-    with _lock:
-        if _server is None:
-            _server = _Server()
-            atexit.register(stop)
-        server = _server
-    if _settings(env) != server.settings:
+    server = None if os.environ.get(COLD_ENV) == "1" else _warm_server()
+    if server is None or _settings(env) != server.settings:
         return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
                               text=True, timeout=timeout, check=False)
     sys.audit("subprocess.Popen", sys.executable, argv, str(cwd), env)
@@ -170,6 +163,16 @@ def run_module(args: list[str], *, cwd: Path | str, env: dict[str, str] | None =
         child_cpu_s += ended["cpu_s"]
         return subprocess.CompletedProcess(argv, ended["returncode"], _text(stdout),
                                            _text(stderr))
+
+
+def _warm_server() -> _Server:
+    """This process's server, started on first use."""
+    global _server
+    with _lock:
+        if _server is None:
+            _server = _Server()
+            atexit.register(stop)
+        return _server
 
 
 def _bytes(captured: Any) -> bytes:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import warm_python
+from tests.support.waiting import wait_for
 from tests.support.warm_python import run_module
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +150,24 @@ def test_a_warm_run_is_seen_as_a_spawn(probe):
 
     assert [sys.executable, "-m", "probe", str(PROJECT_ROOT)] in seen
 
+
+
+def ended(pid: str) -> bool:
+    """Gone, or a zombie: whoever the orphan was handed to reaps it when it will."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return status.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_the_warm_interpreter_ends_with_the_process_that_started_it(probe):
+    script = ("import os, sys; from tests.support import warm_python as w; "
+              f"w.run_module(['probe', {str(PROJECT_ROOT)!r}], cwd={str(probe)!r}); "
+              "print(w._server.process.pid, w._server.folder, flush=True); os._exit(0)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    pid, folder = done.stdout.split()
+
+    wait_for(lambda: ended(pid) and not Path(folder).exists(),
+             "the warm interpreter of a process that ended has ended, its folder removed")

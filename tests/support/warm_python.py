@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -196,6 +197,7 @@ def _preload() -> None:
         getattr(importlib.import_module(module), attribute)
     if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) != 1:
         raise RuntimeError("a preloaded library started a thread: forking would be unsafe")
+    gc.freeze()  # out of every run's collections, and out of its interpreter's teardown
 
 
 def _become(request: dict[str, Any], fds: list[int]) -> None:

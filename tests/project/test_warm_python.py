@@ -24,6 +24,7 @@ import json, os, signal, subprocess, sys, time
 root = sys.argv[1]
 seen = {
     "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0],
+    "cmdline": " ".join(open("/proc/self/cmdline").read().replace(chr(0), " ").split()),
     "probe_env": os.environ.get("PROBE"), "server_only": "WARM_ONLY" in os.environ,
     "child_env": subprocess.run(["sh", "-c", "echo $PROBE"], capture_output=True,
                                 text=True).stdout,
@@ -171,3 +172,114 @@ def test_the_warm_interpreter_ends_with_the_process_that_started_it(probe):
 
     wait_for(lambda: ended(pid) and not Path(folder).exists(),
              "the warm interpreter of a process that ended has ended, its folder removed")
+
+
+ATTACHED_CLIENT = (f"import os, sys; sys.path.insert(0, {str(PROJECT_ROOT)!r}); "
+                   "from tests.support.warm_python import run_script_attached; "
+                   "code = run_script_attached(sys.argv[1], sys.argv[2], sys.argv[3:], "
+                   "cwd=os.getcwd(), env=dict(os.environ)); "
+                   "sys.exit(99 if code is None else code % 256)")
+"""A process of its own (a language host, say) running a script attached to its own stdio; 99
+when it was told to start the script cold itself."""
+
+
+def attached(python: str, script: Path, args: list[str], env: dict[str, str], stdin: str = ""
+             ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", ATTACHED_CLIENT, python, str(script), *args],
+                          cwd=script.parent, env=env,
+                          input=stdin, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_an_attached_script_run_sees_what_a_cold_run_sees(probe):
+    env = {**os.environ, **warm_python.socket_env(), "PROBE": "given"}
+    script = probe / "probe.py"
+    args = [str(PROJECT_ROOT), "x y"]
+
+    warm = attached(sys.executable, script, args, env, stdin="typed\n")
+    cold = subprocess.run([sys.executable, "-u", str(script), *args], cwd=probe, env=env,
+                          input="typed\n", capture_output=True, text=True, timeout=120,
+                          check=False)
+
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout,
+                                                           cold.stderr)
+    seen = json.loads(warm.stdout)
+    assert seen["argv"] == [str(script), *args] and seen["path0"] == str(probe)
+    assert (seen["probe_env"], seen["stdin"], seen["project_modules"]) == ("given", "typed\n", [])
+
+
+@pytest.mark.parametrize(("end", "code"), [("code", 3), ("raise", 1)])
+def test_an_attached_script_run_ends_as_a_cold_run_ends(probe, end, code):
+    env = {**os.environ, **warm_python.socket_env(), "END": end}
+
+    warm = attached(sys.executable, probe / "probe.py", [str(PROJECT_ROOT)], env)
+
+    assert warm.returncode == code
+    if end == "raise":
+        assert warm.stderr.endswith("ValueError: boom\n")
+
+
+def test_an_attached_run_of_another_environment_or_other_settings_is_left_to_start_cold(
+        probe, tmp_path):
+    env = {**os.environ, **warm_python.socket_env()}
+    other_venv = tmp_path / "venv" / "bin" / "python"  # the same interpreter, another venv
+    other_venv.parent.mkdir(parents=True)
+    other_venv.symlink_to(sys.executable)
+
+    assert attached(str(other_venv), probe / "probe.py", [str(PROJECT_ROOT)],
+                    env).returncode == 99
+    assert attached(sys.executable, probe / "probe.py", [str(PROJECT_ROOT)],
+                    {**env, "PYTHONHASHSEED": "7"}).returncode == 99
+    assert attached(sys.executable, probe / "probe.py", [str(PROJECT_ROOT)],
+                    os.environ.copy()).returncode == 99  # no warm interpreter named
+
+
+def test_an_attached_run_ends_when_the_process_that_asked_for_it_is_killed(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(600)\n")
+    client = subprocess.Popen(
+        [sys.executable, "-c", ATTACHED_CLIENT, sys.executable, str(script)], cwd=tmp_path,
+        env={**os.environ, **warm_python.socket_env()},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    run = client.stdout.readline().strip()  # the run is under way, in a process of its own
+    assert run and int(run) != client.pid
+
+    client.kill()
+    client.wait()
+
+    wait_for(lambda: ended(run), "the run of a killed client has ended")
+
+
+def launched(folder: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """A launcher as the engine starts the stand-in plugin's: `--attach MODULE ARGS`."""
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", str(PROJECT_ROOT / "tests/support/warm_python.py"),
+         "--attach", "probe", *args], cwd=folder, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_launcher_stands_for_the_run_it_attaches_to(probe, warm):
+    env = {**os.environ, "PROBE": "given", **(warm_python.socket_env() if warm else {})}
+    cold = subprocess.run([sys.executable, "-u", "-m", "probe", str(PROJECT_ROOT), "x y"],
+                          cwd=probe, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+    launcher = launched(probe, env, str(PROJECT_ROOT), "x y")
+    stdout, stderr = launcher.communicate(timeout=120)
+
+    assert (launcher.returncode, stdout, stderr) == (cold.returncode, cold.stdout, cold.stderr)
+
+
+def test_a_launcher_passes_an_interrupt_on_and_ends_as_its_run_does(probe):
+    env = {**os.environ, **warm_python.socket_env(), "END": "hang"}
+    launcher = launched(probe, env, str(PROJECT_ROOT))
+    seen = json.loads(launcher.stdout.readline())  # the run is under way
+    assert seen["argv"][0] == str(probe / "probe.py")
+
+    launcher.send_signal(signal.SIGINT)  # as the engine closes a plugin: its process group's
+
+    assert launcher.wait(timeout=60) == -signal.SIGINT  # a cold run's end on SIGINT
+    interrupted = launcher.stderr.read()  # the run's own traceback: it was the run's interrupt
+    assert f'File "{probe / "probe.py"}"' in interrupted  # the run's, forked from the server's:
+    assert 'warm_python.py", line' in interrupted.split(str(probe))[0]
+    assert interrupted.endswith("KeyboardInterrupt\n")

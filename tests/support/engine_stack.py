@@ -31,7 +31,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.vault import shared_vault
-from tests.support.warm_python import run_module
+from tests.support.warm_python import run_module, socket_env
 
 ENGINE_VERSION = "3.276.0"
 ENGINE_BIN_ENV = "RAY_GCP_ENGINE_BIN"
@@ -148,6 +148,8 @@ class EngineWorkspace:
             # nodes run no bootstrap (tests/ops/lifecycle/test_up_summary.py waits for one that
             # reports).
             "RAY_GCP_UP_WAIT_S": "0",
+            # The language host double forks the program from this worker's warm interpreter.
+            **socket_env(),
             **(extra_env or {}),
         }
         (self.root / "env.json").write_text(json.dumps(self.env))

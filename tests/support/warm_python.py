@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import io
 import json
 import os
 import resource
@@ -40,7 +41,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 PRELOADED = ("pulumi", "pulumi.automation", "pulumi.dynamic", "pulumi.runtime", "grpc",
              "google.auth", "google.auth.transport.requests", "google.oauth2.credentials",
@@ -55,6 +56,9 @@ INTERPRETER_SETTINGS = ("LANG", "LC_ALL", "LC_CTYPE")
 """Read once at interpreter start, with every PYTHON* variable: a run that sets them
 differently cannot share the warm interpreter."""
 MESSAGE_BYTES = 1 << 20
+SOCKET_ENV = "RAY_GCP_TESTS_WARM_SOCKET"
+"""Set in the engine's environment (`socket_env`): a test double the engine starts (the language
+host) runs its program through this process's warm interpreter (`run_script_attached`)."""
 COLD_ENV = "RAY_GCP_TESTS_COLD"
 """Set to 1, every run starts cold (to measure what the warm interpreter saves, or to rule it
 out)."""
@@ -81,20 +85,20 @@ class _Server:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=(self.folder / "server.log").open("wb"))
 
-    def connect(self) -> socket.socket:
+    def ready(self) -> Path:
+        """The socket's path, once the server listens on it (it appears then, renamed)."""
         deadline = time.monotonic() + 120
-        while True:
-            connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            try:
-                connection.connect(str(self.path))
-                return connection
-            except (FileNotFoundError, ConnectionRefusedError):
-                connection.close()
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the warm interpreter did not start: "
-                                       + (self.folder / "server.log").read_text()[-2000:]
-                                       ) from None
-                time.sleep(0.05)
+        while not self.path.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the warm interpreter did not start: "
+                                   + (self.folder / "server.log").read_text()[-2000:])
+            time.sleep(0.05)
+        return self.path
+
+    def connect(self) -> socket.socket:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        connection.connect(str(self.ready()))
+        return connection
 
     def stop(self) -> None:
         self.process.terminate()
@@ -176,6 +180,35 @@ def _warm_server() -> _Server:
         return _server
 
 
+def socket_env() -> dict[str, str]:
+    """The environment entry that lets the processes a test starts (and theirs) reach this
+    process's warm interpreter; none when runs are to start cold."""
+    if os.environ.get(COLD_ENV) == "1":
+        return {}
+    return {SOCKET_ENV: str(_warm_server().ready())}
+
+
+def run_script_attached(python: str, script: str, args: list[str], *, cwd: str,
+                        env: dict[str, str]) -> int | None:
+    """`subprocess.run([python, "-u", script, *args], cwd=cwd, env=env).returncode` with this
+    process's own stdin, stdout and stderr, forked from the warm interpreter `env` names; None
+    when it cannot be (no warm interpreter named, or `python` is another environment or its
+    settings differ: the caller starts it cold). The run is killed if this process ends first,
+    as a child in its process group would be by the signal that ended it."""
+    path = env.get(SOCKET_ENV)
+    if not path or not os.path.exists(path):
+        return None
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with connection:
+        connection.connect(path)
+        request = {"script": script, "argv": args, "cwd": str(Path(cwd).resolve()), "env": env,
+                   "python": python, "unbuffered": True}
+        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+        if "pid" not in json.loads(connection.recv(MESSAGE_BYTES)):
+            return None
+        return int(json.loads(connection.recv(MESSAGE_BYTES))["returncode"])
+
+
 def _bytes(captured: Any) -> bytes:
     captured.seek(0)
     return captured.read()
@@ -203,8 +236,17 @@ def _preload() -> None:
 def _become(request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: take the run's stdio, folder, environment and argv, then run the
     module as `-m` does (`runpy._run_module_as_main` is the function the interpreter's `-m`
-    calls). Never returns: the module's exit (or a final SystemExit) ends the
-    interpreter the normal way (atexit handlers, thread joins, flushed stdio)."""
+    calls), or the script as `python SCRIPT` does. Never returns: the module's exit (or a final
+    SystemExit) ends the interpreter the normal way (atexit handlers, thread joins, flushed
+    stdio)."""
+    import setproctitle
+
+    # The command line a cold start would show (/proc, `ps`, a fake that records its caller),
+    # set while the process's own environment block is still whole (setproctitle needs it).
+    python = request.get("python") or sys.executable
+    flags = ["-u"] if request.get("unbuffered") else []
+    started = [request["script"]] if "script" in request else ["-m", request["module"]]
+    setproctitle.setproctitle(" ".join([python, *flags, *started, *request["argv"]]))
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -213,18 +255,46 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.path[0] = request["cwd"]
-    sys.argv = [request["module"], *request["argv"]]
+    if request.get("unbuffered"):  # `-u`: stdout and stderr written through, unbuffered
+        sys.stdout, sys.stderr = (
+            io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=stream.encoding,
+                             errors=stream.errors, write_through=True)
+            for fd, stream in ((1, sys.stdout), (2, sys.stderr)))
+    if request.get("python"):
+        sys.executable = request["python"]
+    import importlib.machinery
     import runpy
     import types
 
-    # A fresh __main__ (and multiprocessing's alias of it), then what `-m` itself calls.
+    # A fresh __main__ (and multiprocessing's alias of it), then what `-m` itself calls, or
+    # what `python SCRIPT` does: the script's code in __main__, its folder first on sys.path.
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     if "__mp_main__" in sys.modules:
         sys.modules["__mp_main__"] = main
+    if "script" in request:
+        script = request["script"]
+        sys.path[0] = os.path.dirname(os.path.realpath(script))
+        sys.argv = [script, *request["argv"]]
+        main.__file__, main.__cached__ = script, None
+        main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
+        with open(script, "rb") as source:
+            exec(compile(source.read(), script, "exec"), main.__dict__)  # noqa: S102
+        sys.exit(0)
+    sys.path[0] = request["cwd"]
+    sys.argv = [request["module"], *request["argv"]]
     runpy._run_module_as_main(request["module"])  # type: ignore[attr-defined]  # noqa: SLF001
     sys.exit(0)
+
+
+def _same_interpreter(request: dict[str, Any]) -> bool:
+    """A run that names its interpreter (`run_script_attached`) is forked only when that is
+    this environment's (its virtualenv, through any link to it) with the same settings."""
+    if "python" not in request:
+        return True
+    venv = os.path.dirname(os.path.dirname(request["python"]))
+    return (os.path.realpath(venv) == os.path.realpath(sys.prefix)
+            and _settings(request["env"]) == _settings(dict(os.environ)))
 
 
 def _serve(path: str) -> None:
@@ -232,8 +302,9 @@ def _serve(path: str) -> None:
     _preload()
     me = os.getpid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
+    listener.bind(path + ".binding")
     listener.listen(64)
+    os.rename(path + ".binding", path)  # the path appears once connecting to it works
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     running: dict[int, socket.socket] = {}  # child pid -> its client's connection
@@ -241,28 +312,44 @@ def _serve(path: str) -> None:
     try:
         while os.getppid() == parent:  # a client that ended without `stop()` ends it too
             for key, _ in selector.select(timeout=0.05):
-                if key.fileobj is listener:
-                    connection, _ = listener.accept()
-                    message, fds, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, 3)
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    pid = os.fork()
-                    if pid == 0:
-                        selector.close()
-                        listener.close()
-                        connection.close()
-                        for other in running.values():
-                            other.close()
-                        _become(json.loads(message), fds)
+                if key.fileobj is not listener:  # a client: its run ends with it
+                    pid = key.data
+                    with contextlib.suppress(OSError):
+                        if key.fileobj.recv(MESSAGE_BYTES) == b"":
+                            selector.unregister(key.fileobj)
+                            os.kill(pid, signal.SIGKILL)
+                    continue
+                connection, _ = listener.accept()
+                message, fds, _, _ = socket.recv_fds(connection, MESSAGE_BYTES, 3)
+                request = json.loads(message)
+                if not _same_interpreter(request):
                     for fd in fds:
                         os.close(fd)
-                    connection.sendall(json.dumps({"pid": pid}).encode())
-                    running[pid] = connection
+                    with connection:
+                        connection.sendall(json.dumps({"cold": True}).encode())
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    listener.close()
+                    connection.close()
+                    for other in running.values():
+                        other.close()
+                    _become(request, fds)
+                for fd in fds:
+                    os.close(fd)
+                connection.sendall(json.dumps({"pid": pid}).encode())
+                running[pid] = connection
+                selector.register(connection, selectors.EVENT_READ, pid)
             for pid, connection in list(running.items()):
                 done, status, usage = os.wait4(pid, os.WNOHANG)
                 if done == 0:
                     continue
                 del running[pid]
+                with contextlib.suppress(KeyError, ValueError):
+                    selector.unregister(connection)
                 with contextlib.suppress(OSError), connection:
                     connection.sendall(json.dumps({
                         "returncode": os.waitstatus_to_exitcode(status),
@@ -275,5 +362,38 @@ def _serve(path: str) -> None:
             shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
+def _attach(module: str, args: list[str]) -> NoReturn:
+    """`python warm_python.py --attach MODULE ARGS...`, run by a launcher the engine starts (the
+    stand-in gcp plugin's): this process stands for `python -u -m MODULE ARGS...` forked from
+    the warm interpreter SOCKET_ENV names, on this process's stdio, folder and environment. It
+    passes SIGINT and SIGTERM on (the engine interrupts a plugin's process group before it
+    kills it), ends with the run's status, and the run is killed if this process is; where the
+    run cannot be forked (no warm interpreter, another environment, other settings) it becomes
+    the cold run itself."""
+    cold = [sys.executable, "-u", "-m", module, *args]
+    path = os.environ.get(SOCKET_ENV, "")
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        connection.connect(path)
+    except OSError:
+        os.execv(sys.executable, cold)
+    request = {"module": module, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ),
+               "python": sys.executable, "unbuffered": True}
+    socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+    started = json.loads(connection.recv(MESSAGE_BYTES))
+    if "pid" not in started:
+        connection.close()
+        os.execv(sys.executable, cold)
+    for passed in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(passed, lambda number, _: os.kill(started["pid"], number))
+    code = int(json.loads(connection.recv(MESSAGE_BYTES))["returncode"])
+    if code < 0:  # ended by a signal: so is this process, as the run's parent sees it
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--attach":
+        _attach(sys.argv[2], sys.argv[3:])
     _serve(sys.argv[1])

@@ -25,6 +25,7 @@ import grpc
 from google.protobuf import json_format
 
 from tests.fakes.pulumi_protos import proto_modules
+from tests.support.warm_python import run_script_attached
 
 language_pb2, language_pb2_grpc, plugin_pb2 = proto_modules(
     "language_pb2", "language_pb2_grpc", "plugin_pb2")
@@ -158,8 +159,14 @@ class PythonLanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         env = program_env(python)
         env["PULUMI_CONFIG"] = json.dumps(dict(request.config))
         env["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(list(request.configSecretKeys))
-        # The program's output goes where the host's does: the engine shows it.
-        code = subprocess.run(command, env=env, cwd=request.pwd or None, check=False).returncode
+        # The program's output goes where the host's does: the engine shows it. Forked from the
+        # test's warm interpreter when the engine's environment names one and the project's
+        # python is that environment (tests/support/warm_python.py), else started here.
+        code = run_script_attached(python, str(RUNNER), command[3:], cwd=request.pwd or ".",
+                                   env=env)
+        if code is None:
+            code = subprocess.run(command, env=env, cwd=request.pwd or None,
+                                  check=False).returncode
         sys.stdout.flush()
         if code == BAILED:
             return language_pb2.RunResponse(bail=True)

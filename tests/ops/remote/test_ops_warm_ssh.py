@@ -63,10 +63,15 @@ def _answers(path: Path) -> bool:
     return True
 
 
+DAEMON_START_S = 120
+"""A daemon's start is a cold interpreter, its imports and an SSH key exchange, in the
+background: a whole suite on two cores (a load average of 25) once took over 30 s for it."""
+
+
 def warm_up(stack) -> Path:
     """One exec (direct), then its daemon's socket once it listens."""
     assert stack.invoke("exec", "true").returncode == 0
-    wait_for(lambda: daemon_sockets(stack), "a warm connection listening")
+    wait_for(lambda: daemon_sockets(stack), "a warm connection listening", DAEMON_START_S)
     return daemon_sockets(stack)[0]
 
 
@@ -112,7 +117,8 @@ def test_a_dead_daemons_socket_falls_back_to_a_direct_connection(warm_stack):
     assert path.exists()
     result = warm_stack.invoke("exec", "echo direct")
     assert (result.returncode, result.stdout) == (0, "direct\n")
-    wait_for(lambda: _answers(path), "a new daemon in its place")  # stopped after the test
+    wait_for(lambda: _answers(path), "a new daemon in its place",  # stopped after the test
+             DAEMON_START_S)
 
 
 def test_a_stopped_daemon_leaves_no_socket_and_exec_connects_directly(warm_stack):
@@ -121,7 +127,8 @@ def test_a_stopped_daemon_leaves_no_socket_and_exec_connects_directly(warm_stack
     wait_for(lambda: not path.exists(), "the stopped daemon to remove its socket")
     result = warm_stack.invoke("exec", "echo direct")
     assert (result.returncode, result.stdout) == (0, "direct\n")
-    wait_for(lambda: _answers(path), "a new daemon in its place")  # stopped after the test
+    wait_for(lambda: _answers(path), "a new daemon in its place",  # stopped after the test
+             DAEMON_START_S)
 
 
 def test_a_daemon_exits_once_idle(warm_stack):
@@ -186,7 +193,8 @@ def test_a_long_command_gets_its_warm_connection_while_it_runs(warm_stack):
     running = subprocess.Popen(warm_stack.spawn_args("exec", "sleep 8"), env=warm_stack.env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: daemon_sockets(warm_stack), "a warm connection listening")
+        wait_for(lambda: daemon_sockets(warm_stack), "a warm connection listening",
+                 DAEMON_START_S)
         assert running.poll() is None  # the command still runs
     finally:
         running.kill()

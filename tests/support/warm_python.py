@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -195,17 +196,27 @@ def run_script_attached(python: str, script: str, args: list[str], *, cwd: str,
     when it cannot be (no warm interpreter named, or `python` is another environment or its
     settings differ: the caller starts it cold). The run is killed if this process ends first,
     as a child in its process group would be by the signal that ended it."""
-    path = env.get(SOCKET_ENV)
-    if not path or not os.path.exists(path):
-        return None
+    return _attached_run(env.get(SOCKET_ENV, ""), {
+        "script": script, "argv": args, "cwd": str(Path(cwd).resolve()), "env": env,
+        "python": python, "unbuffered": True})
+
+
+def _attached_run(path: str, request: dict[str, Any],
+                  started: Callable[[int], None] = lambda pid: None) -> int | None:
+    """`request` run by the server at `path` on this process's stdin, stdout and stderr (the
+    server kills it if this process ends first; `started` gets its pid): its exit status, or
+    None when no server answers there or it leaves the run to start cold."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with connection:
-        connection.connect(path)
-        request = {"script": script, "argv": args, "cwd": str(Path(cwd).resolve()), "env": env,
-                   "python": python, "unbuffered": True}
-        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
-        if "pid" not in json.loads(connection.recv(MESSAGE_BYTES)):
+        try:
+            connection.connect(path)
+        except OSError:
             return None
+        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+        reply = json.loads(connection.recv(MESSAGE_BYTES))
+        if "pid" not in reply:
+            return None
+        started(reply["pid"])
         return int(json.loads(connection.recv(MESSAGE_BYTES))["returncode"])
 
 
@@ -260,8 +271,7 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
             io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=stream.encoding,
                              errors=stream.errors, write_through=True)
             for fd, stream in ((1, sys.stdout), (2, sys.stderr)))
-    if request.get("python"):
-        sys.executable = request["python"]
+    sys.executable = python
     import importlib.machinery
     import runpy
     import types
@@ -370,23 +380,15 @@ def _attach(module: str, args: list[str]) -> NoReturn:
     kills it), ends with the run's status, and the run is killed if this process is; where the
     run cannot be forked (no warm interpreter, another environment, other settings) it becomes
     the cold run itself."""
-    cold = [sys.executable, "-u", "-m", module, *args]
-    path = os.environ.get(SOCKET_ENV, "")
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        connection.connect(path)
-    except OSError:
-        os.execv(sys.executable, cold)
-    request = {"module": module, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ),
-               "python": sys.executable, "unbuffered": True}
-    socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
-    started = json.loads(connection.recv(MESSAGE_BYTES))
-    if "pid" not in started:
-        connection.close()
-        os.execv(sys.executable, cold)
-    for passed in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(passed, lambda number, _: os.kill(started["pid"], number))
-    code = int(json.loads(connection.recv(MESSAGE_BYTES))["returncode"])
+    def passing_signals_on(pid: int) -> None:
+        for passed in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(passed, lambda number, _: os.kill(pid, number))
+
+    code = _attached_run(os.environ.get(SOCKET_ENV, ""), {
+        "module": module, "argv": args, "cwd": os.getcwd(), "env": dict(os.environ),
+        "python": sys.executable, "unbuffered": True}, passing_signals_on)
+    if code is None:
+        os.execv(sys.executable, [sys.executable, "-u", "-m", module, *args])
     if code < 0:  # ended by a signal: so is this process, as the run's parent sees it
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

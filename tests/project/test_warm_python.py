@@ -4,6 +4,7 @@ time), or it is started cold."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
+from google.protobuf import empty_pb2
+from pulumi.runtime.proto import provider_pb2_grpc
 
 from tests.support import warm_python
 from tests.support.waiting import wait_for
@@ -283,3 +287,64 @@ def test_a_launcher_passes_an_interrupt_on_and_ends_as_its_run_does(probe):
     assert f'File "{probe / "probe.py"}"' in interrupted  # the run's, forked from the server's:
     assert 'warm_python.py", line' in interrupted.split(str(probe))[0]
     assert interrupted.endswith("KeyboardInterrupt\n")
+
+
+def dynamic_plugin(launcher: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """The dynamic-provider plugin as the engine starts it: in the program's folder, the
+    project's virtualenv named relative to it, in a process group of its own."""
+    return subprocess.Popen(
+        [str(launcher)], cwd=PROJECT_ROOT / "infra",
+        env={**env, "PULUMI_RUNTIME_VIRTUALENV": "../.venv"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """pid -> command line of every process whose parent is `pid`."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            if entry.name.isdigit() and int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found[int(entry.name)] = " ".join(
+                    (entry / "cmdline").read_text().replace("\0", " ").split())
+    return found
+
+
+def test_the_dynamic_plugin_launcher_serves_the_providers_from_a_warm_fork(engine_bin):
+    (folder,) = warm_python.warm_plugin_dirs(engine_bin)
+    env = {**os.environ, **warm_python.socket_env()}
+    server = warm_python._warm_server().process.pid  # noqa: SLF001
+    before = set(children_of(server))
+
+    plugin = dynamic_plugin(Path(folder) / warm_python.DYNAMIC_PLUGIN, env)
+    port = int(plugin.stdout.readline())  # the engine reads the port the provider serves on
+
+    # The SDK's provider answers the engine's protocol, from a process forked from the warm
+    # interpreter, showing the command line the SDK's script would have run.
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        grpc.channel_ready_future(channel).result(timeout=60)
+        stub = provider_pb2_grpc.ResourceProviderStub(channel)
+        assert stub.GetPluginInfo(empty_pb2.Empty(), timeout=60).version
+    (run,) = {pid: line for pid, line in children_of(server).items() if pid not in before}.items()
+    assert run[1].endswith("/.venv/bin/python -u -m pulumi.dynamic"), run
+
+    os.killpg(plugin.pid, signal.SIGINT)  # as the engine closes a plugin (TerminateProcessGroup)
+    plugin.wait(timeout=60)
+    wait_for(lambda: ended(str(run[0])), "the forked provider ended with its launcher")
+
+
+@pytest.mark.parametrize("venv", ["missing", "not-a-venv"])
+def test_the_dynamic_plugin_launcher_refuses_what_the_sdks_script_refuses(
+        engine_bin, tmp_path, venv):
+    (folder,) = warm_python.warm_plugin_dirs(engine_bin)
+    if venv == "not-a-venv":
+        (tmp_path / venv).mkdir()
+    env = {**os.environ, **warm_python.socket_env(),
+           "PULUMI_RUNTIME_VIRTUALENV": str(tmp_path / venv)}
+    ran = [subprocess.run([str(launcher)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+           for launcher in (Path(folder) / warm_python.DYNAMIC_PLUGIN,
+                            engine_bin / warm_python.DYNAMIC_PLUGIN)]
+
+    ours, theirs = ((done.returncode, done.stdout, done.stderr) for done in ran)
+    assert ours == theirs and theirs[0] == 1 and str(tmp_path / venv) in theirs[2]

@@ -31,7 +31,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.vault import shared_vault
-from tests.support.warm_python import run_module, socket_env
+from tests.support.warm_python import run_module, socket_env, warm_plugin_dirs
 
 ENGINE_VERSION = "3.276.0"
 ENGINE_BIN_ENV = "RAY_GCP_ENGINE_BIN"
@@ -132,8 +132,9 @@ class EngineWorkspace:
                if secrets_provider else {}),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts.
-            "PATH": os.pathsep.join([str(STANDIN_DIR), str(bin_dir),
+            # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts
+            # (its dynamic-provider one run warm where it can be).
+            "PATH": os.pathsep.join([str(STANDIN_DIR), *warm_plugin_dirs(bin_dir), str(bin_dir),
                                      str(Path(sys.executable).parent), os.environ["PATH"]]),
             "PULUMI_PYTHON_CMD": sys.executable,
             "STANDIN_GCP_PYTHON": sys.executable,

@@ -27,11 +27,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import hashlib
 import io
 import json
 import os
 import resource
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -58,8 +60,9 @@ INTERPRETER_SETTINGS = ("LANG", "LC_ALL", "LC_CTYPE")
 differently cannot share the warm interpreter."""
 MESSAGE_BYTES = 1 << 20
 SOCKET_ENV = "RAY_GCP_TESTS_WARM_SOCKET"
-"""Set in the engine's environment (`socket_env`): a test double the engine starts (the language
-host) runs its program through this process's warm interpreter (`run_script_attached`)."""
+"""Set in the engine's environment (`socket_env`): what the engine starts runs through this
+process's warm interpreter: the language host double's program runs (`run_script_attached`),
+the stand-in gcp plugin and the SDK's dynamic-provider plugin (`--attach`, `warm_plugin_dirs`)."""
 COLD_ENV = "RAY_GCP_TESTS_COLD"
 """Set to 1, every run starts cold (to measure what the warm interpreter saves, or to rule it
 out)."""
@@ -187,6 +190,38 @@ def socket_env() -> dict[str, str]:
     if os.environ.get(COLD_ENV) == "1":
         return {}
     return {SOCKET_ENV: str(_warm_server().ready())}
+
+
+DYNAMIC_PLUGIN = "pulumi-resource-pulumi-python"
+DYNAMIC_RUN = "-u -m pulumi.dynamic $@"
+"""How the SDK's dynamic-provider plugin script runs the provider, in both of its branches
+(the virtualenv's python, else PULUMI_PYTHON_CMD's)."""
+
+
+def warm_plugin_dirs(bin_dir: Path) -> list[str]:
+    """PATH entries to put ahead of the engine's `bin_dir`: the engine's own dynamic-provider
+    plugin script, word for word, but for the one command that runs `python -u -m
+    pulumi.dynamic`, which runs it through `--attach` (forked from this process's warm
+    interpreter, else cold, as written). The SDK's choice of interpreter, its PATH and its
+    refusals stay theirs; none when runs are to start cold. The engine takes a plugin on PATH
+    before the one beside itself (pulumi/sdk/go/common/workspace/plugins.go)."""
+    if os.environ.get(COLD_ENV) == "1":
+        return []
+    named = hashlib.sha256(str(bin_dir.resolve()).encode()).hexdigest()[:16]
+    folder = _warm_server().folder / "plugins" / named
+    launcher = folder / DYNAMIC_PLUGIN
+    if not launcher.exists():
+        script = (bin_dir / DYNAMIC_PLUGIN).read_text()
+        if script.count(DYNAMIC_RUN) != 2:
+            raise RuntimeError(f"{bin_dir / DYNAMIC_PLUGIN} no longer runs `python {DYNAMIC_RUN}` "
+                               "in its two branches: tests/support/warm_python.py must follow it")
+        attached = f"-I -S {shlex.quote(__file__)} --attach pulumi.dynamic $@"
+        folder.mkdir(parents=True, exist_ok=True)
+        written = folder / f".{DYNAMIC_PLUGIN}"
+        written.write_text(script.replace(DYNAMIC_RUN, attached))
+        written.chmod(0o755)
+        written.rename(launcher)  # whole or absent, for an engine looking at the same time
+    return [str(folder)]
 
 
 def run_script_attached(python: str, script: str, args: list[str], *, cwd: str,

@@ -47,13 +47,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 PRELOADED = ("pulumi", "pulumi.automation", "pulumi.dynamic", "pulumi.runtime", "grpc",
+             "grpc.experimental.aio", "grpc_status.rpc_status", "google.api_core.exceptions",
              "google.auth", "google.auth.transport.requests", "google.oauth2.credentials",
-             "requests", "yaml", "pydantic", "invoke", "paramiko")
+             "requests", "yaml", "pydantic", "pydantic.main", "pydantic.json_schema",
+             "pydantic._internal._generate_schema", "invoke", "paramiko", "tarfile", "zoneinfo")
 """Imported by the server before it forks: third-party libraries only (the project's own
-modules must load from each run's working folder)."""
+modules must load from each run's working folder), with the parts of them that load on first
+use (pydantic's model machinery, grpc's asyncio API) when a plan or an up uses them."""
 PRELOADED_CLASSES = (("pulumi_gcp.compute", "Instance"), ("pulumi_gcp.storage", "Bucket"),
                      ("pulumi_gcp.serviceaccount", "Account"), ("pulumi_gcp.projects", "IAMMember"),
-                     ("pulumi_gcp.tpu", "V2Vm"), ("pulumi_gcp.secretmanager", "Secret"))
+                     ("pulumi_gcp.tpu", "V2Vm"), ("pulumi_gcp.secretmanager", "Secret"),
+                     ("pulumi_gcp.organizations", "get_project_output"))
 """pulumi-gcp loads a module's classes on first attribute access: one each loads it whole."""
 INTERPRETER_SETTINGS = ("LANG", "LC_ALL", "LC_CTYPE")
 """Read once at interpreter start, with every PYTHON* variable: a run that sets them

@@ -18,6 +18,13 @@ def dump_yaml(data: Any) -> str:
     return yaml.dump(data, Dumper=_DUMPER, sort_keys=True)
 
 
+def load_shipped_yaml(path: Path) -> Any:
+    """`yaml.safe_load` of a data file this package ships (flat tables, never a user's
+    document), with libyaml's C loader where PyYAML has it: 5-10 times faster, and every plan
+    reads the catalog and Ray's defaults."""
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 class YamlFileError(ValueError):
     """A YAML file that cannot be read or parsed; the message names the file, where and the fix."""
 

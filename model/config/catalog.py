@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from model.yaml_text import load_shipped_yaml
 
 CATALOG_FILE = Path(__file__).with_name("catalog.yaml")
 
@@ -39,7 +39,7 @@ _MB_STEP = 256
 
 @functools.cache
 def catalog() -> dict[str, Any]:
-    return yaml.safe_load(CATALOG_FILE.read_text())
+    return load_shipped_yaml(CATALOG_FILE)
 
 
 def as_of() -> str:

@@ -19,7 +19,6 @@ import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -56,6 +55,7 @@ from model.config.urls import (
     tpu_network_path,
     tpu_subnetwork_path,
 )
+from model.yaml_text import load_shipped_yaml
 
 DEFAULTS_FILE = Path(__file__).with_name("gcp_defaults.yaml")
 AUTOSCALER_ACCOUNT_ID = "ray-autoscaler-sa-v1"
@@ -1056,5 +1056,4 @@ def gcp_defaults() -> dict[str, Any]:
 
 @functools.cache
 def _gcp_defaults_read() -> dict[str, Any]:
-    with DEFAULTS_FILE.open() as handle:
-        return yaml.safe_load(handle)
+    return load_shipped_yaml(DEFAULTS_FILE)

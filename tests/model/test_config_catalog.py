@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from model.config import ConfigError, load_cluster_config
 from model.config.catalog import as_of
+from model.yaml_text import load_shipped_yaml
 from tests.support.bootstrap_stubs import cluster
 from tests.support.warm_python import run_module
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HEAD = "available_node_types.head_t.node_config"
 WORKER = "available_node_types.worker_t.node_config"
 TERMINATE = {"onHostMaintenance": "TERMINATE"}
@@ -274,3 +277,12 @@ def test_plan_refuses_the_names_in_one_message_writing_nothing(tmp_path, region,
     assert [line.split(": ", 1)[0] for line in problems] == named
     assert not (root / "stacks" / "Pulumi.catalog-typos.yaml").exists()
     assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("shipped", sorted(
+    str(path.relative_to(PROJECT_ROOT)) for path in (PROJECT_ROOT / "model").rglob("*.yaml")))
+def test_every_yaml_file_the_model_ships_reads_the_same_with_libyaml_as_with_the_pure_parser(
+        shipped):
+    path = PROJECT_ROOT / shipped
+    assert yaml.__with_libyaml__  # else both reads below are the pure parser's
+    assert load_shipped_yaml(path) == yaml.safe_load(path.read_text())

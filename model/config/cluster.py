@@ -215,8 +215,10 @@ class TpuQueuedResources(StrictModel):
 RAY_UP_V2_SINCE = (2, 50)
 
 
+@functools.cache
 def ray_up_autoscaler_version() -> Literal["v1", "v2"]:
-    """The autoscaler `ray up` of the installed Ray starts on a head: v2 from Ray 2.50."""
+    """The autoscaler `ray up` of the installed Ray starts on a head: v2 from Ray 2.50. Read
+    once a process: the installed distribution's metadata was a fifth of a config's parse."""
     release = re.match(r"(\d+)\.(\d+)", importlib.metadata.version("ray"))
     installed = (int(release.group(1)), int(release.group(2))) if release else (0, 0)
     return "v2" if installed >= RAY_UP_V2_SINCE else "v1"

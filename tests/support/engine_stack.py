@@ -133,7 +133,7 @@ class EngineWorkspace:
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
             # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts
-            # (its dynamic-provider one run warm where it can be).
+            # (its dynamic-provider one run warm for the CLI a test runs: warm_plugin_dirs).
             "PATH": os.pathsep.join([str(STANDIN_DIR), *warm_plugin_dirs(bin_dir), str(bin_dir),
                                      str(Path(sys.executable).parent), os.environ["PATH"]]),
             "PULUMI_PYTHON_CMD": sys.executable,

@@ -208,7 +208,9 @@ def warm_plugin_dirs(bin_dir: Path) -> list[str]:
     pulumi.dynamic`, which runs it through `--attach` (forked from this process's warm
     interpreter, else cold, as written). The SDK's choice of interpreter, its PATH and its
     refusals stay theirs; none when runs are to start cold. The engine takes a plugin on PATH
-    before the one beside itself (pulumi/sdk/go/common/workspace/plugins.go)."""
+    before the one beside itself (pulumi/sdk/go/common/workspace/plugins.go), so this serves
+    the CLI a test runs; the Automation API puts the engine's own folder first on PATH
+    (pulumi/automation/_cmd.py), so the `invoke` tasks' runs keep the SDK's script, cold."""
     if os.environ.get(COLD_ENV) == "1":
         return []
     named = hashlib.sha256(str(bin_dir.resolve()).encode()).hexdigest()[:16]

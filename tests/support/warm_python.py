@@ -144,7 +144,7 @@ def run_module(args: list[str], *, cwd: Path | str, env: dict[str, str] | None =
     global child_cpu_s
     env = dict(os.environ if env is None else env)
     argv = [sys.executable, "-m", *args]
-    server = None if os.environ.get(COLD_ENV) == "1" else _warm_server()
+    server = _wanted_server()
     if server is None or _settings(env) != server.settings:
         return subprocess.run(argv, cwd=cwd, env=env, input=input, capture_output=True,
                               text=True, timeout=timeout, check=False)
@@ -188,12 +188,16 @@ def _warm_server() -> _Server:
         return _server
 
 
+def _wanted_server() -> _Server | None:
+    """This process's server (started on first use), or None when runs are to start cold."""
+    return None if os.environ.get(COLD_ENV) == "1" else _warm_server()
+
+
 def socket_env() -> dict[str, str]:
     """The environment entry that lets the processes a test starts (and theirs) reach this
     process's warm interpreter; none when runs are to start cold."""
-    if os.environ.get(COLD_ENV) == "1":
-        return {}
-    return {SOCKET_ENV: str(_warm_server().ready())}
+    server = _wanted_server()
+    return {} if server is None else {SOCKET_ENV: str(server.ready())}
 
 
 DYNAMIC_PLUGIN = "pulumi-resource-pulumi-python"
@@ -211,10 +215,11 @@ def warm_plugin_dirs(bin_dir: Path) -> list[str]:
     before the one beside itself (pulumi/sdk/go/common/workspace/plugins.go), so this serves
     the CLI a test runs; the Automation API puts the engine's own folder first on PATH
     (pulumi/automation/_cmd.py), so the `invoke` tasks' runs keep the SDK's script, cold."""
-    if os.environ.get(COLD_ENV) == "1":
+    server = _wanted_server()
+    if server is None:
         return []
     named = hashlib.sha256(str(bin_dir.resolve()).encode()).hexdigest()[:16]
-    folder = _warm_server().folder / "plugins" / named
+    folder = server.folder / "plugins" / named
     launcher = folder / DYNAMIC_PLUGIN
     if not launcher.exists():
         script = (bin_dir / DYNAMIC_PLUGIN).read_text()

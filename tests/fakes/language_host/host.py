@@ -152,21 +152,19 @@ class PythonLanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
                  "pwd": request.pwd, "dry_run": "true" if request.dryRun else "false",
                  "parallel": str(request.parallel)}
         program = str(Path(info.program_directory) / (info.entry_point or "."))
-        command = [python, "-u", str(RUNNER),
-                   *[part for name, value in flags.items() if value
-                     for part in (f"--{name}", value)],
-                   program, *request.args]
+        args = [*[part for name, value in flags.items() if value
+                  for part in (f"--{name}", value)],
+                program, *request.args]
         env = program_env(python)
         env["PULUMI_CONFIG"] = json.dumps(dict(request.config))
         env["PULUMI_CONFIG_SECRET_KEYS"] = json.dumps(list(request.configSecretKeys))
         # The program's output goes where the host's does: the engine shows it. Forked from the
         # test's warm interpreter when the engine's environment names one and the project's
         # python is that environment (tests/support/warm_python.py), else started here.
-        code = run_script_attached(python, str(RUNNER), command[3:], cwd=request.pwd or ".",
-                                   env=env)
+        code = run_script_attached(python, str(RUNNER), args, cwd=request.pwd or ".", env=env)
         if code is None:
-            code = subprocess.run(command, env=env, cwd=request.pwd or None,
-                                  check=False).returncode
+            code = subprocess.run([python, "-u", str(RUNNER), *args], env=env,
+                                  cwd=request.pwd or None, check=False).returncode
         sys.stdout.flush()
         if code == BAILED:
             return language_pb2.RunResponse(bail=True)

@@ -311,7 +311,7 @@ def children_of(pid: int) -> dict[int, str]:
 
 
 def test_the_dynamic_plugin_launcher_serves_the_providers_from_a_warm_fork(engine_bin):
-    (folder,) = warm_python.warm_plugin_dirs(engine_bin)
+    folder = warm_python.warm_engine_root(engine_bin) / "bin"
     env = {**os.environ, **warm_python.socket_env()}
     server = warm_python._warm_server().process.pid  # noqa: SLF001
     before = set(children_of(server))
@@ -336,7 +336,7 @@ def test_the_dynamic_plugin_launcher_serves_the_providers_from_a_warm_fork(engin
 @pytest.mark.parametrize("venv", ["missing", "not-a-venv"])
 def test_the_dynamic_plugin_launcher_refuses_what_the_sdks_script_refuses(
         engine_bin, tmp_path, venv):
-    (folder,) = warm_python.warm_plugin_dirs(engine_bin)
+    folder = warm_python.warm_engine_root(engine_bin) / "bin"
     if venv == "not-a-venv":
         (tmp_path / venv).mkdir()
     env = {**os.environ, **warm_python.socket_env(),
@@ -348,3 +348,24 @@ def test_the_dynamic_plugin_launcher_refuses_what_the_sdks_script_refuses(
 
     ours, theirs = ((done.returncode, done.stdout, done.stderr) for done in ran)
     assert ours == theirs and theirs[0] == 1 and str(tmp_path / venv) in theirs[2]
+
+
+def test_the_warm_engine_is_the_install_the_tasks_find_under_its_cache_folder(
+        engine_bin, monkeypatch):
+    """What an `invoke` task's Automation API runs, under the XDG_CACHE_HOME the engine tests
+    give it: the installed engine itself (a hard link, so the engine finds the plugin script
+    beside its own path, symlinks resolved, and warns of none "from $PATH"), the warm plugin
+    script beside it, and the real cache's plan keys."""
+    from ops.engine import cache_root, installed_bin
+
+    real_plans = cache_root() / "plans"
+    root = warm_python.warm_engine_root(engine_bin)
+    assert warm_python.warm_engine_root(engine_bin) == root  # one per worker, made once
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root.parents[2]))
+
+    assert installed_bin() == root / "bin"
+    engine = root / "bin" / "pulumi"
+    assert not engine.is_symlink() and engine.samefile(engine_bin / "pulumi")
+    script = (root / "bin" / warm_python.DYNAMIC_PLUGIN).read_text()
+    assert "--attach pulumi.dynamic" in script and "-m pulumi.dynamic" not in script
+    assert (cache_root() / "plans").resolve() == real_plans.resolve()

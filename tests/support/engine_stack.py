@@ -31,7 +31,7 @@ import yaml
 
 from tests.fakes.compute import FakeComputeServer, Faults
 from tests.fakes.vault import shared_vault
-from tests.support.warm_python import run_module, socket_env, warm_plugin_dirs
+from tests.support.warm_python import run_module, socket_env, warm_engine_root
 
 ENGINE_VERSION = "3.276.0"
 ENGINE_BIN_ENV = "RAY_GCP_ENGINE_BIN"
@@ -124,6 +124,10 @@ class EngineWorkspace:
             runtime["options"] = {"virtualenv": str(venv)}
         (self.project / "Pulumi.yaml").write_text(yaml.safe_dump(
             {"name": "ray-gcp", "runtime": runtime}))
+        # The engine with its dynamic-provider plugin run warm, for the CLI a test runs and the
+        # `invoke` tasks' runs alike (warm_engine_root); the installed one when runs start cold.
+        warm = warm_engine_root(bin_dir)
+        engine_root = warm or bin_dir.parent
         self.env = {
             "PULUMI_HOME": str(self.root / "home"),
             "PULUMI_BACKEND_URL": f"file://{self.root / 'state'}",
@@ -132,15 +136,16 @@ class EngineWorkspace:
                if secrets_provider else {}),
             "PULUMI_SKIP_UPDATE_CHECK": "true",
             "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts
-            # (its dynamic-provider one run warm for the CLI a test runs: warm_plugin_dirs).
-            "PATH": os.pathsep.join([str(STANDIN_DIR), *warm_plugin_dirs(bin_dir), str(bin_dir),
+            # Ambient plugins: the stand-in gcp first, then the engine's own plugin scripts.
+            "PATH": os.pathsep.join([str(STANDIN_DIR), str(engine_root / "bin"),
                                      str(Path(sys.executable).parent), os.environ["PATH"]]),
+            # ops.engine.engine_root(), the install the `invoke` tasks drive, is that one.
+            **({"XDG_CACHE_HOME": str(warm.parents[2])} if warm else {}),
             "PULUMI_PYTHON_CMD": sys.executable,
             "STANDIN_GCP_PYTHON": sys.executable,
             "RAY_GCP_API_ENDPOINT": fake.endpoint,
             **endpoint_env(fake),
-            "ENGINE_ROOT": str(bin_dir.parent),  # PulumiCommand runs its bin/pulumi
+            "ENGINE_ROOT": str(engine_root),  # PulumiCommand runs its bin/pulumi
             # No outputs keeper outliving a task (tests/engine/test_engine_kept_outputs.py turns it
             # on
             # and stops it).

@@ -66,7 +66,7 @@ MESSAGE_BYTES = 1 << 20
 SOCKET_ENV = "RAY_GCP_TESTS_WARM_SOCKET"
 """Set in the engine's environment (`socket_env`): what the engine starts runs through this
 process's warm interpreter: the language host double's program runs (`run_script_attached`),
-the stand-in gcp plugin and the SDK's dynamic-provider plugin (`--attach`, `warm_plugin_dirs`)."""
+the stand-in gcp plugin and the SDK's dynamic-provider plugin (`--attach`, `warm_engine_root`)."""
 COLD_ENV = "RAY_GCP_TESTS_COLD"
 """Set to 1, every run starts cold (to measure what the warm interpreter saves, or to rule it
 out)."""
@@ -206,33 +206,65 @@ DYNAMIC_RUN = "-u -m pulumi.dynamic $@"
 (the virtualenv's python, else PULUMI_PYTHON_CMD's)."""
 
 
-def warm_plugin_dirs(bin_dir: Path) -> list[str]:
-    """PATH entries to put ahead of the engine's `bin_dir`: the engine's own dynamic-provider
-    plugin script, word for word, but for the one command that runs `python -u -m
-    pulumi.dynamic`, which runs it through `--attach` (forked from this process's warm
-    interpreter, else cold, as written). The SDK's choice of interpreter, its PATH and its
-    refusals stay theirs; none when runs are to start cold. The engine takes a plugin on PATH
-    before the one beside itself (pulumi/sdk/go/common/workspace/plugins.go), so this serves
-    the CLI a test runs; the Automation API puts the engine's own folder first on PATH
-    (pulumi/automation/_cmd.py), so the `invoke` tasks' runs keep the SDK's script, cold."""
+def warm_engine_root(bin_dir: Path) -> Path | None:
+    """An install of the engine in `bin_dir` (`<cache>/ray-gcp-pulumi/engine/<version>/bin`,
+    as `invoke engine` lays it out) whose dynamic-provider plugin runs warm: `<folder>/cache/
+    ray-gcp-pulumi/engine/<version>` in this process's server folder, the same layout under a
+    cache folder of its own (pass its `parents[2]` as XDG_CACHE_HOME, ops.engine.cache_root).
+    Its `bin/pulumi` is the engine, hard-linked; its `bin/pulumi-resource-pulumi-python` is the
+    SDK's script word for word but for the one command that runs `python -u -m pulumi.dynamic`,
+    which runs it through `--attach` (forked from this process's warm interpreter, else cold,
+    as written): the SDK's choice of interpreter, its PATH and its refusals stay theirs. The
+    cache's other entries (plans' keys, the stand-in's schemas) are the real cache's, linked.
+
+    Both ways the engine runs find that script first: the Automation API (every `invoke`
+    task) puts the folder of the CLI it runs first on PATH (pulumi/automation/_cmd.py), and the
+    engine takes the plugin beside its own path, symlinks resolved, when none on PATH comes
+    before it (pulumi/sdk/go/common/workspace/plugins.go): a hard link is that path, so nothing
+    warns of a plugin "from $PATH". None when runs are to start cold, or when `bin_dir` is not
+    laid out so or cannot be linked from the server's folder (another file system)."""
     server = _wanted_server()
     if server is None:
-        return []
-    named = hashlib.sha256(str(bin_dir.resolve()).encode()).hexdigest()[:16]
-    folder = server.folder / "plugins" / named
-    launcher = folder / DYNAMIC_PLUGIN
-    if not launcher.exists():
-        script = (bin_dir / DYNAMIC_PLUGIN).read_text()
-        if script.count(DYNAMIC_RUN) != 2:
-            raise RuntimeError(f"{bin_dir / DYNAMIC_PLUGIN} no longer runs `python {DYNAMIC_RUN}` "
-                               "in its two branches: tests/support/warm_python.py must follow it")
-        attached = f"-I -S {shlex.quote(__file__)} --attach pulumi.dynamic $@"
-        folder.mkdir(parents=True, exist_ok=True)
-        written = folder / f".{DYNAMIC_PLUGIN}"
-        written.write_text(script.replace(DYNAMIC_RUN, attached))
-        written.chmod(0o755)
-        written.rename(launcher)  # whole or absent, for an engine looking at the same time
-    return [str(folder)]
+        return None
+    bin_dir = bin_dir.resolve()
+    version_dir = bin_dir.parent
+    tool_cache = version_dir.parent.parent
+    if (bin_dir.name, version_dir.parent.name, tool_cache.name) != (
+            "bin", "engine", "ray-gcp-pulumi"):
+        return None
+    named = hashlib.sha256(str(bin_dir).encode()).hexdigest()[:16]
+    cache = server.folder / "engines" / named / "cache" / tool_cache.name
+    root = cache / "engine" / version_dir.name
+    if (root / "bin" / DYNAMIC_PLUGIN).exists():
+        return root
+    script = (bin_dir / DYNAMIC_PLUGIN).read_text()
+    if script.count(DYNAMIC_RUN) != 2:
+        raise RuntimeError(f"{bin_dir / DYNAMIC_PLUGIN} no longer runs `python {DYNAMIC_RUN}` "
+                           "in its two branches: tests/support/warm_python.py must follow it")
+    partial = Path(tempfile.mkdtemp(prefix="engine-", dir=server.folder))
+    try:
+        for entry in bin_dir.iterdir():
+            if entry.name != DYNAMIC_PLUGIN:
+                os.link(entry, partial / entry.name)
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+        return None
+    attached = f"-I -S {shlex.quote(__file__)} --attach pulumi.dynamic $@"
+    launcher = partial / DYNAMIC_PLUGIN
+    launcher.write_text(script.replace(DYNAMIC_RUN, attached))
+    launcher.chmod(0o755)
+    root.mkdir(parents=True, exist_ok=True)
+    # Plans keep their stack's key there (ops.review.plan_engine.plan_secret): one for the
+    # plans this process makes and those of the runs it starts, made now if none made it yet.
+    (tool_cache / "plans").mkdir(mode=0o700, exist_ok=True)
+    for entry in tool_cache.iterdir():
+        if entry.name != "engine" and not os.path.lexists(cache / entry.name):
+            (cache / entry.name).symlink_to(entry)
+    try:
+        partial.rename(root / "bin")  # whole or absent, for an engine looking at the same time
+    except OSError:  # another thread's is in place
+        shutil.rmtree(partial, ignore_errors=True)
+    return root
 
 
 def run_script_attached(python: str, script: str, args: list[str], *, cwd: str,

@@ -221,8 +221,10 @@ def warm_engine_root(bin_dir: Path) -> Path | None:
     task) puts the folder of the CLI it runs first on PATH (pulumi/automation/_cmd.py), and the
     engine takes the plugin beside its own path, symlinks resolved, when none on PATH comes
     before it (pulumi/sdk/go/common/workspace/plugins.go): a hard link is that path, so nothing
-    warns of a plugin "from $PATH". None when runs are to start cold, or when `bin_dir` is not
-    laid out so or cannot be linked from the server's folder (another file system)."""
+    warns of a plugin "from $PATH". Where the server's folder is on another file system than
+    `bin_dir`, the engine is symlinked instead: the script first on PATH still runs, and the
+    engine warns that it is not the one beside it. None when runs are to start cold, or when
+    `bin_dir` is not laid out so."""
     server = _wanted_server()
     if server is None:
         return None
@@ -242,13 +244,12 @@ def warm_engine_root(bin_dir: Path) -> Path | None:
         raise RuntimeError(f"{bin_dir / DYNAMIC_PLUGIN} no longer runs `python {DYNAMIC_RUN}` "
                            "in its two branches: tests/support/warm_python.py must follow it")
     partial = Path(tempfile.mkdtemp(prefix="engine-", dir=server.folder))
-    try:
-        for entry in bin_dir.iterdir():
-            if entry.name != DYNAMIC_PLUGIN:
+    for entry in bin_dir.iterdir():
+        if entry.name != DYNAMIC_PLUGIN:
+            try:
                 os.link(entry, partial / entry.name)
-    except OSError:
-        shutil.rmtree(partial, ignore_errors=True)
-        return None
+            except OSError:  # another file system: the engine then warns, as said above
+                (partial / entry.name).symlink_to(entry)
     attached = f"-I -S {shlex.quote(__file__)} --attach pulumi.dynamic $@"
     launcher = partial / DYNAMIC_PLUGIN
     launcher.write_text(script.replace(DYNAMIC_RUN, attached))
